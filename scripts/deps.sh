@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs every Debian package Kiln needs, idempotently: a machine that has
+# them all gets one dpkg query and no output. The list lives in
+# scripts/packages.txt so that the Makefile and this script agree.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mapfile -t want < <(grep -v '^\s*#' "$here/packages.txt" | awk 'NF{print $1}')
+missing=()
+for p in "${want[@]}"; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	[ "$st" = "install ok installed" ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps: installing ${#missing[@]} package(s): ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: need root to run apt-get (try: sudo make deps)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,149 @@
+/*
+ * arena.c — bump allocator (see arena.h).
+ *
+ * Chunks form a singly linked list, newest first. An allocation larger than a
+ * quarter of the chunk size gets a chunk of its own, linked behind the
+ * current one, so that big blocks do not waste the rest of a chunk.
+ */
+#include "common/arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t size;
+	size_t used;
+	_Alignas(16) unsigned char data[];
+};
+
+struct arena {
+	struct arena_chunk *head;
+	size_t chunk_size;
+	size_t used;
+};
+
+#define ALIGN16(n) (((n) + 15) & ~(size_t)15)
+
+struct arena *arena_new(size_t chunk_size)
+{
+	struct arena *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->chunk_size = chunk_size ? chunk_size : 64 * 1024;
+	return a;
+}
+
+void arena_free(struct arena *a)
+{
+	struct arena_chunk *c, *next;
+
+	if (!a)
+		return;
+	for (c = a->head; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(a);
+}
+
+static struct arena_chunk *chunk_new(size_t size)
+{
+	struct arena_chunk *c = malloc(sizeof(*c) + size);
+
+	if (!c)
+		return NULL;
+	c->size = size;
+	c->used = 0;
+	c->next = NULL;
+	return c;
+}
+
+void *arena_alloc(struct arena *a, size_t n)
+{
+	struct arena_chunk *c;
+	void *p;
+
+	n = ALIGN16(n ? n : 1);
+	if (n > SIZE_MAX / 2)
+		return NULL;
+	if (n > a->chunk_size / 4) {
+		c = chunk_new(n);
+		if (!c)
+			return NULL;
+		c->used = n;
+		if (a->head) {
+			c->next = a->head->next;
+			a->head->next = c;
+		} else {
+			a->head = c;
+		}
+		a->used += n;
+		return c->data;
+	}
+	c = a->head;
+	if (!c || c->size - c->used < n) {
+		c = chunk_new(a->chunk_size);
+		if (!c)
+			return NULL;
+		c->next = a->head;
+		a->head = c;
+	}
+	p = c->data + c->used;
+	c->used += n;
+	a->used += n;
+	return p;
+}
+
+void *arena_calloc(struct arena *a, size_t n, size_t size)
+{
+	void *p;
+
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	p = arena_alloc(a, n * size);
+	if (p)
+		memset(p, 0, n * size);
+	return p;
+}
+
+char *arena_strndup(struct arena *a, const char *s, size_t n)
+{
+	char *p = arena_alloc(a, n + 1);
+
+	if (!p)
+		return NULL;
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+char *arena_strdup(struct arena *a, const char *s)
+{
+	return arena_strndup(a, s, strlen(s));
+}
+
+size_t arena_used(const struct arena *a)
+{
+	return a->used;
+}
+
+static void *pb_alloc(void *data, size_t size)
+{
+	return arena_alloc(data, size);
+}
+
+static void pb_free(void *data, void *ptr)
+{
+	(void)data;
+	(void)ptr;
+}
+
+void arena_protobuf_allocator(struct arena *a, ProtobufCAllocator *out)
+{
+	out->alloc = pb_alloc;
+	out->free = pb_free;
+	out->allocator_data = a;
+}

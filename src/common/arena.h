@@ -1,0 +1,32 @@
+/*
+ * arena.h — a bump allocator for memory that dies together.
+ *
+ * Per-request and per-profile data is allocated from an arena and released in
+ * one arena_free, so that no error path can leak. Allocations are 16-byte
+ * aligned. The arena also implements protobuf-c's allocator interface, which
+ * lets a decoded message live in it (pprof decoding uses this: one free
+ * instead of one per submessage).
+ */
+#ifndef KILN_COMMON_ARENA_H
+#define KILN_COMMON_ARENA_H
+
+#include <stddef.h>
+#include <protobuf-c/protobuf-c.h>
+
+struct arena;
+
+/* chunk_size: bytes per block (0 = 64 KiB). Returns NULL on out-of-memory. */
+struct arena *arena_new(size_t chunk_size);
+/* Releases every allocation; NULL-safe. */
+void arena_free(struct arena *a);
+/* Returns NULL on out-of-memory. The memory is not zeroed. */
+void *arena_alloc(struct arena *a, size_t n);
+void *arena_calloc(struct arena *a, size_t n, size_t size);
+char *arena_strdup(struct arena *a, const char *s);
+char *arena_strndup(struct arena *a, const char *s, size_t n);
+/* Bytes handed out so far (for memory accounting). */
+size_t arena_used(const struct arena *a);
+/* A protobuf-c allocator backed by a; frees are no-ops. */
+void arena_protobuf_allocator(struct arena *a, ProtobufCAllocator *out);
+
+#endif

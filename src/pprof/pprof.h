@@ -1,0 +1,150 @@
+/*
+ * pprof.h — the pprof Profile format: decode, validate, build, encode, merge.
+ *
+ * Every other module speaks pprof through this header. A decoded profile is
+ * the protobuf-c message (generated from proto/pprof/profile.proto) living in
+ * an arena owned by struct pprof_profile, plus id -> index tables so that
+ * references resolve in O(1). Decoding always validates: a profile handed
+ * out by pprof_decode has string_table[0] == "", every id reference
+ * resolving, and one value per sample type in every sample. An invalid
+ * input yields an error naming the field ("sample[12].location_id[3]: no
+ * location with id 77"), never a partial result.
+ *
+ * The builder interns strings, mappings, functions and locations (equal
+ * inputs get the same id) and sums samples with the same stack and labels.
+ * Ids are 1-based and dense, in order of first use. The agent builds its
+ * per-process profiles with it; merge is built on it too.
+ *
+ * Stacks follow pprof's order: location_id[0] is the leaf; within a
+ * location, line[0] is the innermost (inlined) frame and the last line is
+ * the function that the others were inlined into.
+ */
+#ifndef KILN_PPROF_H
+#define KILN_PPROF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "pprof/profile.pb-c.h"
+
+typedef Perftools__Profiles__Profile pprof_msg;
+typedef Perftools__Profiles__Sample pprof_sample_msg;
+typedef Perftools__Profiles__Location pprof_location_msg;
+typedef Perftools__Profiles__Function pprof_function_msg;
+typedef Perftools__Profiles__Mapping pprof_mapping_msg;
+
+/* ---- decoding ----------------------------------------------------------- */
+
+struct pprof_decode_opts {
+	size_t max_inflated_bytes; /* 0 = default 1 GiB; larger gzip input is refused */
+};
+
+struct pprof_profile; /* opaque: the message, its arena and lookup tables */
+
+/* Decodes gzip-compressed or raw protobuf bytes and validates the result.
+ * On success *out owns everything (free with pprof_profile_free); data may be
+ * released right away. Returns 0 or a negative errno with err filled. */
+int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *opts,
+		 struct pprof_profile **out, struct kiln_error *err);
+/* Reads and decodes a file; the error message starts with the path. */
+int pprof_decode_file(const char *path, const struct pprof_decode_opts *opts,
+		      struct pprof_profile **out, struct kiln_error *err);
+void pprof_profile_free(struct pprof_profile *p);
+
+/* Checks the invariants listed above on any message. */
+int pprof_validate(const pprof_msg *m, struct kiln_error *err);
+
+/* The message (read-only for callers). */
+const pprof_msg *pprof_profile_msg(const struct pprof_profile *p);
+/* string_table[idx], or "" when out of range. */
+const char *pprof_string(const struct pprof_profile *p, int64_t idx);
+/* Lookups by id; NULL when absent (id 0 is always absent). */
+const pprof_location_msg *pprof_location(const struct pprof_profile *p, uint64_t id);
+const pprof_function_msg *pprof_function(const struct pprof_profile *p, uint64_t id);
+const pprof_mapping_msg *pprof_mapping(const struct pprof_profile *p, uint64_t id);
+/* Index of the sample type whose type string is name; with name NULL the
+ * default one (default_sample_type if set, else the last, as pprof does).
+ * -ENOENT if there is no such type; the error lists the available ones. */
+int pprof_sample_type_index(const struct pprof_profile *p, const char *name,
+			    struct kiln_error *err);
+
+/* ---- encoding ----------------------------------------------------------- */
+
+/* Appends the serialized message to out, gzip-compressed when gzip is true. */
+int pprof_encode(const pprof_msg *m, bool gzip, struct buf *out);
+
+/* ---- building ----------------------------------------------------------- */
+
+struct pprof_builder;
+
+struct pprof_mapping_desc {
+	uint64_t memory_start;
+	uint64_t memory_limit;
+	uint64_t file_offset;
+	const char *filename; /* NULL = "" */
+	const char *build_id; /* NULL = "" */
+	bool has_functions;
+	bool has_filenames;
+	bool has_line_numbers;
+	bool has_inline_frames;
+};
+
+struct pprof_line_desc {
+	uint64_t function_id;
+	int64_t line;
+	int64_t column;
+};
+
+struct pprof_label_desc {
+	const char *key;
+	const char *str;      /* string label when not NULL ... */
+	int64_t num;          /* ... otherwise a numeric label */
+	const char *num_unit; /* NULL = none */
+};
+
+/* Returns NULL on out-of-memory. */
+struct pprof_builder *pprof_builder_new(void);
+void pprof_builder_free(struct pprof_builder *b);
+
+/* Interns s in the string table and returns its index (0 for ""), or -1 on
+ * out-of-memory. */
+int64_t pprof_builder_string(struct pprof_builder *b, const char *s);
+int pprof_builder_add_sample_type(struct pprof_builder *b, const char *type, const char *unit);
+int pprof_builder_set_period(struct pprof_builder *b, const char *type, const char *unit,
+			     int64_t period);
+void pprof_builder_set_time(struct pprof_builder *b, int64_t time_nanos, int64_t duration_nanos);
+int pprof_builder_set_default_sample_type(struct pprof_builder *b, const char *type);
+int pprof_builder_add_comment(struct pprof_builder *b, const char *comment);
+
+/* Each returns the interned object's id (>= 1), or 0 on out-of-memory. */
+uint64_t pprof_builder_mapping(struct pprof_builder *b, const struct pprof_mapping_desc *m);
+uint64_t pprof_builder_function(struct pprof_builder *b, const char *name,
+				const char *system_name, const char *filename, int64_t start_line);
+/* lines: innermost first; n_lines may be 0 (an unsymbolized address).
+ * mapping_id may be 0 (no mapping). */
+uint64_t pprof_builder_location(struct pprof_builder *b, uint64_t mapping_id, uint64_t address,
+				const struct pprof_line_desc *lines, size_t n_lines);
+
+/* Adds values (one per sample type, in order) to the sample with this stack
+ * (leaf first) and label set, creating it if new. Returns 0, -EINVAL (a
+ * location id that the builder never returned), or -ENOMEM. */
+int pprof_builder_add_sample(struct pprof_builder *b, const uint64_t *location_ids,
+			     size_t n_locations, const int64_t *values,
+			     const struct pprof_label_desc *labels, size_t n_labels);
+
+/* Copies every sample of p into b (re-interning everything). The first
+ * profile added to an empty builder sets sample types, period and time;
+ * later ones must have the same sample types (else -EINVAL naming both) and
+ * widen the time range. */
+int pprof_builder_merge(struct pprof_builder *b, const struct pprof_profile *p,
+			struct kiln_error *err);
+
+size_t pprof_builder_sample_count(const struct pprof_builder *b);
+
+/* Serializes the profile built so far (the builder stays usable). */
+int pprof_builder_encode(struct pprof_builder *b, bool gzip, struct buf *out);
+
+#endif

@@ -1,0 +1,175 @@
+/*
+ * test_common.c — unit tests for src/common: buf, htab, arena, gzip, error.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/gzip.h"
+#include "common/htab.h"
+
+static void test_buf_grows_and_formats(void **state)
+{
+	struct buf b;
+
+	(void)state;
+	buf_init(&b);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(buf_printf(&b, "%d,", i), 0);
+	assert_int_equal(buf_terminate(&b), 0);
+	assert_true(strncmp((char *)b.data, "0,1,2,", 6) == 0);
+	assert_non_null(strstr((char *)b.data, ",999,"));
+	buf_free(&b);
+	assert_null(b.data);
+}
+
+static void test_buf_file_roundtrip(void **state)
+{
+	char path[] = "/tmp/kiln-test-XXXXXX";
+	struct buf a, b;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	buf_init(&a);
+	buf_init(&b);
+	assert_int_equal(buf_append_str(&a, "hello kiln"), 0);
+	assert_int_equal(buf_write_file(&a, path), 0);
+	assert_int_equal(buf_read_file(&b, path, 0), 0);
+	assert_int_equal(b.len, a.len);
+	assert_memory_equal(a.data, b.data, a.len);
+	buf_reset(&b);
+	assert_int_equal(buf_read_file(&b, path, 4), -EFBIG);
+	unlink(path);
+	buf_free(&a);
+	buf_free(&b);
+}
+
+static void test_htab_interns_many_keys(void **state)
+{
+	struct htab *h = htab_new(0);
+	char key[32];
+	uint64_t v;
+
+	(void)state;
+	assert_non_null(h);
+	for (uint64_t i = 0; i < 100000; i++) {
+		int n = snprintf(key, sizeof(key), "key-%llu", (unsigned long long)i);
+		v = i + 1;
+		assert_int_equal(htab_intern(h, key, (size_t)n, &v), 0);
+	}
+	for (uint64_t i = 0; i < 100000; i++) {
+		int n = snprintf(key, sizeof(key), "key-%llu", (unsigned long long)i);
+		v = 0;
+		assert_int_equal(htab_intern(h, key, (size_t)n, &v), 1);
+		assert_int_equal(v, i + 1);
+	}
+	assert_int_equal(htab_count(h), 100000);
+	assert_false(htab_get(h, "absent", 6, &v));
+	/* The empty key is a key like any other. */
+	v = 7;
+	assert_int_equal(htab_intern(h, "", 0, &v), 0);
+	assert_true(htab_get(h, "", 0, &v));
+	assert_int_equal(v, 7);
+
+	size_t it = 0, seen = 0;
+	while (htab_next(h, &it, NULL, NULL, NULL))
+		seen++;
+	assert_int_equal(seen, 100001);
+	htab_free(h);
+}
+
+static void test_arena_alignment_and_big_blocks(void **state)
+{
+	struct arena *a = arena_new(1024);
+
+	(void)state;
+	assert_non_null(a);
+	for (int i = 1; i < 100; i++) {
+		void *p = arena_alloc(a, (size_t)i);
+		assert_non_null(p);
+		assert_int_equal((uintptr_t)p % 16, 0);
+		memset(p, 0xab, (size_t)i);
+	}
+	char *big = arena_alloc(a, 1 << 20);
+	assert_non_null(big);
+	memset(big, 1, 1 << 20);
+	assert_string_equal(arena_strdup(a, "kiln"), "kiln");
+	arena_free(a);
+}
+
+static void test_gzip_roundtrip_and_limits(void **state)
+{
+	struct buf raw, gz, out;
+	struct kiln_error err = {0};
+
+	(void)state;
+	buf_init(&raw);
+	buf_init(&gz);
+	buf_init(&out);
+	for (int i = 0; i < 100000; i++)
+		buf_printf(&raw, "line %d\n", i % 17);
+	assert_int_equal(gzip_deflate(raw.data, raw.len, 6, &gz), 0);
+	assert_true(gzip_is_gzip(gz.data, gz.len));
+	assert_true(gz.len < raw.len / 10);
+	assert_int_equal(gzip_inflate(gz.data, gz.len, 0, &out, &err), 0);
+	assert_int_equal(out.len, raw.len);
+	assert_memory_equal(out.data, raw.data, raw.len);
+
+	/* A bomb: refused at the limit, output untouched. */
+	buf_reset(&out);
+	assert_int_equal(gzip_inflate(gz.data, gz.len, 1000, &out, &err), -EFBIG);
+	assert_int_equal(out.len, 0);
+	assert_non_null(strstr(err.msg, "limit"));
+
+	/* Truncated and corrupted streams are errors with a message. */
+	kiln_error_clear(&err);
+	assert_int_equal(gzip_inflate(gz.data, gz.len / 2, 0, &out, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "truncated"));
+	kiln_error_clear(&err);
+	gz.data[gz.len / 2] ^= 0xff;
+	gz.data[gz.len / 2 + 1] ^= 0x55;
+	assert_true(gzip_inflate(gz.data, gz.len, 0, &out, &err) < 0);
+	assert_true(err.msg[0] != '\0');
+	buf_free(&raw);
+	buf_free(&gz);
+	buf_free(&out);
+}
+
+static void test_error_keeps_first_and_prefixes(void **state)
+{
+	struct kiln_error err = {0};
+
+	(void)state;
+	assert_int_equal(kiln_error_set(&err, EINVAL, "inner %d", 1), -EINVAL);
+	assert_int_equal(kiln_error_set(&err, ENOMEM, "outer"), -ENOMEM);
+	kiln_error_prefix(&err, "%s: ", "file.pb");
+	assert_string_equal(err.msg, "file.pb: inner 1");
+	assert_int_equal(err.code, -EINVAL);
+	assert_int_equal(kiln_error_set(NULL, 5, "x"), -5);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_buf_grows_and_formats),
+		cmocka_unit_test(test_buf_file_roundtrip),
+		cmocka_unit_test(test_htab_interns_many_keys),
+		cmocka_unit_test(test_arena_alignment_and_big_blocks),
+		cmocka_unit_test(test_gzip_roundtrip_and_limits),
+		cmocka_unit_test(test_error_keeps_first_and_prefixes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
