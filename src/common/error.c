@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <string.h>
 
-
 int kiln_error_set(struct kiln_error *e, int code, const char *fmt, ...)
 {
 	int rc = code < 0 ? code : -code;

@@ -13,20 +13,20 @@
 #include <stdarg.h>
 
 struct kiln_error {
-	int code;       /* negative errno of the first failure, 0 if none */
-	char msg[512];  /* NUL-terminated, never longer than the buffer */
+	int code;      /* negative errno of the first failure, 0 if none */
+	char msg[512]; /* NUL-terminated, never longer than the buffer */
 };
 
 /* Records the failure in e (if not NULL) unless one is recorded already, so
  * that the innermost, most specific message wins. Returns -abs(code), so a
  * caller can write `return kiln_error_set(e, EINVAL, "...")`. */
 int kiln_error_set(struct kiln_error *e, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Prefixes the recorded message with context ("file.pb.gz: "), keeping the
  * code. Does nothing when e is NULL or holds no error. */
 void kiln_error_prefix(struct kiln_error *e, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* Clears e for reuse. */
 void kiln_error_clear(struct kiln_error *e);

@@ -64,8 +64,7 @@ void htab_free(struct htab *h)
 	free(h);
 }
 
-static struct htab_slot *find_slot(const struct htab *h, uint64_t hash, const void *key,
-				   size_t len)
+static struct htab_slot *find_slot(const struct htab *h, uint64_t hash, const void *key, size_t len)
 {
 	size_t mask = h->cap - 1;
 	size_t i = (size_t)hash & mask;
@@ -174,8 +173,7 @@ size_t htab_count(const struct htab *h)
 	return h->count;
 }
 
-bool htab_next(const struct htab *h, size_t *iter, const void **key, size_t *len,
-	       uint64_t *value)
+bool htab_next(const struct htab *h, size_t *iter, const void **key, size_t *len, uint64_t *value)
 {
 	while (*iter < h->cap) {
 		const struct htab_slot *s = &h->slots[(*iter)++];

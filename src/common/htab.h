@@ -36,7 +36,6 @@ size_t htab_count(const struct htab *h);
 
 /* Iterates: start with *iter = 0; returns false when done. Order is
  * unspecified. The key pointer stays valid until htab_free. */
-bool htab_next(const struct htab *h, size_t *iter, const void **key, size_t *len,
-	       uint64_t *value);
+bool htab_next(const struct htab *h, size_t *iter, const void **key, size_t *len, uint64_t *value);
 
 #endif

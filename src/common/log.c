@@ -51,6 +51,6 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	/* One fprintf per line so that concurrent threads do not interleave. */
-	fprintf(stderr, "%s.%03ldZ level=%s %s\n", stamp, ts.tv_nsec / 1000000,
-		level_names[level], line);
+	fprintf(stderr, "%s.%03ldZ level=%s %s\n", stamp, ts.tv_nsec / 1000000, level_names[level],
+		line);
 }

@@ -101,7 +101,7 @@ struct pprof_line_desc {
 struct pprof_label_desc {
 	const char *key;
 	const char *str;      /* string label when not NULL ... */
-	int64_t num;          /* ... otherwise a numeric label */
+	int64_t num;	      /* ... otherwise a numeric label */
 	const char *num_unit; /* NULL = none */
 };
 
@@ -121,8 +121,8 @@ int pprof_builder_add_comment(struct pprof_builder *b, const char *comment);
 
 /* Each returns the interned object's id (>= 1), or 0 on out-of-memory. */
 uint64_t pprof_builder_mapping(struct pprof_builder *b, const struct pprof_mapping_desc *m);
-uint64_t pprof_builder_function(struct pprof_builder *b, const char *name,
-				const char *system_name, const char *filename, int64_t start_line);
+uint64_t pprof_builder_function(struct pprof_builder *b, const char *name, const char *system_name,
+				const char *filename, int64_t start_line);
 /* lines: innermost first; n_lines may be 0 (an unsymbolized address).
  * mapping_id may be 0 (no mapping). */
 uint64_t pprof_builder_location(struct pprof_builder *b, uint64_t mapping_id, uint64_t address,

@@ -164,12 +164,12 @@ static void test_error_keeps_first_and_prefixes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_buf_grows_and_formats),
-		cmocka_unit_test(test_buf_file_roundtrip),
-		cmocka_unit_test(test_htab_interns_many_keys),
-		cmocka_unit_test(test_arena_alignment_and_big_blocks),
-		cmocka_unit_test(test_gzip_roundtrip_and_limits),
-		cmocka_unit_test(test_error_keeps_first_and_prefixes),
+	    cmocka_unit_test(test_buf_grows_and_formats),
+	    cmocka_unit_test(test_buf_file_roundtrip),
+	    cmocka_unit_test(test_htab_interns_many_keys),
+	    cmocka_unit_test(test_arena_alignment_and_big_blocks),
+	    cmocka_unit_test(test_gzip_roundtrip_and_limits),
+	    cmocka_unit_test(test_error_keeps_first_and_prefixes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,149 @@
+/*
+ * store.h — the storage interface: everything ingest and query code may ask
+ * of a profile store. The embedded store (WAL + head + blocks, under
+ * --storage-path) implements it today; a ClickHouse backend will implement
+ * the same functions later without ingest or query code changing.
+ *
+ * Data model (Parca's):
+ *   - A *profile type* is "NAME:SAMPLE_TYPE:SAMPLE_UNIT:PERIOD_TYPE:PERIOD_UNIT"
+ *     with ":delta" appended for delta profiles, e.g.
+ *     "parca_agent:samples:count:cpu:nanoseconds:delta". NAME comes from the
+ *     series' __name__ label. One pushed pprof profile with k sample types
+ *     becomes k series, one per profile type.
+ *   - A *series* is a profile type plus a label set (Prometheus label-name
+ *     rules; __name__ is not repeated among the labels).
+ *   - A *sample row* is (series, timestamp ms, stack, value). Stacks,
+ *     locations, functions, mappings and strings are deduplicated in the
+ *     metastore; rows refer to a stack by id.
+ *
+ * Threading: every function is safe to call from several threads at once.
+ * Writes are serialized internally; reads never wait for an fsync.
+ *
+ * Durability: store_write_profile returns 0 only after the write is in the
+ * WAL and fsynced (group commit may batch concurrent writers). After a crash,
+ * store_open replays the WAL: every acknowledged write is visible again, a
+ * torn tail is truncated and logged.
+ *
+ * Errors: negative errno plus a message in struct kiln_error. -EINVAL for bad
+ * input (the message says which label or field), -ENOSPC when the disk is
+ * full (reads keep working), -ESHUTDOWN after store_close has begun.
+ */
+#ifndef KILN_STORE_H
+#define KILN_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "pprof/pprof.h"
+
+struct store;
+
+struct store_options {
+	const char *path;	      /* directory; created if missing */
+	int64_t retention_ms;	      /* blocks older than this are deleted; 0 = keep forever */
+	int64_t block_duration_ms;    /* head is cut into a block after this much time (0 = 2h) */
+	size_t max_labels_per_series; /* 0 = 64 */
+};
+
+struct store_label {
+	const char *name;
+	const char *value;
+};
+
+enum store_match_op {
+	STORE_MATCH_EQ,	       /* =  */
+	STORE_MATCH_NEQ,       /* != */
+	STORE_MATCH_REGEX,     /* =~ fully anchored */
+	STORE_MATCH_NOT_REGEX, /* !~ fully anchored */
+};
+
+/* A label matcher. Regex matchers must be compiled with
+ * store_matcher_compile before use (linear-time-bounded pcre2 with a match
+ * limit); store_matcher_release frees the compiled form. */
+struct store_matcher {
+	enum store_match_op op;
+	char *name;
+	char *value;
+	void *compiled; /* owned; NULL for = and != */
+};
+
+int store_matcher_compile(struct store_matcher *m, struct kiln_error *err);
+void store_matcher_release(struct store_matcher *m);
+/* Does value (NULL = label absent, which matches as "") satisfy m? */
+bool store_matcher_matches(const struct store_matcher *m, const char *value);
+
+/* What a query selects: one profile type, matchers, a closed time range. */
+struct store_selector {
+	const char *profile_type; /* full type string, as above */
+	const struct store_matcher *matchers;
+	size_t n_matchers;
+	int64_t start_ms;
+	int64_t end_ms;
+};
+
+/* Opens (creating or recovering) the store. *out is freed by store_close. */
+int store_open(const struct store_options *opts, struct store **out, struct kiln_error *err);
+/* Flushes what is needed and frees everything; NULL-safe. */
+void store_close(struct store *s);
+
+/* Ingests one profile for the series `labels` (must include __name__).
+ * timestamp_ms: the profile's time (callers pass time_nanos / 1e6, or now
+ * when it is 0). delta: whether the profile holds deltas (CPU samples) or
+ * cumulative values; it becomes the ":delta" suffix. Returns after the
+ * write is durable. */
+int store_write_profile(struct store *s, const struct store_label *labels, size_t n_labels,
+			const struct pprof_profile *p, int64_t timestamp_ms, bool delta,
+			struct kiln_error *err);
+
+/* Every profile type with data in [start_ms, end_ms]; cb is called once per
+ * type, in sorted order. */
+int store_profile_types(struct store *s, int64_t start_ms, int64_t end_ms,
+			void (*cb)(void *ctx, const char *profile_type), void *ctx,
+			struct kiln_error *err);
+/* Label names (sorted, deduplicated) of series matching sel; sel may have
+ * profile_type NULL (all types). */
+int store_label_names(struct store *s, const struct store_selector *sel,
+		      void (*cb)(void *ctx, const char *name), void *ctx, struct kiln_error *err);
+/* Values of label `name` among series matching sel (sorted, deduplicated). */
+int store_label_values(struct store *s, const struct store_selector *sel, const char *name,
+		       void (*cb)(void *ctx, const char *value), void *ctx, struct kiln_error *err);
+
+/* For every matching series: its labels and, for each profile timestamp in
+ * range, the sum of its values. Called per series with points sorted by
+ * time. */
+struct store_point {
+	int64_t timestamp_ms;
+	int64_t value;
+};
+int store_query_range(struct store *s, const struct store_selector *sel,
+		      void (*cb)(void *ctx, const struct store_label *labels, size_t n_labels,
+				 const struct store_point *points, size_t n_points),
+		      void *ctx, struct kiln_error *err);
+
+/* Merges every sample of the matching series in range into `out` (a builder
+ * that the caller created and owns): stacks resolved through the metastore
+ * into locations, functions and mappings; sample types and period taken from
+ * the profile type. With no matching data, out stays empty and 0 is
+ * returned. A single profile is a merge with start_ms == end_ms == its
+ * timestamp. */
+int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
+		struct kiln_error *err);
+
+/* Sizes for /metrics. */
+struct store_stats {
+	uint64_t series;
+	uint64_t sample_rows;
+	uint64_t head_rows;
+	uint64_t blocks;
+	uint64_t disk_bytes;
+	uint64_t wal_bytes;
+	uint64_t wal_fsyncs;
+	uint64_t wal_fsync_ns_total;
+	uint64_t stacks;
+	uint64_t locations;
+};
+void store_get_stats(struct store *s, struct store_stats *out);
+
+#endif
