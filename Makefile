@@ -38,7 +38,7 @@ GEN := build/gen
 BIN := $(OUT)/bin
 
 PKGS := libbpf libelf libdw libprotobuf-c libnghttp2 libmicrohttpd libcurl \
-	libzstd zlib yaml-0.1 libxxhash libpcre2-8 libdebuginfod
+	libzstd zlib yaml-0.1 libxxhash libpcre2-8 libdebuginfod openssl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -47,9 +47,9 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -fno-omit-frame-pointer $(SANFLAGS) \
 	-D_GNU_SOURCE -Isrc -I$(GEN) $(PKG_CFLAGS)
 LDFLAGS += $(SANFLAGS)
-LDLIBS += $(PKG_LIBS) -lpthread -lm
+LDLIBS += $(PKG_LIBS) -liberty -lpthread -lm
 
-MODULES := common pprof store query symbols server agent cli
+MODULES := common pprof store query symbols scrape client server agent cli
 
 # --- generated code ---------------------------------------------------------
 PROTOS := $(shell find proto -name '*.proto' | sort)
@@ -81,7 +81,7 @@ FUZZ_BINS := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
 .SECONDARY:
 
 .PHONY: all deps run test unit-test integration-test format format-check \
-	fuzz fuzz-smoke bench bench-pprof bench-agent bench-server clean
+	fuzz fuzz-build bench clean
 
 all: deps $(BINS)
 
@@ -175,7 +175,7 @@ build/fuzz/libkiln-fuzz.a: $(FUZZ_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 build/fuzz/%: fuzz/%.c build/fuzz/libkiln-fuzz.a
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/libkiln-fuzz.a $(PKG_LIBS) -lpthread -lm
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/libkiln-fuzz.a $(PKG_LIBS) -liberty -lpthread -lm
 
 FUZZ_SECONDS ?= 600
 fuzz: deps fuzz-build
@@ -185,10 +185,19 @@ fuzz: deps fuzz-build
 	done
 
 # --- benchmarks (print figures; never pass/fail on time) ------------------------
-bench: bench-pprof
+# One script per issue: bench/bench-NAME.sh is `make bench-NAME`.
+BENCH_SCRIPTS := $(sort $(wildcard bench/bench-*.sh))
+BENCH_TARGETS := $(patsubst bench/%.sh,%,$(BENCH_SCRIPTS))
+.PHONY: $(BENCH_TARGETS)
 
-bench-pprof: all
-	bench/bench-pprof.sh
+bench: $(BENCH_TARGETS)
+
+$(BENCH_TARGETS): bench-%: all
+	bench/bench-$*.sh
 
 clean:
 	rm -rf build
+
+# Module-specific rules (the UI build, extra tools) live in mk/*.mk so that
+# this file stays short and modules do not edit each other's rules.
+-include $(sort $(wildcard mk/*.mk))
