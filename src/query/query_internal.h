@@ -115,7 +115,4 @@ bool query_type_char_ok(unsigned char c);
 int query_profile_type_parse_at(const char *s, size_t len, struct query_profile_type *out,
 				size_t *bad_offset, struct kiln_error *err);
 
-/* Folded/top helpers: the display name of a string id with ';' and
- * newlines made safe for one folded line. */
-
 #endif
