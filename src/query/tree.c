@@ -614,7 +614,7 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 			const struct qbuild_node *kn = &t->build[k];
 
 			if (t->trim_fraction > 0 && abs64(kn->cum) < threshold_b &&
-			    abs64(kn->base_cum) < threshold_a)
+			    (!t->diff || abs64(kn->base_cum) < threshold_a))
 				continue;
 			if (grow((void **)&kids, &cap_kids, nk + 1, sizeof(*kids)))
 				goto out;
@@ -622,7 +622,8 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 			kids[nk].node = k;
 			nk++;
 		}
-		qsort(kids, nk, sizeof(*kids), cmp_child);
+		if (nk > 1)
+			qsort(kids, nk, sizeof(*kids), cmp_child);
 		for (size_t i = nk; i-- > 0;)
 			stack[n_stack++] = kids[i].node;
 	}
