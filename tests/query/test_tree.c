@@ -228,6 +228,35 @@ static void test_tree_diff(void **state)
 	pprof_profile_free(b);
 }
 
+/* Several profiles added to one tree sum up, whatever order their samples
+ * come in (the shared-prefix shortcut must not depend on it). */
+static void test_tree_adds_sum(void **state)
+{
+	struct pprof_profile *a = fixture_base_profile(), *b = fixture_profile();
+	struct query_tree *t = query_tree_new(NULL);
+	char *got;
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(query_tree_add(t, b, 1, QUERY_SIDE_SINGLE, NULL), 0);
+	assert_int_equal(query_tree_add(t, a, 1, QUERY_SIDE_SINGLE, NULL), 0);
+	assert_int_equal(query_tree_add(t, b, 1, QUERY_SIDE_SINGLE, NULL), 0);
+	assert_int_equal(query_tree_finish(t, NULL), 0);
+	assert_int_equal(query_tree_add(t, b, 1, QUERY_SIDE_SINGLE, NULL), -EINVAL);
+	assert_int_equal(query_tree_total(t), 337);
+	got = folded_of(t);
+	assert_string_equal(got, "0xdead 100\n"
+				 "main;other 7\n"
+				 "main;rec;rec;rec 80\n"
+				 "main;work;inl 90\n"
+				 "main;work;inl;[app] +0x4abc 40\n"
+				 "main;work;inl;memcpy 20\n");
+	free(got);
+	query_tree_free(t);
+	pprof_profile_free(a);
+	pprof_profile_free(b);
+}
+
 static void test_tree_filter(void **state)
 {
 	struct pprof_profile *p = fixture_profile();
@@ -525,6 +554,7 @@ int main(void)
 	    cmocka_unit_test(test_tree_totals_and_shape),
 	    cmocka_unit_test(test_tree_inline_order_and_unsymbolized),
 	    cmocka_unit_test(test_tree_diff),
+	    cmocka_unit_test(test_tree_adds_sum),
 	    cmocka_unit_test(test_tree_filter),
 	    cmocka_unit_test(test_tree_hide_binaries),
 	    cmocka_unit_test(test_tree_trim_and_limit),
