@@ -885,17 +885,26 @@ static int load_blocks(struct store *s, struct kiln_error *err)
 		all[n++] = b;
 	}
 	closedir(d);
-	/* Recovery invariants 1 and 2 (see the top of the file). */
-	size_t k = 0;
+	/* Recovery invariants 1 and 2 (see the top of the file): decide for
+	 * every block first, then drop. */
+	bool *drop = calloc(n + 1, sizeof(*drop));
+	if (!drop) {
+		for (size_t i = 0; i < n; i++)
+			block_unref(all[i]);
+		free(all);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < n; i++) {
-		bool drop = all[i]->cut_seg > s->checkpoint_seg;
-
-		for (size_t j = 0; j < n && !drop; j++)
-			for (size_t x = 0; x < all[j]->n_sources && !drop; x++)
-				drop = all[j]->sources[x] == all[i]->seq && j != i;
+		drop[i] = all[i]->cut_seg > s->checkpoint_seg;
+		for (size_t j = 0; j < n && !drop[i]; j++)
+			for (size_t x = 0; x < all[j]->n_sources && !drop[i]; x++)
+				drop[i] = all[j]->sources[x] == all[i]->seq && j != i;
 		if (all[i]->seq >= s->next_block_seq)
 			s->next_block_seq = all[i]->seq + 1;
-		if (drop) {
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (drop[i]) {
 			log_info(
 			    "store: removing block %s left by an interrupted cut or compaction",
 			    all[i]->path);
@@ -905,6 +914,7 @@ static int load_blocks(struct store *s, struct kiln_error *err)
 		}
 		all[k++] = all[i];
 	}
+	free(drop);
 	s->blocks = all;
 	s->n_blocks = k;
 	if (k)
