@@ -282,7 +282,9 @@ int query_top_write_text(const struct query_top *top, size_t limit, struct buf *
  * (outermost function first, the root "total" omitted), in tree order. In
  * a diff tree each line carries both values, "stack A_VALUE B_VALUE", the
  * input format of flamegraph.pl's difffolded. Semicolons and newlines in
- * names are replaced by ':' and ' ' so that lines stay parseable. */
+ * names are replaced by ':' and ' ' so that lines stay parseable. Samples
+ * left with no frame at all (empty stack, every frame hidden) are reported
+ * as the single frame "[unknown]". */
 int query_tree_write_folded(const struct query_tree *t, struct buf *out);
 
 #endif
