@@ -205,7 +205,8 @@ static void run_job(void *arg)
 	struct h2_conn *c = j->conn;
 
 	if (j->call.deadline_ns && mono_ns() > j->call.deadline_ns)
-		grpc_fail(&j->call, GRPC_DEADLINE_EXCEEDED, "deadline exceeded before the call started");
+		grpc_fail(&j->call, GRPC_DEADLINE_EXCEEDED,
+			  "deadline exceeded before the call started");
 	else
 		j->method->handler(&j->call);
 
@@ -240,7 +241,8 @@ static void collect_done(struct h2_conn *c)
 		struct h2_job *j = list;
 		list = j->next;
 		c->inflight--;
-		struct h2_stream *st = nghttp2_session_get_stream_user_data(c->session, j->stream_id);
+		struct h2_stream *st =
+		    nghttp2_session_get_stream_user_data(c->session, j->stream_id);
 		if (st && !st->answered) {
 			st->dispatched = false;
 			if (j->call.status != GRPC_OK)
@@ -266,13 +268,20 @@ static int64_t parse_grpc_timeout(const char *v, size_t len)
 		n = n * 10 + (v[i] - '0');
 	}
 	switch (v[len - 1]) {
-	case 'H': return n * 3600 * 1000000000LL;
-	case 'M': return n * 60 * 1000000000LL;
-	case 'S': return n * 1000000000LL;
-	case 'm': return n * 1000000LL;
-	case 'u': return n * 1000LL;
-	case 'n': return n;
-	default: return -1;
+	case 'H':
+		return n * 3600 * 1000000000LL;
+	case 'M':
+		return n * 60 * 1000000000LL;
+	case 'S':
+		return n * 1000000000LL;
+	case 'm':
+		return n * 1000000LL;
+	case 'u':
+		return n * 1000LL;
+	case 'n':
+		return n;
+	default:
+		return -1;
 	}
 }
 
@@ -304,10 +313,11 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 		return submit_error(c, st, GRPC_INTERNAL,
 				    "malformed gRPC frame: compressed-flag byte is %u", b[0]);
 	if ((size_t)mlen != st->body.len - 5)
-		return submit_error(c, st, GRPC_INTERNAL,
-				    "malformed gRPC frame: prefix says %u bytes, stream carried %zu "
-				    "(unary calls take exactly one message)",
-				    mlen, st->body.len - 5);
+		return submit_error(
+		    c, st, GRPC_INTERNAL,
+		    "malformed gRPC frame: prefix says %u bytes, stream carried %zu "
+		    "(unary calls take exactly one message)",
+		    mlen, st->body.len - 5);
 
 	struct h2_job *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -400,9 +410,11 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		memcpy(st->path, value, n);
 		st->path[n] = '\0';
 	} else if (IS("content-type")) {
-		st->grpc_content_type = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0;
+		st->grpc_content_type =
+		    valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0;
 	} else if (IS("grpc-encoding")) {
-		size_t n = valuelen < sizeof(st->encoding) - 1 ? valuelen : sizeof(st->encoding) - 1;
+		size_t n =
+		    valuelen < sizeof(st->encoding) - 1 ? valuelen : sizeof(st->encoding) - 1;
 		memcpy(st->encoding, value, n);
 		st->encoding[n] = '\0';
 		st->gzip_encoding = strcmp(st->encoding, "gzip") == 0;
@@ -428,8 +440,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 		size_t idx = 0;
 		const struct grpc_method *m = server_find_grpc(st->path, &idx);
 		st->start_ns = mono_ns();
-		st->metrics = m ? &server_metrics(c->srv)->grpc[idx]
-				: &server_metrics(c->srv)->unknown_grpc;
+		st->metrics =
+		    m ? &server_metrics(c->srv)->grpc[idx] : &server_metrics(c->srv)->unknown_grpc;
 		buf_free(&st->body);
 		submit_error(c, st, GRPC_RESOURCE_EXHAUSTED,
 			     "request message larger than --grpc-max-message-size=%zu bytes", max);
@@ -567,8 +579,8 @@ void h2_serve(struct server *s, struct conn_io *io)
 			read_closed = true; /* write side broken: finish jobs, then leave */
 		if (read_closed && c.inflight == 0)
 			break;
-		if (!nghttp2_session_want_read(c.session) && !nghttp2_session_want_write(c.session) &&
-		    c.inflight == 0)
+		if (!nghttp2_session_want_read(c.session) &&
+		    !nghttp2_session_want_write(c.session) && c.inflight == 0)
 			break;
 
 		int64_t next_deadline = 0;

@@ -67,14 +67,20 @@ int http_status_from_errno(int e)
 	switch (e) {
 	case -EINVAL:
 	case -EBADMSG:
-	case -ERANGE: return 400;
-	case -ENOENT: return 404;
+	case -ERANGE:
+		return 400;
+	case -ENOENT:
+		return 404;
 	case -EFBIG:
-	case -E2BIG: return 413;
+	case -E2BIG:
+		return 413;
 	case -ESHUTDOWN:
-	case -EAGAIN: return 503;
-	case -ENOSPC: return 507;
-	default: return 500;
+	case -EAGAIN:
+		return 503;
+	case -ENOSPC:
+		return 507;
+	default:
+		return 500;
 	}
 }
 
@@ -159,8 +165,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 
 	struct http_response resp = {.status = 200, .content_type = "text/plain; charset=utf-8"};
-	struct http_request req = {.srv = s, .method = method, .path = url,
-				   .body = st->body.data, .body_len = st->body.len,
+	struct http_request req = {.srv = s,
+				   .method = method,
+				   .path = url,
+				   .body = st->body.data,
+				   .body_len = st->body.len,
 				   .mhd_conn = conn};
 	size_t idx = 0;
 	const struct http_route *route = NULL;
@@ -227,8 +236,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 int http1_start(struct server *s, struct kiln_error *err)
 {
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-			 MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | MHD_USE_ERROR_LOG |
-			 MHD_USE_POLL;
+			 MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_POLL;
 	struct MHD_Daemon *d = MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,

@@ -212,7 +212,8 @@ void http_query_range(const struct http_request *req, struct http_response *resp
 	int64_t now = now_ms(), start, end, step;
 	int rc;
 
-	if (arg_int(req, resp, "end", now, &end) || arg_int(req, resp, "start", end - 3600000, &start) ||
+	if (arg_int(req, resp, "end", now, &end) ||
+	    arg_int(req, resp, "start", end - 3600000, &start) ||
 	    arg_int(req, resp, "step", 0, &step))
 		return;
 	const char *q = http_arg(req, "query");
@@ -255,8 +256,8 @@ out:
 /* ---- query ------------------------------------------------------------------------- */
 
 /* Reads one selection's parameters (prefix "" or "a_"/"b_"). */
-static int read_side(const struct http_request *req, struct http_response *resp,
-		     const char *prefix, const char *mode, struct qexec_side *side)
+static int read_side(const struct http_request *req, struct http_response *resp, const char *prefix,
+		     const char *mode, struct qexec_side *side)
 {
 	char key[32];
 	int64_t now = now_ms();
@@ -321,8 +322,8 @@ void http_query(const struct http_request *req, struct http_response *resp)
 	if (hide && *hide) {
 		snprintf(hide_copy, sizeof(hide_copy), "%s", hide);
 		char *save = NULL;
-		for (char *tok = strtok_r(hide_copy, ",", &save); tok && qr.n_hide_binaries < MAX_HIDDEN;
-		     tok = strtok_r(NULL, ",", &save))
+		for (char *tok = strtok_r(hide_copy, ",", &save);
+		     tok && qr.n_hide_binaries < MAX_HIDDEN; tok = strtok_r(NULL, ",", &save))
 			hidden[qr.n_hide_binaries++] = tok;
 		qr.hide_binaries = hidden;
 	}

@@ -91,11 +91,12 @@ void http_ui(const struct http_request *req, struct http_response *resp)
 	snprintf(path, sizeof(path), "%s/index.html", root ? root : "");
 	if (!root || !is_regular_file(path)) {
 		resp->status = strcmp(req->path, "/") == 0 ? 200 : 404;
-		buf_append_str(&resp->body,
-			       "Kiln is running, but the web UI is not built.\n"
-			       "Build it with `make ui` (it lands in build/ui), or point\n"
-			       "--ui-path at a directory holding the built index.html.\n"
-			       "The API is at /api/v1/... (see docs/API.md); metrics at /metrics.\n");
+		buf_append_str(
+		    &resp->body,
+		    "Kiln is running, but the web UI is not built.\n"
+		    "Build it with `make ui` (it lands in build/ui), or point\n"
+		    "--ui-path at a directory holding the built index.html.\n"
+		    "The API is at /api/v1/... (see docs/API.md); metrics at /metrics.\n");
 		return;
 	}
 	/* Never leave the UI directory. */

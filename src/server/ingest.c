@@ -34,7 +34,11 @@ static bool valid_utf8(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	while (*p) {
-		int n = *p < 0x80 ? 0 : (*p >> 5) == 6 ? 1 : (*p >> 4) == 14 ? 2 : (*p >> 3) == 30 ? 3 : -1;
+		int n = *p < 0x80	  ? 0
+			: (*p >> 5) == 6  ? 1
+			: (*p >> 4) == 14 ? 2
+			: (*p >> 3) == 30 ? 3
+					  : -1;
 		if (n < 0)
 			return false;
 		p++;
@@ -61,9 +65,9 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 	const char *name = NULL;
 
 	if (n > max_labels + 1)
-		return kiln_error_set(err, EINVAL,
-				      "series[%zu]: %zu labels, at most %zu allowed besides __name__",
-				      si, n, max_labels);
+		return kiln_error_set(
+		    err, EINVAL, "series[%zu]: %zu labels, at most %zu allowed besides __name__",
+		    si, n, max_labels);
 	out->labels = arena_calloc(a, n + 1, sizeof(*out->labels));
 	if (!out->labels)
 		return kiln_error_set(err, ENOMEM, "out of memory");
@@ -72,26 +76,29 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 		const Parca__Profilestore__V1alpha1__Label *l = rs->labels->labels[i];
 		if (strcmp(l->name, "__name__") == 0) {
 			if (name)
-				return kiln_error_set(err, EINVAL,
-						      "series[%zu]: duplicate label name __name__", si);
+				return kiln_error_set(
+				    err, EINVAL, "series[%zu]: duplicate label name __name__", si);
 			if (!valid_label_name(l->value, true))
-				return kiln_error_set(err, EINVAL,
-						      "series[%zu]: invalid __name__ value \"%.100s\": "
-						      "must match [a-zA-Z_:][a-zA-Z0-9_:]*",
-						      si, l->value);
+				return kiln_error_set(
+				    err, EINVAL,
+				    "series[%zu]: invalid __name__ value \"%.100s\": "
+				    "must match [a-zA-Z_:][a-zA-Z0-9_:]*",
+				    si, l->value);
 			name = l->value;
 			continue;
 		}
 		if (!valid_label_name(l->name, false))
-			return kiln_error_set(err, EINVAL,
-					      "series[%zu]: invalid label name \"%.100s\": must match "
-					      "[a-zA-Z_][a-zA-Z0-9_]*",
-					      si, l->name);
+			return kiln_error_set(
+			    err, EINVAL,
+			    "series[%zu]: invalid label name \"%.100s\": must match "
+			    "[a-zA-Z_][a-zA-Z0-9_]*",
+			    si, l->name);
 		if (strncmp(l->name, "__", 2) == 0)
-			return kiln_error_set(err, EINVAL,
-					      "series[%zu]: label name \"%.100s\" is reserved (\"__\" "
-					      "prefix)",
-					      si, l->name);
+			return kiln_error_set(
+			    err, EINVAL,
+			    "series[%zu]: label name \"%.100s\" is reserved (\"__\" "
+			    "prefix)",
+			    si, l->name);
 		if (!valid_utf8(l->value))
 			return kiln_error_set(err, EINVAL,
 					      "series[%zu]: label %s: value is not valid UTF-8", si,
@@ -99,12 +106,12 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 		for (size_t j = 1; j < out->n_labels; j++)
 			if (strcmp(out->labels[j].name, l->name) == 0)
 				return kiln_error_set(err, EINVAL,
-						      "series[%zu]: duplicate label name \"%s\"", si,
-						      l->name);
+						      "series[%zu]: duplicate label name \"%s\"",
+						      si, l->name);
 		if (out->n_labels > max_labels)
 			return kiln_error_set(err, EINVAL,
-					      "series[%zu]: more than %zu labels besides __name__", si,
-					      max_labels);
+					      "series[%zu]: more than %zu labels besides __name__",
+					      si, max_labels);
 		out->labels[out->n_labels].name = l->name;
 		out->labels[out->n_labels].value = l->value;
 		out->n_labels++;
@@ -119,8 +126,8 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 	return 0;
 }
 
-int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim,
-		   struct arena *a, struct ingest_batch *out, struct kiln_error *err)
+int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
+		   struct ingest_batch *out, struct kiln_error *err)
 {
 	ProtobufCAllocator alloc;
 	size_t max_labels = lim->max_labels ? lim->max_labels : INGEST_MAX_LABELS;
@@ -129,10 +136,11 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 
 	memset(out, 0, sizeof(*out));
 	arena_protobuf_allocator(a, &alloc);
-	write_raw_req *r = parca__profilestore__v1alpha1__write_raw_request__unpack(&alloc, len, req);
+	write_raw_req *r =
+	    parca__profilestore__v1alpha1__write_raw_request__unpack(&alloc, len, req);
 	if (!r)
-		return kiln_error_set(err, EINVAL,
-				      "WriteRawRequest: not a valid protobuf message (%zu bytes)", len);
+		return kiln_error_set(
+		    err, EINVAL, "WriteRawRequest: not a valid protobuf message (%zu bytes)", len);
 
 	size_t n_profiles = 0;
 	for (size_t i = 0; i < r->n_series; i++)
@@ -164,7 +172,8 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 			const pprof_msg *m = pprof_profile_msg(ip->profile);
 			ip->series = i;
 			ip->raw_bytes = raw->len;
-			ip->timestamp_ms = m->time_nanos > 0 ? m->time_nanos / 1000000 : lim->now_ms;
+			ip->timestamp_ms =
+			    m->time_nanos > 0 ? m->time_nanos / 1000000 : lim->now_ms;
 			ip->delta = profile_is_delta(ip->profile);
 			out->total_samples += (uint64_t)m->n_sample * m->n_sample_type;
 			out->total_bytes += raw->len;

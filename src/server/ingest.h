@@ -62,8 +62,8 @@ struct ingest_limits {
 
 /* Decodes req into out; everything lives in arena a except the profiles
  * (release with ingest_batch_release). */
-int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim,
-		   struct arena *a, struct ingest_batch *out, struct kiln_error *err);
+int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
+		   struct ingest_batch *out, struct kiln_error *err);
 /* Writes every profile; stops at the first failure (-ENOSPC, -ESHUTDOWN,
  * ...). */
 int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_error *err);

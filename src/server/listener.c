@@ -28,7 +28,7 @@
 #include "server/internal.h"
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-#define H2_PREFACE_LEN 24
+#define H2_PREFACE_LEN	24
 #define PEEK_TIMEOUT_MS 10000
 
 ssize_t conn_read(struct conn_io *io, void *buf, size_t len)
@@ -110,15 +110,15 @@ static int parse_address(const char *addr, char *host, size_t hostcap, char *por
 int listener_open(struct server *s, struct kiln_error *err)
 {
 	char host[256], port[32];
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE},
 			*res = NULL;
 	const char *addr = s->cfg.http_address;
 
 	if (parse_address(addr, host, sizeof(host), port, sizeof(port)))
-		return kiln_error_set(err, EINVAL,
-				      "--http-address=%s: expected HOST:PORT, [V6]:PORT or :PORT",
-				      addr);
+		return kiln_error_set(
+		    err, EINVAL, "--http-address=%s: expected HOST:PORT, [V6]:PORT or :PORT", addr);
 	int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
 	if (rc)
 		return kiln_error_set(err, EINVAL, "--http-address=%s: %s", addr, gai_strerror(rc));

@@ -25,30 +25,31 @@ static void on_signal(int sig)
 
 static void usage(FILE *f, const struct server_config *d)
 {
-	fprintf(f,
-		"Usage: kiln [flags]\n"
-		"\n"
-		"Continuous profiling server: Parca-compatible gRPC and an HTTP/JSON API on one port.\n"
-		"\n"
-		"Flags:\n"
-		"  --http-address=ADDR          listen address, gRPC and HTTP (default \"%s\")\n"
-		"  --storage-path=DIR           where profiles are stored (default \"%s\")\n"
-		"  --storage-retention=DUR      delete data older than this, e.g. 15d, 12h, 30m;\n"
-		"                               0 keeps everything (default \"15d\")\n"
-		"  --config-path=FILE           scrape configuration (pull mode; default none)\n"
-		"  --cors-allowed-origins=LIST  comma-separated origins allowed by CORS, or \"*\"\n"
-		"                               (default none)\n"
-		"  --log-level=LEVEL            debug, info, warn or error (default \"info\")\n"
-		"  --grpc-max-message-size=N    largest request or response message, bytes, or\n"
-		"                               with KiB/MiB/GiB suffix; also bounds HTTP request\n"
-		"                               bodies (default 64MiB)\n"
-		"  --max-profile-size=N         largest decompressed pprof accepted (default 256MiB)\n"
-		"  --ui-path=DIR                built web UI to serve at / (default: the first of\n"
-		"                               <exe>/../ui and <exe>/../../ui that exists)\n"
-		"  --tls-cert-file=FILE         serve TLS with this certificate chain (PEM)\n"
-		"  --tls-key-file=FILE          and this private key (PEM)\n"
-		"  --help                       this text\n",
-		d->http_address, d->storage_path);
+	fprintf(
+	    f,
+	    "Usage: kiln [flags]\n"
+	    "\n"
+	    "Continuous profiling server: Parca-compatible gRPC and an HTTP/JSON API on one port.\n"
+	    "\n"
+	    "Flags:\n"
+	    "  --http-address=ADDR          listen address, gRPC and HTTP (default \"%s\")\n"
+	    "  --storage-path=DIR           where profiles are stored (default \"%s\")\n"
+	    "  --storage-retention=DUR      delete data older than this, e.g. 15d, 12h, 30m;\n"
+	    "                               0 keeps everything (default \"15d\")\n"
+	    "  --config-path=FILE           scrape configuration (pull mode; default none)\n"
+	    "  --cors-allowed-origins=LIST  comma-separated origins allowed by CORS, or \"*\"\n"
+	    "                               (default none)\n"
+	    "  --log-level=LEVEL            debug, info, warn or error (default \"info\")\n"
+	    "  --grpc-max-message-size=N    largest request or response message, bytes, or\n"
+	    "                               with KiB/MiB/GiB suffix; also bounds HTTP request\n"
+	    "                               bodies (default 64MiB)\n"
+	    "  --max-profile-size=N         largest decompressed pprof accepted (default 256MiB)\n"
+	    "  --ui-path=DIR                built web UI to serve at / (default: the first of\n"
+	    "                               <exe>/../ui and <exe>/../../ui that exists)\n"
+	    "  --tls-cert-file=FILE         serve TLS with this certificate chain (PEM)\n"
+	    "  --tls-key-file=FILE          and this private key (PEM)\n"
+	    "  --help                       this text\n",
+	    d->http_address, d->storage_path);
 }
 
 /* "15d", "12h", "30m", "45s", "500ms", or "0". */
@@ -175,49 +176,72 @@ int main(int argc, char **argv)
 	int o;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
-		case OPT_HTTP: cfg.http_address = optarg; break;
-		case OPT_STORAGE: cfg.storage_path = optarg; break;
+		case OPT_HTTP:
+			cfg.http_address = optarg;
+			break;
+		case OPT_STORAGE:
+			cfg.storage_path = optarg;
+			break;
 		case OPT_RETENTION:
 			if (parse_duration_ms(optarg, &cfg.retention_ms)) {
-				fprintf(stderr,
-					"kiln: --storage-retention=%s: expected a duration like 15d, "
-					"12h, 30m or 0\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "kiln: --storage-retention=%s: expected a duration like 15d, "
+				    "12h, 30m or 0\n",
+				    optarg);
 				return 2;
 			}
 			break;
-		case OPT_CONFIG: cfg.config_path = optarg; break;
-		case OPT_CORS: cfg.cors_origins = optarg; break;
+		case OPT_CONFIG:
+			cfg.config_path = optarg;
+			break;
+		case OPT_CORS:
+			cfg.cors_origins = optarg;
+			break;
 		case OPT_LOG:
 			if (log_set_level_name(optarg)) {
-				fprintf(stderr,
-					"kiln: --log-level=%s: expected debug, info, warn or error\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "kiln: --log-level=%s: expected debug, info, warn or error\n",
+				    optarg);
 				return 2;
 			}
 			break;
 		case OPT_GRPC_MAX:
 			if (parse_size(optarg, &cfg.grpc_max_msg_bytes)) {
-				fprintf(stderr,
-					"kiln: --grpc-max-message-size=%s: expected bytes (1..2GiB), "
-					"e.g. 4194304 or 4MiB\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "kiln: --grpc-max-message-size=%s: expected bytes (1..2GiB), "
+				    "e.g. 4194304 or 4MiB\n",
+				    optarg);
 				return 2;
 			}
 			break;
 		case OPT_PROFILE_MAX:
 			if (parse_size(optarg, &cfg.max_profile_inflate)) {
-				fprintf(stderr, "kiln: --max-profile-size=%s: expected bytes, e.g. 256MiB\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "kiln: --max-profile-size=%s: expected bytes, e.g. 256MiB\n",
+				    optarg);
 				return 2;
 			}
 			break;
-		case OPT_UI: cfg.ui_path = optarg; break;
-		case OPT_CERT: cfg.tls_cert_file = optarg; break;
-		case OPT_KEY: cfg.tls_key_file = optarg; break;
+		case OPT_UI:
+			cfg.ui_path = optarg;
+			break;
+		case OPT_CERT:
+			cfg.tls_cert_file = optarg;
+			break;
+		case OPT_KEY:
+			cfg.tls_key_file = optarg;
+			break;
 		case OPT_HELP:
-		case 'h': usage(stdout, &defaults); return 0;
-		default: usage(stderr, &defaults); return 2;
+		case 'h':
+			usage(stdout, &defaults);
+			return 0;
+		default:
+			usage(stderr, &defaults);
+			return 2;
 		}
 	}
 	if (optind < argc) {

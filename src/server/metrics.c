@@ -62,7 +62,8 @@ static void render_route(struct buf *out, const char *kind, const char *label, c
 		   (unsigned long)atomic_load(&r->errors));
 	for (int i = 0; i < METRIC_BUCKETS; i++) {
 		cum += atomic_load(&r->latency.buckets[i]);
-		buf_printf(out, "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"%g\"} %lu\n",
+		buf_printf(out,
+			   "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"%g\"} %lu\n",
 			   kind, label, name, bucket_le[i], (unsigned long)cum);
 	}
 	uint64_t count = atomic_load(&r->latency.count);
@@ -128,8 +129,7 @@ int metrics_render(struct server *s, struct buf *out)
 	    {"kiln_store_disk_bytes", "gauge", "Bytes on disk (blocks and WAL).", st.disk_bytes},
 	    {"kiln_store_wal_bytes", "gauge", "Bytes in the write-ahead log.", st.wal_bytes},
 	    {"kiln_store_stacks", "gauge", "Distinct stacks in the metastore.", st.stacks},
-	    {"kiln_store_locations", "gauge", "Distinct locations in the metastore.",
-	     st.locations},
+	    {"kiln_store_locations", "gauge", "Distinct locations in the metastore.", st.locations},
 	};
 	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
 		help(out, gauges[i].name, gauges[i].type, gauges[i].help);

@@ -87,8 +87,7 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 
 	memset(out, 0, sizeof(*out));
 	out->error_position = -1;
-	if (r->a.start_ms > r->a.end_ms ||
-	    (r->mode == QEXEC_DIFF && r->b.start_ms > r->b.end_ms))
+	if (r->a.start_ms > r->a.end_ms || (r->mode == QEXEC_DIFF && r->b.start_ms > r->b.end_ms))
 		return kiln_error_set(err, EINVAL, "time range: start is after end");
 	rc = select_merge(s, &r->a, &out->a, &out->type, &out->error_position, err);
 	if (rc) {

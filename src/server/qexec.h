@@ -37,8 +37,8 @@ struct qexec_request {
 };
 
 struct qexec_result {
-	struct pprof_profile *a; /* merged A (or the only one); NULL when empty */
-	struct pprof_profile *b; /* merged B (diff); NULL when empty */
+	struct pprof_profile *a;	/* merged A (or the only one); NULL when empty */
+	struct pprof_profile *b;	/* merged B (diff); NULL when empty */
 	struct query_profile_type type; /* of A */
 	struct query_tree *tree;	/* after qexec_build_tree */
 	long error_position;		/* parse errors: byte offset in the failing query */

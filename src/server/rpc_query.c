@@ -113,8 +113,8 @@ void rpc_profile_types(struct grpc_call *c)
 	struct types_ctx tc = {.a = a};
 	if (!a)
 		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
-	int rc = store_profile_types(server_store(c->srv), INT64_MIN, INT64_MAX, add_type, &tc,
-				     &err);
+	int rc =
+	    store_profile_types(server_store(c->srv), INT64_MIN, INT64_MAX, add_type, &tc, &err);
 	if (rc || tc.rc) {
 		fail_from(c, rc ? rc : tc.rc, &err);
 	} else {
@@ -194,8 +194,9 @@ void rpc_labels(struct grpc_call *c)
 	if (!r) {
 		grpc_fail(c, GRPC_INVALID_ARGUMENT, "LabelsRequest: not a valid protobuf message");
 	} else {
-		int rc = list_strings(c->srv, r->match, r->n_match, NULL,
-				      ts_ms(r->start, INT64_MIN), ts_ms(r->end, INT64_MAX), &sc, &err);
+		int rc =
+		    list_strings(c->srv, r->match, r->n_match, NULL, ts_ms(r->start, INT64_MIN),
+				 ts_ms(r->end, INT64_MAX), &sc, &err);
 		if (rc) {
 			fail_from(c, rc, &err);
 		} else {
@@ -225,8 +226,9 @@ void rpc_values(struct grpc_call *c)
 	} else if (!r->label_name[0]) {
 		grpc_fail(c, GRPC_INVALID_ARGUMENT, "ValuesRequest: label_name is empty");
 	} else {
-		int rc = list_strings(c->srv, r->match, r->n_match, r->label_name,
-				      ts_ms(r->start, INT64_MIN), ts_ms(r->end, INT64_MAX), &sc, &err);
+		int rc =
+		    list_strings(c->srv, r->match, r->n_match, r->label_name,
+				 ts_ms(r->start, INT64_MIN), ts_ms(r->end, INT64_MAX), &sc, &err);
 		if (rc) {
 			fail_from(c, rc, &err);
 		} else {
@@ -344,7 +346,8 @@ void rpc_query_range(struct grpc_call *c)
 	Parca__Query__V1alpha1__QueryRangeRequest *r =
 	    parca__query__v1alpha1__query_range_request__unpack(&alloc, c->req_len, c->req);
 	if (!r) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "QueryRangeRequest: not a valid protobuf message");
+		grpc_fail(c, GRPC_INVALID_ARGUMENT,
+			  "QueryRangeRequest: not a valid protobuf message");
 		goto out;
 	}
 	rc = query_parse_compiled(r->query, 0, &sel, &err);
@@ -592,7 +595,8 @@ void rpc_query(struct grpc_call *c)
 		break;
 	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__MODE__MODE_DIFF:
 		qr.mode = QEXEC_DIFF;
-		rc = r->options_case == PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_DIFF && r->diff
+		rc = r->options_case == PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_DIFF &&
+			     r->diff
 			 ? side_from_diff(r->diff->a, &qr.a)
 			 : -EINVAL;
 		if (rc == 0)

@@ -161,7 +161,8 @@ int http_status_from_errno(int neg_errno);
 struct server_extension {
 	const char *name;
 	/* Called after the store is open; config_path may be NULL. */
-	int (*start)(struct server *s, const char *config_path, void **state, struct kiln_error *err);
+	int (*start)(struct server *s, const char *config_path, void **state,
+		     struct kiln_error *err);
 	void (*stop)(void *state);
 };
 

@@ -122,7 +122,8 @@ void tls_relay_http1(struct server *s, struct conn_io *io)
 	struct conn_io plain = {.fd = sv[0]};
 	for (;;) {
 		bool pending = SSL_pending(io->ssl) > 0;
-		struct pollfd p[2] = {{.fd = io->fd, .events = POLLIN}, {.fd = sv[0], .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = io->fd, .events = POLLIN},
+				      {.fd = sv[0], .events = POLLIN}};
 		if (!pending && poll(p, 2, 1000) < 0 && errno != EINTR)
 			break;
 		if (server_stopping(s) && !pending && !(p[0].revents | p[1].revents))
