@@ -35,7 +35,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/gzip.h"
 #include "common/log.h"
 #include "server/internal.h"
 
@@ -256,35 +255,6 @@ static void collect_done(struct h2_conn *c)
 
 /* ---- request handling ------------------------------------------------------------- */
 
-/* "100m" -> ns; -1 on a malformed value (the spec: at most 8 digits, one unit). */
-static int64_t parse_grpc_timeout(const char *v, size_t len)
-{
-	if (len < 2 || len > 9)
-		return -1;
-	int64_t n = 0;
-	for (size_t i = 0; i + 1 < len; i++) {
-		if (v[i] < '0' || v[i] > '9')
-			return -1;
-		n = n * 10 + (v[i] - '0');
-	}
-	switch (v[len - 1]) {
-	case 'H':
-		return n * 3600 * 1000000000LL;
-	case 'M':
-		return n * 60 * 1000000000LL;
-	case 'S':
-		return n * 1000000000LL;
-	case 'm':
-		return n * 1000000LL;
-	case 'u':
-		return n * 1000LL;
-	case 'n':
-		return n;
-	default:
-		return -1;
-	}
-}
-
 static void dispatch(struct h2_conn *c, struct h2_stream *st)
 {
 	struct server *s = c->srv;
@@ -302,57 +272,30 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 	if (server_stopping(s))
 		return submit_error(c, st, GRPC_UNAVAILABLE, "server is shutting down");
 
-	/* Exactly one length-prefixed message. */
-	const uint8_t *b = st->body.data;
-	if (st->body.len < 5)
-		return submit_error(c, st, GRPC_INTERNAL,
-				    "malformed gRPC frame: %zu bytes, need a 5-byte prefix",
-				    st->body.len);
-	uint32_t mlen = (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
-	if (b[0] > 1)
-		return submit_error(c, st, GRPC_INTERNAL,
-				    "malformed gRPC frame: compressed-flag byte is %u", b[0]);
-	if ((size_t)mlen != st->body.len - 5)
-		return submit_error(
-		    c, st, GRPC_INTERNAL,
-		    "malformed gRPC frame: prefix says %u bytes, stream carried %zu "
-		    "(unary calls take exactly one message)",
-		    mlen, st->body.len - 5);
-
+	struct kiln_error err = {0};
+	struct grpc_frame fr;
+	int rc = grpc_frame_unwrap(st->body.data, st->body.len, st->gzip_encoding, max, &fr, &err);
+	if (rc)
+		return submit_error(c, st,
+				    rc == -EFBIG    ? GRPC_RESOURCE_EXHAUSTED
+				    : rc == -ENOSYS ? GRPC_UNIMPLEMENTED
+						    : GRPC_INTERNAL,
+				    "%s", err.msg);
 	struct h2_job *j = calloc(1, sizeof(*j));
-	if (!j)
+	if (!j) {
+		free(fr.owned);
 		return submit_error(c, st, GRPC_RESOURCE_EXHAUSTED, "out of memory");
-	if (b[0] == 1) {
-		if (!st->gzip_encoding) {
-			free(j);
-			return submit_error(c, st, GRPC_UNIMPLEMENTED,
-					    "compressed message with grpc-encoding '%s'; only gzip "
-					    "is supported",
-					    st->encoding);
-		}
-		struct buf plain = {0};
-		struct kiln_error err = {0};
-		int rc = gzip_inflate(b + 5, mlen, max, &plain, &err);
-		if (rc) {
-			buf_free(&plain);
-			free(j);
-			if (rc == -EFBIG)
-				return submit_error(c, st, GRPC_RESOURCE_EXHAUSTED,
-						    "gzip message inflates past "
-						    "--grpc-max-message-size=%zu",
-						    max);
-			return submit_error(c, st, GRPC_INTERNAL, "bad gzip message: %s", err.msg);
-		}
-		j->req_owned = buf_steal(&plain, &j->call.req_len);
+	}
+	if (fr.owned) {
+		j->req_owned = fr.owned;
 	} else {
 		/* Steal the body; the message starts 5 bytes in. */
 		size_t len;
 		j->req_owned = buf_steal(&st->body, &len);
-		j->call.req_len = mlen;
-		j->call.req = j->req_owned + 5;
+		fr.msg = j->req_owned ? j->req_owned + 5 : (const uint8_t *)"";
 	}
-	if (!j->call.req)
-		j->call.req = j->req_owned ? j->req_owned : (const uint8_t *)"";
+	j->call.req = fr.msg;
+	j->call.req_len = fr.len;
 	j->conn = c;
 	j->stream_id = st->id;
 	j->method = m;
@@ -419,7 +362,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		st->encoding[n] = '\0';
 		st->gzip_encoding = strcmp(st->encoding, "gzip") == 0;
 	} else if (IS("grpc-timeout")) {
-		int64_t t = parse_grpc_timeout((const char *)value, valuelen);
+		int64_t t = grpc_timeout_parse((const char *)value, valuelen);
 		if (t >= 0)
 			st->deadline_ns = mono_ns() + t;
 	}

@@ -79,6 +79,21 @@ struct server {
 
 int64_t mono_ns(void);
 
+/* ---- gRPC framing (grpc_frame.c) ---------------------------------------------- */
+
+struct grpc_frame {
+	const uint8_t *msg; /* the message: into the body, or into owned */
+	size_t len;
+	uint8_t *owned; /* inflated copy (free()), NULL when not compressed */
+};
+/* Unwraps exactly one length-prefixed message. -EBADMSG (malformed),
+ * -EFBIG (over max_msg, also after inflation), -ENOSYS (compressed without
+ * gzip encoding). */
+int grpc_frame_unwrap(const uint8_t *body, size_t len, bool gzip_encoding, size_t max_msg,
+		      struct grpc_frame *out, struct kiln_error *err);
+/* grpc-timeout header value ("100m", "5S") -> nanoseconds, -1 if malformed. */
+int64_t grpc_timeout_parse(const char *v, size_t len);
+
 /* ---- connections ------------------------------------------------------------------ */
 
 /* A byte stream: a plain socket or TLS on one. */
