@@ -110,12 +110,14 @@ def check(args):
     profiles = [parse_profile(open(f, "rb").read()) for f in args.profiles]
     # Expected totals per profile type, and each profile's time.
     expected = {}
+    npoints_want = {}
     times = []
     for p in profiles:
         times.append(p.time_nanos // 1000000)
         for i, v in enumerate(sums(p)):
             k = type_key(args.name, p, i)
             expected[k] = expected.get(k, 0) + v
+            npoints_want[k] = npoints_want.get(k, 0) + 1
     labels = [tuple(l.split("=", 1)) for l in args.label]
     sel = "{" + ",".join('%s="%s"' % kv for kv in labels) + "}"
 
@@ -157,8 +159,8 @@ def check(args):
         if got != want:
             fail("QueryRange %s: sum %d, ingested %d" % (k, got, want))
         npoints = sum(len(series.samples) for series in r.series)
-        if npoints != len(profiles):
-            fail("QueryRange %s: %d points for %d profiles" % (k, npoints, len(profiles)))
+        if npoints != npoints_want[k]:
+            fail("QueryRange %s: %d points for %d profiles" % (k, npoints, npoints_want[k]))
 
         merge = q_pb2.MergeProfile(query=query, start=ts(start), end=ts(end))
         # MERGE + PPROF: gzipped pprof whose values sum exactly.
