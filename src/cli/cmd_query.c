@@ -29,20 +29,20 @@
 
 static void query_usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: kilnctl query --address=HOST:PORT 'QUERY' [flags]\n"
-		"\n"
-		"QUERY is a profile type with optional matchers, e.g.\n"
-		"  'parca_agent:samples:count:cpu:nanoseconds:delta{comm=\"nginx\"}'\n"
-		"\n"
-		"Flags:\n"
-		"  --address=HOST:PORT   server (default 127.0.0.1:7070); http:// or https:// prefix ok\n"
-		"  --since=DUR           merge the last DUR: 30s, 15m, 1h, 2d (default 1h)\n"
-		"  --start=MS --end=MS   or an explicit range, ms since the epoch\n"
-		"  --mode=merge|single   merge a range (default) or one profile at --time=MS\n"
-		"  --output=top|folded|pprof  (default top)\n"
-		"  --nodecount=N         rows of the top table (default 30, 0 = all)\n"
-		"  -o FILE               write to FILE instead of stdout\n");
+	fprintf(f, "Usage: kilnctl query --address=HOST:PORT 'QUERY' [flags]\n"
+		   "\n"
+		   "QUERY is a profile type with optional matchers, e.g.\n"
+		   "  'parca_agent:samples:count:cpu:nanoseconds:delta{comm=\"nginx\"}'\n"
+		   "\n"
+		   "Flags:\n"
+		   "  --address=HOST:PORT   server (default 127.0.0.1:7070); http:// or https:// "
+		   "prefix ok\n"
+		   "  --since=DUR           merge the last DUR: 30s, 15m, 1h, 2d (default 1h)\n"
+		   "  --start=MS --end=MS   or an explicit range, ms since the epoch\n"
+		   "  --mode=merge|single   merge a range (default) or one profile at --time=MS\n"
+		   "  --output=top|folded|pprof  (default top)\n"
+		   "  --nodecount=N         rows of the top table (default 30, 0 = all)\n"
+		   "  -o FILE               write to FILE instead of stdout\n");
 }
 
 static int parse_since(const char *s, int64_t *ms)
@@ -133,7 +133,8 @@ static int fetch(const char *url, struct buf *out, long *status)
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	CURLcode rc = curl_easy_perform(c);
 	if (rc != CURLE_OK) {
-		fprintf(stderr, "kilnctl: %s: %s\n", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		fprintf(stderr, "kilnctl: %s: %s\n", url,
+			errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		curl_easy_cleanup(c);
 		return -EIO;
 	}
@@ -154,7 +155,8 @@ static int write_out(const char *path, const void *data, size_t len)
 	if (path)
 		bad |= fclose(f) != 0;
 	if (bad) {
-		fprintf(stderr, "kilnctl: writing %s: %s\n", path ? path : "stdout", strerror(errno));
+		fprintf(stderr, "kilnctl: writing %s: %s\n", path ? path : "stdout",
+			strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -169,21 +171,30 @@ int cmd_query(int argc, char **argv)
 	long nodecount = 30;
 	enum { O_ADDR = 1, O_SINCE, O_START, O_END, O_MODE, O_TIME, O_OUTPUT, O_NODES, O_HELP };
 	static const struct option opts[] = {
-	    {"address", required_argument, NULL, O_ADDR}, {"since", required_argument, NULL, O_SINCE},
-	    {"start", required_argument, NULL, O_START},  {"end", required_argument, NULL, O_END},
-	    {"mode", required_argument, NULL, O_MODE},	  {"time", required_argument, NULL, O_TIME},
-	    {"output", required_argument, NULL, O_OUTPUT}, {"nodecount", required_argument, NULL, O_NODES},
-	    {"help", no_argument, NULL, O_HELP},	  {NULL, 0, NULL, 0},
+	    {"address", required_argument, NULL, O_ADDR},
+	    {"since", required_argument, NULL, O_SINCE},
+	    {"start", required_argument, NULL, O_START},
+	    {"end", required_argument, NULL, O_END},
+	    {"mode", required_argument, NULL, O_MODE},
+	    {"time", required_argument, NULL, O_TIME},
+	    {"output", required_argument, NULL, O_OUTPUT},
+	    {"nodecount", required_argument, NULL, O_NODES},
+	    {"help", no_argument, NULL, O_HELP},
+	    {NULL, 0, NULL, 0},
 	};
 	int o;
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (o) {
-		case O_ADDR: address = optarg; break;
+		case O_ADDR:
+			address = optarg;
+			break;
 		case O_SINCE:
 			if (parse_since(optarg, &since)) {
-				fprintf(stderr, "kilnctl query: --since=%s: expected e.g. 30s, 15m, 1h, 2d\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "kilnctl query: --since=%s: expected e.g. 30s, 15m, 1h, 2d\n",
+				    optarg);
 				return 2;
 			}
 			break;
@@ -192,8 +203,10 @@ int cmd_query(int argc, char **argv)
 		case O_TIME: {
 			int64_t v;
 			if (parse_ms(optarg, &v)) {
-				fprintf(stderr, "kilnctl query: %s: expected milliseconds since the epoch\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "kilnctl query: %s: expected milliseconds since the epoch\n",
+				    optarg);
 				return 2;
 			}
 			if (o == O_START)
@@ -204,13 +217,25 @@ int cmd_query(int argc, char **argv)
 				at = v, have_time = true;
 			break;
 		}
-		case O_MODE: mode = optarg; break;
-		case O_OUTPUT: output = optarg; break;
-		case O_NODES: nodecount = strtol(optarg, NULL, 10); break;
-		case 'o': out_path = optarg; break;
+		case O_MODE:
+			mode = optarg;
+			break;
+		case O_OUTPUT:
+			output = optarg;
+			break;
+		case O_NODES:
+			nodecount = strtol(optarg, NULL, 10);
+			break;
+		case 'o':
+			out_path = optarg;
+			break;
 		case O_HELP:
-		case 'h': query_usage(stdout); return 0;
-		default: query_usage(stderr); return 2;
+		case 'h':
+			query_usage(stdout);
+			return 0;
+		default:
+			query_usage(stderr);
+			return 2;
 		}
 	}
 	if (optind != argc - 1) {
@@ -220,7 +245,8 @@ int cmd_query(int argc, char **argv)
 	}
 	query = argv[optind];
 	if (strcmp(output, "top") && strcmp(output, "folded") && strcmp(output, "pprof")) {
-		fprintf(stderr, "kilnctl query: --output=%s: expected top, folded or pprof\n", output);
+		fprintf(stderr, "kilnctl query: --output=%s: expected top, folded or pprof\n",
+			output);
 		return 2;
 	}
 	bool single = strcmp(mode, "single") == 0;
@@ -250,13 +276,15 @@ int cmd_query(int argc, char **argv)
 		fprintf(stderr, "kilnctl: out of memory\n");
 		goto out;
 	}
-	bool has_scheme = strncmp(address, "http://", 7) == 0 || strncmp(address, "https://", 8) == 0;
+	bool has_scheme =
+	    strncmp(address, "http://", 7) == 0 || strncmp(address, "https://", 8) == 0;
 	buf_printf(&url, "%s%s/api/v1/query?report=pprof&query=%s", has_scheme ? "" : "http://",
 		   address, q);
 	if (single)
 		buf_printf(&url, "&mode=single&time=%lld", (long long)at);
 	else
-		buf_printf(&url, "&mode=merge&start=%lld&end=%lld", (long long)start, (long long)end);
+		buf_printf(&url, "&mode=merge&start=%lld&end=%lld", (long long)start,
+			   (long long)end);
 	buf_terminate(&url);
 
 	long status = 0;
@@ -290,7 +318,8 @@ int cmd_query(int argc, char **argv)
 	else if (rc == 0) {
 		rc = query_top_build(tree, &top, &err);
 		if (rc == 0)
-			rc = query_top_write_text(top, nodecount > 0 ? (size_t)nodecount : 0, &text);
+			rc =
+			    query_top_write_text(top, nodecount > 0 ? (size_t)nodecount : 0, &text);
 	}
 	if (rc)
 		fprintf(stderr, "kilnctl: rendering the server's profile: %s\n",

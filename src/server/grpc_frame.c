@@ -21,20 +21,21 @@ int grpc_frame_unwrap(const uint8_t *body, size_t len, bool gzip_encoding, size_
 	if (len < 5)
 		return kiln_error_set(err, EBADMSG,
 				      "malformed gRPC frame: %zu bytes, need a 5-byte prefix", len);
-	uint32_t mlen = (uint32_t)body[1] << 24 | (uint32_t)body[2] << 16 |
-			(uint32_t)body[3] << 8 | body[4];
+	uint32_t mlen =
+	    (uint32_t)body[1] << 24 | (uint32_t)body[2] << 16 | (uint32_t)body[3] << 8 | body[4];
 	if (body[0] > 1)
 		return kiln_error_set(err, EBADMSG,
 				      "malformed gRPC frame: compressed-flag byte is %u", body[0]);
 	if ((size_t)mlen != len - 5)
-		return kiln_error_set(err, EBADMSG,
-				      "malformed gRPC frame: prefix says %u bytes, stream carried %zu "
-				      "(unary calls take exactly one message)",
-				      mlen, len - 5);
+		return kiln_error_set(
+		    err, EBADMSG,
+		    "malformed gRPC frame: prefix says %u bytes, stream carried %zu "
+		    "(unary calls take exactly one message)",
+		    mlen, len - 5);
 	if (mlen > max_msg)
-		return kiln_error_set(err, EFBIG,
-				      "request message larger than --grpc-max-message-size=%zu bytes",
-				      max_msg);
+		return kiln_error_set(
+		    err, EFBIG, "request message larger than --grpc-max-message-size=%zu bytes",
+		    max_msg);
 	if (body[0] == 0) {
 		out->msg = body + 5;
 		out->len = mlen;
@@ -50,7 +51,8 @@ int grpc_frame_unwrap(const uint8_t *body, size_t len, bool gzip_encoding, size_
 		buf_free(&plain);
 		if (rc == -EFBIG)
 			kiln_error_set(err, EFBIG,
-				       "gzip message inflates past --grpc-max-message-size=%zu", max_msg);
+				       "gzip message inflates past --grpc-max-message-size=%zu",
+				       max_msg);
 		return rc == -EFBIG ? -EFBIG : -EBADMSG;
 	}
 	out->owned = buf_steal(&plain, &out->len);
@@ -70,12 +72,19 @@ int64_t grpc_timeout_parse(const char *v, size_t len)
 		n = n * 10 + (v[i] - '0');
 	}
 	switch (v[len - 1]) {
-	case 'H': return n * 3600 * 1000000000LL;
-	case 'M': return n * 60 * 1000000000LL;
-	case 'S': return n * 1000000000LL;
-	case 'm': return n * 1000000LL;
-	case 'u': return n * 1000LL;
-	case 'n': return n;
-	default: return -1;
+	case 'H':
+		return n * 3600 * 1000000000LL;
+	case 'M':
+		return n * 60 * 1000000000LL;
+	case 'S':
+		return n * 1000000000LL;
+	case 'm':
+		return n * 1000000LL;
+	case 'u':
+		return n * 1000LL;
+	case 'n':
+		return n;
+	default:
+		return -1;
 	}
 }

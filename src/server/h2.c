@@ -40,7 +40,8 @@
 
 struct h2_stream {
 	int32_t id;
-	char path[256];
+	char path[4096]; /* with the query string for HTTP requests */
+	char method[16];
 	bool grpc_content_type;
 	bool gzip_encoding;
 	char encoding[32];
@@ -62,9 +63,13 @@ struct h2_stream {
 struct h2_job {
 	struct h2_conn *conn;
 	int32_t stream_id;
-	const struct grpc_method *method;
+	const struct grpc_method *method; /* a gRPC call ... */
 	struct grpc_call call;
 	uint8_t *req_owned;
+	const struct http_route *route; /* ... or a plain HTTP request over HTTP/2 */
+	struct http_request hreq;
+	struct http_response hresp;
+	char *hpath; /* owned: path without the query string */
 	struct h2_job *next;
 };
 
@@ -196,6 +201,162 @@ static void submit_ok(struct h2_conn *c, struct h2_stream *st, struct buf *msg)
 	stream_finish_metrics(st);
 }
 
+static void job_free(struct h2_job *j);
+static void run_job(void *arg);
+
+/* ---- plain HTTP over HTTP/2 ----------------------------------------------------------
+ * Browsers speak HTTP/2 to a TLS port (ALPN "h2"), and curl may use prior
+ * knowledge: requests that are not gRPC go through the same route table as
+ * HTTP/1.1, on the query pool. */
+
+static ssize_t read_http_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
+			      size_t length, uint32_t *data_flags, nghttp2_data_source *source,
+			      void *user_data)
+{
+	struct h2_stream *st = source->ptr;
+	size_t left = st->out.len - st->out_off;
+	size_t n = left < length ? left : length;
+	memcpy(buf, st->out.data + st->out_off, n);
+	st->out_off += n;
+	if (st->out_off == st->out.len)
+		*data_flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_response *r)
+{
+	char status[8];
+	snprintf(status, sizeof(status), "%d", r->status);
+	nghttp2_nv nva[3] = {NV(":status", status)};
+	size_t n = 1;
+	nva[n++] = (nghttp2_nv)NV("content-type",
+				  r->content_type ? r->content_type : "text/plain; charset=utf-8");
+	if (r->disposition[0])
+		nva[n++] = (nghttp2_nv)NV("content-disposition", r->disposition);
+	buf_free(&st->out);
+	st->out = r->body; /* moved */
+	memset(&r->body, 0, sizeof(r->body));
+	st->out_off = 0;
+	st->answered = true;
+	st->status = r->status >= 500 ? GRPC_INTERNAL : GRPC_OK;
+	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_http_body};
+	nghttp2_submit_response(c->session, st->id, nva, n, st->out.len ? &prd : NULL);
+	stream_finish_metrics(st);
+}
+
+static void submit_http_error(struct h2_conn *c, struct h2_stream *st, int status, const char *msg)
+{
+	struct http_response r = {0};
+	http_error(&r, status, -1, "%s", msg);
+	submit_http(c, st, &r);
+	buf_free(&r.body);
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* Percent- and '+'-decodes s[0..n) into a new string. */
+static char *url_decode(const char *s, size_t n)
+{
+	char *out = malloc(n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+			*o++ = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+			i += 2;
+		} else {
+			*o++ = s[i] == '+' ? ' ' : s[i];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+static int parse_args(struct h2_job *j, const char *qs)
+{
+	size_t cap = 1;
+	for (const char *p = qs; *p; p++)
+		cap += *p == '&';
+	j->hreq.arg_names = calloc(cap, sizeof(char *));
+	j->hreq.arg_values = calloc(cap, sizeof(char *));
+	if (!j->hreq.arg_names || !j->hreq.arg_values)
+		return -ENOMEM;
+	while (*qs) {
+		const char *end = strchr(qs, '&');
+		size_t len = end ? (size_t)(end - qs) : strlen(qs);
+		const char *eq = memchr(qs, '=', len);
+		size_t klen = eq ? (size_t)(eq - qs) : len;
+		if (klen) {
+			char *k = url_decode(qs, klen);
+			char *v = eq ? url_decode(eq + 1, len - klen - 1) : strdup("");
+			if (!k || !v) {
+				free(k);
+				free(v);
+				return -ENOMEM;
+			}
+			j->hreq.arg_names[j->hreq.n_args] = k;
+			j->hreq.arg_values[j->hreq.n_args++] = v;
+		}
+		if (!end)
+			break;
+		qs = end + 1;
+	}
+	return 0;
+}
+
+static void dispatch_http(struct h2_conn *c, struct h2_stream *st)
+{
+	struct server *s = c->srv;
+	size_t idx = 0;
+	char *q = strchr(st->path, '?');
+	struct h2_job *j = calloc(1, sizeof(*j));
+
+	st->start_ns = mono_ns();
+	st->metrics = &server_metrics(s)->unknown_http;
+	if (!j)
+		return submit_http_error(c, st, 503, "out of memory");
+	j->hpath = q ? strndup(st->path, (size_t)(q - st->path)) : strdup(st->path);
+	if (!j->hpath || parse_args(j, q ? q + 1 : "")) {
+		job_free(j);
+		return submit_http_error(c, st, 503, "out of memory");
+	}
+	const char *method = st->method[0] ? st->method : "GET";
+	j->route = server_find_http(method, j->hpath, &idx);
+	if (!j->route) {
+		bool other = server_find_http(NULL, j->hpath, NULL) != NULL;
+		job_free(j);
+		return submit_http_error(c, st, other ? 405 : 404,
+					 other ? "method not allowed" : "no such route");
+	}
+	st->metrics = &server_metrics(s)->http[idx];
+	j->conn = c;
+	j->stream_id = st->id;
+	j->hreq = (struct http_request){.srv = s,
+					.method = method,
+					.path = j->hpath,
+					.body = st->body.data,
+					.body_len = st->body.len,
+					.arg_names = j->hreq.arg_names,
+					.arg_values = j->hreq.arg_values,
+					.n_args = j->hreq.n_args};
+	j->req_owned = buf_steal(&st->body, &j->hreq.body_len);
+	j->hreq.body = j->req_owned;
+	j->hresp =
+	    (struct http_response){.status = 200, .content_type = "text/plain; charset=utf-8"};
+	st->dispatched = true;
+	c->inflight++;
+	pool_submit(s->query_pool, run_job, j);
+}
+
 /* ---- worker side ------------------------------------------------------------------ */
 
 static void run_job(void *arg)
@@ -203,7 +364,9 @@ static void run_job(void *arg)
 	struct h2_job *j = arg;
 	struct h2_conn *c = j->conn;
 
-	if (j->call.deadline_ns && mono_ns() > j->call.deadline_ns)
+	if (j->route)
+		j->route->handler(&j->hreq, &j->hresp);
+	else if (j->call.deadline_ns && mono_ns() > j->call.deadline_ns)
 		grpc_fail(&j->call, GRPC_DEADLINE_EXCEEDED,
 			  "deadline exceeded before the call started");
 	else
@@ -221,7 +384,15 @@ static void run_job(void *arg)
 static void job_free(struct h2_job *j)
 {
 	buf_free(&j->call.resp);
+	buf_free(&j->hresp.body);
 	free(j->req_owned);
+	free(j->hpath);
+	for (size_t i = 0; i < j->hreq.n_args; i++) {
+		free(j->hreq.arg_names[i]);
+		free(j->hreq.arg_values[i]);
+	}
+	free(j->hreq.arg_names);
+	free(j->hreq.arg_values);
 	free(j);
 }
 
@@ -242,7 +413,10 @@ static void collect_done(struct h2_conn *c)
 		c->inflight--;
 		struct h2_stream *st =
 		    nghttp2_session_get_stream_user_data(c->session, j->stream_id);
-		if (st && !st->answered) {
+		if (st && !st->answered && j->route) {
+			st->dispatched = false;
+			submit_http(c, st, &j->hresp);
+		} else if (st && !st->answered) {
 			st->dispatched = false;
 			if (j->call.status != GRPC_OK)
 				submit_error(c, st, j->call.status, "%s", j->call.message);
@@ -264,9 +438,6 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 
 	st->start_ns = mono_ns();
 	st->metrics = m ? &server_metrics(s)->grpc[idx] : &server_metrics(s)->unknown_grpc;
-	if (!st->grpc_content_type)
-		return submit_error(c, st, GRPC_INVALID_ARGUMENT,
-				    "content-type must be application/grpc");
 	if (!m)
 		return submit_error(c, st, GRPC_UNIMPLEMENTED, "unknown method %s", st->path);
 	if (server_stopping(s))
@@ -352,6 +523,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		size_t n = valuelen < sizeof(st->path) - 1 ? valuelen : sizeof(st->path) - 1;
 		memcpy(st->path, value, n);
 		st->path[n] = '\0';
+	} else if (IS(":method")) {
+		size_t n = valuelen < sizeof(st->method) - 1 ? valuelen : sizeof(st->method) - 1;
+		memcpy(st->method, value, n);
+		st->method[n] = '\0';
 	} else if (IS("content-type")) {
 		st->grpc_content_type =
 		    valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0;
@@ -386,6 +561,11 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 		st->metrics =
 		    m ? &server_metrics(c->srv)->grpc[idx] : &server_metrics(c->srv)->unknown_grpc;
 		buf_free(&st->body);
+		if (!st->grpc_content_type) {
+			submit_http_error(c, st, 413,
+					  "request body larger than --grpc-max-message-size");
+			return 0;
+		}
 		submit_error(c, st, GRPC_RESOURCE_EXHAUSTED,
 			     "request message larger than --grpc-max-message-size=%zu bytes", max);
 		return 0;
@@ -404,7 +584,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 	if (!st || st->answered || st->dispatched)
 		return 0;
-	dispatch(c, st);
+	if (st->grpc_content_type)
+		dispatch(c, st);
+	else
+		dispatch_http(c, st);
 	return 0;
 }
 

@@ -33,7 +33,12 @@ struct http_conn_state {
 
 const char *http_arg(const struct http_request *req, const char *name)
 {
-	return MHD_lookup_connection_value(req->mhd_conn, MHD_GET_ARGUMENT_KIND, name);
+	if (req->mhd_conn)
+		return MHD_lookup_connection_value(req->mhd_conn, MHD_GET_ARGUMENT_KIND, name);
+	for (size_t i = 0; i < req->n_args; i++)
+		if (strcmp(req->arg_names[i], name) == 0)
+			return req->arg_values[i];
+	return NULL;
 }
 
 void http_error(struct http_response *resp, int status, long position, const char *fmt, ...)

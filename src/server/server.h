@@ -129,7 +129,11 @@ struct http_request {
 	const char *path;
 	const uint8_t *body;
 	size_t body_len;
-	void *mhd_conn; /* for http_arg */
+	void *mhd_conn; /* for http_arg over HTTP/1.1 ... */
+	/* ... or, over HTTP/2, the decoded query-string arguments */
+	char **arg_names;
+	char **arg_values;
+	size_t n_args;
 };
 
 struct http_response {

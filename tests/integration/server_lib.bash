@@ -3,6 +3,8 @@
 #   server_setup            temp dir $T, cleanup trap, python stubs in $STUBS,
 #                           Go profiles in $T/prof (cpu-N.pb.gz, heap-N.pb.gz)
 #   server_start [flags]    starts $KILN on a free port: $PORT, $ADDR, $SPID
+#                           (readiness probed at $SERVER_SCHEME://, default http,
+#                           with curl $SERVER_CURL_ARGS)
 #   server_stop             SIGTERM, waits, fails unless it exited 0
 #   client CMD [args]       the python3-grpcio client (Debian's python3)
 set -uo pipefail
@@ -59,7 +61,7 @@ server_start() {
 		"$KILN" --http-address="$ADDR" --storage-path="$T/data" "$@" >>"$T/server.log" 2>&1 &
 		SPID=$!
 		for _ in $(seq 1 100); do
-			if curl -sf "http://$ADDR/ready" >/dev/null 2>&1; then
+			if curl -sf ${SERVER_CURL_ARGS:-} "${SERVER_SCHEME:-http}://$ADDR/ready" >/dev/null 2>&1; then
 				return 0
 			fi
 			kill -0 "$SPID" 2>/dev/null || break
