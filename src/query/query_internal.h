@@ -20,9 +20,14 @@
 
 /* ---- u64 -> u32 open-addressing map (tree.c) ------------------------------ */
 
+struct qmap_slot {
+	uint64_t key; /* key + 1, 0 = empty slot */
+	uint32_t val;
+};
+
+/* Key and value share a slot so that a lookup touches one cache line. */
 struct qmap {
-	uint64_t *keys; /* key + 1, 0 = empty slot */
-	uint32_t *vals;
+	struct qmap_slot *slots;
 	size_t cap; /* power of two */
 	size_t count;
 };

@@ -201,13 +201,11 @@ static void format_value(char *dst, size_t size, int64_t v, const char *unit)
 			snprintf(dst, size, "%" PRId64 "%s", v, scales[s].names[0]);
 			return;
 		}
-		/* two decimals, trailing zeros dropped: 1.50s -> 1.50s, 2.00s -> 2s */
+		/* two decimals, ".00" dropped, as pprof prints: 1.50s, 2s */
 		snprintf(num, sizeof(num), "%.2f", x);
 		len = strlen(num);
-		while (len && num[len - 1] == '0')
-			num[--len] = '\0';
-		if (len && num[len - 1] == '.')
-			num[--len] = '\0';
+		if (len > 3 && !strcmp(num + len - 3, ".00"))
+			num[len - 3] = '\0';
 		snprintf(dst, size, "%s%s", num, scales[s].names[k]);
 		return;
 	}

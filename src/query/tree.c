@@ -42,21 +42,15 @@ int qmap_init(struct qmap *m, size_t hint)
 
 	while (cap < hint * 2)
 		cap *= 2;
-	m->keys = calloc(cap, sizeof(*m->keys));
-	m->vals = malloc(cap * sizeof(*m->vals));
-	m->cap = cap;
+	m->slots = calloc(cap, sizeof(*m->slots));
+	m->cap = m->slots ? cap : 0;
 	m->count = 0;
-	if (!m->keys || !m->vals) {
-		qmap_release(m);
-		return -ENOMEM;
-	}
-	return 0;
+	return m->slots ? 0 : -ENOMEM;
 }
 
 void qmap_release(struct qmap *m)
 {
-	free(m->keys);
-	free(m->vals);
+	free(m->slots);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -66,45 +60,38 @@ uint32_t qmap_get(const struct qmap *m, uint64_t key)
 
 	if (!m->cap)
 		return QNONE;
-	for (i = mix64(key) & mask; m->keys[i]; i = (i + 1) & mask)
-		if (m->keys[i] == key + 1)
-			return m->vals[i];
+	for (i = mix64(key) & mask; m->slots[i].key; i = (i + 1) & mask)
+		if (m->slots[i].key == key + 1)
+			return m->slots[i].val;
 	return QNONE;
 }
 
-static void qmap_insert_slot(uint64_t *keys, uint32_t *vals, size_t cap, uint64_t stored,
-			     uint32_t val)
+static void qmap_insert_slot(struct qmap_slot *slots, size_t cap, uint64_t stored, uint32_t val)
 {
 	size_t mask = cap - 1, i;
 
-	for (i = mix64(stored - 1) & mask; keys[i]; i = (i + 1) & mask)
+	for (i = mix64(stored - 1) & mask; slots[i].key; i = (i + 1) & mask)
 		;
-	keys[i] = stored;
-	vals[i] = val;
+	slots[i].key = stored;
+	slots[i].val = val;
 }
 
 int qmap_put(struct qmap *m, uint64_t key, uint32_t val)
 {
 	if ((m->count + 1) * 2 > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 16;
-		uint64_t *keys = calloc(cap, sizeof(*keys));
-		uint32_t *vals = malloc(cap * sizeof(*vals));
+		struct qmap_slot *slots = calloc(cap, sizeof(*slots));
 
-		if (!keys || !vals) {
-			free(keys);
-			free(vals);
+		if (!slots)
 			return -ENOMEM;
-		}
 		for (size_t i = 0; i < m->cap; i++)
-			if (m->keys[i])
-				qmap_insert_slot(keys, vals, cap, m->keys[i], m->vals[i]);
-		free(m->keys);
-		free(m->vals);
-		m->keys = keys;
-		m->vals = vals;
+			if (m->slots[i].key)
+				qmap_insert_slot(slots, cap, m->slots[i].key, m->slots[i].val);
+		free(m->slots);
+		m->slots = slots;
 		m->cap = cap;
 	}
-	qmap_insert_slot(m->keys, m->vals, m->cap, key + 1, val);
+	qmap_insert_slot(m->slots, m->cap, key + 1, val);
 	m->count++;
 	return 0;
 }
@@ -289,6 +276,12 @@ struct add_ctx {
 	size_t n_frames, cap_frames;
 	uint32_t *stack; /* scratch: one sample's frames, root first */
 	size_t cap_stack;
+	/* the previous kept sample: its frames and the node at each depth, so
+	 * that a shared prefix (samples often come in stack order) needs no
+	 * hash lookups */
+	uint32_t *prev_stack, *prev_nodes;
+	size_t prev_depth, cap_prev_stack, cap_prev_nodes;
+	bool dense_ids; /* location id == index + 1 for every location */
 };
 
 static uint32_t pstr(struct add_ctx *c, int64_t idx)
@@ -408,6 +401,18 @@ static uint32_t child_of(struct query_tree *t, uint32_t parent, uint32_t f, int 
 	return n;
 }
 
+static void swap_stacks(struct add_ctx *c, size_t depth)
+{
+	uint32_t *p = c->prev_stack;
+	size_t cap = c->cap_prev_stack;
+
+	c->prev_stack = c->stack;
+	c->cap_prev_stack = c->cap_stack;
+	c->stack = p;
+	c->cap_stack = cap;
+	c->prev_depth = depth;
+}
+
 static int add_samples(struct add_ctx *c, int idx, bool base)
 {
 	struct query_tree *t = c->t;
@@ -415,7 +420,7 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 	for (size_t si = 0; si < c->m->n_sample; si++) {
 		const pprof_sample_msg *s = c->m->sample[si];
 		int64_t v = s->value[idx];
-		size_t depth = 0;
+		size_t depth = 0, common;
 		bool keep = !t->filter;
 		uint32_t node = 0;
 		int rc = 0;
@@ -428,7 +433,10 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 			t->total += v;
 		/* location_id[0] is the leaf: collect root first */
 		for (size_t k = s->n_location_id; k-- > 0;) {
-			uint32_t li = qmap_get(&c->loc_index, s->location_id[k]);
+			uint64_t id = s->location_id[k];
+			uint32_t li = c->dense_ids && id - 1 < c->m->n_location
+					  ? (uint32_t)(id - 1)
+					  : qmap_get(&c->loc_index, id);
 
 			if (li == QNONE)
 				continue; /* validated profiles never get here */
@@ -453,15 +461,29 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 			t->filtered += v;
 			t->build[0].cum += v;
 		}
+		if (grow((void **)&c->prev_nodes, &c->cap_prev_nodes, depth + 1,
+			 sizeof(*c->prev_nodes)))
+			return -ENOMEM;
+		common = 0;
+		while (common < depth && common < c->prev_depth &&
+		       c->stack[common] == c->prev_stack[common])
+			common++;
 		for (size_t d = 0; d < depth; d++) {
-			node = child_of(t, node, c->stack[d], &rc);
-			if (node == QNONE)
-				return rc;
+			if (d < common) {
+				node = c->prev_nodes[d];
+			} else {
+				node = child_of(t, node, c->stack[d], &rc);
+				if (node == QNONE)
+					return rc;
+				c->prev_nodes[d] = node;
+			}
 			if (base)
 				t->build[node].base_cum += v;
 			else
 				t->build[node].cum += v;
 		}
+		/* this sample's frames become the previous ones */
+		swap_stacks(c, depth);
 		if (base)
 			t->build[node].base_self += v;
 		else
@@ -500,7 +522,11 @@ int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int samp
 		goto out;
 	memset(c.str_map, 0xff, (c.m->n_string_table + 1) * sizeof(*c.str_map));
 	memset(c.loc_off, 0xff, (c.m->n_location + 1) * sizeof(*c.loc_off));
+	c.dense_ids = true;
 	for (size_t i = 0; i < c.m->n_location; i++)
+		if (c.m->location[i]->id != i + 1)
+			c.dense_ids = false;
+	for (size_t i = 0; !c.dense_ids && i < c.m->n_location; i++)
 		if (qmap_get(&c.loc_index, c.m->location[i]->id) == QNONE &&
 		    qmap_put(&c.loc_index, c.m->location[i]->id, (uint32_t)i))
 			goto out;
@@ -525,6 +551,8 @@ out:
 	free(c.loc_len);
 	free(c.frames);
 	free(c.stack);
+	free(c.prev_stack);
+	free(c.prev_nodes);
 	qmap_release(&c.loc_index);
 	return rc;
 }
@@ -614,7 +642,7 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 			const struct qbuild_node *kn = &t->build[k];
 
 			if (t->trim_fraction > 0 && abs64(kn->cum) < threshold_b &&
-			    abs64(kn->base_cum) < threshold_a)
+			    (!t->diff || abs64(kn->base_cum) < threshold_a))
 				continue;
 			if (grow((void **)&kids, &cap_kids, nk + 1, sizeof(*kids)))
 				goto out;
@@ -622,7 +650,8 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 			kids[nk].node = k;
 			nk++;
 		}
-		qsort(kids, nk, sizeof(*kids), cmp_child);
+		if (nk > 1)
+			qsort(kids, nk, sizeof(*kids), cmp_child);
 		for (size_t i = nk; i-- > 0;)
 			stack[n_stack++] = kids[i].node;
 	}
