@@ -67,6 +67,19 @@ curl -sf "http://$ADDR/metrics" >"$T/metrics.txt" || die "/metrics"
 grep -Eq '^kiln_ingested_profiles_total 5$' "$T/metrics.txt" || die "ingested_profiles != 5"
 grep -Eq '^kiln_grpc_requests_total\{method="/parca.query.v1alpha1.QueryService/Query"\} [1-9]' \
 	"$T/metrics.txt" || die "Query calls not counted"
+# Graceful shutdown under load: SIGTERM while a client streams writes. The
+# client sees UNAVAILABLE (never another error), the server exits 0, and
+# after a restart every acknowledged write is there.
+client hammer --name kiln_stop --what s1 --profile "$P/cpu-0.pb.gz" --out "$T/acked.txt" \
+	>"$T/hammer.txt" 2>&1 &
+hpid=$!
+sleep 1
 server_stop
+wait "$hpid"
+grep -q 'UNAVAILABLE' "$T/hammer.txt" || { cat "$T/hammer.txt"; die "writer did not see UNAVAILABLE"; }
 grep -q 'stopped' "$T/server.log" || die "no clean stop in the log"
+server_start
+client verify --name kiln_stop --profile "$P/cpu-0.pb.gz" --out "$T/acked.txt" ||
+	die "acknowledged writes lost over a graceful restart"
+server_stop
 echo "server_grpc: ok"

@@ -311,7 +311,8 @@ def hammer(args):
             s.samples.add(raw_profile=data)
             try:
                 ps_stub.WriteRaw(req, timeout=10)
-            except grpc.RpcError:
+            except grpc.RpcError as e:
+                print("hammer stopped after %d writes: %s: %s" % (i, e.code().name, e.details()))
                 return
             acked.write(seq + "\n")
             acked.flush()
