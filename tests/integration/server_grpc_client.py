@@ -329,11 +329,10 @@ def verify(args):
     if not acked:
         print("verify: nothing acknowledged yet")
         return
-    for i, st in enumerate(p.sample_type):
-        if p.string_table[st.type] != "samples":
-            continue
-        k = type_key(args.name, p, i)
-        want = sums(p)[i]
+    names = [p.string_table[st.type] for st in p.sample_type]
+    i = names.index("samples") if "samples" in names else 0
+    k = type_key(args.name, p, i)
+    want = sums(p)[i]
     r = q.QueryRange(q_pb2.QueryRangeRequest(query=k, start=ts(0), end=ts(int(time.time() * 1000) + 60000)),
                      timeout=60)
     per_seq = {}
