@@ -141,7 +141,8 @@ static void make_request(struct buf *out, const char *const *labels, size_t n_la
 	Parca__Profilestore__V1alpha1__Label *lp[128];
 	char names[128][64];
 	Parca__Profilestore__V1alpha1__LabelSet ls = PARCA__PROFILESTORE__V1ALPHA1__LABEL_SET__INIT;
-	Parca__Profilestore__V1alpha1__RawSample rs = PARCA__PROFILESTORE__V1ALPHA1__RAW_SAMPLE__INIT;
+	Parca__Profilestore__V1alpha1__RawSample rs =
+	    PARCA__PROFILESTORE__V1ALPHA1__RAW_SAMPLE__INIT;
 	Parca__Profilestore__V1alpha1__RawSample *rsp = &rs;
 	Parca__Profilestore__V1alpha1__RawProfileSeries se =
 	    PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
@@ -203,7 +204,7 @@ static void test_writeraw_valid(void **state)
 	assert_int_equal(b.series[0].n_labels, 3);
 	assert_string_equal(b.series[0].labels[0].value, "parca_agent");
 	assert_int_equal(b.profiles[0].timestamp_ms, 1700000000123LL);
-	assert_true(b.profiles[0].delta); /* period type cpu */
+	assert_true(b.profiles[0].delta);     /* period type cpu */
 	assert_int_equal(b.total_samples, 4); /* 2 distinct stacks x 2 sample types */
 	assert_int_equal(b.total_bytes, prof.len);
 	ingest_batch_release(&b);
