@@ -1,9 +1,16 @@
 /*
- * store_fallback.c — weak stand-ins for the storage interface so that the
- * server and kilnctl link while the embedded store (src/store, built in
- * parallel) has not been merged yet. Every call fails with -ENOSYS and a
- * message; the real store's strong definitions replace these at link time.
- * Delete this file once src/store implements store.h.
+ * aaa_store_fallback.c — weak stand-ins for the storage interface so that
+ * the server and kilnctl link while the embedded store (src/store, built in
+ * parallel) has not been merged yet. Every call fails with -ENOSYS.
+ *
+ * Why the name: in libkiln.a this must be the first member of src/server.
+ * GNU ld pulls archive members in passes over the archive index; while it
+ * passes this member the first time, nothing references store_* yet (the
+ * server objects come later), so it is skipped, and on the next pass the
+ * real store's members (src/store sorts before src/server) win. Named
+ * after server.o, this member would be pulled in the same pass as server.o
+ * and its weak definitions would shadow the real store. Delete this file
+ * once src/store implements store.h.
  */
 #include <errno.h>
 #include <string.h>
