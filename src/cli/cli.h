@@ -16,5 +16,6 @@ struct cli_command {
 };
 
 int cmd_pprof(int argc, char **argv);
+int cmd_query(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@
 
 static const struct cli_command commands[] = {
     {"pprof", "work with pprof files: folded, top, merge, validate", cmd_pprof},
+    {"query", "query a kiln server: top, folded or pprof", cmd_query},
 };
 
 static void usage(FILE *f)
