@@ -30,11 +30,11 @@ int meta_init(struct meta *m)
 	memset(m, 0, sizeof(*m));
 	pthread_mutex_init(&m->mu, NULL);
 	m->arena = arena_new(1 << 20);
-	m->string_ix = htab_new(1024);
+	m->string_ix = htab_new(64);
 	m->mapping_ix = htab_new(64);
-	m->function_ix = htab_new(1024);
-	m->location_ix = htab_new(4096);
-	m->stack_ix = htab_new(4096);
+	m->function_ix = htab_new(64);
+	m->location_ix = htab_new(64);
+	m->stack_ix = htab_new(64);
 	if (!m->arena || !m->string_ix || !m->mapping_ix || !m->function_ix || !m->location_ix ||
 	    !m->stack_ix)
 		return -ENOMEM;

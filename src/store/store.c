@@ -1047,9 +1047,9 @@ void store_close(struct store *s)
 		s->frozen = h->next;
 		head_free(h);
 	}
-	if (s->sx.key_ix || s->sx.series.chunks)
+	if (s->sx.key_ix || s->sx.series.dir)
 		series_index_destroy(&s->sx);
-	if (s->meta.arena || s->meta.strings.chunks)
+	if (s->meta.arena || s->meta.strings.dir)
 		meta_destroy(&s->meta);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
