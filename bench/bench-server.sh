@@ -6,7 +6,7 @@
 # files (the peer), with kiln/go totals compared and the time ratio.
 #
 #   SCALE=1 make bench-server      24 h of data (~170M rows; long)
-#   SCALE=0.04 (default)           ~1 h of data, about two minutes
+#   SCALE=0.02 (default)           ~0.5 h of data, about two minutes
 #   THREADS=64                     concurrent writers (group commit)
 # Figures only; never fails on time.
 set -euo pipefail
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 bin=build/bench/bench_store
 [ -x "$bin" ] || { echo "bench-server: $bin missing (run: make bench-server)" >&2; exit 1; }
 command -v go >/dev/null || { echo "bench-server: go not found (make deps installs golang-go)" >&2; exit 1; }
-: "${SCALE:=0.04}" "${THREADS:=64}" "${BENCH_DIR:=}"
+: "${SCALE:=0.02}" "${THREADS:=64}" "${BENCH_DIR:=}"
 if [ -n "$BENCH_DIR" ]; then dir=$BENCH_DIR; rm -rf "$dir"; mkdir -p "$dir"; else
 	dir=$(mktemp -d /var/tmp/kiln-bench-server-XXXXXX); fi
 trap 'rm -rf "$dir"' EXIT

@@ -53,6 +53,7 @@ struct kind {
 static struct kind *kinds; /* read-only after setup */
 
 struct config {
+	int64_t w_begin, w_end; /* the phase being run */
 	const char *dir;
 	double scale;
 	int threads;
@@ -198,7 +199,7 @@ static void *worker_main(void *arg)
 	struct config *cfg = wk->cfg;
 	char node_s[16], comm_s[32];
 
-	for (int64_t w = 0; w < cfg->n_windows; w++) {
+	for (int64_t w = cfg->w_begin; w < cfg->w_end; w++) {
 		for (int pidx = wk->id; pidx < NODES * KINDS; pidx += cfg->threads) {
 			int node = pidx / KINDS, kind = pidx % KINDS;
 			int64_t ts = cfg->t0 + w * WINDOW_MS + pidx * 37;
@@ -331,34 +332,50 @@ static int run(const char *dir, double scale, int threads)
 		return 1;
 	}
 
+	/* Two phases: the first half of the windows sees most stacks for the
+	 * first time (slow path: interning), the second is the steady state of
+	 * a running fleet. */
 	struct worker *wk = calloc((size_t)threads, sizeof(*wk));
 	pthread_t *th = calloc((size_t)threads, sizeof(*th));
-	double cpu0 = process_cpu_s(), t0 = now_s();
-	for (int i = 0; i < threads; i++) {
-		wk[i] = (struct worker){.cfg = &cfg, .s = s, .id = i};
-		pthread_create(&th[i], NULL, worker_main, &wk[i]);
-	}
 	uint64_t rows = 0, profiles = 0, failures = 0;
-	double gen = 0;
-	for (int i = 0; i < threads; i++) {
-		pthread_join(th[i], NULL);
-		rows += wk[i].rows;
-		profiles += wk[i].profiles;
-		failures += wk[i].failures;
-		gen += wk[i].gen_cpu;
+	double gen = 0, t0 = now_s(), wall = 0, cpu = 0;
+	for (int phase = 0; phase < 2; phase++) {
+		double cpu0 = process_cpu_s(), p0 = now_s();
+		uint64_t prow = 0;
+		double pgen = 0;
+
+		cfg.w_begin = phase ? cfg.n_windows / 2 : 0;
+		cfg.w_end = phase ? cfg.n_windows : cfg.n_windows / 2;
+		for (int i = 0; i < threads; i++) {
+			wk[i] = (struct worker){.cfg = &cfg, .s = s, .id = i};
+			pthread_create(&th[i], NULL, worker_main, &wk[i]);
+		}
+		for (int i = 0; i < threads; i++) {
+			pthread_join(th[i], NULL);
+			prow += wk[i].rows;
+			profiles += wk[i].profiles;
+			failures += wk[i].failures;
+			pgen += wk[i].gen_cpu;
+		}
+		if (phase == 1 && store_flush(s, &err))
+			fprintf(stderr, "flush: %s\n", err.msg);
+		double pcpu = process_cpu_s() - cpu0 - pgen, pwall = now_s() - p0;
+		printf("ingest %s: %" PRIu64
+		       " rows, %.0f sample rows/s per core (store CPU %.1f s; "
+		       "profile generation CPU %.1f s excluded), %.1f s wall\n",
+		       phase ? "steady state (second half, incl. final cut+compaction)"
+			     : "warm-up (first half, new stacks)",
+		       prow, prow / pcpu, pcpu, pgen, pwall);
+		rows += prow;
+		gen += pgen;
+		cpu += pcpu;
 	}
-	double t_ingest = now_s() - t0;
-	if (store_flush(s, &err))
-		fprintf(stderr, "flush: %s\n", err.msg);
-	double wall = now_s() - t0, cpu = process_cpu_s() - cpu0 - gen;
+	wall = now_s() - t0;
+	printf("ingest: %" PRIu64 " sample rows in %" PRIu64 " profiles (%" PRIu64
+	       " failed); %.1f s wall; overall %.0f sample rows/s per core\n",
+	       rows, profiles, failures, wall, rows / cpu);
 	struct store_stats st;
 	store_get_stats(s, &st);
-	printf("ingest: %" PRIu64 " sample rows in %" PRIu64 " profiles (%" PRIu64
-	       " failed); %.1f s wall (%.1f s writing + %.1f s final cut/compaction)\n",
-	       rows, profiles, failures, wall, t_ingest, wall - t_ingest);
-	printf("ingest rate: %.0f sample rows/s per core (store CPU %.1f s; profile generation "
-	       "CPU %.1f s excluded); %.0f rows/s wall with generation\n",
-	       rows / cpu, cpu, gen, rows / wall);
 	printf("wal: %" PRIu64 " fsyncs, mean %.2f ms\n", st.wal_fsyncs,
 	       st.wal_fsyncs ? st.wal_fsync_ns_total / 1e6 / st.wal_fsyncs : 0.0);
 	uint64_t blocks = dir_bytes(path, ".kb"), meta = dir_bytes(path, "meta.log");
@@ -416,7 +433,7 @@ static int total(const char *path)
 
 int main(int argc, char **argv)
 {
-	double scale = 0.04;
+	double scale = 0.02;
 	int threads = 8;
 
 	log_set_level(LOG_WARN);

@@ -135,6 +135,7 @@ struct meta {
 	struct chunked strings; /* const char * */
 	struct chunked mappings, functions, locations, stacks;
 	struct htab *string_ix, *mapping_ix, *function_ix, *location_ix, *stack_ix;
+	struct htab *fp_ix;  /* stack fingerprint (store.c) -> stack id; memory only */
 	struct buf pending;  /* records for the metastore log, not yet written */
 	struct buf key;	     /* scratch */
 	uint32_t *sym_queue; /* locations waiting for symbolization */
