@@ -19,11 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Compiled matchers exist only after query_selector_compile, which calls
- * into the store; a weak reference keeps programs that only parse (the
- * fuzzer, unit tests) from having to link the store. */
-void store_matcher_release(struct store_matcher *m) __attribute__((weak));
-
 struct parser {
 	const char *s;
 	size_t len;
@@ -547,7 +542,7 @@ void query_selector_release(struct query_selector *sel)
 	if (!sel)
 		return;
 	for (size_t i = 0; i < sel->n_matchers; i++) {
-		if (sel->matchers[i].compiled && store_matcher_release)
+		if (sel->matchers[i].compiled)
 			store_matcher_release(&sel->matchers[i]);
 		free(sel->matchers[i].name);
 		free(sel->matchers[i].value);
