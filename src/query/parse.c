@@ -328,7 +328,10 @@ static int check_regex(struct parser *p, const char *re, size_t literal_start, s
 	PCRE2_UCHAR msg[160];
 	size_t at = literal_start;
 
-	code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &errcode, &erroff,
+	/* the store's flags (store/series.c), so that exactly the patterns it
+	 * would refuse are refused here, with a position */
+	code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
+			     PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_DOTALL, &errcode, &erroff,
 			     NULL);
 	if (code) {
 		pcre2_code_free(code);

@@ -227,6 +227,8 @@ static void test_parse_rejects_with_position(void **state)
 	    {TYPE "{a=~\"(\"}", 53, "invalid regular expression"},
 	    {TYPE "{a=~\"x)\"}", 53, "invalid regular expression"},
 	    {TYPE "{a!~\"[z-a]\"}", 55, "invalid regular expression"},
+	    /* refused by PCRE2 without UTF mode, as the store compiles */
+	    {TYPE "{a=~`\\x{100}`}", 58, "too large"},
 	    {"{a=\"x\"}", 0, "missing profile type"},
 	    {"", 0, "missing profile type"},
 	    {"a:b:c:d", 7, "4 parts"},
