@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_MS 250
-#define GRACE_NS (50ull * 1000000)
+#define POLL_MS		250
+#define GRACE_NS	(50ull * 1000000)
 #define MAPS_REFRESH_NS (1000ull * 1000000)
 
 struct agent {
@@ -117,7 +117,7 @@ static void window_emit(struct agent *a, struct window *w)
 {
 	const struct agent_config *cfg = a->cfg;
 	struct profile_env env = {
-		.ksyms = a->ksyms, .frequency_hz = cfg->frequency_hz, .host_labels = &a->host_labels};
+	    .ksyms = a->ksyms, .frequency_hz = cfg->frequency_hz, .host_labels = &a->host_labels};
 	struct agent_profile *profs[2] = {NULL, NULL};
 	struct agent_labels *labels = NULL;
 	struct buf *bufs[2] = {NULL, NULL};
@@ -136,7 +136,8 @@ static void window_emit(struct agent *a, struct window *w)
 		profs[v] = calloc(w->n, sizeof(*profs[v]));
 		bufs[v] = calloc(w->n, sizeof(*bufs[v]));
 	}
-	if (!labels || (need[0] && (!profs[0] || !bufs[0])) || (need[1] && (!profs[1] || !bufs[1]))) {
+	if (!labels || (need[0] && (!profs[0] || !bufs[0])) ||
+	    (need[1] && (!profs[1] || !bufs[1]))) {
 		log_error("window: out of memory building %zu profiles", w->n);
 		goto out;
 	}
@@ -203,8 +204,7 @@ static void window_finish(struct agent *a, struct window *w)
 
 	update_kernel_stats(a);
 	window_emit(a, w);
-	log_debug("window: %llu samples from %zu processes",
-		  (unsigned long long)w->samples, w->n);
+	log_debug("window: %llu samples from %zu processes", (unsigned long long)w->samples, w->n);
 	window_free(w);
 	/* Forget processes not sampled for three windows. */
 	if (a->now_ns > 3 * a->cfg->duration_ns)
@@ -230,9 +230,10 @@ int agent_preflight(struct kiln_error *err)
 				      "kiln-agent must run as root (it loads BPF programs and "
 				      "opens system-wide perf events): run it with sudo");
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-		return kiln_error_set(err, ENOENT,
-				      "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): "
-				      "boot a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+		return kiln_error_set(
+		    err, ENOENT,
+		    "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): "
+		    "boot a kernel built with CONFIG_DEBUG_INFO_BTF=y");
 	if (access("/proc/sys/kernel/perf_event_paranoid", F_OK) != 0)
 		return kiln_error_set(err, ENOENT,
 				      "perf events are disabled (no "
@@ -308,8 +309,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	window_finish(&a, a.cur);
 	a.cur = NULL;
 	if (a.next->samples) {
-		a.next->end_mono_ns = a.now_ns > a.next->start_mono_ns ? a.now_ns
-								       : a.next->start_mono_ns + 1;
+		a.next->end_mono_ns =
+		    a.now_ns > a.next->start_mono_ns ? a.now_ns : a.next->start_mono_ns + 1;
 		window_finish(&a, a.next);
 		a.next = NULL;
 	}

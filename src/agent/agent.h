@@ -68,8 +68,7 @@ int cgroup_path_from_proc(const char *text, char *out, size_t outsz);
  * ending in .service or .scope) and container_id (docker, containerd/cri,
  * cri-o, podman and kubepods patterns: a 64-hex id). Either output is set
  * to "" when there is none. */
-void cgroup_derive(const char *path, char *unit, size_t unitsz, char *container_id,
-		   size_t idsz);
+void cgroup_derive(const char *path, char *unit, size_t unitsz, char *container_id, size_t idsz);
 
 /* ---- /proc/PID/maps (procmaps.c) ----------------------------------------- */
 
@@ -132,15 +131,15 @@ struct proc_info {
 	uint32_t pid;
 	uint64_t start_time; /* /proc/PID/stat field 22: tells pid reuse apart */
 	char comm[32];
-	char *executable;	   /* /proc/PID/exe target, "" if unknown */
+	char *executable;	    /* /proc/PID/exe target, "" if unknown */
 	struct agent_labels labels; /* series labels except node/external */
 	struct proc_maps maps;
-	bool maps_ok;	      /* maps were readable */
+	bool maps_ok;		/* maps were readable */
 	uint64_t last_seen_ns;	/* monotonic: last sample */
 	uint64_t maps_read_ns;	/* monotonic: last (re)read of maps */
-	bool stale;	      /* exec seen: re-read before next use */
-	bool cached;	      /* linked in the cache (else owned by its holders) */
-	unsigned refs;	      /* windows holding this entry */
+	bool stale;		/* exec seen: re-read before next use */
+	bool cached;		/* linked in the cache (else owned by its holders) */
+	unsigned refs;		/* windows holding this entry */
 	struct proc_info *next; /* hash chain */
 };
 
@@ -289,13 +288,13 @@ int sink_local_new(const char *dir, struct agent_sink **out, struct kiln_error *
 /* ---- the agent (agent.c) -------------------------------------------------- */
 
 struct agent_config {
-	unsigned frequency_hz;		/* --profiling-cpu-sampling-frequency */
-	uint64_t duration_ns;		/* --profiling-duration */
-	const char *node;		/* --node */
+	unsigned frequency_hz;	      /* --profiling-cpu-sampling-frequency */
+	uint64_t duration_ns;	      /* --profiling-duration */
+	const char *node;	      /* --node */
 	struct agent_labels external; /* --metadata-external-labels */
-	const char *http_address;	/* --http-address ("" = off) */
-	const char *proc_root;		/* "/proc" */
-	size_t ringbuf_bytes;		/* 0 = sized from the CPU count */
+	const char *http_address;     /* --http-address ("" = off) */
+	const char *proc_root;	      /* "/proc" */
+	size_t ringbuf_bytes;	      /* 0 = sized from the CPU count */
 	struct agent_sink **sinks;
 	size_t n_sinks;
 };

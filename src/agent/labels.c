@@ -221,8 +221,7 @@ static bool is_hex64(const char *s, size_t len)
 	return true;
 }
 
-void cgroup_derive(const char *path, char *unit, size_t unitsz, char *container_id,
-		   size_t idsz)
+void cgroup_derive(const char *path, char *unit, size_t unitsz, char *container_id, size_t idsz)
 {
 	static const char *const prefixes[] = {"docker-", "cri-containerd-", "crio-", "libpod-",
 					       "containerd-"};

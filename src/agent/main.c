@@ -35,40 +35,41 @@ enum {
 };
 
 static const struct option long_options[] = {
-	{"help", no_argument, NULL, 'h'},
-	{"node", required_argument, NULL, OPT_NODE},
-	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-	{"http-address", required_argument, NULL, OPT_HTTP_ADDRESS},
-	{"profiling-duration", required_argument, NULL, OPT_DURATION},
-	{"profiling-cpu-sampling-frequency", required_argument, NULL, OPT_FREQUENCY},
-	{"local-store-directory", required_argument, NULL, OPT_LOCAL_STORE},
-	{"metadata-external-labels", required_argument, NULL, OPT_EXTERNAL_LABELS},
-	{NULL, 0, NULL, 0},
+    {"help", no_argument, NULL, 'h'},
+    {"node", required_argument, NULL, OPT_NODE},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"http-address", required_argument, NULL, OPT_HTTP_ADDRESS},
+    {"profiling-duration", required_argument, NULL, OPT_DURATION},
+    {"profiling-cpu-sampling-frequency", required_argument, NULL, OPT_FREQUENCY},
+    {"local-store-directory", required_argument, NULL, OPT_LOCAL_STORE},
+    {"metadata-external-labels", required_argument, NULL, OPT_EXTERNAL_LABELS},
+    {NULL, 0, NULL, 0},
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: kiln-agent [FLAGS]\n"
-		"\n"
-		"Whole-system CPU profiler: samples every process's user and kernel stacks\n"
-		"with eBPF and writes one labelled pprof profile per process per window.\n"
-		"Needs root and a kernel with BTF.\n"
-		"\n"
-		"Flags:\n"
-		"  -h, --help                              show this help\n"
-		"      --node=NAME                         node label (default: the hostname)\n"
-		"      --log-level=LEVEL                   debug, info, warn, error (default: info)\n"
-		"      --http-address=HOST:PORT            /metrics listener, \"\" to disable\n"
-		"                                          (default: 127.0.0.1:7071)\n"
-		"      --profiling-duration=DURATION       window length, e.g. 10s, 500ms, 1m\n"
-		"                                          (default: 10s)\n"
-		"      --profiling-cpu-sampling-frequency=HZ\n"
-		"                                          samples per second per CPU (default: 19)\n"
-		"      --local-store-directory=DIR         write gzipped pprof files to DIR\n"
-		"                                          (default: none)\n"
-		"      --metadata-external-labels=K=V,...  labels added to every profile\n"
-		"                                          (default: none)\n");
+	fprintf(
+	    f,
+	    "Usage: kiln-agent [FLAGS]\n"
+	    "\n"
+	    "Whole-system CPU profiler: samples every process's user and kernel stacks\n"
+	    "with eBPF and writes one labelled pprof profile per process per window.\n"
+	    "Needs root and a kernel with BTF.\n"
+	    "\n"
+	    "Flags:\n"
+	    "  -h, --help                              show this help\n"
+	    "      --node=NAME                         node label (default: the hostname)\n"
+	    "      --log-level=LEVEL                   debug, info, warn, error (default: info)\n"
+	    "      --http-address=HOST:PORT            /metrics listener, \"\" to disable\n"
+	    "                                          (default: 127.0.0.1:7071)\n"
+	    "      --profiling-duration=DURATION       window length, e.g. 10s, 500ms, 1m\n"
+	    "                                          (default: 10s)\n"
+	    "      --profiling-cpu-sampling-frequency=HZ\n"
+	    "                                          samples per second per CPU (default: 19)\n"
+	    "      --local-store-directory=DIR         write gzipped pprof files to DIR\n"
+	    "                                          (default: none)\n"
+	    "      --metadata-external-labels=K=V,...  labels added to every profile\n"
+	    "                                          (default: none)\n");
 }
 
 /* "10s", "500ms", "1m", "2h", or plain seconds. */
@@ -163,8 +164,9 @@ int main(int argc, char **argv)
 				fprintf(stderr, "kiln-agent: flag -%c: unknown (see --help)\n",
 					optopt);
 			else
-				fprintf(stderr, "kiln-agent: %s: unknown flag or missing value "
-						"(see --help)\n",
+				fprintf(stderr,
+					"kiln-agent: %s: unknown flag or missing value "
+					"(see --help)\n",
 					argv[optind - 1]);
 			return 2;
 		}

@@ -55,19 +55,20 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "# TYPE kiln_agent_exec_events_total counter\n"
 			 "kiln_agent_exec_events_total %llu\n",
 			 LOAD(exec_events));
-	rc |= buf_printf(out,
-			 "# HELP kiln_agent_profiles_written_total Profiles handed to sinks "
-			 "successfully.\n"
-			 "# TYPE kiln_agent_profiles_written_total counter\n"
-			 "kiln_agent_profiles_written_total %llu\n"
-			 "# HELP kiln_agent_profiles_failed_total Profiles a sink failed to write.\n"
-			 "# TYPE kiln_agent_profiles_failed_total counter\n"
-			 "kiln_agent_profiles_failed_total %llu\n"
-			 "# HELP kiln_agent_profiles_dropped_total Profiles a sink dropped "
-			 "(buffer full).\n"
-			 "# TYPE kiln_agent_profiles_dropped_total counter\n"
-			 "kiln_agent_profiles_dropped_total %llu\n",
-			 LOAD(profiles_written), LOAD(profiles_failed), LOAD(profiles_dropped));
+	rc |=
+	    buf_printf(out,
+		       "# HELP kiln_agent_profiles_written_total Profiles handed to sinks "
+		       "successfully.\n"
+		       "# TYPE kiln_agent_profiles_written_total counter\n"
+		       "kiln_agent_profiles_written_total %llu\n"
+		       "# HELP kiln_agent_profiles_failed_total Profiles a sink failed to write.\n"
+		       "# TYPE kiln_agent_profiles_failed_total counter\n"
+		       "kiln_agent_profiles_failed_total %llu\n"
+		       "# HELP kiln_agent_profiles_dropped_total Profiles a sink dropped "
+		       "(buffer full).\n"
+		       "# TYPE kiln_agent_profiles_dropped_total counter\n"
+		       "kiln_agent_profiles_dropped_total %llu\n",
+		       LOAD(profiles_written), LOAD(profiles_failed), LOAD(profiles_dropped));
 	rc |= buf_printf(out,
 			 "# HELP kiln_agent_windows_total Profiling windows completed.\n"
 			 "# TYPE kiln_agent_windows_total counter\n"
@@ -158,7 +159,7 @@ int metrics_server_start(const char *addr, struct agent_metrics *m, struct metri
 	}
 	s->m = m;
 	s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-					     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+					 (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 				     0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 				     ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 16U,
 				     MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);

@@ -50,8 +50,9 @@ int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct k
 		if (!ll)
 			continue;
 		memset(&e, 0, sizeof(e));
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 "%n", &e.start,
-			   &e.limit, perms, &e.offset, &e.dev_major, &e.dev_minor, &e.inode, &pos) < 7 ||
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 "%n",
+			   &e.start, &e.limit, perms, &e.offset, &e.dev_major, &e.dev_minor,
+			   &e.inode, &pos) < 7 ||
 		    e.limit < e.start)
 			return kiln_error_set(err, EINVAL, "maps line %u: cannot parse \"%s\"",
 					      lineno, line);

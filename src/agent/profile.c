@@ -44,8 +44,8 @@ static uint64_t kernel_location(struct pprof_builder *b, const struct profile_en
 	char file[160];
 	struct pprof_line_desc line = {0};
 
-	if (!env->ksyms || !kallsyms_lookup(env->ksyms, leaf ? addr : addr - 1, &name, &module,
-					    NULL))
+	if (!env->ksyms ||
+	    !kallsyms_lookup(env->ksyms, leaf ? addr : addr - 1, &name, &module, NULL))
 		return pprof_builder_location(b, kmapping, addr, NULL, 0);
 	if (module[0])
 		snprintf(file, sizeof(file), "[%s]", module);
@@ -57,20 +57,26 @@ static uint64_t kernel_location(struct pprof_builder *b, const struct profile_en
 	return pprof_builder_location(b, kmapping, addr, &line, 1);
 }
 
-static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p, uint64_t addr)
+static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping *m)
 {
-	const struct proc_mapping *m = procmaps_find(&p->maps, addr);
 	struct pprof_mapping_desc md = {0};
-	uint64_t mid;
 
-	if (!m)
-		return pprof_builder_location(b, 0, addr, NULL, 0);
 	md.memory_start = m->start;
 	md.memory_limit = m->limit;
 	md.file_offset = m->offset;
 	md.filename = m->path;
 	md.build_id = m->build_id;
-	mid = pprof_builder_mapping(b, &md);
+	return pprof_builder_mapping(b, &md);
+}
+
+static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p, uint64_t addr)
+{
+	const struct proc_mapping *m = procmaps_find(&p->maps, addr);
+	uint64_t mid;
+
+	if (!m)
+		return pprof_builder_location(b, 0, addr, NULL, 0);
+	mid = user_mapping(b, m);
 	if (!mid)
 		return 0;
 	return pprof_builder_location(b, mid, addr, NULL, 0);
@@ -97,8 +103,18 @@ int profile_build(const struct profile_env *env, const struct window *w,
 	    pprof_builder_add_sample_type(b, "cpu", "nanoseconds") ||
 	    pprof_builder_set_period(b, "cpu", "nanoseconds", period))
 		goto fail;
-	pprof_builder_set_time(b, w->start_wall_ns,
-			       (int64_t)(w->end_mono_ns - w->start_mono_ns));
+	pprof_builder_set_time(b, w->start_wall_ns, (int64_t)(w->end_mono_ns - w->start_mono_ns));
+	/* pprof tools treat mapping 1 as "the binary": make it the
+	 * executable's first code mapping when there is one. */
+	for (size_t i = 0; i < wp->info->maps.n; i++) {
+		const struct proc_mapping *m = &wp->info->maps.v[i];
+
+		if (wp->info->executable[0] && strcmp(m->path, wp->info->executable) == 0) {
+			if (!user_mapping(b, m))
+				goto fail;
+			break;
+		}
+	}
 	if (env->ksyms) {
 		struct pprof_mapping_desc km = {.filename = "[kernel.kallsyms]",
 						.has_functions = true};

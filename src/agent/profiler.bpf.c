@@ -108,8 +108,9 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-SEC("tp/sched/sched_process_exec")
-int handle_exec(void *ctx)
+/* A BTF raw tracepoint: needs no tracefs mount, only the kernel's BTF. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct exec_event *e;
 

@@ -152,11 +152,12 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 	}
 	rc = profiler_bpf__load(s->skel);
 	if (rc) {
-		rc = kiln_error_set(err, -rc,
-				    "BPF program refused by the kernel (%s): needs root with "
-				    "CAP_BPF+CAP_PERFMON, a BTF kernel >= 5.8 and no lockdown "
-				    "forbidding BPF; run with --log-level=debug for the verifier log",
-				    strerror(-rc));
+		rc = kiln_error_set(
+		    err, -rc,
+		    "BPF program refused by the kernel (%s): needs root with "
+		    "CAP_BPF+CAP_PERFMON, a BTF kernel >= 5.8 and no lockdown "
+		    "forbidding BPF; run with --log-level=debug for the verifier log",
+		    strerror(-rc));
 		goto fail;
 	}
 
@@ -193,9 +194,9 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 	}
 	s->exec_link = bpf_program__attach(s->skel->progs.handle_exec);
 	if (!s->exec_link) {
-		rc = kiln_error_set(err, errno,
-				    "attaching to tracepoint sched/sched_process_exec: %s",
-				    strerror(errno));
+		rc =
+		    kiln_error_set(err, errno, "attaching to raw tracepoint sched_process_exec: %s",
+				   strerror(errno));
 		goto fail;
 	}
 	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_record, s, NULL);

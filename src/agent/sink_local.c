@@ -22,8 +22,8 @@ struct sink_local {
 	char *dir;
 };
 
-static int local_write_window(struct agent_sink *s, const struct agent_profile *profiles,
-			      size_t n, struct kiln_error *err)
+static int local_write_window(struct agent_sink *s, const struct agent_profile *profiles, size_t n,
+			      struct kiln_error *err)
 {
 	struct sink_local *l = (struct sink_local *)s;
 	int written = 0, first_rc = 0;
@@ -41,10 +41,9 @@ static int local_write_window(struct agent_sink *s, const struct agent_profile *
 			char c = p->comm[j];
 
 			comm[j] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-						  (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-						  c == '_'
-					  ? c
-					  : '_';
+					  (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_'
+				      ? c
+				      : '_';
 		}
 		comm[j] = '\0';
 		gmtime_r(&t, &tm);
