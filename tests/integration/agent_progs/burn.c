@@ -5,9 +5,10 @@
  * process has used SECONDS of CPU time per thread; burn_caller calls
  * burn_two (twice the work) and burn_one (the work), so a correct profile
  * shows burn_two : burn_one = 2 : 1, both under burn_caller. Prints the
- * process's total CPU seconds at exit. Build with -fno-omit-frame-pointer
- * -mno-omit-leaf-frame-pointer: a leaf without a frame would hide its caller
- * from a frame-pointer unwinder.
+ * process's total CPU seconds at exit. Built with -O0 -fno-omit-frame-pointer:
+ * gcc 12 gives leaf functions no frame at -O1 even with
+ * -fno-omit-frame-pointer, which would hide burn_caller from a frame-pointer
+ * unwinder.
  */
 #include <pthread.h>
 #include <stdio.h>
