@@ -301,8 +301,10 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 			goto out;
 		}
 	}
-	/* Stopping: the partial window ends now. */
+	/* Stopping: the partial window ends now. Detach first so that the
+	 * drain sees every sample the kernel counted. */
 	a.now_ns = clock_ns(CLOCK_MONOTONIC);
+	sampler_stop(a.sampler);
 	sampler_drain(a.sampler);
 	if (a.now_ns < a.cur->end_mono_ns)
 		a.cur->end_mono_ns = a.now_ns;
@@ -314,6 +316,12 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		window_finish(&a, a.next);
 		a.next = NULL;
 	}
+	log_info("stopped: %llu samples received, %llu taken in the kernel, %llu lost "
+		 "(ring buffer full), %llu profiles written",
+		 (unsigned long long)atomic_load(&a.m->samples),
+		 (unsigned long long)atomic_load(&a.m->kernel_samples),
+		 (unsigned long long)atomic_load(&a.m->drops_ringbuf),
+		 (unsigned long long)atomic_load(&a.m->profiles_written));
 	rc = 0;
 out:
 	sampler_close(a.sampler);

@@ -322,6 +322,9 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 int sampler_poll(struct sampler *s, int timeout_ms);
 /* Delivers every record already in the ring without waiting. */
 int sampler_drain(struct sampler *s);
+/* Detaches from the perf events: no sample is taken after this returns, so
+ * a following drain sees every sample the kernel counted. */
+void sampler_stop(struct sampler *s);
 /* Sums the per-CPU kernel counters (enum profiler_stat) into out[STAT_NR]. */
 int sampler_stats(struct sampler *s, uint64_t *out, size_t n);
 void sampler_close(struct sampler *s);

@@ -207,10 +207,6 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "kiln-agent: %s\n", err.msg);
 		rc = 1;
-	} else {
-		log_info("stopped: %llu samples, %llu profiles written",
-			 (unsigned long long)metrics.samples,
-			 (unsigned long long)metrics.profiles_written);
 	}
 out:
 	metrics_server_stop(http);

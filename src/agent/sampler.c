@@ -242,6 +242,14 @@ int sampler_stats(struct sampler *s, uint64_t *out, size_t n)
 	return 0;
 }
 
+void sampler_stop(struct sampler *s)
+{
+	for (int i = 0; i < s->n_cpus; i++) {
+		bpf_link__destroy(s->links[i]);
+		s->links[i] = NULL;
+	}
+}
+
 void sampler_close(struct sampler *s)
 {
 	if (!s)
