@@ -58,10 +58,8 @@ go tool pprof -raw $files 2>/dev/null | grep -q "build/agent-test/burn $want" ||
 	fail "mapping of burn lacks build ID $want: $(go tool pprof -raw $files 2>/dev/null | grep -A5 Mappings)"
 
 # -tagfocus on a series label selects exactly burn's samples among all files.
-accounted() { sed -n 's/.*accounting for \([0-9]*\), .*/\1/p' | head -1; }
-all=$(go tool pprof -symbolize=none -sample_index=samples -tagfocus=comm=burn -top \
-	"$out"/*.pb.gz 2>/dev/null | accounted)
-mine=$(go tool pprof -symbolize=none -sample_index=samples -top $files 2>/dev/null | accounted)
+all=$(pprof_samples -tagfocus=comm=burn "$out"/*.pb.gz)
+mine=$(pprof_samples $files)
 [ -n "$mine" ] && [ "$all" = "$mine" ] || fail "-tagfocus=comm=burn gave $all samples, burn has $mine"
 
 # /metrics counts what was seen.

@@ -82,3 +82,11 @@ agent_traces() {
 	go tool pprof -symbolize=local -sample_index=samples -traces "$@" 2>/dev/null |
 		python3 "$AGENT_PROGS/traces.py"
 }
+
+# pprof_samples [PPROF FLAGS] FILES...: the number of samples pprof counts
+# (after any filter flags), read from its "accounting for N" line.
+pprof_samples() {
+	go tool pprof -symbolize=none -sample_index=samples -nodecount=1000000 -nodefraction=0 \
+		-edgefraction=0 -top "$@" 2>/dev/null |
+		awk '/accounting for/ && !done { for (i = 1; i < NF; i++) if ($i == "for") { v = $(i + 1); sub(",", "", v); print v; done = 1 } }'
+}
