@@ -25,6 +25,7 @@
 #define POLL_MS		250
 #define GRACE_NS	(50ull * 1000000)
 #define MAPS_REFRESH_NS (1000ull * 1000000)
+#define PROC_EXPIRY_NS	(600ull * 1000000000)
 
 struct agent {
 	const struct agent_config *cfg;
@@ -96,6 +97,11 @@ static void on_record(void *ctx, const void *data, size_t len)
 
 		proc_cache_invalidate(a->procs, e->pid);
 		ADD(exec_events, 1);
+	} else if (kind == PROFILER_EVENT_EXIT && len >= sizeof(struct exec_event)) {
+		const struct exec_event *e = data;
+
+		proc_cache_forget(a->procs, e->pid);
+		ADD(exit_events, 1);
 	}
 }
 
@@ -206,9 +212,11 @@ static void window_finish(struct agent *a, struct window *w)
 	window_emit(a, w);
 	log_debug("window: %llu samples from %zu processes", (unsigned long long)w->samples, w->n);
 	window_free(w);
-	/* Forget processes not sampled for three windows. */
-	if (a->now_ns > 3 * a->cfg->duration_ns)
-		proc_cache_expire(a->procs, a->now_ns - 3 * a->cfg->duration_ns);
+	/* Exits normally remove entries; this is the safety net for exit
+	 * events lost to a full ring. Re-reading a live process is cheap but
+	 * not free, so the horizon is long. */
+	if (a->now_ns > PROC_EXPIRY_NS)
+		proc_cache_expire(a->procs, a->now_ns - PROC_EXPIRY_NS);
 	SET(processes_tracked, proc_cache_count(a->procs));
 	dt = clock_ns(CLOCK_MONOTONIC) - t0;
 	SET(window_read_ns_last, dt);

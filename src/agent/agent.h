@@ -134,13 +134,14 @@ struct proc_info {
 	char *executable;	    /* /proc/PID/exe target, "" if unknown */
 	struct agent_labels labels; /* series labels except node/external */
 	struct proc_maps maps;
-	bool maps_ok;		/* maps were readable */
-	uint64_t last_seen_ns;	/* monotonic: last sample */
-	uint64_t maps_read_ns;	/* monotonic: last (re)read of maps */
-	bool stale;		/* exec seen: re-read before next use */
-	bool cached;		/* linked in the cache (else owned by its holders) */
-	unsigned refs;		/* windows holding this entry */
-	struct proc_info *next; /* hash chain */
+	bool maps_ok;		     /* maps were readable */
+	uint64_t last_seen_ns;	     /* monotonic: last sample */
+	uint64_t maps_read_ns;	     /* monotonic: last (re)read of maps */
+	uint64_t refresh_backoff_ns; /* grows while re-reads find nothing new */
+	bool stale;		     /* exec seen: re-read before next use */
+	bool cached;		     /* linked in the cache (else owned by its holders) */
+	unsigned refs;		     /* windows holding this entry */
+	struct proc_info *next;	     /* hash chain */
 };
 
 struct proc_cache;
@@ -154,11 +155,17 @@ void proc_cache_free(struct proc_cache *c);
 struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
 				 uint64_t now_ns);
 /* Re-reads the maps of p if addr is in none of them (the process mapped new
- * code), at most once per min_interval_ns. */
+ * code), at most once per min_interval_ns; the interval doubles (up to a
+ * minute) each time a re-read does not explain the address, because a
+ * frame-pointer walk through code without frame pointers yields garbage
+ * addresses that no re-read will ever find. Addresses that cannot be user
+ * code (page zero, the kernel half) never trigger a re-read. */
 void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t addr,
 			    uint64_t now_ns, uint64_t min_interval_ns);
 /* Marks pid's entry stale (it called exec). */
 void proc_cache_invalidate(struct proc_cache *c, uint32_t pid);
+/* Drops pid's entry (it exited); windows holding it keep it alive. */
+void proc_cache_forget(struct proc_cache *c, uint32_t pid);
 /* Drops entries not sampled since before cutoff_ns and not referenced. */
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
 size_t proc_cache_count(const struct proc_cache *c);
@@ -232,6 +239,7 @@ struct agent_metrics {
 	atomic_uint_least64_t kernel_stack_errors;
 	atomic_uint_least64_t user_stack_errors;
 	atomic_uint_least64_t exec_events;
+	atomic_uint_least64_t exit_events;
 	atomic_uint_least64_t profiles_written;
 	atomic_uint_least64_t profiles_failed;
 	atomic_uint_least64_t profiles_dropped; /* by sinks (e.g. push buffer full) */
@@ -317,8 +325,8 @@ typedef void (*sampler_record_fn)(void *ctx, const void *data, size_t len);
  * attaches. Errors say which step failed and what to do about it. */
 int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void *ctx,
 		 struct sampler **out, struct kiln_error *err);
-/* Waits up to timeout_ms for records and delivers them. Returns the count or
- * a negative errno (-EINTR is not an error for the caller). */
+/* Waits timeout_ms (less if a signal arrives), then delivers every record
+ * in the ring. Returns the count or a negative errno. */
 int sampler_poll(struct sampler *s, int timeout_ms);
 /* Delivers every record already in the ring without waiting. */
 int sampler_drain(struct sampler *s);

@@ -9,10 +9,8 @@
  */
 #include "agent/agent.h"
 #include "common/arena.h"
-#include "common/buf.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,39 +74,65 @@ static int kallsyms_add(struct kallsyms *k, uint64_t addr, const char *name, con
 	return 0;
 }
 
+/* Parses "ADDR TYPE NAME[\t[MODULE]]" in place: the file has ~100k lines
+ * read once at start-up, so this avoids sscanf and a whole-file buffer. */
+static bool parse_line(char *line, uint64_t *addr, char *type, char **name, char **module)
+{
+	char *p = line, *end;
+
+	*addr = strtoull(p, &end, 16);
+	if (end == p || *end != ' ' || !end[1] || end[2] != ' ')
+		return false;
+	*type = end[1];
+	*name = end + 3;
+	p = strpbrk(*name, "\t \n");
+	*module = NULL;
+	if (p) {
+		bool more = *p != '\n';
+
+		*p = '\0';
+		if (more && (p = strchr(p + 1, '[')) != NULL) {
+			*module = p + 1;
+			p = strchr(*module, ']');
+			if (p)
+				*p = '\0';
+		}
+	}
+	return **name != '\0';
+}
+
 int kallsyms_load(const char *path, struct kallsyms **out, struct kiln_error *err)
 {
 	struct kallsyms *k = calloc(1, sizeof(*k));
-	struct buf text;
+	FILE *f = NULL;
 	uint64_t nonzero = 0;
-	char *line, *save = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	bool sorted = true;
 	int rc;
 
-	buf_init(&text);
 	if (!k || !(k->strings = arena_new(1 << 20))) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = buf_read_file(&text, path, 0);
-	if (rc == 0)
-		rc = buf_terminate(&text);
-	if (rc) {
-		kiln_error_set(err, -rc, "%s: %s", path, strerror(-rc));
+	f = fopen(path, "re");
+	if (!f) {
+		rc = kiln_error_set(err, errno, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
-	for (line = strtok_r((char *)text.data, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char name[512], module[128] = "", type;
+	while (getline(&line, &cap, f) > 0) {
+		char type, *name, *module;
 		uint64_t addr;
-		int n = sscanf(line, "%" SCNx64 " %c %511s [%127[^]]]", &addr, &type, name, module);
 
-		if (n < 3)
+		if (!parse_line(line, &addr, &type, &name, &module))
 			continue;
 		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
 			continue;
 		if (addr)
 			nonzero++;
-		rc = kallsyms_add(k, addr, name, n == 4 ? module : "");
+		if (k->n && addr < k->syms[k->n - 1].addr)
+			sorted = false;
+		rc = kallsyms_add(k, addr, name, module ? module : "");
 		if (rc)
 			goto fail;
 	}
@@ -119,12 +143,17 @@ int kallsyms_load(const char *path, struct kallsyms **out, struct kiln_error *er
 				    path);
 		goto fail;
 	}
-	qsort(k->syms, k->n, sizeof(k->syms[0]), ksym_cmp);
-	buf_free(&text);
+	/* The core kernel comes sorted; modules and BPF programs may not. */
+	if (!sorted)
+		qsort(k->syms, k->n, sizeof(k->syms[0]), ksym_cmp);
+	free(line);
+	fclose(f);
 	*out = k;
 	return 0;
 fail:
-	buf_free(&text);
+	free(line);
+	if (f)
+		fclose(f);
 	kallsyms_free(k);
 	return rc;
 }

@@ -53,8 +53,11 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 	rc |= buf_printf(out,
 			 "# HELP kiln_agent_exec_events_total Processes seen calling exec.\n"
 			 "# TYPE kiln_agent_exec_events_total counter\n"
-			 "kiln_agent_exec_events_total %llu\n",
-			 LOAD(exec_events));
+			 "kiln_agent_exec_events_total %llu\n"
+			 "# HELP kiln_agent_exit_events_total Processes seen exiting.\n"
+			 "# TYPE kiln_agent_exit_events_total counter\n"
+			 "kiln_agent_exit_events_total %llu\n",
+			 LOAD(exec_events), LOAD(exit_events));
 	rc |=
 	    buf_printf(out,
 		       "# HELP kiln_agent_profiles_written_total Profiles handed to sinks "

@@ -8,8 +8,9 @@
  * that a process in a container (another mount namespace) gets the build
  * IDs of its own binaries; the mapping paths stay as the process sees them.
  *
- * Entries are kept in a chained hash by pid. They are re-read after exec
- * (the BPF exec event), when a frame falls outside every known mapping
+ * Entries are kept in a chained hash by pid and dropped when the process
+ * exits (the BPF exit event). They are re-read after exec (the BPF exec
+ * event), when a frame falls outside every known mapping
  * (dlopen, JIT; rate-limited), or when the pid was reused (start time
  * differs). Windows hold references so that expiry never frees an entry a
  * pending profile still points at.
@@ -249,11 +250,13 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t addr,
 			    uint64_t now_ns, uint64_t min_interval_ns)
 {
+	uint64_t interval =
+	    p->refresh_backoff_ns > min_interval_ns ? p->refresh_backoff_ns : min_interval_ns;
 	struct buf b;
 
-	if (procmaps_find(&p->maps, addr))
+	if (addr < 0x10000 || addr >= 0x800000000000ull || procmaps_find(&p->maps, addr))
 		return;
-	if (p->maps_read_ns && now_ns - p->maps_read_ns < min_interval_ns)
+	if (p->maps_read_ns && now_ns - p->maps_read_ns < interval)
 		return;
 	/* A reused pid is a different process: leave the old entry alone and
 	 * let the next lookup start afresh. */
@@ -265,6 +268,10 @@ void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t 
 	p->maps_read_ns = now_ns;
 	read_maps(c->proc_root, p, c->buildids, &b);
 	buf_free(&b);
+	if (procmaps_find(&p->maps, addr))
+		p->refresh_backoff_ns = 0;
+	else if (interval < 60ull * 1000000000)
+		p->refresh_backoff_ns = interval * 2;
 }
 
 void proc_cache_invalidate(struct proc_cache *c, uint32_t pid)
@@ -272,6 +279,18 @@ void proc_cache_invalidate(struct proc_cache *c, uint32_t pid)
 	for (struct proc_info *p = c->buckets[pid % PROC_BUCKETS]; p; p = p->next)
 		if (p->pid == pid)
 			p->stale = true;
+}
+
+void proc_cache_forget(struct proc_cache *c, uint32_t pid)
+{
+	struct proc_info **link = &c->buckets[pid % PROC_BUCKETS], *p;
+
+	while ((p = *link)) {
+		if (p->pid == pid)
+			cache_unlink(c, p, link);
+		else
+			link = &p->next;
+	}
 }
 
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns)

@@ -7,8 +7,8 @@
  * why a ring buffer rather than count maps). The frames array holds the
  * kernel frames first (n_kernel), then the user frames (n_user), leaf first
  * in both; only the used part of the array is submitted, so a typical record
- * is ~200 bytes. An exec event tells user space to forget a process's cached
- * mappings. Per-CPU counters count every sample seen and every one dropped.
+ * is ~200 bytes. An exec event tells user space to re-read a process's
+ * mappings; an exit event lets it forget the process. Per-CPU counters count every sample seen and every one dropped.
  *
  * Kept free of kernel and libc headers so both sides can include it: types
  * come from vmlinux.h on the BPF side and from <linux/types.h> in user space.
@@ -24,6 +24,7 @@
 enum profiler_event_kind {
 	PROFILER_EVENT_SAMPLE = 1,
 	PROFILER_EVENT_EXEC = 2,
+	PROFILER_EVENT_EXIT = 3,
 };
 
 /* Index into the per-CPU stats array. */
@@ -33,7 +34,7 @@ enum profiler_stat {
 	STAT_DROP_RINGBUF_FULL, /* ring buffer had no room: lost */
 	STAT_KERNEL_STACK_ERR,	/* kernel stack unreadable (sample kept, no frames) */
 	STAT_USER_STACK_ERR,	/* user stack unreadable (sample kept, no frames) */
-	STAT_EXEC_DROPS,	/* exec notification lost (cache may be stale) */
+	STAT_EXEC_DROPS,	/* exec/exit notification lost (cache may be stale) */
 	STAT_NR,
 };
 
@@ -52,8 +53,9 @@ struct sample_event {
 
 #define SAMPLE_EVENT_HEADER_SIZE (sizeof(struct sample_event) - 8 * PROFILER_MAX_FRAMES)
 
+/* Also used for PROFILER_EVENT_EXIT (the thread group leader exited). */
 struct exec_event {
-	__u32 kind; /* PROFILER_EVENT_EXEC */
+	__u32 kind; /* PROFILER_EVENT_EXEC or PROFILER_EVENT_EXIT */
 	__u32 pid;
 	__u64 ktime_ns;
 };

@@ -16,12 +16,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <poll.h>
 #include <linux/perf_event.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 struct sampler {
@@ -30,7 +32,7 @@ struct sampler {
 	struct bpf_link **links;
 	int *fds;
 	int n_cpus;
-	struct bpf_link *exec_link;
+	struct bpf_link *exec_link, *exit_link;
 	sampler_record_fn fn;
 	void *ctx;
 };
@@ -199,6 +201,13 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 				   strerror(errno));
 		goto fail;
 	}
+	s->exit_link = bpf_program__attach(s->skel->progs.handle_exit);
+	if (!s->exit_link) {
+		rc =
+		    kiln_error_set(err, errno, "attaching to raw tracepoint sched_process_exit: %s",
+				   strerror(errno));
+		goto fail;
+	}
 	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_record, s, NULL);
 	if (!s->rb) {
 		rc = kiln_error_set(err, errno, "opening the BPF ring buffer: %s", strerror(errno));
@@ -215,7 +224,14 @@ fail:
 
 int sampler_poll(struct sampler *s, int timeout_ms)
 {
-	return ring_buffer__poll(s->rb, timeout_ms);
+	struct timespec ts = {.tv_sec = timeout_ms / 1000,
+			      .tv_nsec = (long)(timeout_ms % 1000) * 1000000};
+
+	/* The BPF side never wakes us (BPF_RB_NO_WAKEUP): sleep, then drain.
+	 * A signal cuts the sleep short so that a stop is prompt. */
+	if (ppoll(NULL, 0, &ts, NULL) < 0 && errno != EINTR)
+		return -errno;
+	return ring_buffer__consume(s->rb);
 }
 
 int sampler_drain(struct sampler *s)
@@ -256,6 +272,7 @@ void sampler_close(struct sampler *s)
 		return;
 	ring_buffer__free(s->rb);
 	bpf_link__destroy(s->exec_link);
+	bpf_link__destroy(s->exit_link);
 	for (int i = 0; s->links && i < s->n_cpus; i++)
 		bpf_link__destroy(s->links[i]);
 	for (int i = 0; s->fds && i < s->n_cpus; i++)

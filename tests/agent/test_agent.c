@@ -76,8 +76,8 @@ static void test_cgroup_path_choice(void **state)
 
 	(void)state;
 	/* Pure v2. */
-	assert_int_equal(cgroup_path_from_proc("0::/system.slice/nginx.service\n", out, sizeof(out)),
-			 0);
+	assert_int_equal(
+	    cgroup_path_from_proc("0::/system.slice/nginx.service\n", out, sizeof(out)), 0);
 	assert_string_equal(out, "/system.slice/nginx.service");
 	/* Hybrid: v2 at the root, the systemd hierarchy knows the unit. */
 	assert_int_equal(cgroup_path_from_proc("4:memory:/user.slice\n"
@@ -87,9 +87,8 @@ static void test_cgroup_path_choice(void **state)
 			 0);
 	assert_string_equal(out, "/system.slice/cron.service");
 	/* v1 only: the first non-root controller path. */
-	assert_int_equal(cgroup_path_from_proc("3:cpuset:/\n2:cpu,cpuacct:/docker/abc\n", out,
-					       sizeof(out)),
-			 0);
+	assert_int_equal(
+	    cgroup_path_from_proc("3:cpuset:/\n2:cpu,cpuacct:/docker/abc\n", out, sizeof(out)), 0);
 	assert_string_equal(out, "/docker/abc");
 	assert_int_equal(cgroup_path_from_proc("0::/\n", out, sizeof(out)), 0);
 	assert_string_equal(out, "/");
