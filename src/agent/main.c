@@ -1,10 +1,217 @@
 /*
- * main.c — placeholder entry point; the real one lands with its issue.
+ * main.c — kiln-agent's entry point: flags, sinks, signals, then agent_run.
+ *
+ * Flag names follow Parca's agent where one exists. Everything else lives
+ * in the agent module (agent.h).
  */
-#include <stdio.h>
+#include "agent/agent.h"
+#include "common/log.h"
 
-int main(void)
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
 {
-	fprintf(stderr, "not built yet\n");
-	return 1;
+	(void)sig;
+	stop_requested = 1;
+}
+
+enum {
+	OPT_NODE = 256,
+	OPT_LOG_LEVEL,
+	OPT_HTTP_ADDRESS,
+	OPT_DURATION,
+	OPT_FREQUENCY,
+	OPT_LOCAL_STORE,
+	OPT_EXTERNAL_LABELS,
+};
+
+static const struct option long_options[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"node", required_argument, NULL, OPT_NODE},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"http-address", required_argument, NULL, OPT_HTTP_ADDRESS},
+    {"profiling-duration", required_argument, NULL, OPT_DURATION},
+    {"profiling-cpu-sampling-frequency", required_argument, NULL, OPT_FREQUENCY},
+    {"local-store-directory", required_argument, NULL, OPT_LOCAL_STORE},
+    {"metadata-external-labels", required_argument, NULL, OPT_EXTERNAL_LABELS},
+    {NULL, 0, NULL, 0},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "Usage: kiln-agent [FLAGS]\n"
+	    "\n"
+	    "Whole-system CPU profiler: samples every process's user and kernel stacks\n"
+	    "with eBPF and writes one labelled pprof profile per process per window.\n"
+	    "Needs root and a kernel with BTF.\n"
+	    "\n"
+	    "Flags:\n"
+	    "  -h, --help                              show this help\n"
+	    "      --node=NAME                         node label (default: the hostname)\n"
+	    "      --log-level=LEVEL                   debug, info, warn, error (default: info)\n"
+	    "      --http-address=HOST:PORT            /metrics listener, \"\" to disable\n"
+	    "                                          (default: 127.0.0.1:7071)\n"
+	    "      --profiling-duration=DURATION       window length, e.g. 10s, 500ms, 1m\n"
+	    "                                          (default: 10s)\n"
+	    "      --profiling-cpu-sampling-frequency=HZ\n"
+	    "                                          samples per second per CPU (default: 19)\n"
+	    "      --local-store-directory=DIR         write gzipped pprof files to DIR\n"
+	    "                                          (default: none)\n"
+	    "      --metadata-external-labels=K=V,...  labels added to every profile\n"
+	    "                                          (default: none)\n");
+}
+
+/* "10s", "500ms", "1m", "2h", or plain seconds. */
+static int parse_duration(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v <= 0)
+		return -EINVAL;
+	if (strcmp(end, "ms") == 0)
+		v *= 1e6;
+	else if (strcmp(end, "s") == 0 || *end == '\0')
+		v *= 1e9;
+	else if (strcmp(end, "m") == 0)
+		v *= 60e9;
+	else if (strcmp(end, "h") == 0)
+		v *= 3600e9;
+	else
+		return -EINVAL;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+static void die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "kiln-agent: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct agent_config cfg = {.frequency_hz = 19,
+				   .duration_ns = 10ull * 1000000000,
+				   .http_address = "127.0.0.1:7071",
+				   .proc_root = "/proc"};
+	static struct agent_metrics metrics;
+	struct metrics_server *http = NULL;
+	struct agent_sink *sinks[4];
+	const char *local_dir = NULL;
+	struct kiln_error err = {0};
+	char host[HOST_NAME_MAX + 1] = "";
+	struct sigaction sa;
+	int opt, rc;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+		char *end;
+		long v;
+
+		switch (opt) {
+		case 'h':
+			usage(stdout);
+			return 0;
+		case OPT_NODE:
+			cfg.node = optarg;
+			break;
+		case OPT_LOG_LEVEL:
+			if (log_set_level_name(optarg) != 0)
+				die("--log-level=%s: expected debug, info, warn or error", optarg);
+			break;
+		case OPT_HTTP_ADDRESS:
+			cfg.http_address = optarg;
+			break;
+		case OPT_DURATION:
+			if (parse_duration(optarg, &cfg.duration_ns) != 0 ||
+			    cfg.duration_ns < 100000000ull)
+				die("--profiling-duration=%s: expected a duration of at least "
+				    "100ms, like 10s",
+				    optarg);
+			break;
+		case OPT_FREQUENCY:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > 10000)
+				die("--profiling-cpu-sampling-frequency=%s: expected 1..10000 Hz",
+				    optarg);
+			cfg.frequency_hz = (unsigned)v;
+			break;
+		case OPT_LOCAL_STORE:
+			local_dir = optarg;
+			break;
+		case OPT_EXTERNAL_LABELS:
+			if (labels_parse_list(&cfg.external, optarg, &err) != 0)
+				die("--metadata-external-labels: %s", err.msg);
+			break;
+		default:
+			if (optopt)
+				fprintf(stderr, "kiln-agent: flag -%c: unknown (see --help)\n",
+					optopt);
+			else
+				fprintf(stderr,
+					"kiln-agent: %s: unknown flag or missing value "
+					"(see --help)\n",
+					argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc)
+		die("unexpected argument \"%s\" (see --help)", argv[optind]);
+	if (!local_dir)
+		die("%s", "nothing to write to: give --local-store-directory=DIR");
+	if (!cfg.node) {
+		gethostname(host, sizeof(host) - 1);
+		cfg.node = host;
+	}
+
+	if (agent_preflight(&err) != 0) {
+		fprintf(stderr, "kiln-agent: %s\n", err.msg);
+		return 1;
+	}
+	rc = sink_local_new(local_dir, &sinks[cfg.n_sinks], &err);
+	if (rc) {
+		fprintf(stderr, "kiln-agent: %s\n", err.msg);
+		return 1;
+	}
+	sinks[cfg.n_sinks++]->metrics = &metrics;
+	cfg.sinks = sinks;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal; /* no SA_RESTART: the poll returns at once */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cfg.http_address[0] && metrics_server_start(cfg.http_address, &metrics, &http, &err)) {
+		fprintf(stderr, "kiln-agent: %s\n", err.msg);
+		rc = 1;
+		goto out;
+	}
+	rc = agent_run(&cfg, &metrics, &stop_requested, &err);
+	if (rc) {
+		fprintf(stderr, "kiln-agent: %s\n", err.msg);
+		rc = 1;
+	}
+out:
+	metrics_server_stop(http);
+	for (size_t i = 0; i < cfg.n_sinks; i++)
+		sinks[i]->close(sinks[i]);
+	labels_free(&cfg.external);
+	return rc;
 }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bench-agent: kiln-agent's cost on a busy host, next to `perf record -F 19
+# -a -g` on the same workload in the same run.
+#
+#   bench/bench-agent.sh [--duration SECONDS] [--processes N]   (default 60, 200)
+#
+# Workload: N copies of the agent tests' burn program (frame pointers, two
+# hot functions), which keep every CPU busy. They run at nice 19, as batch
+# work would: at equal priority 200 CPU hogs would leave each profiler (and
+# anything else on the host) 1/100 of a CPU. Each profiler then runs alone
+# for DURATION seconds on that workload; its CPU time (user+sys, from
+# wait4's rusage, start-up included) is reported as % of one core, with
+# its peak RSS, samples handled per second and samples lost. The agent's
+# steady-state CPU (after a 3 s warm-up, from /proc/PID/stat) is shown too.
+# Figures only: nothing here passes or fails on time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+duration=60 nproc_work=200
+while [ $# -gt 0 ]; do
+	case $1 in
+	--duration) duration=$2; shift 2 ;;
+	--duration=*) duration=${1#*=}; shift ;;
+	--processes) nproc_work=$2; shift 2 ;;
+	--processes=*) nproc_work=${1#*=}; shift ;;
+	*) echo "usage: $0 [--duration SECONDS] [--processes N]" >&2; exit 2 ;;
+	esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "bench-agent: needs root" >&2; exit 1; }
+agent=$root/build/bin/kiln-agent
+[ -x "$agent" ] || { echo "bench-agent: build first (make)" >&2; exit 1; }
+command -v perf >/dev/null || { echo "bench-agent: perf not installed (make deps)" >&2; exit 1; }
+
+tmp=$(mktemp -d /tmp/kiln-bench-agent.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+mkdir -p build/agent-test
+gcc -O0 -g -fno-omit-frame-pointer -pthread -o build/agent-test/burn \
+	tests/integration/agent_progs/burn.c
+for _ in $(seq 1 "$nproc_work"); do
+	nice -n 19 build/agent-test/burn 1000000 >/dev/null &
+	pids+=($!)
+done
+sleep 2
+echo "workload: $nproc_work burn processes on $(nproc) CPUs; ${duration}s per profiler"
+
+python3 - "$agent" "$tmp" "$duration" <<'PY'
+import os, re, signal, subprocess, sys, time
+
+agent, tmp, duration = sys.argv[1], sys.argv[2], float(sys.argv[3])
+tick = os.sysconf("SC_CLK_TCK")
+
+def stat_cpu(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / tick
+
+def run(argv, stop_with_sigint, ready=None):
+    log = open(f"{tmp}/log", "w+")
+    t0 = time.time()
+    p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    while ready and ready not in open(f"{tmp}/log").read():
+        if p.poll() is not None:
+            sys.exit("profiler exited at start:\n" + open(f"{tmp}/log").read())
+        time.sleep(0.05)
+    time.sleep(3)
+    warm = stat_cpu(p.pid)
+    time.sleep(max(duration - 3, 0))
+    late = stat_cpu(p.pid)
+    if stop_with_sigint:
+        p.send_signal(signal.SIGINT)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.time() - t0
+    log.seek(0)
+    out = log.read()
+    return dict(cpu=ru.ru_utime + ru.ru_stime, rss_mb=ru.ru_maxrss / 1024, wall=wall,
+                steady=(late - warm) / max(duration - 3, 1e-9), out=out)
+
+a = run([agent, f"--local-store-directory={tmp}/profiles", "--http-address="], True,
+        "profiling every CPU")
+m = re.search(r"stopped: (\d+) samples received, (\d+) taken in the kernel, (\d+) lost", a["out"])
+if not m:
+    sys.exit("agent did not report its totals:\n" + a["out"])
+a_samples, a_kernel, a_lost = map(int, m.groups())
+nfiles = len(os.listdir(f"{tmp}/profiles"))
+
+p = run(["perf", "record", "-F", "19", "-a", "-g", "-o", f"{tmp}/perf.data", "--",
+         "sleep", str(duration)], False)
+m = re.search(r"\((\d+) samples\)", p["out"])
+p_samples = int(m.group(1)) if m else -1
+lost = re.search(r"lost (\d+)", p["out"], re.I)
+p_lost = int(lost.group(1)) if lost else 0
+
+def pct(x):
+    return 100.0 * x["cpu"] / x["wall"]
+
+print(f"{'':28}{'kiln-agent':>14}{'perf record':>14}")
+print(f"{'CPU, % of one core':28}{pct(a):13.3f}%{pct(p):13.3f}%")
+print(f"{'  steady state (after 3 s)':28}{100 * a['steady']:13.3f}%{100 * p['steady']:13.3f}%")
+print(f"{'CPU seconds':28}{a['cpu']:14.3f}{p['cpu']:14.3f}")
+print(f"{'peak RSS, MB':28}{a['rss_mb']:14.1f}{p['rss_mb']:14.1f}")
+print(f"{'samples/s handled':28}{a_samples / a['wall']:14.1f}{p_samples / p['wall']:14.1f}")
+print(f"{'samples lost':28}{a_kernel - a_samples + a_lost:14d}{p_lost:14d}")
+print(f"agent/perf CPU ratio: {a['cpu'] / p['cpu']:.3f}   (agent wrote {nfiles} profiles)")
+PY

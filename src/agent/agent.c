@@ -1,0 +1,342 @@
+/*
+ * agent.c — the main loop: poll the ring buffer, cut windows, emit profiles.
+ *
+ * Window invariant: a sample belongs to the window whose [start, end)
+ * contains its kernel timestamp (CLOCK_MONOTONIC, taken in BPF). Records
+ * are delivered in near time order; one whose timestamp is at or past the
+ * current window's end goes to the next window. A window is cut GRACE_NS
+ * after its end, once the ring buffer has been drained, so a sample taken
+ * just before the end but committed microseconds later is still in it.
+ * Every record is consumed exactly once, so no sample is lost or counted
+ * twice at a boundary (the kernel counts what the ring buffer could not
+ * take, and those drops are reported).
+ */
+#include "agent/agent.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_MS		250
+#define GRACE_NS	(50ull * 1000000)
+#define MAPS_REFRESH_NS (1000ull * 1000000)
+#define PROC_EXPIRY_NS	(600ull * 1000000000)
+
+struct agent {
+	const struct agent_config *cfg;
+	struct agent_metrics *m;
+	struct proc_cache *procs;
+	struct kallsyms *ksyms;
+	struct agent_labels host_labels;
+	struct window *cur, *next;
+	struct sampler *sampler;
+	int64_t wall_minus_mono;
+	uint64_t now_ns;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define ADD(f, v) atomic_fetch_add_explicit(&a->m->f, (v), memory_order_relaxed)
+#define SET(f, v) atomic_store_explicit(&a->m->f, (v), memory_order_relaxed)
+
+static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
+{
+	size_t nf = (size_t)e->n_kernel + e->n_user;
+	char comm[PROFILER_COMM_LEN + 1];
+	struct proc_info *p;
+	struct window *w;
+
+	if (len < SAMPLE_EVENT_HEADER_SIZE || nf > PROFILER_MAX_FRAMES ||
+	    len < SAMPLE_EVENT_HEADER_SIZE + nf * 8)
+		return;
+	ADD(samples, 1);
+	memcpy(comm, e->comm, PROFILER_COMM_LEN);
+	comm[PROFILER_COMM_LEN] = '\0';
+	p = proc_cache_get(a->procs, e->pid, comm, a->now_ns);
+	if (!p) {
+		ADD(drops_oom, 1);
+		return;
+	}
+	/* A frame outside every known mapping: the process mapped new code
+	 * since we read its maps (dlopen, JIT). Re-read while it lives. */
+	for (size_t i = e->n_kernel; i < nf; i++) {
+		if (!procmaps_find(&p->maps, e->frames[i])) {
+			proc_cache_refresh_for(a->procs, p, e->frames[i], a->now_ns,
+					       MAPS_REFRESH_NS);
+			break;
+		}
+	}
+	w = e->ktime_ns >= a->cur->end_mono_ns ? a->next : a->cur;
+	if (window_add(w, p, e) != 0)
+		ADD(drops_oom, 1);
+}
+
+static void on_record(void *ctx, const void *data, size_t len)
+{
+	struct agent *a = ctx;
+	uint32_t kind;
+
+	if (len < sizeof(kind))
+		return;
+	memcpy(&kind, data, sizeof(kind));
+	if (kind == PROFILER_EVENT_SAMPLE) {
+		on_sample(a, data, len);
+	} else if (kind == PROFILER_EVENT_EXEC && len >= sizeof(struct exec_event)) {
+		const struct exec_event *e = data;
+
+		proc_cache_invalidate(a->procs, e->pid);
+		ADD(exec_events, 1);
+	} else if (kind == PROFILER_EVENT_EXIT && len >= sizeof(struct exec_event)) {
+		const struct exec_event *e = data;
+
+		proc_cache_forget(a->procs, e->pid);
+		ADD(exit_events, 1);
+	}
+}
+
+static void update_kernel_stats(struct agent *a)
+{
+	uint64_t st[STAT_NR];
+
+	if (sampler_stats(a->sampler, st, STAT_NR) != 0)
+		return;
+	SET(kernel_samples, st[STAT_SAMPLES]);
+	SET(drops_ringbuf, st[STAT_DROP_RINGBUF_FULL]);
+	SET(kernel_stack_errors, st[STAT_KERNEL_STACK_ERR]);
+	SET(user_stack_errors, st[STAT_USER_STACK_ERR]);
+}
+
+/* Builds the profiles of w (one variant per label placement the sinks
+ * want) and hands them to every sink. */
+static void window_emit(struct agent *a, struct window *w)
+{
+	const struct agent_config *cfg = a->cfg;
+	struct profile_env env = {
+	    .ksyms = a->ksyms, .frequency_hz = cfg->frequency_hz, .host_labels = &a->host_labels};
+	struct agent_profile *profs[2] = {NULL, NULL};
+	struct agent_labels *labels = NULL;
+	struct buf *bufs[2] = {NULL, NULL};
+	bool need[2] = {false, false};
+	size_t nout[2] = {0, 0};
+	struct kiln_error err = {0};
+
+	for (size_t i = 0; i < cfg->n_sinks; i++)
+		need[cfg->sinks[i]->series_labels_in_samples ? 1 : 0] = true;
+	if (!w->n || !cfg->n_sinks)
+		return;
+	labels = calloc(w->n, sizeof(*labels));
+	for (int v = 0; v < 2; v++) {
+		if (!need[v])
+			continue;
+		profs[v] = calloc(w->n, sizeof(*profs[v]));
+		bufs[v] = calloc(w->n, sizeof(*bufs[v]));
+	}
+	if (!labels || (need[0] && (!profs[0] || !bufs[0])) ||
+	    (need[1] && (!profs[1] || !bufs[1]))) {
+		log_error("window: out of memory building %zu profiles", w->n);
+		goto out;
+	}
+	for (size_t i = 0; i < w->n; i++) {
+		const struct window_proc *wp = &w->procs[i];
+
+		if (profile_series_labels(&env, wp->info, &labels[i]) != 0)
+			continue;
+		for (int v = 0; v < 2; v++) {
+			struct agent_profile *p;
+
+			if (!need[v])
+				continue;
+			kiln_error_clear(&err);
+			if (profile_build(&env, w, wp, v ? &labels[i] : NULL, &bufs[v][i], &err)) {
+				log_warn("%s", err.msg);
+				ADD(profiles_failed, 1);
+				continue;
+			}
+			p = &profs[v][nout[v]++];
+			p->pid = wp->info->pid;
+			p->comm = wp->info->comm;
+			p->labels = &labels[i];
+			p->time_ns = w->start_wall_ns;
+			p->duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns);
+			p->pprof = bufs[v][i].data;
+			p->pprof_len = bufs[v][i].len;
+		}
+	}
+	for (size_t i = 0; i < cfg->n_sinks; i++) {
+		struct agent_sink *s = cfg->sinks[i];
+		int v = s->series_labels_in_samples ? 1 : 0;
+		int rc;
+
+		kiln_error_clear(&err);
+		rc = s->write_window(s, profs[v], nout[v], &err);
+		if (rc < 0) {
+			log_warn("sink %s: %s", s->name, err.msg);
+			ADD(profiles_failed, nout[v]);
+		} else {
+			ADD(profiles_written, (uint64_t)rc);
+			if ((size_t)rc < nout[v]) {
+				log_warn("sink %s: %zu of %zu profiles not written: %s", s->name,
+					 nout[v] - (size_t)rc, nout[v], err.msg);
+				ADD(profiles_failed, nout[v] - (size_t)rc);
+			}
+		}
+	}
+out:
+	for (int v = 0; v < 2; v++) {
+		for (size_t i = 0; bufs[v] && i < w->n; i++)
+			buf_free(&bufs[v][i]);
+		free(bufs[v]);
+		free(profs[v]);
+	}
+	for (size_t i = 0; labels && i < w->n; i++)
+		labels_free(&labels[i]);
+	free(labels);
+}
+
+static void window_finish(struct agent *a, struct window *w)
+{
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), dt;
+
+	update_kernel_stats(a);
+	window_emit(a, w);
+	log_debug("window: %llu samples from %zu processes", (unsigned long long)w->samples, w->n);
+	window_free(w);
+	/* Exits normally remove entries; this is the safety net for exit
+	 * events lost to a full ring. Re-reading a live process is cheap but
+	 * not free, so the horizon is long. */
+	if (a->now_ns > PROC_EXPIRY_NS)
+		proc_cache_expire(a->procs, a->now_ns - PROC_EXPIRY_NS);
+	SET(processes_tracked, proc_cache_count(a->procs));
+	dt = clock_ns(CLOCK_MONOTONIC) - t0;
+	SET(window_read_ns_last, dt);
+	ADD(window_read_ns_total, dt);
+	ADD(windows, 1);
+}
+
+static struct window *window_after(struct agent *a, const struct window *w)
+{
+	uint64_t start = w->end_mono_ns;
+
+	return window_new(start, start + a->cfg->duration_ns, (int64_t)start + a->wall_minus_mono);
+}
+
+int agent_preflight(struct kiln_error *err)
+{
+	if (geteuid() != 0)
+		return kiln_error_set(err, EPERM,
+				      "kiln-agent must run as root (it loads BPF programs and "
+				      "opens system-wide perf events): run it with sudo");
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+		return kiln_error_set(
+		    err, ENOENT,
+		    "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): "
+		    "boot a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+	if (access("/proc/sys/kernel/perf_event_paranoid", F_OK) != 0)
+		return kiln_error_set(err, ENOENT,
+				      "perf events are disabled (no "
+				      "/proc/sys/kernel/perf_event_paranoid): use a kernel built "
+				      "with CONFIG_PERF_EVENTS=y");
+	return 0;
+}
+
+int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
+	      volatile sig_atomic_t *stop, struct kiln_error *err)
+{
+	struct agent a = {.cfg = cfg, .m = metrics};
+	struct kiln_error kerr = {0};
+	struct utsname un;
+	int rc;
+
+	a.procs = proc_cache_new(cfg->proc_root);
+	if (!a.procs) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	uname(&un);
+	rc = labels_copy(&a.host_labels, &cfg->external);
+	if (!rc)
+		rc = labels_set(&a.host_labels, "node", cfg->node);
+	if (!rc)
+		rc = labels_set(&a.host_labels, "kernel_release", un.release);
+	if (rc) {
+		kiln_error_set(err, -rc, "out of memory");
+		goto out;
+	}
+	if (kallsyms_load("/proc/kallsyms", &a.ksyms, &kerr) != 0)
+		log_warn("kernel frames stay unsymbolized: %s", kerr.msg);
+
+	a.now_ns = clock_ns(CLOCK_MONOTONIC);
+	a.wall_minus_mono = (int64_t)clock_ns(CLOCK_REALTIME) - (int64_t)a.now_ns;
+	a.cur = window_new(a.now_ns, a.now_ns + cfg->duration_ns,
+			   (int64_t)a.now_ns + a.wall_minus_mono);
+	a.next = a.cur ? window_after(&a, a.cur) : NULL;
+	if (!a.next) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = sampler_open(cfg->frequency_hz, cfg->ringbuf_bytes, on_record, &a, &a.sampler, err);
+	if (rc)
+		goto out;
+	log_info("profiling every CPU at %u Hz, %.1fs windows", cfg->frequency_hz,
+		 (double)cfg->duration_ns / 1e9);
+
+	while (!*stop) {
+		rc = sampler_poll(a.sampler, POLL_MS);
+		a.now_ns = clock_ns(CLOCK_MONOTONIC);
+		if (rc < 0 && rc != -EINTR) {
+			kiln_error_set(err, -rc, "polling the ring buffer: %s", strerror(-rc));
+			goto out;
+		}
+		if (a.now_ns < a.cur->end_mono_ns + GRACE_NS)
+			continue;
+		sampler_drain(a.sampler);
+		window_finish(&a, a.cur);
+		a.cur = a.next;
+		a.next = window_after(&a, a.cur);
+		if (!a.next) {
+			rc = kiln_error_set(err, ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	/* Stopping: the partial window ends now. Detach first so that the
+	 * drain sees every sample the kernel counted. */
+	a.now_ns = clock_ns(CLOCK_MONOTONIC);
+	sampler_stop(a.sampler);
+	sampler_drain(a.sampler);
+	if (a.now_ns < a.cur->end_mono_ns)
+		a.cur->end_mono_ns = a.now_ns;
+	window_finish(&a, a.cur);
+	a.cur = NULL;
+	if (a.next->samples) {
+		a.next->end_mono_ns =
+		    a.now_ns > a.next->start_mono_ns ? a.now_ns : a.next->start_mono_ns + 1;
+		window_finish(&a, a.next);
+		a.next = NULL;
+	}
+	log_info("stopped: %llu samples received, %llu taken in the kernel, %llu lost "
+		 "(ring buffer full), %llu profiles written",
+		 (unsigned long long)atomic_load(&a.m->samples),
+		 (unsigned long long)atomic_load(&a.m->kernel_samples),
+		 (unsigned long long)atomic_load(&a.m->drops_ringbuf),
+		 (unsigned long long)atomic_load(&a.m->profiles_written));
+	rc = 0;
+out:
+	sampler_close(a.sampler);
+	window_free(a.cur);
+	window_free(a.next);
+	proc_cache_free(a.procs);
+	kallsyms_free(a.ksyms);
+	labels_free(&a.host_labels);
+	return rc;
+}

@@ -1,0 +1,340 @@
+/*
+ * agent.h — kiln-agent: a whole-system eBPF CPU profiler producing labelled
+ * pprof profiles. The module's contract; the files behind it:
+ *
+ *   profiler.bpf.c / profiler.h   kernel side: one ring-buffer record per sample
+ *   sampler.c      load the skeleton, open perf events per CPU, poll the ring
+ *   window.c       aggregate records into per-process windows
+ *   profile.c      turn one process's window into a pprof profile
+ *   procinfo.c     per-process cache: /proc/PID/{maps,cgroup,exe,comm}, labels
+ *   procmaps.c     /proc/PID/maps parsing (pure)
+ *   buildid.c      GNU build IDs from ELF notes
+ *   kallsyms.c     kernel symbolization from /proc/kallsyms
+ *   labels.c       label sets, cgroup -> systemd_unit/container_id, k=v lists
+ *   sink_local.c   the --local-store-directory sink
+ *   metrics.c      counters and the /metrics endpoint
+ *   agent.c        the main loop: poll, cut windows, hand profiles to sinks
+ *
+ * Data flow: sampler -> window (per pid, per stack+thread counts; process
+ * info captured from /proc the first time a pid is seen so that short-lived
+ * processes keep their mappings) -> at the end of each window, one pprof per
+ * process -> every sink. Single-threaded except for the HTTP server thread,
+ * which only reads atomic counters.
+ */
+#ifndef KILN_AGENT_AGENT_H
+#define KILN_AGENT_AGENT_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "agent/profiler.h"
+#include "common/buf.h"
+#include "common/error.h"
+
+/* ---- labels (labels.c) ----------------------------------------------------- */
+
+struct agent_label {
+	char *name;
+	char *value;
+};
+
+/* An owned, name-sorted set of labels; a zeroed struct is empty. */
+struct agent_labels {
+	struct agent_label *v;
+	size_t n, cap;
+};
+
+/* Sets name=value (replacing an existing value). Copies both strings.
+ * An empty value removes the label, as in Prometheus. Returns 0 or -ENOMEM. */
+int labels_set(struct agent_labels *l, const char *name, const char *value);
+const char *labels_get(const struct agent_labels *l, const char *name);
+int labels_copy(struct agent_labels *dst, const struct agent_labels *src);
+void labels_free(struct agent_labels *l);
+/* Prometheus label-name rule: [a-zA-Z_][a-zA-Z0-9_]*, not starting "__". */
+bool label_name_valid(const char *name);
+/* Parses "k=v,k2=v2" (--metadata-external-labels) into l. */
+int labels_parse_list(struct agent_labels *l, const char *text, struct kiln_error *err);
+
+/* Picks the cgroup path to label a process with from /proc/PID/cgroup text:
+ * the unified (v2, "0::") path if it is not "/", else the name=systemd one,
+ * else the first non-root v1 path, else "/". Writes into out (NUL-terminated). */
+int cgroup_path_from_proc(const char *text, char *out, size_t outsz);
+/* Derives labels from a cgroup path: systemd_unit (the deepest component
+ * ending in .service or .scope) and container_id (docker, containerd/cri,
+ * cri-o, podman and kubepods patterns: a 64-hex id). Either output is set
+ * to "" when there is none. */
+void cgroup_derive(const char *path, char *unit, size_t unitsz, char *container_id, size_t idsz);
+
+/* ---- /proc/PID/maps (procmaps.c) ----------------------------------------- */
+
+struct proc_mapping {
+	uint64_t start, limit, offset;
+	uint64_t inode;
+	unsigned dev_major, dev_minor;
+	bool exec;
+	char *path;	/* as in maps ("" for anonymous; "[vdso]" ...) */
+	char *build_id; /* hex, "" if none/unreadable */
+};
+
+struct proc_maps {
+	struct proc_mapping *v; /* sorted by start */
+	size_t n, cap;
+};
+
+/* Parses the text of /proc/PID/maps, keeping executable mappings only (they
+ * are the only ones a stack can point into). Build IDs are left "". Returns
+ * 0, -EINVAL naming the bad line, or -ENOMEM. */
+int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct kiln_error *err);
+/* The mapping containing addr, or NULL. */
+const struct proc_mapping *procmaps_find(const struct proc_maps *m, uint64_t addr);
+void procmaps_free(struct proc_maps *m);
+
+/* ---- build IDs (buildid.c) ------------------------------------------------- */
+
+/* Reads the GNU build ID (NT_GNU_BUILD_ID note) of the ELF file at path into
+ * hex (lowercase). Returns 0, -ENOENT when the file has none, -ENOEXEC when
+ * it is not ELF, or another negative errno. */
+int buildid_read_file(const char *path, char *hex, size_t hexsz);
+
+/* A cache of build IDs keyed by (device, inode, size, mtime) of the file. */
+struct buildid_cache;
+struct buildid_cache *buildid_cache_new(void);
+void buildid_cache_free(struct buildid_cache *c);
+/* Looks up or reads the build ID of path; "" when there is none. The
+ * returned string lives as long as the cache. */
+const char *buildid_cache_get(struct buildid_cache *c, const char *path);
+
+/* ---- kernel symbols (kallsyms.c) ------------------------------------------ */
+
+struct kallsyms;
+/* Loads text symbols from a kallsyms-format file. -EPERM with a message if
+ * every address reads as zero (kptr_restrict hides them from us). */
+int kallsyms_load(const char *path, struct kallsyms **out, struct kiln_error *err);
+void kallsyms_free(struct kallsyms *k);
+/* The symbol containing addr: name and module ("" for the core kernel).
+ * Returns false when addr is outside every known symbol. */
+bool kallsyms_lookup(const struct kallsyms *k, uint64_t addr, const char **name,
+		     const char **module, uint64_t *sym_start);
+/* The address range covered by text symbols (for the kernel mapping). */
+void kallsyms_range(const struct kallsyms *k, uint64_t *lo, uint64_t *hi);
+size_t kallsyms_count(const struct kallsyms *k);
+
+/* ---- processes (procinfo.c) ---------------------------------------------- */
+
+/* What the agent knows about one process; captured when first sampled. */
+struct proc_info {
+	uint32_t pid;
+	uint64_t start_time; /* /proc/PID/stat field 22: tells pid reuse apart */
+	char comm[32];
+	char *executable;	    /* /proc/PID/exe target, "" if unknown */
+	struct agent_labels labels; /* series labels except node/external */
+	struct proc_maps maps;
+	bool maps_ok;		     /* maps were readable */
+	uint64_t last_seen_ns;	     /* monotonic: last sample */
+	uint64_t maps_read_ns;	     /* monotonic: last (re)read of maps */
+	uint64_t refresh_backoff_ns; /* grows while re-reads find nothing new */
+	bool stale;		     /* exec seen: re-read before next use */
+	bool cached;		     /* linked in the cache (else owned by its holders) */
+	unsigned refs;		     /* windows holding this entry */
+	struct proc_info *next;	     /* hash chain */
+};
+
+struct proc_cache;
+/* proc_root: normally "/proc"; tests point it elsewhere. */
+struct proc_cache *proc_cache_new(const char *proc_root);
+void proc_cache_free(struct proc_cache *c);
+/* Returns the cached info for pid, reading /proc the first time (or after an
+ * exec). comm is the process name from the sample, used when /proc is gone.
+ * Never NULL except on out-of-memory: a vanished process gets an entry with
+ * what the sample told us. The entry stays valid while refs > 0. */
+struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
+				 uint64_t now_ns);
+/* Re-reads the maps of p if addr is in none of them (the process mapped new
+ * code), at most once per min_interval_ns; the interval doubles (up to a
+ * minute) each time a re-read does not explain the address, because a
+ * frame-pointer walk through code without frame pointers yields garbage
+ * addresses that no re-read will ever find. Addresses that cannot be user
+ * code (page zero, the kernel half) never trigger a re-read. */
+void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t addr,
+			    uint64_t now_ns, uint64_t min_interval_ns);
+/* Marks pid's entry stale (it called exec). */
+void proc_cache_invalidate(struct proc_cache *c, uint32_t pid);
+/* Drops pid's entry (it exited); windows holding it keep it alive. */
+void proc_cache_forget(struct proc_cache *c, uint32_t pid);
+/* Drops entries not sampled since before cutoff_ns and not referenced. */
+void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
+size_t proc_cache_count(const struct proc_cache *c);
+/* Reads /proc/PID/{stat,comm,exe,cgroup,maps} into a fresh entry (exposed for tests). */
+struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
+				 struct buildid_cache *bc);
+void proc_info_free(struct proc_info *p);
+/* A window holds an entry while it has samples for it; releasing the last
+ * hold of an entry the cache already dropped frees it. */
+void proc_info_hold(struct proc_info *p);
+void proc_info_release(struct proc_info *p);
+
+/* ---- windows (window.c) ------------------------------------------------- */
+
+/* The key of one aggregated stack within a process: the thread and the
+ * frames (kernel leaf first, then user leaf first) follow the header. */
+struct window_stack_key {
+	uint32_t tid;
+	uint16_t n_kernel, n_user;
+	char thread_comm[PROFILER_COMM_LEN];
+};
+
+struct window_proc {
+	struct proc_info *info; /* held (proc_info_hold) until window_free */
+	struct htab *stacks;	/* window_stack_key + frames -> sample count */
+	uint64_t samples;
+};
+
+/* The samples of one time window, per process. */
+struct window {
+	int64_t start_wall_ns;
+	uint64_t start_mono_ns, end_mono_ns;
+	struct htab *index; /* proc_info pointer -> index + 1 */
+	struct window_proc *procs;
+	size_t n, cap;
+	uint64_t samples;
+};
+
+struct window *window_new(uint64_t start_mono_ns, uint64_t end_mono_ns, int64_t start_wall_ns);
+/* Counts one sample of process p. Returns 0 or -ENOMEM. */
+int window_add(struct window *w, struct proc_info *p, const struct sample_event *e);
+void window_free(struct window *w);
+
+/* ---- profiles (profile.c) ------------------------------------------------- */
+
+struct profile_env {
+	const struct kallsyms *ksyms; /* NULL: kernel frames stay addresses */
+	unsigned frequency_hz;
+	const struct agent_labels *host_labels; /* node, kernel_release, external */
+};
+
+/* The series labels of a process: host labels, then the process's own
+ * (which win on a clash). Appends to out. */
+int profile_series_labels(const struct profile_env *env, const struct proc_info *p,
+			  struct agent_labels *out);
+/* Builds the gzipped pprof of one process's window into out. Kernel frames
+ * carry function names; user frames carry address + exact mapping only.
+ * With series_labels non-NULL, every sample also carries those labels. */
+int profile_build(const struct profile_env *env, const struct window *w,
+		  const struct window_proc *wp, const struct agent_labels *series_labels,
+		  struct buf *out, struct kiln_error *err);
+
+/* ---- metrics (metrics.c) -------------------------------------------------- */
+
+/* Process-wide counters, written by the main loop, read by the HTTP thread. */
+struct agent_metrics {
+	atomic_uint_least64_t samples;	      /* records received from the kernel */
+	atomic_uint_least64_t kernel_samples; /* kernel-side count (incl. lost) */
+	atomic_uint_least64_t drops_ringbuf;  /* lost: ring buffer full */
+	atomic_uint_least64_t drops_oom;      /* lost: agent out of memory */
+	atomic_uint_least64_t kernel_stack_errors;
+	atomic_uint_least64_t user_stack_errors;
+	atomic_uint_least64_t exec_events;
+	atomic_uint_least64_t exit_events;
+	atomic_uint_least64_t profiles_written;
+	atomic_uint_least64_t profiles_failed;
+	atomic_uint_least64_t profiles_dropped; /* by sinks (e.g. push buffer full) */
+	atomic_uint_least64_t windows;
+	atomic_uint_least64_t window_read_ns_last;
+	atomic_uint_least64_t window_read_ns_total;
+	atomic_uint_least64_t processes_tracked;
+};
+
+struct metrics_server;
+/* Serves GET /metrics (and /healthy) on addr ("host:port" or ":port").
+ * Returns 0 or a negative errno with err filled. */
+int metrics_server_start(const char *addr, struct agent_metrics *m, struct metrics_server **out,
+			 struct kiln_error *err);
+void metrics_server_stop(struct metrics_server *s);
+/* Prometheus text exposition of m, appended to out. */
+int metrics_render(const struct agent_metrics *m, struct buf *out);
+
+/* ---- sinks ---------------------------------------------------------------- */
+
+/* One process's profile for one window. */
+struct agent_profile {
+	uint32_t pid;
+	const char *comm;
+	const struct agent_labels *labels; /* all series labels (sorted) */
+	int64_t time_ns;		   /* window start, wall clock */
+	int64_t duration_ns;
+	const uint8_t *pprof; /* gzipped pprof; see agent_sink.series_labels_in_samples */
+	size_t pprof_len;
+};
+
+/* Where profiles go. A sink receives every window's profiles in one call
+ * (so a remote sink can batch them into one request) and must not block
+ * the sampler for long: slow I/O belongs in its own thread. */
+struct agent_sink {
+	const char *name;
+	/* true: the pprof's samples also carry the series labels (local files,
+	 * so that `pprof -tagfocus=comm=X` works); false: labels travel beside
+	 * the profile (a server stores them as the series). */
+	bool series_labels_in_samples;
+	/* Returns the number of profiles written, or a negative errno with err
+	 * filled; the agent counts and logs failures and keeps going. */
+	int (*write_window)(struct agent_sink *s, const struct agent_profile *profiles, size_t n,
+			    struct kiln_error *err);
+	/* Flushes and releases the sink (NULL-safe target). */
+	void (*close)(struct agent_sink *s);
+	struct agent_metrics *metrics;
+};
+
+/* The --local-store-directory sink: DIR/TIME_PID_COMM.pb.gz, written
+ * atomically. Creates dir if needed. */
+int sink_local_new(const char *dir, struct agent_sink **out, struct kiln_error *err);
+
+/* ---- the agent (agent.c) -------------------------------------------------- */
+
+struct agent_config {
+	unsigned frequency_hz;	      /* --profiling-cpu-sampling-frequency */
+	uint64_t duration_ns;	      /* --profiling-duration */
+	const char *node;	      /* --node */
+	struct agent_labels external; /* --metadata-external-labels */
+	const char *http_address;     /* --http-address ("" = off) */
+	const char *proc_root;	      /* "/proc" */
+	size_t ringbuf_bytes;	      /* 0 = sized from the CPU count */
+	struct agent_sink **sinks;
+	size_t n_sinks;
+};
+
+/* Checks root, BTF and perf events before anything else and explains what
+ * is missing in one line. Returns 0 or a negative errno with err filled. */
+int agent_preflight(struct kiln_error *err);
+
+/* Runs until *stop becomes non-zero; then flushes the partial window.
+ * Returns 0 or a negative errno with err filled. */
+int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
+	      volatile sig_atomic_t *stop, struct kiln_error *err);
+
+/* ---- sampler (sampler.c) ------------------------------------------------- */
+
+struct sampler;
+/* Called for every ring-buffer record. */
+typedef void (*sampler_record_fn)(void *ctx, const void *data, size_t len);
+/* Loads the BPF program, opens one perf event per online CPU at freq Hz and
+ * attaches. Errors say which step failed and what to do about it. */
+int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void *ctx,
+		 struct sampler **out, struct kiln_error *err);
+/* Waits timeout_ms (less if a signal arrives), then delivers every record
+ * in the ring. Returns the count or a negative errno. */
+int sampler_poll(struct sampler *s, int timeout_ms);
+/* Delivers every record already in the ring without waiting. */
+int sampler_drain(struct sampler *s);
+/* Detaches from the perf events: no sample is taken after this returns, so
+ * a following drain sees every sample the kernel counted. */
+void sampler_stop(struct sampler *s);
+/* Sums the per-CPU kernel counters (enum profiler_stat) into out[STAT_NR]. */
+int sampler_stats(struct sampler *s, uint64_t *out, size_t n);
+void sampler_close(struct sampler *s);
+
+#endif

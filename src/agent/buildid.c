@@ -1,0 +1,165 @@
+/*
+ * buildid.c — GNU build IDs from ELF notes (libelf), with a cache.
+ *
+ * The build ID is what the server uses to find a binary's debug info, so
+ * every file-backed mapping carries it. Notes are looked up through the
+ * program headers first (PT_NOTE is what the loader maps and survives
+ * section stripping), then the section headers. Files are identified in
+ * the cache by (dev, inode, size, mtime): the same library mapped by 200
+ * processes is read once, and a rebuilt binary at the same path is re-read.
+ */
+#include "agent/agent.h"
+#include "common/htab.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int note_find_build_id(Elf_Data *data, char *hex, size_t hexsz)
+{
+	size_t off = 0, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+		const unsigned char *desc = (const unsigned char *)data->d_buf + desc_off;
+
+		if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+		    memcmp((const char *)data->d_buf + name_off, "GNU", 4) != 0)
+			continue;
+		if (nh.n_descsz == 0 || nh.n_descsz * 2 + 1 > hexsz)
+			return -ENAMETOOLONG;
+		for (size_t i = 0; i < nh.n_descsz; i++)
+			snprintf(hex + 2 * i, 3, "%02x", desc[i]);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int buildid_read_file(const char *path, char *hex, size_t hexsz)
+{
+	Elf *elf = NULL;
+	size_t nph = 0;
+	int fd, rc = -ENOENT;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOSYS;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		rc = -ENOEXEC;
+		goto out;
+	}
+	if (elf_getphdrnum(elf, &nph) == 0) {
+		for (size_t i = 0; i < nph && rc == -ENOENT; i++) {
+			GElf_Phdr ph;
+			Elf_Data *d;
+
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+				continue;
+			d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
+						 ELF_T_NHDR);
+			if (d)
+				rc = note_find_build_id(d, hex, hexsz);
+		}
+	}
+	for (Elf_Scn *scn = NULL; rc == -ENOENT && (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (d)
+			rc = note_find_build_id(d, hex, hexsz);
+	}
+out:
+	elf_end(elf);
+	close(fd);
+	return rc;
+}
+
+struct buildid_key {
+	uint64_t dev, ino, size;
+	int64_t mtime_sec, mtime_nsec;
+};
+
+struct buildid_cache {
+	struct htab *index; /* buildid_key -> index into ids + 1 */
+	char **ids;
+	size_t n, cap;
+};
+
+struct buildid_cache *buildid_cache_new(void)
+{
+	struct buildid_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->index = htab_new(256);
+	if (!c->index) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void buildid_cache_free(struct buildid_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		free(c->ids[i]);
+	free(c->ids);
+	htab_free(c->index);
+	free(c);
+}
+
+const char *buildid_cache_get(struct buildid_cache *c, const char *path)
+{
+	struct buildid_key k;
+	struct stat st;
+	char hex[256] = "";
+	uint64_t v;
+	char *s;
+
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return "";
+	memset(&k, 0, sizeof(k));
+	k.dev = st.st_dev;
+	k.ino = st.st_ino;
+	k.size = (uint64_t)st.st_size;
+	k.mtime_sec = st.st_mtim.tv_sec;
+	k.mtime_nsec = st.st_mtim.tv_nsec;
+	if (htab_get(c->index, &k, sizeof(k), &v))
+		return c->ids[v - 1];
+	if (buildid_read_file(path, hex, sizeof(hex)) != 0)
+		hex[0] = '\0';
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		char **nv = realloc(c->ids, cap * sizeof(*nv));
+
+		if (!nv)
+			return "";
+		c->ids = nv;
+		c->cap = cap;
+	}
+	s = strdup(hex);
+	if (!s)
+		return "";
+	c->ids[c->n++] = s;
+	if (htab_put(c->index, &k, sizeof(k), c->n) != 0) {
+		c->n--;
+		free(s);
+		return "";
+	}
+	return s;
+}

@@ -1,0 +1,186 @@
+/*
+ * metrics.c — the agent's own Prometheus /metrics (libmicrohttpd).
+ *
+ * The counters live in struct agent_metrics, written by the main loop with
+ * relaxed atomics; the HTTP thread only reads them, so there is no lock.
+ * Names follow Prometheus conventions (kiln_agent_*_total for counters).
+ */
+#include "agent/agent.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct metrics_server {
+	struct MHD_Daemon *daemon;
+	struct agent_metrics *m;
+};
+
+#define LOAD(f) ((unsigned long long)atomic_load_explicit(&m->f, memory_order_relaxed))
+
+int metrics_render(const struct agent_metrics *m, struct buf *out)
+{
+	int rc = 0;
+
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_samples_total CPU samples received from the kernel.\n"
+			 "# TYPE kiln_agent_samples_total counter\n"
+			 "kiln_agent_samples_total %llu\n",
+			 LOAD(samples));
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_kernel_samples_total CPU samples taken by the BPF "
+			 "program (idle excluded), delivered or not.\n"
+			 "# TYPE kiln_agent_kernel_samples_total counter\n"
+			 "kiln_agent_kernel_samples_total %llu\n",
+			 LOAD(kernel_samples));
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_dropped_samples_total Samples lost, by reason.\n"
+			 "# TYPE kiln_agent_dropped_samples_total counter\n"
+			 "kiln_agent_dropped_samples_total{reason=\"ringbuf_full\"} %llu\n"
+			 "kiln_agent_dropped_samples_total{reason=\"out_of_memory\"} %llu\n",
+			 LOAD(drops_ringbuf), LOAD(drops_oom));
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_stack_errors_total Samples kept without a stack "
+			 "that could not be read.\n"
+			 "# TYPE kiln_agent_stack_errors_total counter\n"
+			 "kiln_agent_stack_errors_total{stack=\"kernel\"} %llu\n"
+			 "kiln_agent_stack_errors_total{stack=\"user\"} %llu\n",
+			 LOAD(kernel_stack_errors), LOAD(user_stack_errors));
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_exec_events_total Processes seen calling exec.\n"
+			 "# TYPE kiln_agent_exec_events_total counter\n"
+			 "kiln_agent_exec_events_total %llu\n"
+			 "# HELP kiln_agent_exit_events_total Processes seen exiting.\n"
+			 "# TYPE kiln_agent_exit_events_total counter\n"
+			 "kiln_agent_exit_events_total %llu\n",
+			 LOAD(exec_events), LOAD(exit_events));
+	rc |=
+	    buf_printf(out,
+		       "# HELP kiln_agent_profiles_written_total Profiles handed to sinks "
+		       "successfully.\n"
+		       "# TYPE kiln_agent_profiles_written_total counter\n"
+		       "kiln_agent_profiles_written_total %llu\n"
+		       "# HELP kiln_agent_profiles_failed_total Profiles a sink failed to write.\n"
+		       "# TYPE kiln_agent_profiles_failed_total counter\n"
+		       "kiln_agent_profiles_failed_total %llu\n"
+		       "# HELP kiln_agent_profiles_dropped_total Profiles a sink dropped "
+		       "(buffer full).\n"
+		       "# TYPE kiln_agent_profiles_dropped_total counter\n"
+		       "kiln_agent_profiles_dropped_total %llu\n",
+		       LOAD(profiles_written), LOAD(profiles_failed), LOAD(profiles_dropped));
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_windows_total Profiling windows completed.\n"
+			 "# TYPE kiln_agent_windows_total counter\n"
+			 "kiln_agent_windows_total %llu\n"
+			 "# HELP kiln_agent_window_read_seconds Time to turn the last window "
+			 "into profiles.\n"
+			 "# TYPE kiln_agent_window_read_seconds gauge\n"
+			 "kiln_agent_window_read_seconds %.6f\n"
+			 "# HELP kiln_agent_window_read_seconds_total Time spent turning windows "
+			 "into profiles.\n"
+			 "# TYPE kiln_agent_window_read_seconds_total counter\n"
+			 "kiln_agent_window_read_seconds_total %.6f\n",
+			 LOAD(windows), (double)LOAD(window_read_ns_last) / 1e9,
+			 (double)LOAD(window_read_ns_total) / 1e9);
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_processes_tracked Processes in the agent's cache.\n"
+			 "# TYPE kiln_agent_processes_tracked gauge\n"
+			 "kiln_agent_processes_tracked %llu\n",
+			 LOAD(processes_tracked));
+	return rc ? -ENOMEM : 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_len, void **req)
+{
+	struct metrics_server *s = cls;
+	struct MHD_Response *resp;
+	unsigned status = MHD_HTTP_OK;
+	const char *ctype = "text/plain; version=0.0.4; charset=utf-8";
+	enum MHD_Result ret;
+	struct buf body;
+
+	buf_init(&body);
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		status = MHD_HTTP_METHOD_NOT_ALLOWED;
+		buf_append_str(&body, "method not allowed\n");
+	} else if (strcmp(url, "/metrics") == 0) {
+		if (metrics_render(s->m, &body) != 0) {
+			status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+			buf_reset(&body);
+		}
+	} else if (strcmp(url, "/healthy") == 0 || strcmp(url, "/ready") == 0) {
+		buf_append_str(&body, "ok\n");
+	} else {
+		status = MHD_HTTP_NOT_FOUND;
+		buf_append_str(&body, "not found: try /metrics\n");
+	}
+	resp = MHD_create_response_from_buffer(body.len, body.data, MHD_RESPMEM_MUST_COPY);
+	buf_free(&body);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+int metrics_server_start(const char *addr, struct agent_metrics *m, struct metrics_server **out,
+			 struct kiln_error *err)
+{
+	struct metrics_server *s;
+	struct addrinfo hints = {0}, *ai = NULL;
+	const char *colon = strrchr(addr, ':');
+	char host[256];
+	int rc;
+
+	if (!colon || colon - addr >= (long)sizeof(host) || !colon[1])
+		return kiln_error_set(err, EINVAL, "--http-address \"%s\": expected host:port",
+				      addr);
+	memcpy(host, addr, (size_t)(colon - addr));
+	host[colon - addr] = '\0';
+	if (host[0] == '[') { /* [::1]:7071 */
+		memmove(host, host + 1, strlen(host));
+		host[strcspn(host, "]")] = '\0';
+	}
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
+	if (rc != 0)
+		return kiln_error_set(err, EINVAL, "--http-address \"%s\": %s", addr,
+				      gai_strerror(rc));
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		freeaddrinfo(ai);
+		return -ENOMEM;
+	}
+	s->m = m;
+	s->daemon = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0,
+	    NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+	    MHD_OPTION_CONNECTION_LIMIT, 16U, MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+	freeaddrinfo(ai);
+	if (!s->daemon) {
+		free(s);
+		return kiln_error_set(err, EADDRINUSE,
+				      "--http-address %s: cannot listen (in use or not a local "
+				      "address)",
+				      addr);
+	}
+	*out = s;
+	return 0;
+}
+
+void metrics_server_stop(struct metrics_server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->daemon);
+	free(s);
+}

@@ -1,0 +1,313 @@
+/*
+ * procinfo.c — what the agent knows about each sampled process.
+ *
+ * An entry is read from /proc the first time a pid shows up in a sample
+ * (within one ring-buffer poll, ~250 ms), so a process that exits before
+ * the window ends is still attributed: its mappings, executable and cgroup
+ * were captured while it lived. Files are opened through /proc/PID/root so
+ * that a process in a container (another mount namespace) gets the build
+ * IDs of its own binaries; the mapping paths stay as the process sees them.
+ *
+ * Entries are kept in a chained hash by pid and dropped when the process
+ * exits (the BPF exit event). They are re-read after exec (the BPF exec
+ * event), when a frame falls outside every known mapping
+ * (dlopen, JIT; rate-limited), or when the pid was reused (start time
+ * differs). Windows hold references so that expiry never frees an entry a
+ * pending profile still points at.
+ */
+#include "agent/agent.h"
+#include "common/buf.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROC_BUCKETS 1024
+
+struct proc_cache {
+	char *proc_root;
+	struct proc_info *buckets[PROC_BUCKETS];
+	size_t count;
+	struct buildid_cache *buildids;
+};
+
+static int read_small(const char *proc_root, uint32_t pid, const char *file, struct buf *b)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%u/%s", proc_root, pid, file);
+	buf_reset(b);
+	if (buf_read_file(b, path, 64 << 20) != 0)
+		return -1;
+	return buf_terminate(b);
+}
+
+/* Field 22 of /proc/PID/stat (after the parenthesised comm, which may
+ * contain spaces and parentheses: scan from the last ')'). */
+static uint64_t stat_start_time(const char *stat)
+{
+	const char *p = strrchr(stat, ')');
+	unsigned long long v = 0;
+	int field = 2;
+
+	if (!p)
+		return 0;
+	for (p++; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (field == 22)
+		sscanf(p, "%llu", &v);
+	return v;
+}
+
+static void read_maps(const char *proc_root, struct proc_info *p, struct buildid_cache *bc,
+		      struct buf *b)
+{
+	procmaps_free(&p->maps);
+	p->maps_ok = false;
+	if (read_small(proc_root, p->pid, "maps", b) != 0)
+		return;
+	if (procmaps_parse((const char *)b->data, b->len, &p->maps, NULL) != 0) {
+		procmaps_free(&p->maps);
+		return;
+	}
+	for (size_t i = 0; i < p->maps.n; i++) {
+		struct proc_mapping *m = &p->maps.v[i];
+		char path[4096];
+		const char *id;
+
+		if (m->path[0] != '/' || !bc)
+			continue;
+		snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, p->pid, m->path);
+		id = buildid_cache_get(bc, path);
+		if (*id) {
+			char *s = strdup(id);
+
+			if (s) {
+				free(m->build_id);
+				m->build_id = s;
+			}
+		}
+	}
+	p->maps_ok = true;
+}
+
+struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
+				 struct buildid_cache *bc)
+{
+	struct proc_info *p = calloc(1, sizeof(*p));
+	char path[256], exe[4096] = "", cgroup[4096] = "/", unit[512], cid[80], num[16];
+	struct buf b;
+	ssize_t n;
+
+	if (!p)
+		return NULL;
+	buf_init(&b);
+	p->pid = pid;
+	snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
+	if (read_small(proc_root, pid, "stat", &b) == 0)
+		p->start_time = stat_start_time((const char *)b.data);
+	if (read_small(proc_root, pid, "comm", &b) == 0 && b.len) {
+		b.data[strcspn((char *)b.data, "\n")] = '\0';
+		snprintf(p->comm, sizeof(p->comm), "%s", (char *)b.data);
+	}
+	snprintf(path, sizeof(path), "%s/%u/exe", proc_root, pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	p->executable = strdup(exe);
+	if (read_small(proc_root, pid, "cgroup", &b) == 0)
+		cgroup_path_from_proc((const char *)b.data, cgroup, sizeof(cgroup));
+	read_maps(proc_root, p, bc, &b);
+	buf_free(&b);
+	if (!p->executable)
+		goto oom;
+
+	cgroup_derive(cgroup, unit, sizeof(unit), cid, sizeof(cid));
+	snprintf(num, sizeof(num), "%u", pid);
+	if (labels_set(&p->labels, "pid", num) || labels_set(&p->labels, "comm", p->comm) ||
+	    labels_set(&p->labels, "executable", p->executable) ||
+	    labels_set(&p->labels, "cgroup", cgroup) ||
+	    labels_set(&p->labels, "systemd_unit", unit) ||
+	    labels_set(&p->labels, "container_id", cid))
+		goto oom;
+	return p;
+oom:
+	proc_info_free(p);
+	return NULL;
+}
+
+void proc_info_free(struct proc_info *p)
+{
+	if (!p)
+		return;
+	free(p->executable);
+	labels_free(&p->labels);
+	procmaps_free(&p->maps);
+	free(p);
+}
+
+struct proc_cache *proc_cache_new(const char *proc_root)
+{
+	struct proc_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->proc_root = strdup(proc_root ? proc_root : "/proc");
+	c->buildids = buildid_cache_new();
+	if (!c->proc_root || !c->buildids) {
+		proc_cache_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void proc_cache_free(struct proc_cache *c)
+{
+	if (!c)
+		return;
+	/* Windows are released before the cache (agent.c), so no entry is
+	 * still held here. */
+	for (size_t i = 0; i < PROC_BUCKETS; i++) {
+		struct proc_info *p = c->buckets[i], *next;
+
+		for (; p; p = next) {
+			next = p->next;
+			proc_info_free(p);
+		}
+	}
+	buildid_cache_free(c->buildids);
+	free(c->proc_root);
+	free(c);
+}
+
+static uint64_t current_start_time(struct proc_cache *c, uint32_t pid)
+{
+	struct buf b;
+	uint64_t t = 0;
+
+	buf_init(&b);
+	if (read_small(c->proc_root, pid, "stat", &b) == 0)
+		t = stat_start_time((const char *)b.data);
+	buf_free(&b);
+	return t;
+}
+
+/* Unlinks p from its chain; frees it unless a window still holds it (the
+ * window then owns it: see window.c, which frees orphans on release). */
+static void cache_unlink(struct proc_cache *c, struct proc_info *p, struct proc_info **link)
+{
+	*link = p->next;
+	p->next = NULL;
+	p->cached = false;
+	c->count--;
+	if (p->refs == 0)
+		proc_info_free(p);
+}
+
+void proc_info_hold(struct proc_info *p)
+{
+	p->refs++;
+}
+
+void proc_info_release(struct proc_info *p)
+{
+	if (--p->refs == 0 && !p->cached)
+		proc_info_free(p);
+}
+
+struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
+				 uint64_t now_ns)
+{
+	struct proc_info **link = &c->buckets[pid % PROC_BUCKETS], *p;
+
+	for (; (p = *link); link = &p->next) {
+		if (p->pid != pid)
+			continue;
+		if (!p->stale) {
+			p->last_seen_ns = now_ns;
+			return p;
+		}
+		/* After exec (or a pid reused): read everything again, but keep
+		 * the old entry alive for windows that still reference it. */
+		cache_unlink(c, p, link);
+		break;
+	}
+	p = proc_info_read(c->proc_root, pid, comm, c->buildids);
+	if (!p)
+		return NULL;
+	p->last_seen_ns = now_ns;
+	p->maps_read_ns = now_ns;
+	p->next = c->buckets[pid % PROC_BUCKETS];
+	p->cached = true;
+	c->buckets[pid % PROC_BUCKETS] = p;
+	c->count++;
+	return p;
+}
+
+void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t addr,
+			    uint64_t now_ns, uint64_t min_interval_ns)
+{
+	uint64_t interval =
+	    p->refresh_backoff_ns > min_interval_ns ? p->refresh_backoff_ns : min_interval_ns;
+	struct buf b;
+
+	if (addr < 0x10000 || addr >= 0x800000000000ull || procmaps_find(&p->maps, addr))
+		return;
+	if (p->maps_read_ns && now_ns - p->maps_read_ns < interval)
+		return;
+	/* A reused pid is a different process: leave the old entry alone and
+	 * let the next lookup start afresh. */
+	if (p->start_time && current_start_time(c, p->pid) != p->start_time) {
+		proc_cache_invalidate(c, p->pid);
+		return;
+	}
+	buf_init(&b);
+	p->maps_read_ns = now_ns;
+	read_maps(c->proc_root, p, c->buildids, &b);
+	buf_free(&b);
+	if (procmaps_find(&p->maps, addr))
+		p->refresh_backoff_ns = 0;
+	else if (interval < 60ull * 1000000000)
+		p->refresh_backoff_ns = interval * 2;
+}
+
+void proc_cache_invalidate(struct proc_cache *c, uint32_t pid)
+{
+	for (struct proc_info *p = c->buckets[pid % PROC_BUCKETS]; p; p = p->next)
+		if (p->pid == pid)
+			p->stale = true;
+}
+
+void proc_cache_forget(struct proc_cache *c, uint32_t pid)
+{
+	struct proc_info **link = &c->buckets[pid % PROC_BUCKETS], *p;
+
+	while ((p = *link)) {
+		if (p->pid == pid)
+			cache_unlink(c, p, link);
+		else
+			link = &p->next;
+	}
+}
+
+void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns)
+{
+	for (size_t i = 0; i < PROC_BUCKETS; i++) {
+		struct proc_info **link = &c->buckets[i], *p;
+
+		while ((p = *link)) {
+			if (p->last_seen_ns < cutoff_ns && p->refs == 0)
+				cache_unlink(c, p, link);
+			else
+				link = &p->next;
+		}
+	}
+}
+
+size_t proc_cache_count(const struct proc_cache *c)
+{
+	return c->count;
+}

@@ -1,0 +1,167 @@
+/*
+ * profile.c — one process's window as a pprof profile.
+ *
+ * Shape (what Parca's agent sends, so the server and `go tool pprof` read
+ * it as a CPU profile): sample types samples/count and cpu/nanoseconds,
+ * period cpu/nanoseconds = 1e9 / frequency, time = window start, duration =
+ * window length. Each sample is one (thread, stack) with its count; stacks
+ * are leaf first: kernel frames, then user frames.
+ *
+ * Kernel frames are symbolized here (the layout is only known on this
+ * host): one "[kernel.kallsyms]" mapping, a function per symbol whose file
+ * name is the module ("[ext4]") or "[kernel.kallsyms]". Return addresses
+ * (every frame but the leaf) are looked up at address - 1 so that a call
+ * at the very end of a function is attributed to its caller.
+ *
+ * User frames are left as addresses with the exact mapping (start, limit,
+ * file offset, path, build ID) so that the server, or `go tool pprof
+ * -symbolize=local` on the same host, can symbolize them from the binary.
+ */
+#include "agent/agent.h"
+#include "common/htab.h"
+#include "pprof/pprof.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int profile_series_labels(const struct profile_env *env, const struct proc_info *p,
+			  struct agent_labels *out)
+{
+	int rc = 0;
+
+	if (env->host_labels)
+		rc = labels_copy(out, env->host_labels);
+	if (!rc)
+		rc = labels_copy(out, &p->labels);
+	return rc;
+}
+
+static uint64_t kernel_location(struct pprof_builder *b, const struct profile_env *env,
+				uint64_t kmapping, uint64_t addr, bool leaf)
+{
+	const char *name, *module;
+	char file[160];
+	struct pprof_line_desc line = {0};
+
+	if (!env->ksyms ||
+	    !kallsyms_lookup(env->ksyms, leaf ? addr : addr - 1, &name, &module, NULL))
+		return pprof_builder_location(b, kmapping, addr, NULL, 0);
+	if (module[0])
+		snprintf(file, sizeof(file), "[%s]", module);
+	else
+		snprintf(file, sizeof(file), "[kernel.kallsyms]");
+	line.function_id = pprof_builder_function(b, name, name, file, 0);
+	if (!line.function_id)
+		return 0;
+	return pprof_builder_location(b, kmapping, addr, &line, 1);
+}
+
+static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping *m)
+{
+	struct pprof_mapping_desc md = {0};
+
+	md.memory_start = m->start;
+	md.memory_limit = m->limit;
+	md.file_offset = m->offset;
+	md.filename = m->path;
+	md.build_id = m->build_id;
+	return pprof_builder_mapping(b, &md);
+}
+
+static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p, uint64_t addr)
+{
+	const struct proc_mapping *m = procmaps_find(&p->maps, addr);
+	uint64_t mid;
+
+	if (!m)
+		return pprof_builder_location(b, 0, addr, NULL, 0);
+	mid = user_mapping(b, m);
+	if (!mid)
+		return 0;
+	return pprof_builder_location(b, mid, addr, NULL, 0);
+}
+
+int profile_build(const struct profile_env *env, const struct window *w,
+		  const struct window_proc *wp, const struct agent_labels *series_labels,
+		  struct buf *out, struct kiln_error *err)
+{
+	struct pprof_builder *b = pprof_builder_new();
+	uint64_t locs[PROFILER_MAX_FRAMES], kmapping = 0;
+	size_t nlab = 2 + (series_labels ? series_labels->n : 0), iter = 0, klen;
+	struct pprof_label_desc labels[64];
+	int64_t period = (int64_t)(1000000000ull / (env->frequency_hz ? env->frequency_hz : 1));
+	const void *key;
+	uint64_t count;
+	int rc = -ENOMEM;
+
+	if (!b)
+		goto fail;
+	if (nlab > sizeof(labels) / sizeof(labels[0]))
+		nlab = sizeof(labels) / sizeof(labels[0]);
+	if (pprof_builder_add_sample_type(b, "samples", "count") ||
+	    pprof_builder_add_sample_type(b, "cpu", "nanoseconds") ||
+	    pprof_builder_set_period(b, "cpu", "nanoseconds", period))
+		goto fail;
+	pprof_builder_set_time(b, w->start_wall_ns, (int64_t)(w->end_mono_ns - w->start_mono_ns));
+	/* pprof tools treat mapping 1 as "the binary": make it the
+	 * executable's first code mapping when there is one. */
+	for (size_t i = 0; i < wp->info->maps.n; i++) {
+		const struct proc_mapping *m = &wp->info->maps.v[i];
+
+		if (wp->info->executable[0] && strcmp(m->path, wp->info->executable) == 0) {
+			if (!user_mapping(b, m))
+				goto fail;
+			break;
+		}
+	}
+	if (env->ksyms) {
+		struct pprof_mapping_desc km = {.filename = "[kernel.kallsyms]",
+						.has_functions = true};
+
+		kallsyms_range(env->ksyms, &km.memory_start, &km.memory_limit);
+		kmapping = pprof_builder_mapping(b, &km);
+		if (!kmapping)
+			goto fail;
+	}
+	/* Series labels go after the per-sample ones; names never clash
+	 * (thread_* are not series label names). */
+	for (size_t i = 2; i < nlab; i++) {
+		labels[i].key = series_labels->v[i - 2].name;
+		labels[i].str = series_labels->v[i - 2].value;
+	}
+
+	while (htab_next(wp->stacks, &iter, &key, &klen, &count)) {
+		const struct window_stack_key *k = key;
+		const uint64_t *frames = (const uint64_t *)((const char *)key + sizeof(*k));
+		size_t nf = (size_t)k->n_kernel + k->n_user;
+		int64_t values[2] = {(int64_t)count, (int64_t)count * period};
+		char tid[16];
+
+		for (size_t i = 0; i < nf; i++) {
+			if (i < k->n_kernel)
+				locs[i] = kernel_location(b, env, kmapping, frames[i], i == 0);
+			else
+				locs[i] = user_location(b, wp->info, frames[i]);
+			if (!locs[i])
+				goto fail;
+		}
+		snprintf(tid, sizeof(tid), "%u", k->tid);
+		labels[0] = (struct pprof_label_desc){.key = "thread_id", .str = tid};
+		labels[1] = (struct pprof_label_desc){.key = "thread_name", .str = k->thread_comm};
+		rc = pprof_builder_add_sample(b, locs, nf, values, labels, nlab);
+		if (rc)
+			goto fail;
+	}
+	rc = pprof_builder_encode(b, true, out);
+	if (rc)
+		goto fail;
+	pprof_builder_free(b);
+	return 0;
+fail:
+	pprof_builder_free(b);
+	if (rc == 0)
+		rc = -ENOMEM;
+	return kiln_error_set(err, -rc, "pid %u: building profile: %s", wp->info->pid,
+			      strerror(-rc));
+}

@@ -1,0 +1,63 @@
+/*
+ * profiler.h — the records and counters shared by profiler.bpf.c and the
+ * user-space agent (the libbpf-tools trio: NAME.bpf.c, NAME.h, user files).
+ *
+ * The BPF program writes one struct sample_event per CPU-clock sample into a
+ * BPF ring buffer; user space aggregates them (see docs/ARCHITECTURE.md for
+ * why a ring buffer rather than count maps). The frames array holds the
+ * kernel frames first (n_kernel), then the user frames (n_user), leaf first
+ * in both; only the used part of the array is submitted, so a typical record
+ * is ~200 bytes. An exec event tells user space to re-read a process's
+ * mappings; an exit event lets it forget the process. Per-CPU counters count every sample seen and every one dropped.
+ *
+ * Kept free of kernel and libc headers so both sides can include it: types
+ * come from vmlinux.h on the BPF side and from <linux/types.h> in user space.
+ */
+#ifndef KILN_AGENT_PROFILER_H
+#define KILN_AGENT_PROFILER_H
+
+#define PROFILER_MAX_KERNEL_FRAMES 127
+#define PROFILER_MAX_USER_FRAMES   127
+#define PROFILER_MAX_FRAMES	   (PROFILER_MAX_KERNEL_FRAMES + PROFILER_MAX_USER_FRAMES)
+#define PROFILER_COMM_LEN	   16
+
+enum profiler_event_kind {
+	PROFILER_EVENT_SAMPLE = 1,
+	PROFILER_EVENT_EXEC = 2,
+	PROFILER_EVENT_EXIT = 3,
+};
+
+/* Index into the per-CPU stats array. */
+enum profiler_stat {
+	STAT_SAMPLES = 0,	/* every sample of a non-idle task */
+	STAT_IDLE,		/* samples of pid 0, skipped on purpose */
+	STAT_DROP_RINGBUF_FULL, /* ring buffer had no room: lost */
+	STAT_KERNEL_STACK_ERR,	/* kernel stack unreadable (sample kept, no frames) */
+	STAT_USER_STACK_ERR,	/* user stack unreadable (sample kept, no frames) */
+	STAT_EXEC_DROPS,	/* exec/exit notification lost (cache may be stale) */
+	STAT_NR,
+};
+
+struct sample_event {
+	__u32 kind; /* PROFILER_EVENT_SAMPLE */
+	__u32 pid;  /* thread group id */
+	__u32 tid;
+	__u16 n_kernel;
+	__u16 n_user;
+	__u64 ktime_ns; /* CLOCK_MONOTONIC */
+	__u64 cgroup_id;
+	char comm[PROFILER_COMM_LEN];	     /* process (group leader) name */
+	char thread_comm[PROFILER_COMM_LEN]; /* this thread's name */
+	__u64 frames[PROFILER_MAX_FRAMES];
+};
+
+#define SAMPLE_EVENT_HEADER_SIZE (sizeof(struct sample_event) - 8 * PROFILER_MAX_FRAMES)
+
+/* Also used for PROFILER_EVENT_EXIT (the thread group leader exited). */
+struct exec_event {
+	__u32 kind; /* PROFILER_EVENT_EXEC or PROFILER_EVENT_EXIT */
+	__u32 pid;
+	__u64 ktime_ns;
+};
+
+#endif

@@ -1,0 +1,285 @@
+/*
+ * sampler.c — the user-space half of the BPF program: load, attach, poll.
+ *
+ * Steps, in libbpf-tools order: open the embedded skeleton, size the ring
+ * buffer, load (the verifier runs here: "BPF refused"), open one
+ * PERF_COUNT_SW_CPU_CLOCK event per online CPU with a fixed period of
+ * 1e9/freq ns (exactly freq samples per second of CPU time, unlike the
+ * adaptive frequency mode), attach the program to each, attach the exec
+ * tracepoint, and open the ring buffer. Each failure names the step and
+ * what to do about it.
+ */
+#include "agent/agent.h"
+#include "common/log.h"
+#include "profiler.skel.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <poll.h>
+#include <linux/perf_event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sampler {
+	struct profiler_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **links;
+	int *fds;
+	int n_cpus;
+	struct bpf_link *exec_link, *exit_link;
+	sampler_record_fn fn;
+	void *ctx;
+};
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[1024];
+
+	if (level == LIBBPF_DEBUG || log_get_level() > LOG_DEBUG)
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	log_debug("libbpf: %s", line);
+	return 0;
+}
+
+static int on_record(void *ctx, void *data, size_t len)
+{
+	struct sampler *s = ctx;
+
+	s->fn(s->ctx, data, len);
+	return 0;
+}
+
+static long perf_open(struct perf_event_attr *attr, int cpu)
+{
+	return syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static int perf_error(struct kiln_error *err, int e, int cpu)
+{
+	if (e == EACCES || e == EPERM)
+		return kiln_error_set(err, e,
+				      "perf events refused on cpu %d (%s): run as root and check "
+				      "/proc/sys/kernel/perf_event_paranoid and seccomp",
+				      cpu, strerror(e));
+	return kiln_error_set(err, e,
+			      "perf events unavailable on cpu %d (%s): the kernel needs "
+			      "CONFIG_PERF_EVENTS and a cpu-clock software event",
+			      cpu, strerror(e));
+}
+
+/* Online CPUs from /sys (e.g. "0-3,6"), as a bitmap of up to n entries. */
+static int online_cpus(bool *online, int n)
+{
+	char text[1024], *p = text;
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	int count = 0;
+
+	if (!f)
+		return -errno;
+	if (!fgets(text, sizeof(text), f)) {
+		fclose(f);
+		return -EIO;
+	}
+	fclose(f);
+	memset(online, 0, (size_t)n * sizeof(*online));
+	while (*p && *p != '\n') {
+		char *end;
+		long lo = strtol(p, &end, 10), hi = lo;
+
+		if (*end == '-')
+			hi = strtol(end + 1, &end, 10);
+		for (long c = lo; c <= hi && c < n; c++) {
+			online[c] = true;
+			count++;
+		}
+		p = *end == ',' ? end + 1 : end;
+		if (end == p && *p != ',')
+			break;
+	}
+	return count;
+}
+
+int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void *ctx,
+		 struct sampler **out, struct kiln_error *err)
+{
+	struct perf_event_attr attr;
+	struct sampler *s = calloc(1, sizeof(*s));
+	int ncpu = libbpf_num_possible_cpus(), rc;
+	bool *online = NULL;
+
+	libbpf_set_print(libbpf_log);
+	if (!s || ncpu <= 0)
+		return kiln_error_set(err, ENOMEM, "sampler: out of memory");
+	s->fn = fn;
+	s->ctx = ctx;
+	s->n_cpus = ncpu;
+	s->links = calloc((size_t)ncpu, sizeof(*s->links));
+	s->fds = malloc((size_t)ncpu * sizeof(*s->fds));
+	online = calloc((size_t)ncpu, sizeof(*online));
+	if (!s->links || !s->fds || !online) {
+		rc = kiln_error_set(err, ENOMEM, "sampler: out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < ncpu; i++)
+		s->fds[i] = -1;
+
+	s->skel = profiler_bpf__open();
+	if (!s->skel) {
+		rc = kiln_error_set(err, errno ? errno : EINVAL,
+				    "opening the embedded BPF object failed: %s", strerror(errno));
+		goto fail;
+	}
+	if (!ringbuf_bytes) {
+		/* ~2.5 polls' worth of the worst case (full 254-frame stacks at
+		 * 4x the frequency) per CPU, as a power of two, at least 256 KiB. */
+		size_t want = (size_t)ncpu * (freq ? freq : 19) * sizeof(struct sample_event);
+
+		ringbuf_bytes = 256 * 1024;
+		while (ringbuf_bytes < want && ringbuf_bytes < (256u << 20))
+			ringbuf_bytes <<= 1;
+	}
+	rc = bpf_map__set_max_entries(s->skel->maps.events, (__u32)ringbuf_bytes);
+	if (rc) {
+		rc = kiln_error_set(err, -rc, "ring buffer size %zu refused: %s", ringbuf_bytes,
+				    strerror(-rc));
+		goto fail;
+	}
+	rc = profiler_bpf__load(s->skel);
+	if (rc) {
+		rc = kiln_error_set(
+		    err, -rc,
+		    "BPF program refused by the kernel (%s): needs root with "
+		    "CAP_BPF+CAP_PERFMON, a BTF kernel >= 5.8 and no lockdown "
+		    "forbidding BPF; run with --log-level=debug for the verifier log",
+		    strerror(-rc));
+		goto fail;
+	}
+
+	rc = online_cpus(online, ncpu);
+	if (rc < 0) {
+		rc = kiln_error_set(err, -rc, "/sys/devices/system/cpu/online: %s", strerror(-rc));
+		goto fail;
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_CPU_CLOCK;
+	attr.sample_period = 1000000000ull / (freq ? freq : 19);
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		long fd;
+
+		if (!online[cpu])
+			continue;
+		fd = perf_open(&attr, cpu);
+		if (fd < 0) {
+			if (errno == ENODEV) /* went offline since we looked */
+				continue;
+			rc = perf_error(err, errno, cpu);
+			goto fail;
+		}
+		s->fds[cpu] = (int)fd;
+		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.profile_cpu, (int)fd);
+		if (!s->links[cpu]) {
+			rc = kiln_error_set(err, errno, "attaching BPF to perf event on cpu %d: %s",
+					    cpu, strerror(errno));
+			goto fail;
+		}
+		s->fds[cpu] = -1; /* the link owns (and closes) the event now */
+	}
+	s->exec_link = bpf_program__attach(s->skel->progs.handle_exec);
+	if (!s->exec_link) {
+		rc =
+		    kiln_error_set(err, errno, "attaching to raw tracepoint sched_process_exec: %s",
+				   strerror(errno));
+		goto fail;
+	}
+	s->exit_link = bpf_program__attach(s->skel->progs.handle_exit);
+	if (!s->exit_link) {
+		rc =
+		    kiln_error_set(err, errno, "attaching to raw tracepoint sched_process_exit: %s",
+				   strerror(errno));
+		goto fail;
+	}
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_record, s, NULL);
+	if (!s->rb) {
+		rc = kiln_error_set(err, errno, "opening the BPF ring buffer: %s", strerror(errno));
+		goto fail;
+	}
+	free(online);
+	*out = s;
+	return 0;
+fail:
+	free(online);
+	sampler_close(s);
+	return rc < 0 ? rc : -rc;
+}
+
+int sampler_poll(struct sampler *s, int timeout_ms)
+{
+	struct timespec ts = {.tv_sec = timeout_ms / 1000,
+			      .tv_nsec = (long)(timeout_ms % 1000) * 1000000};
+
+	/* The BPF side never wakes us (BPF_RB_NO_WAKEUP): sleep, then drain.
+	 * A signal cuts the sleep short so that a stop is prompt. */
+	if (ppoll(NULL, 0, &ts, NULL) < 0 && errno != EINTR)
+		return -errno;
+	return ring_buffer__consume(s->rb);
+}
+
+int sampler_drain(struct sampler *s)
+{
+	return ring_buffer__consume(s->rb);
+}
+
+int sampler_stats(struct sampler *s, uint64_t *out, size_t n)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals = calloc((size_t)ncpu, sizeof(*vals));
+	int fd = bpf_map__fd(s->skel->maps.stats);
+
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 k = 0; k < STAT_NR && k < n; k++) {
+		out[k] = 0;
+		if (bpf_map_lookup_elem(fd, &k, vals) != 0)
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[k] += vals[c];
+	}
+	free(vals);
+	return 0;
+}
+
+void sampler_stop(struct sampler *s)
+{
+	for (int i = 0; i < s->n_cpus; i++) {
+		bpf_link__destroy(s->links[i]);
+		s->links[i] = NULL;
+	}
+}
+
+void sampler_close(struct sampler *s)
+{
+	if (!s)
+		return;
+	ring_buffer__free(s->rb);
+	bpf_link__destroy(s->exec_link);
+	bpf_link__destroy(s->exit_link);
+	for (int i = 0; s->links && i < s->n_cpus; i++)
+		bpf_link__destroy(s->links[i]);
+	for (int i = 0; s->fds && i < s->n_cpus; i++)
+		if (s->fds[i] >= 0)
+			close(s->fds[i]);
+	profiler_bpf__destroy(s->skel);
+	free(s->links);
+	free(s->fds);
+	free(s);
+}

@@ -1,0 +1,371 @@
+/*
+ * test_agent.c — unit tests for the agent's pure parts: /proc/PID/maps
+ * parsing, cgroup -> labels, label lists, kallsyms lookup, build-ID
+ * reading, and a window turned into a pprof profile.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "pprof/pprof.h"
+
+static const char maps_text[] =
+    "55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1234    /usr/bin/my app\n"
+    "55d0c0a02000-55d0c0a08000 r-xp 00002000 fd:01 1234    /usr/bin/my app\n"
+    "55d0c1000000-55d0c1021000 rw-p 00000000 00:00 0       [heap]\n"
+    "7f0000000000-7f0000001000 rwxp 00000000 00:00 0 \n"
+    "7f1234500000-7f1234528000 r--p 00000000 fd:01 99      /usr/lib/libc.so.6\n"
+    "7f1234528000-7f123467d000 r-xp 00028000 fd:01 99      /usr/lib/libc.so.6 (deleted)\n"
+    "7ffd1b3f0000-7ffd1b3f2000 r-xp 00000000 00:00 0       [vdso]\n"
+    "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]\n";
+
+static void test_procmaps_keeps_code_mappings(void **state)
+{
+	struct proc_maps m = {0};
+	const struct proc_mapping *e;
+
+	(void)state;
+	assert_int_equal(procmaps_parse(maps_text, strlen(maps_text), &m, NULL), 0);
+	assert_int_equal(m.n, 5);
+	assert_string_equal(m.v[0].path, "/usr/bin/my app");
+	assert_int_equal(m.v[0].start, 0x55d0c0a02000ull);
+	assert_int_equal(m.v[0].limit, 0x55d0c0a08000ull);
+	assert_int_equal(m.v[0].offset, 0x2000);
+	assert_int_equal(m.v[0].inode, 1234);
+	assert_int_equal(m.v[0].dev_major, 0xfd);
+	assert_string_equal(m.v[1].path, ""); /* anonymous JIT-style code */
+	assert_string_equal(m.v[2].path, "/usr/lib/libc.so.6 (deleted)");
+	assert_string_equal(m.v[3].path, "[vdso]");
+	assert_string_equal(m.v[4].path, "[vsyscall]");
+
+	e = procmaps_find(&m, 0x7f1234530000ull);
+	assert_non_null(e);
+	assert_int_equal(e->offset, 0x28000);
+	assert_null(procmaps_find(&m, 0x55d0c0a01000ull)); /* not code */
+	assert_null(procmaps_find(&m, 0x55d0c0a08000ull)); /* limit is exclusive */
+	assert_non_null(procmaps_find(&m, 0xffffffffff600100ull));
+	procmaps_free(&m);
+}
+
+static void test_procmaps_rejects_garbage(void **state)
+{
+	struct proc_maps m = {0};
+	struct kiln_error err = {0};
+	const char bad[] = "55d0c0a00000-55d0c0a02000 r-xp 0 fd:01 1 /a\nnot a maps line\n";
+
+	(void)state;
+	assert_int_equal(procmaps_parse(bad, strlen(bad), &m, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "line 2"));
+	procmaps_free(&m);
+}
+
+static void test_cgroup_path_choice(void **state)
+{
+	char out[256];
+
+	(void)state;
+	/* Pure v2. */
+	assert_int_equal(
+	    cgroup_path_from_proc("0::/system.slice/nginx.service\n", out, sizeof(out)), 0);
+	assert_string_equal(out, "/system.slice/nginx.service");
+	/* Hybrid: v2 at the root, the systemd hierarchy knows the unit. */
+	assert_int_equal(cgroup_path_from_proc("4:memory:/user.slice\n"
+					       "1:name=systemd:/system.slice/cron.service\n"
+					       "0::/\n",
+					       out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "/system.slice/cron.service");
+	/* v1 only: the first non-root controller path. */
+	assert_int_equal(
+	    cgroup_path_from_proc("3:cpuset:/\n2:cpu,cpuacct:/docker/abc\n", out, sizeof(out)), 0);
+	assert_string_equal(out, "/docker/abc");
+	assert_int_equal(cgroup_path_from_proc("0::/\n", out, sizeof(out)), 0);
+	assert_string_equal(out, "/");
+	/* A ':' inside the path survives. */
+	assert_int_equal(cgroup_path_from_proc("0::/a:b\n", out, sizeof(out)), 0);
+	assert_string_equal(out, "/a:b");
+}
+
+#define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static void expect_derive(const char *path, const char *unit, const char *id)
+{
+	char u[256], c[80];
+
+	cgroup_derive(path, u, sizeof(u), c, sizeof(c));
+	assert_string_equal(u, unit);
+	assert_string_equal(c, id);
+}
+
+static void test_cgroup_derive_patterns(void **state)
+{
+	(void)state;
+	expect_derive("/system.slice/nginx.service", "nginx.service", "");
+	expect_derive("/user.slice/user-1000.slice/session-2.scope", "session-2.scope", "");
+	expect_derive("/docker/" ID64, "", ID64);
+	expect_derive("/system.slice/docker-" ID64 ".scope", "docker-" ID64 ".scope", ID64);
+	expect_derive("/kubepods/burstable/pod1234-5678/" ID64, "", ID64);
+	expect_derive("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12.slice/"
+		      "cri-containerd-" ID64 ".scope",
+		      "cri-containerd-" ID64 ".scope", ID64);
+	expect_derive("/kubepods.slice/kubepods-pod1.slice/crio-" ID64 ".scope",
+		      "crio-" ID64 ".scope", ID64);
+	expect_derive("/machine.slice/libpod-" ID64 ".scope/container", "libpod-" ID64 ".scope",
+		      ID64);
+	expect_derive("/", "", "");
+	expect_derive("/docker/0123", "", ""); /* too short to be an id */
+}
+
+static void test_labels_set_sorted_and_parse(void **state)
+{
+	struct agent_labels l = {0};
+	struct kiln_error err = {0};
+
+	(void)state;
+	assert_int_equal(labels_parse_list(&l, "zone=a,env=prod, team=kiln", &err), 0);
+	assert_int_equal(l.n, 3);
+	assert_string_equal(l.v[0].name, "env");
+	assert_string_equal(l.v[2].name, "zone");
+	assert_int_equal(labels_set(&l, "env", "dev"), 0);
+	assert_string_equal(labels_get(&l, "env"), "dev");
+	assert_int_equal(labels_set(&l, "env", ""), 0); /* empty removes */
+	assert_null(labels_get(&l, "env"));
+	assert_int_equal(l.n, 2);
+	assert_int_equal(labels_parse_list(&l, "9x=1", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "9x"));
+	kiln_error_clear(&err);
+	assert_int_equal(labels_parse_list(&l, "novalue", &err), -EINVAL);
+	assert_false(label_name_valid("__name__"));
+	assert_true(label_name_valid("_ok1"));
+	labels_free(&l);
+}
+
+static void test_kallsyms_lookup_with_modules(void **state)
+{
+	char path[] = "/tmp/kiln-kallsyms-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+	struct kallsyms *k = NULL;
+	struct kiln_error err = {0};
+	const char *name, *module;
+	uint64_t start;
+
+	(void)state;
+	fprintf(f, "ffffffff81000000 T _stext\n"
+		   "ffffffff81000100 t do_one\n"
+		   "ffffffff81000200 D some_data\n"
+		   "ffffffff81000300 W weak_fn\n"
+		   "ffffffffc0001000 t ext4_read\t[ext4]\n"
+		   "ffffffffc0002000 t nf_hook\t[nf_tables]\n");
+	fclose(f);
+	assert_int_equal(kallsyms_load(path, &k, &err), 0);
+	assert_int_equal(kallsyms_count(k), 5); /* data symbols skipped */
+	assert_true(kallsyms_lookup(k, 0xffffffff81000150ull, &name, &module, &start));
+	assert_string_equal(name, "do_one");
+	assert_string_equal(module, "");
+	assert_int_equal(start, 0xffffffff81000100ull);
+	/* Past a data symbol, the text symbol before it still owns the address. */
+	assert_true(kallsyms_lookup(k, 0xffffffff81000250ull, &name, &module, NULL));
+	assert_string_equal(name, "do_one");
+	assert_true(kallsyms_lookup(k, 0xffffffffc0001010ull, &name, &module, NULL));
+	assert_string_equal(name, "ext4_read");
+	assert_string_equal(module, "ext4");
+	assert_true(kallsyms_lookup(k, 0xffffffffc0002001ull, &name, &module, NULL));
+	assert_string_equal(module, "nf_tables");
+	assert_false(kallsyms_lookup(k, 0xffffffff80000000ull, &name, &module, NULL));
+	kallsyms_free(k);
+
+	/* kptr_restrict: every address reads 0. */
+	f = fopen(path, "w");
+	fprintf(f, "0000000000000000 T _stext\n0000000000000000 t do_one\n");
+	fclose(f);
+	assert_int_equal(kallsyms_load(path, &k, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "kptr_restrict"));
+	unlink(path);
+}
+
+/* The build ID of our own executable, read from memory through the loader's
+ * program headers: an independent path from buildid.c's libelf reading. */
+static int find_note(struct dl_phdr_info *info, size_t size, void *data)
+{
+	char *hex = data;
+
+	(void)size;
+	if (info->dlpi_name && info->dlpi_name[0])
+		return 0; /* not the main program */
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end;
+
+		if (ph->p_type != PT_NOTE)
+			continue;
+		end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			const char *name = p + sizeof(*nh);
+			const unsigned char *desc =
+			    (const unsigned char *)name + ((nh->n_namesz + 3) & ~3u);
+
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    memcmp(name, "GNU", 4) == 0) {
+				for (unsigned j = 0; j < nh->n_descsz; j++)
+					sprintf(hex + 2 * j, "%02x", desc[j]);
+				return 1;
+			}
+			p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+		}
+	}
+	return 0;
+}
+
+static void test_buildid_matches_loaded_note(void **state)
+{
+	char want[256] = "", got[256] = "";
+	struct buildid_cache *c = buildid_cache_new();
+
+	(void)state;
+	assert_int_equal(dl_iterate_phdr(find_note, want), 1);
+	assert_true(strlen(want) >= 16);
+	assert_int_equal(buildid_read_file("/proc/self/exe", got, sizeof(got)), 0);
+	assert_string_equal(got, want);
+	assert_string_equal(buildid_cache_get(c, "/proc/self/exe"), want);
+	assert_string_equal(buildid_cache_get(c, "/proc/self/exe"), want); /* cached */
+	assert_string_equal(buildid_cache_get(c, "/nonexistent/file"), "");
+	assert_int_equal(buildid_read_file("/proc/self/cmdline", got, sizeof(got)), -ENOEXEC);
+	buildid_cache_free(c);
+}
+
+static void test_proc_info_of_self(void **state)
+{
+	struct buildid_cache *c = buildid_cache_new();
+	struct proc_info *p = proc_info_read("/proc", (uint32_t)getpid(), "fallback", c);
+	const struct proc_mapping *m;
+	char pid[16];
+
+	(void)state;
+	assert_non_null(p);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	assert_string_equal(labels_get(&p->labels, "pid"), pid);
+	assert_string_equal(labels_get(&p->labels, "comm"), "test_agent");
+	assert_non_null(labels_get(&p->labels, "cgroup"));
+	assert_true(p->maps_ok);
+	m = procmaps_find(&p->maps, (uint64_t)(uintptr_t)&test_proc_info_of_self);
+	assert_non_null(m);
+	assert_string_equal(m->path, p->executable);
+	assert_true(strlen(m->build_id) >= 16);
+	assert_true(p->start_time > 0);
+	proc_info_free(p);
+	buildid_cache_free(c);
+}
+
+static void test_window_becomes_profile(void **state)
+{
+	struct proc_info *p = calloc(1, sizeof(*p));
+	struct window *w = window_new(1000, 1000 + 10000000000ull, 1700000000000000000ll);
+	struct sample_event e;
+	struct agent_labels host = {0}, series = {0};
+	struct profile_env env = {.frequency_hz = 19, .host_labels = &host};
+	struct pprof_profile *prof = NULL;
+	struct kiln_error err = {0};
+	const pprof_msg *msg;
+	struct buf out = {0};
+
+	(void)state;
+	p->pid = 42;
+	strcpy(p->comm, "app");
+	p->executable = strdup("/usr/bin/app");
+	p->maps.v = calloc(1, sizeof(*p->maps.v));
+	p->maps.v[0] = (struct proc_mapping){.start = 0x400000,
+					     .limit = 0x500000,
+					     .offset = 0x1000,
+					     .exec = true,
+					     .path = strdup("/usr/bin/app"),
+					     .build_id = strdup("abcd")};
+	p->maps.n = p->maps.cap = 1;
+	labels_set(&p->labels, "pid", "42");
+	labels_set(&p->labels, "comm", "app");
+	labels_set(&host, "node", "n1");
+
+	memset(&e, 0, sizeof(e));
+	e.kind = PROFILER_EVENT_SAMPLE;
+	e.pid = 42;
+	e.tid = 43;
+	strcpy(e.thread_comm, "worker");
+	e.n_user = 2;
+	e.frames[0] = 0x401000;
+	e.frames[1] = 0x402000;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(window_add(w, p, &e), 0);
+	e.frames[0] = 0x403000;
+	assert_int_equal(window_add(w, p, &e), 0);
+	assert_int_equal(w->n, 1);
+	assert_int_equal(w->samples, 4);
+	assert_int_equal(p->refs, 1);
+
+	assert_int_equal(profile_series_labels(&env, p, &series), 0);
+	assert_string_equal(labels_get(&series, "node"), "n1");
+	assert_int_equal(profile_build(&env, w, &w->procs[0], &series, &out, &err), 0);
+	assert_int_equal(pprof_decode(out.data, out.len, NULL, &prof, &err), 0);
+	msg = pprof_profile_msg(prof);
+	assert_int_equal(msg->n_sample_type, 2);
+	assert_string_equal(pprof_string(prof, msg->sample_type[0]->type), "samples");
+	assert_string_equal(pprof_string(prof, msg->sample_type[1]->unit), "nanoseconds");
+	assert_int_equal(msg->period, 1000000000 / 19);
+	assert_int_equal(msg->duration_nanos, 10000000000ll);
+	assert_int_equal(msg->time_nanos, 1700000000000000000ll);
+	assert_int_equal(msg->n_sample, 2);
+	assert_int_equal(msg->n_mapping, 1);
+	assert_string_equal(pprof_string(prof, msg->mapping[0]->build_id), "abcd");
+	assert_int_equal(msg->mapping[0]->memory_start, 0x400000);
+	assert_int_equal(msg->mapping[0]->file_offset, 0x1000);
+	for (size_t i = 0; i < msg->n_sample; i++) {
+		const pprof_sample_msg *s = msg->sample[i];
+		bool tid = false, comm = false, node = false;
+
+		assert_int_equal(s->n_location_id, 2);
+		assert_int_equal(s->value[1], s->value[0] * (1000000000 / 19));
+		assert_true(s->value[0] == 3 || s->value[0] == 1);
+		for (size_t j = 0; j < s->n_label; j++) {
+			const char *k = pprof_string(prof, s->label[j]->key);
+			const char *v = pprof_string(prof, s->label[j]->str);
+
+			tid |= strcmp(k, "thread_id") == 0 && strcmp(v, "43") == 0;
+			comm |= strcmp(k, "comm") == 0 && strcmp(v, "app") == 0;
+			node |= strcmp(k, "node") == 0 && strcmp(v, "n1") == 0;
+		}
+		assert_true(tid && comm && node);
+	}
+	pprof_profile_free(prof);
+	buf_free(&out);
+	labels_free(&series);
+	labels_free(&host);
+	window_free(w); /* releases p; p is not cached, so it is freed */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_procmaps_keeps_code_mappings),
+	    cmocka_unit_test(test_procmaps_rejects_garbage),
+	    cmocka_unit_test(test_cgroup_path_choice),
+	    cmocka_unit_test(test_cgroup_derive_patterns),
+	    cmocka_unit_test(test_labels_set_sorted_and_parse),
+	    cmocka_unit_test(test_kallsyms_lookup_with_modules),
+	    cmocka_unit_test(test_buildid_matches_loaded_note),
+	    cmocka_unit_test(test_proc_info_of_self),
+	    cmocka_unit_test(test_window_becomes_profile),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# A process that lives less than one window (1 s of a 6 s window) and has
+# exited when the window is cut is still in that window's profiles, with its
+# labels and its mappings: its frames symbolize from the binary.
+source "$(dirname "$0")/../lib/agent_test.bash"
+agent_setup
+agent_build burn
+out="$AGENT_TMP/profiles"
+agent_start "$out" --profiling-duration=6s --http-address=
+"$AGENT_TESTBIN/burn" 0.8 >/dev/null & bpid=$!
+wait $bpid
+# The window ends within 6 s of the agent's start; wait for its file
+# without stopping the agent (no flush on exit helps here).
+for _ in $(seq 1 100); do
+	[ -n "$(agent_files "$out" "$bpid")" ] && break
+	sleep 0.1
+done
+files=$(agent_files "$out" "$bpid")
+[ -n "$files" ] || fail "no profile for the short-lived pid $bpid: $(ls "$out")"
+kill -0 "$AGENT_PID" || fail "agent died"
+agent_traces $files >"$AGENT_TMP/traces.json"
+python3 - "$AGENT_TMP/traces.json" "$bpid" <<'PY'
+import json, sys
+samples = [json.loads(l) for l in open(sys.argv[1])]
+total = sum(s["n"] for s in samples)
+burn = sum(s["n"] for s in samples if s["frames"][0] in ("burn_two", "burn_one"))
+print(f"{burn} of {total} samples symbolized into burn_two/burn_one")
+assert total >= 5, f"only {total} samples for 0.8 CPU s"
+assert burn >= 0.7 * total, "frames did not resolve: mappings were not captured"
+for s in samples:
+    assert s["labels"]["pid"] == sys.argv[2] and s["labels"]["executable"].endswith("/burn")
+PY
+agent_stop
+echo PASS

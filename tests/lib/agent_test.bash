@@ -1,0 +1,92 @@
+# agent_test.bash — shared helpers for tests/integration/agent_*.sh.
+#
+# Source it, then: agent_setup; agent_build PROG...; agent_start DIR [FLAGS];
+# ... run workloads ...; agent_stop; agent_traces FILES... (JSON on stdout).
+# Everything started here is stopped by the EXIT trap.
+set -euo pipefail
+: "${KILN_ROOT:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${KILN_BIN:=$KILN_ROOT/build/san/bin}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+AGENT_PROGS="$KILN_ROOT/tests/integration/agent_progs"
+AGENT_TESTBIN="$KILN_ROOT/build/agent-test"
+AGENT_PID=""
+AGENT_CLEANUP=()
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+agent_cleanup() {
+	local rc=$?
+	if [ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
+		kill -INT "$AGENT_PID" 2>/dev/null || true
+		wait "$AGENT_PID" 2>/dev/null || true
+	fi
+	for c in "${AGENT_CLEANUP[@]}"; do eval "$c" || true; done
+	[ -n "${AGENT_TMP:-}" ] && rm -rf "$AGENT_TMP"
+	exit $rc
+}
+
+agent_setup() {
+	[ "$(id -u)" -eq 0 ] || fail "precondition: these tests need root"
+	[ -x "$KILN_BIN/kiln-agent" ] || fail "precondition: $KILN_BIN/kiln-agent not built"
+	command -v go >/dev/null || fail "precondition: go (for go tool pprof) not installed"
+	AGENT_TMP=$(mktemp -d /tmp/kiln-agent-test.XXXXXX)
+	trap agent_cleanup EXIT
+}
+
+# Builds test programs from tests/integration/agent_progs/NAME.c with frame
+# pointers into build/agent-test/NAME.
+agent_build() {
+	mkdir -p "$AGENT_TESTBIN"
+	for p in "$@"; do
+		gcc -O0 -g -fno-omit-frame-pointer -pthread -o "$AGENT_TESTBIN/$p" "$AGENT_PROGS/$p.c"
+	done
+}
+
+# A free TCP port on 127.0.0.1.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# agent_start DIR [FLAGS...]: starts the agent writing to DIR and waits until
+# it samples.
+agent_start() {
+	local dir=$1; shift
+	AGENT_LOG="$AGENT_TMP/agent.log"
+	"$KILN_BIN/kiln-agent" --local-store-directory="$dir" "$@" >"$AGENT_LOG" 2>&1 &
+	AGENT_PID=$!
+	for _ in $(seq 1 200); do
+		grep -q "profiling every CPU" "$AGENT_LOG" && return 0
+		kill -0 "$AGENT_PID" 2>/dev/null || { cat "$AGENT_LOG"; fail "agent exited at start"; }
+		sleep 0.1
+	done
+	cat "$AGENT_LOG"
+	fail "agent did not start"
+}
+
+# Stops the agent with SIGINT (it flushes the partial window) and checks it
+# exited cleanly.
+agent_stop() {
+	kill -INT "$AGENT_PID"
+	local rc=0
+	wait "$AGENT_PID" || rc=$?
+	AGENT_PID=""
+	[ "$rc" -eq 0 ] || { cat "$AGENT_LOG"; fail "agent exited with $rc"; }
+}
+
+# Files written for a pid.
+agent_files() { ls "$1"/*_"$2"_*.pb.gz 2>/dev/null || true; }
+
+# agent_traces FILE...: the samples as JSON lines {"n":count,"frames":[leaf..],
+# "labels":{...}}, symbolized by go tool pprof from the binaries on disk.
+agent_traces() {
+	go tool pprof -symbolize=local -sample_index=samples -traces "$@" 2>/dev/null |
+		python3 "$AGENT_PROGS/traces.py"
+}
+
+# pprof_samples [PPROF FLAGS] FILES...: the number of samples pprof counts
+# (after any filter flags), read from its "accounting for N" line.
+pprof_samples() {
+	go tool pprof -symbolize=none -sample_index=samples -nodecount=1000000 -nodefraction=0 \
+		-edgefraction=0 -top "$@" 2>/dev/null |
+		awk '/accounting for/ && !done { for (i = 1; i < NF; i++) if ($i == "for") { v = $(i + 1); sub(",", "", v); print v; done = 1 } }'
+}
