@@ -38,7 +38,7 @@ struct fetch {
 };
 
 struct debuginfo_store {
-	char *dir;       /* <storage>/debuginfo, or NULL */
+	char *dir;	 /* <storage>/debuginfo, or NULL */
 	char *local_dir; /* /usr/lib/debug */
 	char **upstreams;
 	size_t nupstreams;
@@ -96,7 +96,8 @@ static bool is_file(const char *path)
 
 /* Moves the file at tmp into the store as id's debuginfo after checking that
  * it is an ELF file with that build ID. Unlinks tmp on failure. */
-static int adopt_file(struct debuginfo_store *d, const char *id, const char *tmp, struct kiln_error *e)
+static int adopt_file(struct debuginfo_store *d, const char *id, const char *tmp,
+		      struct kiln_error *e)
 {
 	struct elfinfo info;
 	char final[4096];
@@ -108,7 +109,8 @@ static int adopt_file(struct debuginfo_store *d, const char *id, const char *tmp
 		goto fail;
 	}
 	if (strcasecmp(info.build_id, id) != 0) {
-		rc = kiln_error_set(e, EINVAL, "debuginfo build ID mismatch: file has %s, expected %s",
+		rc = kiln_error_set(e, EINVAL,
+				    "debuginfo build ID mismatch: file has %s, expected %s",
 				    info.build_id[0] ? info.build_id : "none", id);
 		goto fail;
 	}
@@ -123,7 +125,8 @@ fail:
 	return rc;
 }
 
-static int make_tmp(struct debuginfo_store *d, const char *id, char *tmp, size_t n, struct kiln_error *e)
+static int make_tmp(struct debuginfo_store *d, const char *id, char *tmp, size_t n,
+		    struct kiln_error *e)
 {
 	char dir[4096];
 	int fd, rc;
@@ -140,8 +143,8 @@ static int make_tmp(struct debuginfo_store *d, const char *id, char *tmp, size_t
 	return fd;
 }
 
-int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const void *data, size_t size,
-			struct kiln_error *e)
+int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const void *data,
+			size_t size, struct kiln_error *e)
 {
 	char id[SYMBOLS_BUILD_ID_MAX + 1], tmp[4096];
 	struct elfinfo info;
@@ -152,15 +155,18 @@ int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const v
 	if (!d->dir)
 		return kiln_error_set(e, ENOTSUP, "no storage path for debuginfo");
 	if (!symbols_build_id_valid(build_id))
-		return kiln_error_set(e, EINVAL, "invalid build ID \"%.80s\"", build_id ? build_id : "");
+		return kiln_error_set(e, EINVAL, "invalid build ID \"%.80s\"",
+				      build_id ? build_id : "");
 	lower(id, build_id, sizeof(id));
 	if (size > d->max_upload)
-		return kiln_error_set(e, EFBIG, "debuginfo for %s is %zu bytes, limit %zu", id, size, d->max_upload);
+		return kiln_error_set(e, EFBIG, "debuginfo for %s is %zu bytes, limit %zu", id,
+				      size, d->max_upload);
 	/* Check before touching the disk: most bad uploads are cheap to spot. */
 	if (elfinfo_read_mem(data, size, &info, NULL) < 0)
 		return kiln_error_set(e, EINVAL, "debuginfo for %s is not an ELF file", id);
 	if (strcasecmp(info.build_id, id) != 0)
-		return kiln_error_set(e, EINVAL, "debuginfo build ID mismatch: file has %s, expected %s",
+		return kiln_error_set(e, EINVAL,
+				      "debuginfo build ID mismatch: file has %s, expected %s",
 				      info.build_id[0] ? info.build_id : "none", id);
 	fd = make_tmp(d, id, tmp, sizeof(tmp), e);
 	if (fd < 0)
@@ -212,7 +218,8 @@ size_t debuginfo_store_max_upload(const struct debuginfo_store *d)
 }
 
 int debuginfo_store_list(struct debuginfo_store *d,
-			 void (*fn)(void *arg, const char *build_id, uint64_t size, time_t mtime), void *arg)
+			 void (*fn)(void *arg, const char *build_id, uint64_t size, time_t mtime),
+			 void *arg)
 {
 	DIR *dir;
 	struct dirent *de;
@@ -292,7 +299,8 @@ static int fetch_one(struct debuginfo_store *d, const char *id)
 		curl_easy_cleanup(curl);
 		close(fd);
 		if (cc != CURLE_OK || status != 200) {
-			log_debug("debuginfod: %s: %s (HTTP %ld)", url, curl_easy_strerror(cc), status);
+			log_debug("debuginfod: %s: %s (HTTP %ld)", url, curl_easy_strerror(cc),
+				  status);
 			unlink(tmp);
 			continue;
 		}
@@ -322,7 +330,8 @@ static void *fetch_thread(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		int rc = fetch_one(d, f->build_id);
 		pthread_mutex_lock(&d->lock);
-		uint64_t v = rc == 0 ? 0 : ((uint64_t)(time(NULL) + d->negative_ttl) << 2) | ST_NEGATIVE;
+		uint64_t v =
+		    rc == 0 ? 0 : ((uint64_t)(time(NULL) + d->negative_ttl) << 2) | ST_NEGATIVE;
 		htab_put(d->state, f->build_id, strlen(f->build_id), v);
 		free(f);
 	}
@@ -364,8 +373,8 @@ out:
 	return rc;
 }
 
-int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint, char *out,
-			 size_t outsz)
+int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint,
+			 char *out, size_t outsz)
 {
 	char id[SYMBOLS_BUILD_ID_MAX + 1], path[4096];
 	struct elfinfo info;

@@ -30,17 +30,18 @@
 #include "common/error.h"
 
 struct debuginfo_config {
-	const char *storage_path;   /* files go to <storage_path>/debuginfo; NULL: no store */
+	const char *storage_path;     /* files go to <storage_path>/debuginfo; NULL: no store */
 	const char *const *upstreams; /* debuginfod base URLs, NULL-terminated; NULL: none */
-	int http_timeout_seconds;   /* per debuginfod request; 0: 30 */
-	size_t max_upload_bytes;    /* 0: 1 GiB */
-	int negative_ttl_seconds;   /* 0: 600 */
-	const char *local_debug_dir; /* NULL: /usr/lib/debug */
+	int http_timeout_seconds;     /* per debuginfod request; 0: 30 */
+	size_t max_upload_bytes;      /* 0: 1 GiB */
+	int negative_ttl_seconds;     /* 0: 600 */
+	const char *local_debug_dir;  /* NULL: /usr/lib/debug */
 };
 
 struct debuginfo_store;
 
-struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *config, struct kiln_error *e);
+struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *config,
+					    struct kiln_error *e);
 /* Stops the fetch thread (waiting for an in-flight request up to its timeout). */
 void debuginfo_store_free(struct debuginfo_store *d);
 
@@ -48,8 +49,8 @@ void debuginfo_store_free(struct debuginfo_store *d);
  * and copies its path into out. Returns 0; -EAGAIN while a debuginfod fetch
  * is queued or running; -ENOENT when nothing is known (and, with upstreams,
  * they said no within the negative TTL). */
-int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint, char *out,
-			 size_t outsz);
+int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint,
+			 char *out, size_t outsz);
 
 /* Whether the store has a file for build_id that was uploaded or fetched. */
 bool debuginfo_store_has(struct debuginfo_store *d, const char *build_id);
@@ -58,14 +59,15 @@ bool debuginfo_store_has(struct debuginfo_store *d, const char *build_id);
  * is build_id, at most max_upload_bytes. Written to a temporary file and
  * renamed, so readers never see a partial file. Returns 0, -EINVAL (not ELF,
  * build ID mismatch), -EFBIG, or an I/O -errno, with detail in e. */
-int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const void *data, size_t size,
-			struct kiln_error *e);
+int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const void *data,
+			size_t size, struct kiln_error *e);
 
 /* The maximum upload size. */
 size_t debuginfo_store_max_upload(const struct debuginfo_store *d);
 
 /* Calls fn for every stored build ID (size in bytes, mtime). */
 int debuginfo_store_list(struct debuginfo_store *d,
-			 void (*fn)(void *arg, const char *build_id, uint64_t size, time_t mtime), void *arg);
+			 void (*fn)(void *arg, const char *build_id, uint64_t size, time_t mtime),
+			 void *arg);
 
 #endif

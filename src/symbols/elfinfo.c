@@ -45,7 +45,8 @@ static int elfinfo_from_elf(Elf *elf, struct elfinfo *out, const char *what, str
 	out->machine = ehdr.e_machine;
 
 	if (elf_getphdrnum(elf, &phnum) != 0)
-		return kiln_error_set(e, ENOEXEC, "%s: bad program headers: %s", what, elf_errmsg(-1));
+		return kiln_error_set(e, ENOEXEC, "%s: bad program headers: %s", what,
+				      elf_errmsg(-1));
 	for (size_t i = 0; i < phnum; i++) {
 		GElf_Phdr ph;
 
@@ -146,8 +147,8 @@ bool symbols_build_id_valid(const char *s)
 	return n >= 2 && n % 2 == 0;
 }
 
-int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start, uint64_t map_limit,
-		      uint64_t map_offset, uint64_t *vaddr)
+int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,
+		      uint64_t map_limit, uint64_t map_offset, uint64_t *vaddr)
 {
 	uint64_t off;
 
@@ -162,7 +163,8 @@ int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_st
 	for (size_t i = 0; i < info->nloads; i++) {
 		const struct elfinfo_load *l = &info->loads[i];
 
-		if (off >= l->offset && off - l->offset < (l->memsz > l->filesz ? l->memsz : l->filesz)) {
+		if (off >= l->offset &&
+		    off - l->offset < (l->memsz > l->filesz ? l->memsz : l->filesz)) {
 			*vaddr = off - l->offset + l->vaddr;
 			return 0;
 		}

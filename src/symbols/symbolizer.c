@@ -120,7 +120,8 @@ static int load_symtab(struct symfile *f, Elf_Scn *scn, const GElf_Shdr *sh)
 		if (!gelf_getsym(data, (int)i, &sym))
 			break;
 		type = GELF_ST_TYPE(sym.st_info);
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+		    sym.st_value == 0)
 			continue;
 		name = elf_strptr(f->elf, sh->sh_link, sym.st_name);
 		if (!name || !*name)
@@ -368,7 +369,8 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	return n;
 }
 
-static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t addr, struct symbols_location *out)
+static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t addr,
+			   struct symbols_location *out)
 {
 	uint64_t v;
 	struct cached *c;
@@ -385,8 +387,8 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 		const struct fsym *sym = symtab_lookup(f, addr);
 
 		if (sym) {
-			out->frames[0] = (struct symbols_frame){.function = display_name(f, sym->name),
-								.system_name = sym->name};
+			out->frames[0] = (struct symbols_frame){
+			    .function = display_name(f, sym->name), .system_name = sym->name};
 			n = 1;
 		}
 	}
@@ -411,7 +413,8 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	elf_version(EV_CURRENT);
 	pthread_mutex_init(&s->lock, NULL);
 	s->debuginfo = config ? config->debuginfo : NULL;
-	s->max_cached = config && config->max_cached_results ? config->max_cached_results : (1u << 20);
+	s->max_cached =
+	    config && config->max_cached_results ? config->max_cached_results : (1u << 20);
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);
@@ -454,7 +457,9 @@ static int locate(struct symbolizer *s, const struct symbols_object *obj, char *
 	if (has_id && s->debuginfo) {
 		rc = debuginfo_store_find(s->debuginfo, obj->build_id, obj->path, out, outsz);
 		if (rc == 0 || rc == -EAGAIN)
-			return rc == 0 ? 0 : kiln_error_set(e, EAGAIN, "debuginfo %s: being fetched", obj->build_id);
+			return rc == 0 ? 0
+				       : kiln_error_set(e, EAGAIN, "debuginfo %s: being fetched",
+							obj->build_id);
 	}
 	if (has_path) {
 		struct elfinfo info;
@@ -463,11 +468,13 @@ static int locate(struct symbolizer *s, const struct symbols_object *obj, char *
 			return -ENOENT;
 		if (has_id && strcasecmp(info.build_id, obj->build_id) != 0)
 			return kiln_error_set(e, ENOENT, "%s: build ID %s, want %s", obj->path,
-					      info.build_id[0] ? info.build_id : "none", obj->build_id);
+					      info.build_id[0] ? info.build_id : "none",
+					      obj->build_id);
 		snprintf(out, outsz, "%s", obj->path);
 		return 0;
 	}
-	return kiln_error_set(e, ENOENT, "no debuginfo for build ID %s", has_id ? obj->build_id : "(none)");
+	return kiln_error_set(e, ENOENT, "no debuginfo for build ID %s",
+			      has_id ? obj->build_id : "(none)");
 }
 
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,

@@ -44,7 +44,7 @@
 
 /* --- 1. ELF facts ------------------------------------------------------- */
 
-#define ELFINFO_MAX_LOADS 16
+#define ELFINFO_MAX_LOADS    16
 #define SYMBOLS_BUILD_ID_MAX 64 /* hex digits; GNU build IDs are 20 bytes = 40 */
 
 struct elfinfo_load {
@@ -54,7 +54,7 @@ struct elfinfo_load {
 
 struct elfinfo {
 	char build_id[SYMBOLS_BUILD_ID_MAX + 1]; /* lowercase hex, "" if none */
-	uint16_t type;                           /* ET_EXEC, ET_DYN, ... */
+	uint16_t type;				 /* ET_EXEC, ET_DYN, ... */
 	uint16_t machine;
 	size_t nloads;
 	struct elfinfo_load loads[ELFINFO_MAX_LOADS];
@@ -79,19 +79,19 @@ bool symbols_build_id_valid(const char *s);
  * from file offset map_offset into the ELF virtual address of info's object.
  * Returns 0 and *vaddr, or -ERANGE when addr is outside the mapping or in no
  * PT_LOAD segment (then *vaddr is the file offset, for display). */
-int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start, uint64_t map_limit,
-		      uint64_t map_offset, uint64_t *vaddr);
+int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,
+		      uint64_t map_limit, uint64_t map_offset, uint64_t *vaddr);
 
 /* --- 3. Symbolizer ------------------------------------------------------- */
 
 #define SYMBOLS_MAX_FRAMES 16
 
 struct symbols_frame {
-	const char *function;    /* display name (demangled); NULL when unresolved */
+	const char *function;	 /* display name (demangled); NULL when unresolved */
 	const char *system_name; /* raw (mangled) name; NULL when unresolved */
-	const char *file;        /* source file; NULL when unknown (symbol table only) */
-	int64_t line;            /* 0 when unknown */
-	int64_t start_line;      /* the function's declaration line, 0 when unknown */
+	const char *file;	 /* source file; NULL when unknown (symbol table only) */
+	int64_t line;		 /* 0 when unknown */
+	int64_t start_line;	 /* the function's declaration line, 0 when unknown */
 };
 
 struct symbols_location {
