@@ -70,6 +70,8 @@ const pprof_mapping_msg *pprof_mapping(const struct pprof_profile *p, uint64_t i
  * -ENOENT if there is no such type; the error lists the available ones. */
 int pprof_sample_type_index(const struct pprof_profile *p, const char *name,
 			    struct kiln_error *err);
+/* Number of samples (same as pprof_profile_msg(p)->n_sample). */
+size_t pprof_sample_count(const struct pprof_profile *p);
 
 /* ---- encoding ----------------------------------------------------------- */
 
@@ -142,7 +144,20 @@ int pprof_builder_add_sample(struct pprof_builder *b, const uint64_t *location_i
 int pprof_builder_merge(struct pprof_builder *b, const struct pprof_profile *p,
 			struct kiln_error *err);
 
+/* Like pprof_builder_merge with every value multiplied by scale and rounded
+ * to the nearest integer (scale 1.0 is exact). For weighting profiles, e.g.
+ * by 1/N when averaging N of them. */
+int pprof_builder_merge_scaled(struct pprof_builder *b, const struct pprof_profile *p, double scale,
+			       struct kiln_error *err);
+
 size_t pprof_builder_sample_count(const struct pprof_builder *b);
+
+/* Turns what was built so far into a validated profile without a
+ * serialize/parse round trip: everything is copied into the profile's own
+ * arena, so the builder stays usable (and may be freed right away). Returns
+ * 0 or -ENOMEM. */
+int pprof_builder_to_profile(struct pprof_builder *b, struct pprof_profile **out,
+			     struct kiln_error *err);
 
 /* Serializes the profile built so far (the builder stays usable). */
 int pprof_builder_encode(struct pprof_builder *b, bool gzip, struct buf *out);

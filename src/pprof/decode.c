@@ -1,0 +1,158 @@
+/*
+ * decode.c — bytes to a validated struct pprof_profile, and its accessors.
+ *
+ * Gzip input (magic 1f 8b) is inflated first, bounded by max_inflated_bytes.
+ * The message is parsed (parse.c) into the profile's arena, so that freeing
+ * a profile is one arena_free no matter how many submessages it has.
+ * Nothing is handed out before pprof_profile_index has validated it.
+ */
+#include "pprof/internal.h"
+
+#include "common/gzip.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_MAX_INFLATED ((size_t)1 << 30)
+
+int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *opts,
+		 struct pprof_profile **out, struct kiln_error *err)
+{
+	size_t max =
+	    opts && opts->max_inflated_bytes ? opts->max_inflated_bytes : DEFAULT_MAX_INFLATED;
+	struct pprof_profile *p;
+	struct buf raw = {0};
+	int rc;
+
+	*out = NULL;
+	if (len == 0)
+		return kiln_error_set(err, EINVAL, "empty input: not a pprof profile");
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	/* Big chunks for big profiles: fewer mallocs, fewer page-table walks. */
+	p->arena = arena_new(len < 64 * 1024 ? 16 * 1024 : len < (16 << 20) ? 1 << 20 : 4 << 20);
+	if (!p->arena) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (gzip_is_gzip(data, len)) {
+		rc = pprof_gunzip(data, len, max, &raw, err);
+		if (rc)
+			goto fail;
+		data = raw.data;
+		len = raw.len;
+		if (len == 0) {
+			rc = kiln_error_set(err, EINVAL, "empty input after gunzip");
+			goto fail;
+		}
+	}
+	rc = pprof_parse(p->arena, data, len, &p->msg, err);
+	if (rc)
+		goto fail;
+	rc = pprof_profile_index(p, err);
+	if (rc)
+		goto fail;
+	buf_free(&raw);
+	*out = p;
+	return 0;
+fail:
+	buf_free(&raw);
+	pprof_profile_free(p);
+	return rc;
+}
+
+int pprof_decode_file(const char *path, const struct pprof_decode_opts *opts,
+		      struct pprof_profile **out, struct kiln_error *err)
+{
+	struct buf b = {0};
+	int rc;
+
+	*out = NULL;
+	rc = buf_read_file(&b, path, 0);
+	if (rc) {
+		kiln_error_set(err, rc, "%s", strerror(-rc));
+		kiln_error_prefix(err, "%s: ", path);
+		return rc;
+	}
+	rc = pprof_decode(b.data, b.len, opts, out, err);
+	if (rc)
+		kiln_error_prefix(err, "%s: ", path);
+	buf_free(&b);
+	return rc;
+}
+
+void pprof_profile_free(struct pprof_profile *p)
+{
+	if (!p)
+		return;
+	pprof_idtab_free(&p->locations);
+	pprof_idtab_free(&p->functions);
+	pprof_idtab_free(&p->mappings);
+	arena_free(p->arena);
+	free(p);
+}
+
+const pprof_msg *pprof_profile_msg(const struct pprof_profile *p)
+{
+	return p->msg;
+}
+
+size_t pprof_sample_count(const struct pprof_profile *p)
+{
+	return p->msg->n_sample;
+}
+
+const char *pprof_string(const struct pprof_profile *p, int64_t idx)
+{
+	if (idx < 0 || (uint64_t)idx >= p->msg->n_string_table)
+		return "";
+	return p->msg->string_table[idx];
+}
+
+const pprof_location_msg *pprof_location(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_get(&p->locations, id);
+}
+
+const pprof_function_msg *pprof_function(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_get(&p->functions, id);
+}
+
+const pprof_mapping_msg *pprof_mapping(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_get(&p->mappings, id);
+}
+
+int pprof_sample_type_index(const struct pprof_profile *p, const char *name, struct kiln_error *err)
+{
+	const pprof_msg *m = p->msg;
+	struct buf avail = {0};
+	size_t i;
+
+	if (m->n_sample_type == 0)
+		return kiln_error_set(err, ENOENT, "profile has no sample types");
+	if (!name && m->default_sample_type) {
+		name = pprof_string(p, m->default_sample_type);
+		for (i = 0; i < m->n_sample_type; i++)
+			if (strcmp(pprof_string(p, m->sample_type[i]->type), name) == 0)
+				return (int)i;
+		/* A default naming no type is ignored, as pprof does. */
+		return (int)m->n_sample_type - 1;
+	}
+	if (!name)
+		return (int)m->n_sample_type - 1;
+	for (i = 0; i < m->n_sample_type; i++) {
+		if (strcmp(pprof_string(p, m->sample_type[i]->type), name) == 0)
+			return (int)i;
+	}
+	for (i = 0; i < m->n_sample_type; i++)
+		buf_printf(&avail, "%s%s", i ? ", " : "", pprof_string(p, m->sample_type[i]->type));
+	buf_terminate(&avail);
+	kiln_error_set(err, ENOENT, "no sample type \"%s\" (available: %s)", name,
+		       avail.data ? (char *)avail.data : "");
+	buf_free(&avail);
+	return -ENOENT;
+}

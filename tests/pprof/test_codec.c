@@ -1,0 +1,440 @@
+/*
+ * test_codec.c — unit tests for pprof decoding, encoding and validation:
+ * round trips (raw and gzip), every validation invariant with the field it
+ * names, and corrupt input (truncated, bit-flipped, random) failing cleanly.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/gzip.h"
+#include "pprof/pprof.h"
+
+/* A small profile: two sample types, a mapping, three functions (one
+ * inlined), three locations (one unsymbolized), labels of both kinds. */
+static struct pprof_builder *sample_builder(void)
+{
+	struct pprof_builder *b = pprof_builder_new();
+	struct pprof_mapping_desc md = {.memory_start = 0x400000,
+					.memory_limit = 0x500000,
+					.filename = "/bin/app",
+					.build_id = "abc123",
+					.has_functions = true};
+	uint64_t map, fmain, fwork, finl, lmain, lwork, lraw;
+	struct pprof_line_desc l1[] = {{.line = 10}}, l2[] = {{.line = 5}, {.line = 20}};
+	struct pprof_label_desc labels[] = {{.key = "span", .str = "checkout"},
+					    {.key = "bytes", .num = 512, .num_unit = "bytes"}};
+	uint64_t stack1[3], stack2[2];
+	int64_t v1[] = {1, 10000000}, v2[] = {3, 30000000};
+
+	assert_non_null(b);
+	assert_int_equal(pprof_builder_add_sample_type(b, "samples", "count"), 0);
+	assert_int_equal(pprof_builder_add_sample_type(b, "cpu", "nanoseconds"), 0);
+	assert_int_equal(pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000), 0);
+	pprof_builder_set_time(b, 1700000000000000000, 10000000000);
+	assert_int_equal(pprof_builder_add_comment(b, "made by test_codec"), 0);
+	map = pprof_builder_mapping(b, &md);
+	fmain = pprof_builder_function(b, "main", "main", "main.c", 1);
+	fwork = pprof_builder_function(b, "work", "work", "work.c", 3);
+	finl = pprof_builder_function(b, "inlined", "inlined", "work.c", 4);
+	assert_true(map && fmain && fwork && finl);
+	l1[0].function_id = fmain;
+	l2[0].function_id = finl;
+	l2[1].function_id = fwork;
+	lmain = pprof_builder_location(b, map, 0x401000, l1, 1);
+	lwork = pprof_builder_location(b, map, 0x402000, l2, 2);
+	lraw = pprof_builder_location(b, map, 0x403abc, NULL, 0);
+	assert_true(lmain && lwork && lraw);
+	stack1[0] = lraw;
+	stack1[1] = lwork;
+	stack1[2] = lmain;
+	stack2[0] = lwork;
+	stack2[1] = lmain;
+	assert_int_equal(pprof_builder_add_sample(b, stack1, 3, v1, labels, 2), 0);
+	assert_int_equal(pprof_builder_add_sample(b, stack2, 2, v2, NULL, 0), 0);
+	return b;
+}
+
+static void encode_sample(struct buf *out, bool gzip)
+{
+	struct pprof_builder *b = sample_builder();
+
+	assert_int_equal(pprof_builder_encode(b, gzip, out), 0);
+	pprof_builder_free(b);
+}
+
+static void test_roundtrip_raw_and_gzip(void **state)
+{
+	struct buf raw = {0}, gz = {0}, again = {0};
+	struct pprof_profile *p = NULL, *q = NULL;
+	struct kiln_error err = {0};
+	const pprof_msg *m;
+
+	(void)state;
+	encode_sample(&raw, false);
+	encode_sample(&gz, true);
+	assert_true(gzip_is_gzip(gz.data, gz.len));
+	assert_false(gzip_is_gzip(raw.data, raw.len));
+	assert_int_equal(pprof_decode(raw.data, raw.len, NULL, &p, &err), 0);
+	assert_int_equal(pprof_decode(gz.data, gz.len, NULL, &q, &err), 0);
+	m = pprof_profile_msg(p);
+	assert_int_equal(m->n_sample, 2);
+	assert_int_equal(pprof_sample_count(q), 2);
+	assert_int_equal(m->n_location, 3);
+	assert_int_equal(m->n_function, 3);
+	assert_int_equal(m->n_mapping, 1);
+	assert_int_equal(m->period, 10000000);
+	assert_int_equal(m->time_nanos, 1700000000000000000);
+	assert_string_equal(pprof_string(p, m->comment[0]), "made by test_codec");
+	assert_string_equal(pprof_string(p, m->sample_type[1]->type), "cpu");
+	assert_string_equal(pprof_string(p, m->period_type->unit), "nanoseconds");
+	/* Inline order survives: line[0] is the inlined callee. */
+	{
+		const pprof_location_msg *l = pprof_location(p, m->sample[0]->location_id[1]);
+
+		assert_non_null(l);
+		assert_int_equal(l->n_line, 2);
+		assert_string_equal(
+		    pprof_string(p, pprof_function(p, l->line[0]->function_id)->name), "inlined");
+		assert_string_equal(
+		    pprof_string(p, pprof_function(p, l->line[1]->function_id)->name), "work");
+		assert_string_equal(pprof_string(p, pprof_mapping(p, l->mapping_id)->build_id),
+				    "abc123");
+	}
+	/* Raw re-encoding of the decoded message gives identical bytes. */
+	assert_int_equal(pprof_encode(pprof_profile_msg(q), false, &again), 0);
+	assert_int_equal(again.len, raw.len);
+	assert_memory_equal(again.data, raw.data, raw.len);
+	assert_null(pprof_location(p, 0));
+	assert_null(pprof_location(p, 99));
+	assert_string_equal(pprof_string(p, -1), "");
+	assert_string_equal(pprof_string(p, 1 << 20), "");
+	pprof_profile_free(p);
+	pprof_profile_free(q);
+	buf_free(&raw);
+	buf_free(&gz);
+	buf_free(&again);
+}
+
+static void test_sample_type_index(void **state)
+{
+	struct buf raw = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+
+	(void)state;
+	encode_sample(&raw, false);
+	assert_int_equal(pprof_decode(raw.data, raw.len, NULL, &p, &err), 0);
+	assert_int_equal(pprof_sample_type_index(p, NULL, &err), 1); /* last */
+	assert_int_equal(pprof_sample_type_index(p, "samples", &err), 0);
+	assert_int_equal(pprof_sample_type_index(p, "alloc_space", &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "alloc_space"));
+	assert_non_null(strstr(err.msg, "samples, cpu"));
+	pprof_profile_free(p);
+	buf_free(&raw);
+}
+
+static void test_decode_file_names_path(void **state)
+{
+	char path[] = "/tmp/kiln-pprof-XXXXXX";
+	struct buf junk = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	buf_append_str(&junk, "this is not a profile");
+	assert_int_equal(buf_write_file(&junk, path), 0);
+	assert_true(pprof_decode_file(path, NULL, &p, &err) < 0);
+	assert_null(p);
+	assert_true(strncmp(err.msg, path, strlen(path)) == 0);
+	kiln_error_clear(&err);
+	unlink(path);
+	assert_int_equal(pprof_decode_file(path, NULL, &p, &err), -ENOENT);
+	assert_true(strncmp(err.msg, path, strlen(path)) == 0);
+	buf_free(&junk);
+}
+
+/* Decodes raw with protobuf-c (no validation), lets mutate break it, then
+ * checks that both pprof_validate and a decode of the re-encoded bytes fail
+ * with an error containing want. */
+static void expect_invalid(void (*mutate)(pprof_msg *m), const char *want)
+{
+	struct buf raw = {0}, bad = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	pprof_msg *m;
+
+	encode_sample(&raw, false);
+	m = perftools__profiles__profile__unpack(NULL, raw.len, raw.data);
+	assert_non_null(m);
+	assert_int_equal(pprof_validate(m, &err), 0);
+	mutate(m);
+	assert_int_equal(pprof_validate(m, &err), -EINVAL);
+	if (!strstr(err.msg, want))
+		fail_msg("validate: \"%s\" does not contain \"%s\"", err.msg, want);
+	kiln_error_clear(&err);
+	assert_int_equal(pprof_encode(m, true, &bad), 0);
+	assert_int_equal(pprof_decode(bad.data, bad.len, NULL, &p, &err), -EINVAL);
+	assert_null(p);
+	if (!strstr(err.msg, want))
+		fail_msg("decode: \"%s\" does not contain \"%s\"", err.msg, want);
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	buf_free(&raw);
+	buf_free(&bad);
+}
+
+static void break_first_string(pprof_msg *m)
+{
+	char *t = m->string_table[0];
+
+	m->string_table[0] = m->string_table[1];
+	m->string_table[1] = t;
+}
+
+static void break_location_ref(pprof_msg *m)
+{
+	m->sample[1]->location_id[1] = 77;
+}
+
+static void break_function_ref(pprof_msg *m)
+{
+	m->location[1]->line[1]->function_id = 42;
+}
+
+static void break_mapping_ref(pprof_msg *m)
+{
+	m->location[2]->mapping_id = 9;
+}
+
+static void break_value_count(pprof_msg *m)
+{
+	m->sample[0]->n_value = 1;
+}
+
+static void break_string_index(pprof_msg *m)
+{
+	m->function[2]->name = 1000;
+}
+
+static void break_label_index(pprof_msg *m)
+{
+	m->sample[0]->label[0]->str = -3;
+}
+
+static void break_duplicate_id(pprof_msg *m)
+{
+	m->location[2]->id = m->location[0]->id;
+}
+
+static void break_zero_id(pprof_msg *m)
+{
+	m->function[0]->id = 0;
+}
+
+static void break_sample_type(pprof_msg *m)
+{
+	m->sample_type[0]->unit = 5000;
+}
+
+static void break_period_type(pprof_msg *m)
+{
+	m->period_type->type = 5000;
+}
+
+static void break_comment(pprof_msg *m)
+{
+	m->comment[0] = 5000;
+}
+
+static void test_validation_names_the_field(void **state)
+{
+	(void)state;
+	expect_invalid(break_first_string, "string_table[0]: must be \"\"");
+	expect_invalid(break_location_ref, "sample[1].location_id[1]: no location with id 77");
+	expect_invalid(break_function_ref,
+		       "location[1].line[1].function_id: no function with id 42");
+	expect_invalid(break_mapping_ref, "location[2].mapping_id: no mapping with id 9");
+	expect_invalid(break_value_count, "sample[0].value: 1 values for 2 sample types");
+	expect_invalid(break_string_index, "function[2].name: string index 1000 out of range");
+	expect_invalid(break_label_index, "sample[0].label[0].str: string index -3 out of range");
+	expect_invalid(break_duplicate_id, "location[2].id: duplicate id 1");
+	expect_invalid(break_zero_id, "function[0].id: must not be 0");
+	expect_invalid(break_sample_type, "sample_type[0].unit: string index 5000");
+	expect_invalid(break_period_type, "period_type.type: string index 5000");
+	expect_invalid(break_comment, "comment[0]: string index 5000");
+}
+
+static void test_sparse_ids_resolve(void **state)
+{
+	struct buf raw = {0}, out = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	pprof_msg *m;
+
+	(void)state;
+	encode_sample(&raw, false);
+	m = perftools__profiles__profile__unpack(NULL, raw.len, raw.data);
+	assert_non_null(m);
+	/* Huge ids force the hash-table path. */
+	for (size_t i = 0; i < m->n_location; i++)
+		m->location[i]->id += 1ull << 40;
+	for (size_t i = 0; i < m->n_sample; i++)
+		for (size_t j = 0; j < m->sample[i]->n_location_id; j++)
+			m->sample[i]->location_id[j] += 1ull << 40;
+	assert_int_equal(pprof_encode(m, false, &out), 0);
+	assert_int_equal(pprof_decode(out.data, out.len, NULL, &p, &err), 0);
+	assert_non_null(pprof_location(p, (1ull << 40) + 1));
+	assert_null(pprof_location(p, 1));
+	pprof_profile_free(p);
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	buf_free(&raw);
+	buf_free(&out);
+}
+
+static void test_empty_and_garbage_inputs(void **state)
+{
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	const uint8_t gzip_magic_only[] = {0x1f, 0x8b};
+	const uint8_t no_strings[] = {0x60, 0x05}; /* field 12 (period) = 5 */
+
+	(void)state;
+	assert_true(pprof_decode("", 0, NULL, &p, &err) < 0);
+	assert_non_null(strstr(err.msg, "empty"));
+	kiln_error_clear(&err);
+	assert_true(pprof_decode(gzip_magic_only, 2, NULL, &p, &err) < 0);
+	assert_non_null(strstr(err.msg, "gzip"));
+	kiln_error_clear(&err);
+	assert_int_equal(pprof_decode(no_strings, 2, NULL, &p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "string_table"));
+	assert_null(p);
+}
+
+static void test_truncated_and_bitflipped(void **state)
+{
+	struct buf raw = {0}, gz = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	size_t i, failures = 0;
+
+	(void)state;
+	encode_sample(&raw, false);
+	encode_sample(&gz, true);
+	/* Every proper prefix of the gzip form fails (the trailer is checked). */
+	for (i = 1; i < gz.len; i++) {
+		kiln_error_clear(&err);
+		assert_true(pprof_decode(gz.data, i, NULL, &p, &err) < 0);
+		assert_null(p);
+		assert_true(err.msg[0] != '\0');
+	}
+	/* Raw prefixes either fail or decode to a valid profile: never crash. */
+	for (i = 1; i < raw.len; i++) {
+		kiln_error_clear(&err);
+		if (pprof_decode(raw.data, i, NULL, &p, &err) < 0) {
+			failures++;
+			assert_true(err.msg[0] != '\0');
+		}
+		pprof_profile_free(p);
+		p = NULL;
+	}
+	assert_true(failures > raw.len / 2);
+	/* Each single bit flip of the gzip form is caught by the CRC or inflate. */
+	for (i = 0; i < gz.len * 8; i++) {
+		gz.data[i / 8] ^= (uint8_t)(1u << (i % 8));
+		kiln_error_clear(&err);
+		if (pprof_decode(gz.data, gz.len, NULL, &p, &err) == 0) {
+			/* Only a bit the format ignores (header mtime/xfl/os,
+			 * deflate padding) may flip unnoticed: same profile. */
+			struct buf same = {0};
+
+			assert_int_equal(pprof_encode(pprof_profile_msg(p), false, &same), 0);
+			assert_int_equal(same.len, raw.len);
+			assert_memory_equal(same.data, raw.data, raw.len);
+			buf_free(&same);
+			pprof_profile_free(p);
+			p = NULL;
+		}
+		gz.data[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	/* Raw bit flips: error or valid profile. */
+	for (i = 0; i < raw.len * 8; i++) {
+		raw.data[i / 8] ^= (uint8_t)(1u << (i % 8));
+		if (pprof_decode(raw.data, raw.len, NULL, &p, &err) == 0)
+			pprof_profile_free(p);
+		p = NULL;
+		raw.data[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	buf_free(&raw);
+	buf_free(&gz);
+}
+
+static void test_random_inputs(void **state)
+{
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	uint8_t data[512];
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	for (int round = 0; round < 2000; round++) {
+		size_t len = 1 + (size_t)(x % sizeof(data));
+
+		for (size_t i = 0; i < len; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			data[i] = (uint8_t)x;
+		}
+		kiln_error_clear(&err);
+		if (pprof_decode(data, len, NULL, &p, &err) == 0)
+			pprof_profile_free(p);
+		else
+			assert_true(err.msg[0] != '\0');
+		p = NULL;
+	}
+}
+
+static void test_gzip_bomb_refused(void **state)
+{
+	struct buf raw = {0}, gz = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	struct pprof_decode_opts opts = {.max_inflated_bytes = 64};
+
+	(void)state;
+	encode_sample(&raw, false);
+	assert_true(raw.len > 64);
+	assert_int_equal(gzip_deflate(raw.data, raw.len, 6, &gz), 0);
+	assert_int_equal(pprof_decode(gz.data, gz.len, &opts, &p, &err), -EFBIG);
+	assert_null(p);
+	buf_free(&raw);
+	buf_free(&gz);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_roundtrip_raw_and_gzip),
+	    cmocka_unit_test(test_sample_type_index),
+	    cmocka_unit_test(test_decode_file_names_path),
+	    cmocka_unit_test(test_validation_names_the_field),
+	    cmocka_unit_test(test_sparse_ids_resolve),
+	    cmocka_unit_test(test_empty_and_garbage_inputs),
+	    cmocka_unit_test(test_truncated_and_bitflipped),
+	    cmocka_unit_test(test_random_inputs),
+	    cmocka_unit_test(test_gzip_bomb_refused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
