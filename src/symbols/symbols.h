@@ -73,6 +73,13 @@ int elfinfo_read_mem(const void *data, size_t size, struct elfinfo *out, struct 
  * it becomes part of a path. */
 bool symbols_build_id_valid(const char *s);
 
+/* Writes to out_path what `eu-strip --only-keep-debug` keeps: all section
+ * headers, but only the bytes of .symtab/.strtab, notes and .debug_*; other
+ * sections become SHT_NOBITS. The build ID and addresses are unchanged, so
+ * the result symbolizes like the original. Written to out_path.tmp and
+ * renamed. Returns 0 or -errno (-ENOEXEC: not ELF). */
+int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct kiln_error *e);
+
 /* --- 2. Address normalization -------------------------------------------- */
 
 /* Turns a sampled address inside the mapping [map_start, map_limit) mapped

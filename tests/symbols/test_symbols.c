@@ -36,38 +36,40 @@ static const char lib_src[] = "#include <math.h>\n"
 			      "\treturn acc;\n"
 			      "}\n";
 
-static const char main_src[] = "#include <stdio.h>\n"
-			       "#include <unistd.h>\n"
-			       "double lib_work(int n);\n"
-			       "volatile long sink;\n"
-			       "static inline __attribute__((always_inline)) long inlined_square(long x)\n"
-			       "{\n"
-			       "\tlong r = x * x;\n"
-			       "\tsink += r;\n"
-			       "\treturn r + 1;\n"
-			       "}\n"
-			       "__attribute__((noinline)) long outer_function(long n)\n"
-			       "{\n"
-			       "\tlong acc = 0;\n"
-			       "\tfor (long i = 0; i < n; i++)\n"
-			       "\t\tacc += inlined_square(i ^ acc);\n"
-			       "\treturn acc;\n"
-			       "}\n"
-			       "int main(int argc, char **argv)\n"
-			       "{\n"
-			       "\tprintf(\"%p %p\\n\", (void *)outer_function, (void *)lib_work);\n"
-			       "\tfflush(stdout);\n"
-			       "\tlong r = outer_function(argc * 1000) + (long)lib_work(argc * 100);\n"
-			       "\tif (argc > 1)\n"
-			       "\t\tpause();\n"
-			       "\treturn (int)(r & 1);\n"
-			       "}\n";
+static const char main_src[] =
+    "#include <stdio.h>\n"
+    "#include <unistd.h>\n"
+    "double lib_work(int n);\n"
+    "volatile long sink;\n"
+    "static inline __attribute__((always_inline)) long inlined_square(long x)\n"
+    "{\n"
+    "\tlong r = x * x;\n"
+    "\tsink += r;\n"
+    "\treturn r + 1;\n"
+    "}\n"
+    "__attribute__((noinline)) long outer_function(long n)\n"
+    "{\n"
+    "\tlong acc = 0;\n"
+    "\tfor (long i = 0; i < n; i++)\n"
+    "\t\tacc += inlined_square(i ^ acc);\n"
+    "\treturn acc;\n"
+    "}\n"
+    "int main(int argc, char **argv)\n"
+    "{\n"
+    "\tprintf(\"%p %p\\n\", (void *)outer_function, (void *)lib_work);\n"
+    "\tfflush(stdout);\n"
+    "\tlong r = outer_function(argc * 1000) + (long)lib_work(argc * 100);\n"
+    "\tif (argc > 1)\n"
+    "\t\tpause();\n"
+    "\treturn (int)(r & 1);\n"
+    "}\n";
 
-static const char cpp_src[] = "namespace kiln { namespace test {\n"
-			      "template <typename T> struct Box { T v; __attribute__((noipa)) T twice(T x); };\n"
-			      "template <typename T> T Box<T>::twice(T x) { return v + x * 2; }\n"
-			      "} }\n"
-			      "int main(int argc, char **) { kiln::test::Box<long> b{argc}; return (int)b.twice(argc); }\n";
+static const char cpp_src[] =
+    "namespace kiln { namespace test {\n"
+    "template <typename T> struct Box { T v; __attribute__((noipa)) T twice(T x); };\n"
+    "template <typename T> T Box<T>::twice(T x) { return v + x * 2; }\n"
+    "} }\n"
+    "int main(int argc, char **) { kiln::test::Box<long> b{argc}; return (int)b.twice(argc); }\n";
 
 static void sh(const char *fmt, ...)
 {
@@ -103,10 +105,15 @@ static int setup(void **state)
 	write_file("main.c", main_src);
 	write_file("box.cc", cpp_src);
 	sh("cd %s && gcc -g -O2 -fPIC -shared -o libwork.so lib.c -lm", dir);
-	sh("cd %s && gcc -g -O2 -pie -fPIE -o main_pie main.c -L. -lwork -Wl,-rpath,%s -Wl,--build-id", dir, dir);
-	sh("cd %s && gcc -g -O2 -no-pie -fno-PIE -o main_nopie main.c -L. -lwork -Wl,-rpath,%s -Wl,--build-id", dir,
+	sh("cd %s && gcc -g -O2 -pie -fPIE -o main_pie main.c -L. -lwork -Wl,-rpath,%s "
+	   "-Wl,--build-id",
+	   dir, dir);
+	sh("cd %s && gcc -g -O2 -no-pie -fno-PIE -o main_nopie main.c -L. -lwork -Wl,-rpath,%s "
+	   "-Wl,--build-id",
+	   dir, dir);
+	sh("cd %s && objcopy --only-keep-debug main_pie main_pie.debug && strip -o main_stripped "
+	   "main_pie",
 	   dir);
-	sh("cd %s && objcopy --only-keep-debug main_pie main_pie.debug && strip -o main_stripped main_pie", dir);
 	sh("cd %s && g++ -g -O2 -o box box.cc", dir);
 	return 0;
 }
@@ -128,7 +135,8 @@ static size_t function_addrs(const char *bin, const char *func, uint64_t *out, s
 	size_t n = 0;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "nm -S %s/%s | awk '$4 == \"%s\" {print $1, $2}'", dir, bin, func);
+	snprintf(cmd, sizeof(cmd), "nm -S %s/%s | awk '$4 == \"%s\" {print $1, $2}'", dir, bin,
+		 func);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	assert_non_null(fgets(line, sizeof(line), p));
@@ -136,7 +144,8 @@ static size_t function_addrs(const char *bin, const char *func, uint64_t *out, s
 	assert_int_equal(sscanf(line, "%llx %llx", &start, &size), 2);
 
 	snprintf(cmd, sizeof(cmd),
-		 "objdump -d --no-show-raw-insn %s/%s | awk '/<%s>:/,/^$/' | grep -oE '^ +[0-9a-f]+:' | tr -d ' :'",
+		 "objdump -d --no-show-raw-insn %s/%s | awk '/<%s>:/,/^$/' | grep -oE '^ "
+		 "+[0-9a-f]+:' | tr -d ' :'",
 		 dir, bin, func);
 	p = popen(cmd, "r");
 	assert_non_null(p);
@@ -162,7 +171,8 @@ static size_t addr2line(const char *bin, uint64_t addr, struct a2l_frame *fr, si
 	size_t n = 0;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "addr2line -i -f -e %s/%s 0x%llx", dir, bin, (unsigned long long)addr);
+	snprintf(cmd, sizeof(cmd), "addr2line -i -f -e %s/%s 0x%llx", dir, bin,
+		 (unsigned long long)addr);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (n < max && fgets(l1, sizeof(l1), p) && fgets(l2, sizeof(l2), p)) {
@@ -184,8 +194,8 @@ static size_t addr2line(const char *bin, uint64_t addr, struct a2l_frame *fr, si
 
 /* Compares every instruction of func in bin with addr2line; returns how
  * many addresses had inlined frames. */
-static size_t compare_function(struct symbolizer *s, const struct symbols_object *obj, const char *bin,
-			       const char *func)
+static size_t compare_function(struct symbolizer *s, const struct symbols_object *obj,
+			       const char *bin, const char *func)
 {
 	uint64_t addrs[512];
 	size_t n = function_addrs(bin, func, addrs, 512), inlined = 0;
@@ -198,16 +208,17 @@ static size_t compare_function(struct symbolizer *s, const struct symbols_object
 
 		assert_int_equal(symbolizer_resolve(s, obj, addrs[i], &got, NULL), 0);
 		if (got.nframes != nwant)
-			fail_msg("%s 0x%llx: %zu frames, addr2line %zu", bin, (unsigned long long)addrs[i],
-				 got.nframes, nwant);
+			fail_msg("%s 0x%llx: %zu frames, addr2line %zu", bin,
+				 (unsigned long long)addrs[i], got.nframes, nwant);
 		for (size_t j = 0; j < nwant; j++) {
 			const struct symbols_frame *f = &got.frames[j];
 
-			if (strcmp(f->function, want[j].func) != 0 || !f->file || strcmp(f->file, want[j].file) != 0 ||
-			    f->line != want[j].line)
-				fail_msg("%s 0x%llx frame %zu: %s %s:%lld, addr2line %s %s:%ld", bin,
-					 (unsigned long long)addrs[i], j, f->function, f->file ? f->file : "?",
-					 (long long)f->line, want[j].func, want[j].file, want[j].line);
+			if (strcmp(f->function, want[j].func) != 0 || !f->file ||
+			    strcmp(f->file, want[j].file) != 0 || f->line != want[j].line)
+				fail_msg("%s 0x%llx frame %zu: %s %s:%lld, addr2line %s %s:%ld",
+					 bin, (unsigned long long)addrs[i], j, f->function,
+					 f->file ? f->file : "?", (long long)f->line, want[j].func,
+					 want[j].file, want[j].line);
 		}
 		if (nwant > 1)
 			inlined++;
@@ -304,7 +315,9 @@ static void check_normalize(const char *bin, bool pie)
 	f = fdopen(pipefd[0], "r");
 	assert_non_null(fgets(line, sizeof(line), f));
 	fclose(f);
-	assert_int_equal(sscanf(line, "%llx %llx", (unsigned long long *)&a_outer, (unsigned long long *)&a_lib), 2);
+	assert_int_equal(
+	    sscanf(line, "%llx %llx", (unsigned long long *)&a_outer, (unsigned long long *)&a_lib),
+	    2);
 	path_of(exe, sizeof(exe), bin);
 	path_of(lib, sizeof(lib), "libwork.so");
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
@@ -315,9 +328,12 @@ static void check_normalize(const char *bin, bool pie)
 		char path[300] = "";
 		struct elfinfo info;
 
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %299s", &start, &limit, &off, path) < 3)
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %299s", &start, &limit, &off, path) <
+		    3)
 			continue;
-		uint64_t want_addr = strcmp(path, exe) == 0 ? a_outer : strcmp(path, lib) == 0 ? a_lib : 0;
+		uint64_t want_addr = strcmp(path, exe) == 0   ? a_outer
+				     : strcmp(path, lib) == 0 ? a_lib
+							      : 0;
 		if (!want_addr || want_addr < start || want_addr >= limit)
 			continue;
 		assert_int_equal(elfinfo_read_file(path, &info, NULL), 0);
@@ -479,6 +495,39 @@ static void test_cpp_demangled(void **state)
 	assert_null(symbols_demangle("plain_c"));
 }
 
+/* kilnctl debuginfo extract's core: the extracted file keeps the build ID,
+ * is smaller than the binary, and symbolizes exactly like the original
+ * (checked against addr2line on the original, and binutils reads it too). */
+static void test_extract_debuginfo(void **state)
+{
+	char in[256], out[256], cmd[600];
+	struct elfinfo a, b;
+	struct kiln_error e = {0};
+	struct symbolizer *s = symbolizer_new(NULL);
+
+	(void)state;
+	path_of(in, sizeof(in), "main_pie");
+	path_of(out, sizeof(out), "main_pie.extracted");
+	assert_int_equal(symbols_extract_debuginfo(in, out, &e), 0);
+	assert_int_equal(elfinfo_read_file(in, &a, NULL), 0);
+	assert_int_equal(elfinfo_read_file(out, &b, NULL), 0);
+	assert_string_equal(a.build_id, b.build_id);
+	assert_true(b.has_symtab && b.has_debug_info);
+	snprintf(cmd, sizeof(cmd), "test $(stat -c %%s %s) -lt $(stat -c %%s %s)", out, in);
+	sh("%s", cmd);
+	sh("readelf -SW %s | grep -q ' .text .*NOBITS'", out);
+	sh("addr2line -f -e %s 0x%llx | grep -q outer_function", out,
+	   (unsigned long long)nm_value("main_pie", "outer_function"));
+	struct symbols_object obj = {NULL, out};
+	assert_true(compare_function(s, &obj, "main_pie", "outer_function") > 0);
+	symbolizer_free(s);
+
+	kiln_error_clear(&e);
+	path_of(in, sizeof(in), "main.c");
+	assert_int_equal(symbols_extract_debuginfo(in, out, &e), -ENOEXEC);
+	assert_non_null(strstr(e.msg, "main.c"));
+}
+
 static void test_garbage_is_not_elf(void **state)
 {
 	struct elfinfo info;
@@ -503,6 +552,7 @@ int main(void)
 	    cmocka_unit_test(test_elfinfo_matches_readelf),
 	    cmocka_unit_test(test_stripped_unresolved_then_debuginfo),
 	    cmocka_unit_test(test_cpp_demangled),
+	    cmocka_unit_test(test_extract_debuginfo),
 	    cmocka_unit_test(test_garbage_is_not_elf),
 	};
 
