@@ -6,5 +6,9 @@
 #define KILN_CLI_H
 
 int cmd_query(int argc, char **argv);
+int cmd_debuginfo(int argc, char **argv);
+/* cmd_debuginfo.c's remote subcommands (cmd_debuginfo_remote.c). */
+int cmd_debuginfo_upload(int argc, char **argv);
+int cmd_debuginfo_ls(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ struct command {
 
 static const struct command commands[] = {
     {"query", cmd_query, "query a kiln server (top, folded or pprof)"},
+    {"debuginfo", cmd_debuginfo, "extract, upload, list debuginfo; symbolize addresses"},
 };
 
 static void usage(FILE *f)
