@@ -20,7 +20,8 @@
 
 #include "symbols/symbols.h"
 
-static bool keep_section(Elf *elf, size_t shstrndx, size_t index, const GElf_Shdr *sh, size_t symtab_strndx)
+static bool keep_section(Elf *elf, size_t shstrndx, size_t index, const GElf_Shdr *sh,
+			 size_t symtab_strndx)
 {
 	const char *name = elf_strptr(elf, shstrndx, sh->sh_name);
 
@@ -50,9 +51,10 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 	if (in_fd < 0)
 		return kiln_error_set(e, errno, "%s: %s", in_path, strerror(errno));
 	in = elf_begin(in_fd, ELF_C_READ_MMAP, NULL);
-	if (!in || elf_kind(in) != ELF_K_ELF || !gelf_getehdr(in, &ehdr) || elf_getphdrnum(in, &phnum) != 0 ||
-	    elf_getshdrstrndx(in, &shstrndx) != 0) {
-		rc = kiln_error_set(e, ENOEXEC, "%s: not an ELF file with section headers", in_path);
+	if (!in || elf_kind(in) != ELF_K_ELF || !gelf_getehdr(in, &ehdr) ||
+	    elf_getphdrnum(in, &phnum) != 0 || elf_getshdrstrndx(in, &shstrndx) != 0) {
+		rc =
+		    kiln_error_set(e, ENOEXEC, "%s: not an ELF file with section headers", in_path);
 		goto out;
 	}
 	/* The string table of .symtab is kept with it. */
@@ -81,7 +83,8 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 		GElf_Phdr ph;
 
 		if (!gelf_getphdr(in, (int)i, &ph) || !gelf_update_phdr(out, (int)i, &ph)) {
-			rc = kiln_error_set(e, ENOEXEC, "%s: program header %zu: %s", in_path, i, elf_errmsg(-1));
+			rc = kiln_error_set(e, ENOEXEC, "%s: program header %zu: %s", in_path, i,
+					    elf_errmsg(-1));
 			goto out;
 		}
 	}
@@ -93,16 +96,19 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 		Elf_Data *data, *ndata;
 
 		if (!nscn || !gelf_getshdr(scn, &sh)) {
-			rc = kiln_error_set(e, ENOEXEC, "%s: section %zu: %s", in_path, index, elf_errmsg(-1));
+			rc = kiln_error_set(e, ENOEXEC, "%s: section %zu: %s", in_path, index,
+					    elf_errmsg(-1));
 			goto out;
 		}
-		if (keep_section(in, shstrndx, index, &sh, symtab_strndx) && sh.sh_type != SHT_NOBITS) {
+		if (keep_section(in, shstrndx, index, &sh, symtab_strndx) &&
+		    sh.sh_type != SHT_NOBITS) {
 			/* Raw bytes: no byte-order translation either way. */
 			data = elf_rawdata(scn, NULL);
 			if (data && data->d_size) {
 				ndata = elf_newdata(nscn);
 				if (!ndata) {
-					rc = kiln_error_set(e, ENOMEM, "%s: %s", tmp, elf_errmsg(-1));
+					rc = kiln_error_set(e, ENOMEM, "%s: %s", tmp,
+							    elf_errmsg(-1));
 					goto out;
 				}
 				ndata->d_buf = data->d_buf;
@@ -127,7 +133,8 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 			ndata->d_version = EV_CURRENT;
 		}
 		if (!gelf_update_shdr(nscn, &sh)) {
-			rc = kiln_error_set(e, EIO, "%s: section %zu: %s", tmp, index, elf_errmsg(-1));
+			rc = kiln_error_set(e, EIO, "%s: section %zu: %s", tmp, index,
+					    elf_errmsg(-1));
 			goto out;
 		}
 	}

@@ -56,6 +56,7 @@ struct symfile {
 	size_t nsyms;
 	struct htab *results; /* 8-byte address -> struct cached * */
 	struct htab *names;   /* raw name -> interned display name */
+	struct htab *cus;     /* CU DIE offset -> struct cu_index * */
 	struct arena *arena;
 };
 
@@ -66,6 +67,9 @@ struct symbolizer {
 	struct htab *files; /* key -> struct symfile * (0: open failed) */
 	struct symfile *retired;
 };
+
+struct cu_index;
+static void cu_index_free(struct cu_index *idx);
 
 static void symfile_free(struct symfile *f)
 {
@@ -78,6 +82,15 @@ static void symfile_free(struct symfile *f)
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f->syms);
+	if (f->cus) {
+		size_t it = 0, kl;
+		const void *k;
+		uint64_t v;
+
+		while (htab_next(f->cus, &it, &k, &kl, &v))
+			cu_index_free((struct cu_index *)(uintptr_t)v);
+		htab_free(f->cus);
+	}
 	htab_free(f->results);
 	htab_free(f->names);
 	arena_free(f->arena);
@@ -182,7 +195,8 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 	f->results = htab_new(1024);
 	f->names = htab_new(256);
 	f->arena = arena_new(64 * 1024);
-	if (!f->results || !f->names || !f->arena) {
+	f->cus = htab_new(256);
+	if (!f->results || !f->names || !f->arena || !f->cus) {
 		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
 		goto err;
 	}
@@ -264,55 +278,276 @@ static const struct fsym *symtab_lookup(const struct symfile *f, uint64_t addr)
 
 #define MAX_DIE_DEPTH 64
 
-/* Collects, outermost first, the subprogram and inlined_subroutine DIEs
- * under parent whose ranges hold addr. (dwarf_getscopes would follow an
- * inlined instance into its abstract origin, losing the caller.) Returns the
- * new count, or -1 when nothing below parent holds addr. */
-static int find_scopes(Dwarf_Die *parent, uint64_t addr, Dwarf_Die *chain, int n, int depth)
+/* --- per-CU index ---------------------------------------------------------
+ *
+ * Walking a CU's DIE tree for every address (what dwarf_getscopes does)
+ * dominates cold symbolization: libc's CUs have thousands of top-level
+ * DIEs. So the first address in a CU walks it once and keeps:
+ *   nodes:    one per subprogram / inlined_subroutine with code, with its
+ *             names, declaration line, call site and enclosing node;
+ *   segments: disjoint address intervals, each mapped to the innermost node
+ *             covering it (a sweep over every node's ranges).
+ * A lookup is then a binary search plus a walk up the parent links. */
+
+struct cu_node {
+	const char *function, *system_name, *call_file;
+	int64_t start_line, call_line;
+	int32_t parent; /* -1: outermost */
+	bool inlined;
+};
+
+struct cu_segment {
+	uint64_t low, high;
+	int32_t node;
+};
+
+struct cu_index {
+	Dwarf_Die cudie;
+	struct cu_node *nodes;
+	size_t nnodes, cap_nodes;
+	struct cu_segment *segs;
+	size_t nsegs;
+};
+
+struct cu_range {
+	uint64_t low, high;
+	int32_t node, depth;
+};
+
+struct cu_build {
+	struct symfile *f;
+	struct cu_index *idx;
+	Dwarf_Files *files;
+	struct cu_range *ranges;
+	size_t nranges, cap_ranges;
+	bool oom;
+};
+
+static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool inlined)
+{
+	struct cu_index *idx = b->idx;
+	struct symbols_frame fr = {0};
+	Dwarf_Attribute attr;
+	Dwarf_Word w;
+
+	if (idx->nnodes == idx->cap_nodes) {
+		size_t cap = idx->cap_nodes ? idx->cap_nodes * 2 : 64;
+		struct cu_node *n = realloc(idx->nodes, cap * sizeof(*n));
+
+		if (!n) {
+			b->oom = true;
+			return -1;
+		}
+		idx->nodes = n;
+		idx->cap_nodes = cap;
+	}
+	struct cu_node *node = &idx->nodes[idx->nnodes];
+	memset(node, 0, sizeof(*node));
+	die_names(b->f, die, &fr);
+	node->function = fr.function;
+	node->system_name = fr.system_name;
+	node->start_line = fr.start_line;
+	node->parent = parent;
+	node->inlined = inlined;
+	if (inlined) {
+		if (dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &w) == 0 &&
+		    (b->files || dwarf_getsrcfiles(&idx->cudie, &b->files, NULL) == 0))
+			node->call_file = dwarf_filesrc(b->files, w, NULL, NULL);
+		if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &w) == 0)
+			node->call_line = (int64_t)w;
+	}
+	return (int32_t)idx->nnodes++;
+}
+
+static void add_range(struct cu_build *b, uint64_t low, uint64_t high, int32_t node, int32_t depth)
+{
+	if (high <= low)
+		return;
+	if (b->nranges == b->cap_ranges) {
+		size_t cap = b->cap_ranges ? b->cap_ranges * 2 : 128;
+		struct cu_range *r = realloc(b->ranges, cap * sizeof(*r));
+
+		if (!r) {
+			b->oom = true;
+			return;
+		}
+		b->ranges = r;
+		b->cap_ranges = cap;
+	}
+	b->ranges[b->nranges++] = (struct cu_range){low, high, node, depth};
+}
+
+static void index_children(struct cu_build *b, Dwarf_Die *parent_die, int32_t parent, int depth)
 {
 	Dwarf_Die child;
 
-	if (depth > MAX_DIE_DEPTH || dwarf_child(parent, &child) != 0)
-		return -1;
+	if (depth > MAX_DIE_DEPTH || b->oom || dwarf_child(parent_die, &child) != 0)
+		return;
 	do {
-		int tag = dwarf_tag(&child), r;
+		int tag = dwarf_tag(&child);
 
 		switch (tag) {
 		case DW_TAG_subprogram:
 		case DW_TAG_inlined_subroutine:
-		case DW_TAG_entry_point:
+		case DW_TAG_entry_point: {
+			Dwarf_Addr base, low, high;
+			ptrdiff_t off = 0;
+			int32_t node = -1;
+
+			while ((off = dwarf_ranges(&child, off, &base, &low, &high)) > 0) {
+				if (node < 0)
+					node = add_node(b, &child, parent,
+							tag == DW_TAG_inlined_subroutine);
+				if (node < 0)
+					return;
+				add_range(b, low, high, node, depth);
+			}
+			/* Without code (declarations, abstract instances)
+			 * nothing below can hold an address either. */
+			if (node >= 0)
+				index_children(b, &child, node, depth + 1);
+			break;
+		}
 		case DW_TAG_lexical_block:
-			if (dwarf_haspc(&child, addr) != 1)
-				break;
-			if (tag != DW_TAG_lexical_block && n < SYMBOLS_MAX_FRAMES)
-				chain[n++] = child;
-			r = find_scopes(&child, addr, chain, n, depth + 1);
-			return r < 0 ? n : r;
 		case DW_TAG_namespace:
 		case DW_TAG_module:
 		case DW_TAG_class_type:
 		case DW_TAG_structure_type:
 		case DW_TAG_union_type:
-			r = find_scopes(&child, addr, chain, n, depth + 1);
-			if (r >= 0 && r > n)
-				return r;
+			index_children(b, &child, parent, depth + 1);
 			break;
 		default:
 			break;
 		}
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return -1;
+	} while (!b->oom && dwarf_siblingof(&child, &child) == 0);
+}
+
+struct cu_event {
+	uint64_t addr;
+	int32_t range; /* index into ranges */
+	bool start;
+};
+
+static int event_cmp(const void *a, const void *b)
+{
+	const struct cu_event *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return (int)x->start - (int)y->start; /* ends before starts */
+}
+
+/* Turns the (possibly nested) ranges into disjoint innermost segments. */
+static int build_segments(struct cu_build *b)
+{
+	size_t nev = b->nranges * 2, nactive = 0;
+	struct cu_event *ev = malloc((nev ? nev : 1) * sizeof(*ev));
+	int32_t *active = malloc((b->nranges ? b->nranges : 1) * sizeof(*active));
+	struct cu_segment *segs = malloc((nev ? nev : 1) * sizeof(*segs));
+	size_t nsegs = 0;
+
+	if (!ev || !active || !segs) {
+		free(ev);
+		free(active);
+		free(segs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < b->nranges; i++) {
+		ev[2 * i] = (struct cu_event){b->ranges[i].low, (int32_t)i, true};
+		ev[2 * i + 1] = (struct cu_event){b->ranges[i].high, (int32_t)i, false};
+	}
+	qsort(ev, nev, sizeof(*ev), event_cmp);
+	for (size_t i = 0; i < nev;) {
+		uint64_t at = ev[i].addr;
+
+		for (; i < nev && ev[i].addr == at; i++) {
+			if (ev[i].start) {
+				active[nactive++] = ev[i].range;
+				continue;
+			}
+			for (size_t k = 0; k < nactive; k++)
+				if (active[k] == ev[i].range) {
+					active[k] = active[--nactive];
+					break;
+				}
+		}
+		if (nactive == 0 || i == nev)
+			continue;
+		int32_t best = active[0];
+		for (size_t k = 1; k < nactive; k++)
+			if (b->ranges[active[k]].depth > b->ranges[best].depth)
+				best = active[k];
+		int32_t node = b->ranges[best].node;
+		if (nsegs && segs[nsegs - 1].high == at && segs[nsegs - 1].node == node)
+			segs[nsegs - 1].high = ev[i].addr;
+		else
+			segs[nsegs++] = (struct cu_segment){at, ev[i].addr, node};
+	}
+	free(ev);
+	free(active);
+	b->idx->segs = segs;
+	b->idx->nsegs = nsegs;
+	return 0;
+}
+
+static void cu_index_free(struct cu_index *idx)
+{
+	if (!idx)
+		return;
+	free(idx->nodes);
+	free(idx->segs);
+	free(idx);
+}
+
+/* The index of the CU whose DIE is cudie, built on first use. */
+static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
+{
+	Dwarf_Off off = dwarf_dieoffset(cudie);
+	struct cu_build b = {.f = f};
+	uint64_t v;
+
+	if (htab_get(f->cus, &off, sizeof(off), &v))
+		return (struct cu_index *)(uintptr_t)v;
+	b.idx = calloc(1, sizeof(*b.idx));
+	if (!b.idx)
+		return NULL;
+	b.idx->cudie = *cudie;
+	index_children(&b, cudie, -1, 0);
+	if (b.oom || build_segments(&b) < 0 ||
+	    htab_put(f->cus, &off, sizeof(off), (uint64_t)(uintptr_t)b.idx) < 0) {
+		free(b.ranges);
+		cu_index_free(b.idx);
+		return NULL;
+	}
+	free(b.ranges);
+	return b.idx;
+}
+
+static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint64_t addr)
+{
+	size_t lo = 0, hi = idx->nsegs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (idx->segs[mid].high <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < idx->nsegs && idx->segs[lo].low <= addr ? &idx->segs[lo] : NULL;
 }
 
 /* Resolves with DWARF; returns the number of frames (0: no DWARF here). */
 static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames)
 {
-	Dwarf_Die cudie, chain[SYMBOLS_MAX_FRAMES];
+	Dwarf_Die cudie;
 	Dwarf_Line *line;
-	Dwarf_Files *files = NULL;
 	const char *file = NULL;
-	int lineno = 0, nchain;
+	int lineno = 0;
 	size_t n = 0;
+	struct cu_index *idx;
+	const struct cu_segment *seg;
 
 	if (!f->dwarf || !dwarf_addrdie(f->dwarf, addr, &cudie))
 		return 0;
@@ -321,28 +556,23 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 		file = dwarf_linesrc(line, NULL, NULL);
 		dwarf_lineno(line, &lineno);
 	}
-	nchain = find_scopes(&cudie, addr, chain, 0, 0);
-	/* Innermost first: walk the chain backwards. */
-	for (int i = nchain - 1; i >= 0; i--) {
-		Dwarf_Die *sc = &chain[i];
-		Dwarf_Attribute attr;
-		Dwarf_Word w;
+	idx = cu_index_get(f, &cudie);
+	seg = idx ? segment_lookup(idx, addr) : NULL;
+	/* Innermost first; each inlined node's call site is the position of
+	 * the frame that follows it. */
+	for (int32_t k = seg ? seg->node : -1; k >= 0 && n < SYMBOLS_MAX_FRAMES;
+	     k = idx->nodes[k].parent) {
+		const struct cu_node *node = &idx->nodes[k];
 
-		struct symbols_frame *fr = &frames[n++];
-		memset(fr, 0, sizeof(*fr));
-		die_names(f, sc, fr);
-		fr->file = file;
-		fr->line = lineno;
-		if (dwarf_tag(sc) != DW_TAG_inlined_subroutine)
+		frames[n++] = (struct symbols_frame){.function = node->function,
+						     .system_name = node->system_name,
+						     .file = file,
+						     .line = lineno,
+						     .start_line = node->start_line};
+		if (!node->inlined)
 			break;
-		/* The caller's position is where this callee was inlined. */
-		file = NULL;
-		lineno = 0;
-		if (dwarf_attr(sc, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &w) == 0 &&
-		    (files || dwarf_getsrcfiles(&cudie, &files, NULL) == 0))
-			file = dwarf_filesrc(files, w, NULL, NULL);
-		if (dwarf_attr(sc, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &w) == 0)
-			lineno = (int)w;
+		file = node->call_file;
+		lineno = (int)node->call_line;
 	}
 	if (n == 0 && line) {
 		/* A line but no function DIE (assembly, stripped DIEs): name
