@@ -17,5 +17,9 @@ struct cli_command {
 
 int cmd_pprof(int argc, char **argv);
 int cmd_query(int argc, char **argv);
+int cmd_debuginfo(int argc, char **argv);
+/* cmd_debuginfo.c's remote subcommands (cmd_debuginfo_remote.c). */
+int cmd_debuginfo_upload(int argc, char **argv);
+int cmd_debuginfo_ls(int argc, char **argv);
 
 #endif
