@@ -198,6 +198,11 @@ struct scrape_manager_options {
 	void *ingest_ctx;
 	size_t max_body_bytes; /* 0 = 64 MiB; compressed and decompressed */
 	size_t ingest_queue;   /* 0 = 4096 profiles waiting for the callback */
+	/* Optional, for archiving and tests: every 200 response body as
+	 * received (before decoding), on the scheduler thread. */
+	void (*on_body)(void *ctx, const struct store_label *labels, size_t n_labels,
+			const void *body, size_t len);
+	void *on_body_ctx;
 };
 
 enum scrape_health { SCRAPE_HEALTH_UNKNOWN, SCRAPE_HEALTH_UP, SCRAPE_HEALTH_DOWN };
