@@ -1,0 +1,790 @@
+/*
+ * manager.c — the scrape scheduler and the ingest thread.
+ *
+ * Scheduler thread: every active unit sits in a min-heap by next due time
+ * (monotonic ms). The first due time is the unit's stable offset within its
+ * interval (hash of its key mod interval, as Parca does), so 1,000 targets
+ * spread evenly instead of firing together, and the same target keeps the
+ * same phase across restarts of the schedule. Later due times step by the
+ * interval on that grid, so there is no drift. A unit that comes due while
+ * its previous scrape is still running (a CPU profile takes the whole
+ * interval) is started again as soon as that one ends, like a Go ticker with
+ * one buffered tick. All transfers share one curl multi handle; the thread
+ * sleeps in curl_multi_poll until the next due time or socket activity.
+ *
+ * A finished transfer is checked (HTTP status, size limit, timeout), decoded
+ * with the pprof library (gzip or plain), turned into deltas where the kind
+ * needs it (delta.c) and queued for the ingest thread, which calls the
+ * user's callback. The queue is bounded; when it is full the scheduler waits
+ * (backpressure) rather than dropping data.
+ *
+ * Reload: scrape_manager_apply builds the new units on the caller's thread
+ * and parks them; the scheduler swaps them in between two poll rounds. A
+ * unit whose key (job, URL, labels) exists in both keeps the old object —
+ * with its in-flight transfer, delta baseline and health — and takes the new
+ * settings.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/htab.h"
+#include "common/log.h"
+#include "scrape/scrape_internal.h"
+
+struct ingest_item {
+	struct ingest_item *next;
+	struct scrape_labels labels;
+	struct pprof_profile *profile;
+	int64_t timestamp_ms;
+	bool delta;
+	int64_t done_ns; /* monotonic: when the scrape finished */
+};
+
+struct scrape_manager {
+	struct scrape_manager_options opts;
+	CURLM *multi;
+	pthread_t scheduler, ingester;
+	atomic_bool stop;
+
+	/* Guarded by status_lock: the unit list as snapshots see it, the
+	 * status fields of units, stats. */
+	pthread_mutex_t status_lock;
+	struct scrape_config *cfg;
+	struct scrape_unit **units;
+	size_t n_units;
+	struct scrape_stats stats;
+
+	/* Reload hand-off, guarded by pending_lock. */
+	pthread_mutex_t pending_lock;
+	struct scrape_config *pending_cfg;
+	struct scrape_unit **pending_units;
+	size_t n_pending_units;
+	bool has_pending;
+
+	/* Scheduler-only. */
+	struct scrape_unit **heap;
+	size_t heap_len;
+
+	/* Ingest queue. */
+	pthread_mutex_t queue_lock;
+	pthread_cond_t queue_cond; /* items arrived or stop */
+	pthread_cond_t space_cond; /* room freed */
+	struct ingest_item *head, *tail;
+	size_t queued;
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int64_t mono_ms(void)
+{
+	return mono_ns() / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void curl_global_init_void(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+const char *scrape_health_name(enum scrape_health h)
+{
+	return h == SCRAPE_HEALTH_UP ? "up" : h == SCRAPE_HEALTH_DOWN ? "down" : "unknown";
+}
+
+/* ---- heap ------------------------------------------------------------------ */
+
+static void heap_swap(struct scrape_manager *m, size_t a, size_t b)
+{
+	struct scrape_unit *t = m->heap[a];
+	m->heap[a] = m->heap[b];
+	m->heap[b] = t;
+	m->heap[a]->heap_pos = a;
+	m->heap[b]->heap_pos = b;
+}
+
+static void heap_down(struct scrape_manager *m, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, s = i;
+		if (l < m->heap_len && m->heap[l]->next_due_ms < m->heap[s]->next_due_ms)
+			s = l;
+		if (r < m->heap_len && m->heap[r]->next_due_ms < m->heap[s]->next_due_ms)
+			s = r;
+		if (s == i)
+			return;
+		heap_swap(m, i, s);
+		i = s;
+	}
+}
+
+static void heap_build(struct scrape_manager *m)
+{
+	m->heap_len = 0;
+	for (size_t i = 0; i < m->n_units; i++) {
+		if (!m->units[i]->active)
+			continue;
+		m->units[i]->heap_pos = m->heap_len;
+		m->heap[m->heap_len++] = m->units[i];
+	}
+	for (size_t i = m->heap_len / 2; i-- > 0;)
+		heap_down(m, i);
+}
+
+/* The first due time: the unit's stable phase within its interval. */
+static void schedule_first(struct scrape_unit *u, int64_t now)
+{
+	uint64_t off = htab_hash(u->key, strlen(u->key)) % (uint64_t)u->interval_ms;
+	int64_t due = now - now % u->interval_ms + (int64_t)off;
+	if (due < now)
+		due += u->interval_ms;
+	u->next_due_ms = due;
+}
+
+/* ---- ingest thread --------------------------------------------------------- */
+
+static void item_free(struct ingest_item *it)
+{
+	scrape_labels_free(&it->labels);
+	pprof_profile_free(it->profile);
+	free(it);
+}
+
+static void *ingest_main(void *arg)
+{
+	struct scrape_manager *m = arg;
+	for (;;) {
+		pthread_mutex_lock(&m->queue_lock);
+		while (!m->head && !atomic_load(&m->stop))
+			pthread_cond_wait(&m->queue_cond, &m->queue_lock);
+		struct ingest_item *it = m->head;
+		if (!it) {
+			pthread_mutex_unlock(&m->queue_lock);
+			break; /* stopped and drained */
+		}
+		m->head = it->next;
+		if (!m->head)
+			m->tail = NULL;
+		m->queued--;
+		pthread_cond_signal(&m->space_cond);
+		pthread_mutex_unlock(&m->queue_lock);
+
+		struct kiln_error err = {0};
+		int rc = m->opts.ingest
+			     ? m->opts.ingest(m->opts.ingest_ctx, it->labels.v, it->labels.n,
+					      it->profile, it->timestamp_ms, it->delta, &err)
+			     : 0;
+		int64_t lag = mono_ns() - it->done_ns;
+		if (rc < 0) {
+			struct buf b;
+			buf_init(&b);
+			scrape_labels_format(&it->labels, &b);
+			buf_terminate(&b);
+			log_warn("scrape: ingest of %s failed: %s", b.data ? (char *)b.data : "",
+				 err.msg[0] ? err.msg : strerror(-rc));
+			buf_free(&b);
+		}
+		pthread_mutex_lock(&m->status_lock);
+		if (rc < 0)
+			m->stats.ingest_errors++;
+		else
+			m->stats.profiles_ingested++;
+		m->stats.ingest_lag_ns_total += (uint64_t)lag;
+		if ((uint64_t)lag > m->stats.ingest_lag_ns_max)
+			m->stats.ingest_lag_ns_max = (uint64_t)lag;
+		m->stats.ingest_cpu_ns = thread_cpu_ns();
+		pthread_mutex_unlock(&m->status_lock);
+		item_free(it);
+	}
+	return NULL;
+}
+
+/* Queues p (ownership passes) for the callback; waits while the queue is
+ * full. */
+static int enqueue(struct scrape_manager *m, const struct scrape_unit *u, struct pprof_profile *p,
+		   int64_t ts_ms, bool delta, int64_t done_ns)
+{
+	struct ingest_item *it = calloc(1, sizeof(*it));
+	if (!it || scrape_labels_copy(&it->labels, &u->labels) < 0) {
+		free(it);
+		pprof_profile_free(p);
+		return -ENOMEM;
+	}
+	it->profile = p;
+	it->timestamp_ms = ts_ms;
+	it->delta = delta;
+	it->done_ns = done_ns;
+	pthread_mutex_lock(&m->queue_lock);
+	while (m->queued >= m->opts.ingest_queue && !atomic_load(&m->stop))
+		pthread_cond_wait(&m->space_cond, &m->queue_lock);
+	if (m->tail)
+		m->tail->next = it;
+	else
+		m->head = it;
+	m->tail = it;
+	m->queued++;
+	pthread_cond_signal(&m->queue_cond);
+	pthread_mutex_unlock(&m->queue_lock);
+	return 0;
+}
+
+/* ---- one scrape -------------------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct scrape_unit *u = arg;
+	size_t n = size * nmemb;
+	if (u->body.len + n > u->max_body) {
+		u->too_big = true;
+		return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+	}
+	return buf_append(&u->body, data, n) == 0 ? n : 0;
+}
+
+static void format_size(char *out, size_t len, size_t bytes)
+{
+	if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+		snprintf(out, len, "%zu MiB", bytes >> 20);
+	else if (bytes >= 1024 && bytes % 1024 == 0)
+		snprintf(out, len, "%zu KiB", bytes >> 10);
+	else
+		snprintf(out, len, "%zu bytes", bytes);
+}
+
+static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
+{
+	if (!u->easy) {
+		if (!(u->easy = curl_easy_init()))
+			return -ENOMEM;
+		curl_easy_setopt(u->easy, CURLOPT_WRITEFUNCTION, on_body);
+		curl_easy_setopt(u->easy, CURLOPT_WRITEDATA, u);
+		curl_easy_setopt(u->easy, CURLOPT_PRIVATE, u);
+		curl_easy_setopt(u->easy, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(u->easy, CURLOPT_ERRORBUFFER, u->curl_err);
+		curl_easy_setopt(u->easy, CURLOPT_USERAGENT, "kiln-scrape/1");
+		curl_easy_setopt(u->easy, CURLOPT_ACCEPT_ENCODING, "");
+	}
+	/* Settings that a reload may change. */
+	curl_easy_setopt(u->easy, CURLOPT_URL, u->url);
+	curl_easy_setopt(u->easy, CURLOPT_TIMEOUT_MS, (long)u->timeout_ms);
+	curl_easy_setopt(u->easy, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)(u->timeout_ms < 10000 ? u->timeout_ms : 10000));
+	curl_easy_setopt(u->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)m->opts.max_body_bytes);
+	u->max_body = m->opts.max_body_bytes;
+	u->too_big = false;
+	u->curl_err[0] = 0;
+	buf_reset(&u->body);
+	u->started_mono_ms = mono_ms();
+	u->started_wall_ms = wall_ms();
+	if (curl_multi_add_handle(m->multi, u->easy) != CURLM_OK)
+		return -EIO;
+	u->in_flight = true;
+	return 0;
+}
+
+/* A short, printable excerpt of a body that is not a profile. */
+static void describe_non_pprof(const struct buf *b, const char *decode_err, char *out, size_t len)
+{
+	size_t i = 0;
+	while (i < b->len && (b->data[i] == ' ' || b->data[i] == '\n' || b->data[i] == '\r' ||
+			      b->data[i] == '\t'))
+		i++;
+	if (b->len == 0) {
+		snprintf(out, len, "not a pprof profile: empty body");
+		return;
+	}
+	if (i < b->len && b->data[i] == '<') {
+		snprintf(out, len, "not a pprof profile: looks like HTML");
+		return;
+	}
+	size_t printable = 0, n = b->len < 256 ? b->len : 256;
+	for (size_t k = 0; k < n; k++)
+		printable += (b->data[k] >= 0x20 && b->data[k] < 0x7f) || b->data[k] == '\n' ||
+			     b->data[k] == '\t' || b->data[k] == '\r';
+	if (printable == n) {
+		char text[48];
+		size_t t = 0;
+		for (size_t k = i; k < b->len && t < 40; k++)
+			text[t++] = b->data[k] == '\n' || b->data[k] == '\r' ? ' ' : b->data[k];
+		text[t] = 0;
+		snprintf(out, len, "not a pprof profile: looks like text (\"%s%s\")", text,
+			 b->len - i > 40 ? "..." : "");
+		return;
+	}
+	snprintf(out, len, "not a pprof profile: %.200s", decode_err);
+}
+
+/* Indices of the sample types to keep (keep_sample_type), split into
+ * cumulative and gauge ("inuse_*") when split is true. */
+static void select_types(const struct pprof_endpoint_config *e, const struct pprof_profile *p,
+			 bool split, size_t *cum, size_t *n_cum, size_t *gauge, size_t *n_gauge)
+{
+	const pprof_msg *msg = pprof_profile_msg(p);
+	*n_cum = *n_gauge = 0;
+	for (size_t i = 0; i < msg->n_sample_type && i < 64; i++) {
+		const char *ty = pprof_string(p, msg->sample_type[i]->type);
+		const char *un = pprof_string(p, msg->sample_type[i]->unit);
+		bool keep = e->n_keep == 0;
+		for (size_t k = 0; k < e->n_keep && !keep; k++)
+			keep = strcmp(e->keep_types[k], ty) == 0 &&
+			       (!e->keep_units[k] || strcmp(e->keep_units[k], un) == 0);
+		if (!keep)
+			continue;
+		if (split && strncmp(ty, "inuse_", 6) == 0)
+			gauge[(*n_gauge)++] = i;
+		else
+			cum[(*n_cum)++] = i;
+	}
+}
+
+/* Decoded profile -> ingest items. Takes ownership of p. */
+static int process_profile(struct scrape_manager *m, struct scrape_unit *u, struct pprof_profile *p,
+			   int64_t done_ns, struct kiln_error *err)
+{
+	const pprof_msg *msg = pprof_profile_msg(p);
+	int64_t ts = msg->time_nanos ? msg->time_nanos / 1000000 : u->started_wall_ms;
+	size_t cum[64], gauge[64], n_cum, n_gauge;
+	struct pprof_profile *out;
+	bool reset;
+	int rc = 0;
+
+	select_types(u->ep, p, u->kind == UNIT_CUMULATIVE, cum, &n_cum, gauge, &n_gauge);
+	if (u->kind != UNIT_CUMULATIVE) {
+		bool delta = u->kind == UNIT_REMOTE_DELTA;
+		if (n_cum == 0) {
+			pprof_profile_free(p);
+			return 0;
+		}
+		if (n_cum == msg->n_sample_type)
+			return enqueue(m, u, p, ts, delta, done_ns);
+		rc = scrape_delta(NULL, p, cum, n_cum, &out, &reset, err);
+		pprof_profile_free(p);
+		return rc < 0 ? rc : enqueue(m, u, out, ts, delta, done_ns);
+	}
+	if (n_gauge) {
+		if ((rc = scrape_delta(NULL, p, gauge, n_gauge, &out, &reset, err)) < 0 ||
+		    (rc = enqueue(m, u, out, ts, false, done_ns)) < 0)
+			goto out;
+	}
+	if (n_cum && u->prev) {
+		if ((rc = scrape_delta(u->prev, p, cum, n_cum, &out, &reset, err)) < 0)
+			goto out;
+		if (reset)
+			log_info("scrape: %s: counters went backwards (target restarted?); the "
+				 "new scrape is taken as the delta",
+				 u->url);
+		rc = enqueue(m, u, out, ts, true, done_ns);
+	}
+out:
+	pprof_profile_free(u->prev);
+	u->prev = p; /* the baseline for the next delta */
+	return rc;
+}
+
+static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLcode res)
+{
+	char msg[256] = "";
+	long status = 0;
+	int64_t done_ns = mono_ns();
+	int64_t dur = done_ns / 1000000 - u->started_mono_ms;
+	char size[32];
+
+	curl_multi_remove_handle(m->multi, u->easy);
+	u->in_flight = false;
+	format_size(size, sizeof(size), m->opts.max_body_bytes);
+	curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (res == CURLE_OK && status != 200) {
+		snprintf(msg, sizeof(msg), "HTTP status %ld", status);
+		struct buf b = u->body;
+		if (b.len && b.data[0] == '<')
+			snprintf(msg, sizeof(msg), "HTTP status %ld (HTML body)", status);
+	} else if (res == CURLE_WRITE_ERROR && u->too_big) {
+		snprintf(msg, sizeof(msg), "body exceeds %s", size);
+	} else if (res == CURLE_FILESIZE_EXCEEDED) {
+		snprintf(msg, sizeof(msg), "body exceeds %s", size);
+	} else if (res == CURLE_OPERATION_TIMEDOUT) {
+		if (u->timeout_ms % 1000 == 0)
+			snprintf(msg, sizeof(msg), "timeout after %llds",
+				 (long long)u->timeout_ms / 1000);
+		else
+			snprintf(msg, sizeof(msg), "timeout after %lldms",
+				 (long long)u->timeout_ms);
+	} else if (res == CURLE_COULDNT_CONNECT) {
+		long oserr = 0;
+		curl_easy_getinfo(u->easy, CURLINFO_OS_ERRNO, &oserr);
+		if (oserr == ECONNREFUSED)
+			snprintf(msg, sizeof(msg), "connection refused");
+		else
+			snprintf(msg, sizeof(msg), "cannot connect: %.200s",
+				 u->curl_err[0] ? u->curl_err : curl_easy_strerror(res));
+	} else if (res == CURLE_COULDNT_RESOLVE_HOST) {
+		snprintf(msg, sizeof(msg), "cannot resolve host: %.200s",
+			 u->curl_err[0] ? u->curl_err : curl_easy_strerror(res));
+	} else if (res != CURLE_OK) {
+		snprintf(msg, sizeof(msg), "%s",
+			 u->curl_err[0] ? u->curl_err : curl_easy_strerror(res));
+	} else {
+		struct pprof_decode_opts o = {.max_inflated_bytes = m->opts.max_body_bytes};
+		if (m->opts.on_body)
+			m->opts.on_body(m->opts.on_body_ctx, u->labels.v, u->labels.n, u->body.data,
+					u->body.len);
+		struct pprof_profile *p = NULL;
+		struct kiln_error err = {0};
+		int rc = pprof_decode(u->body.data ? u->body.data : (const uint8_t *)"",
+				      u->body.len, &o, &p, &err);
+		if (rc == -EFBIG)
+			snprintf(msg, sizeof(msg), "body exceeds %s (decompressed)", size);
+		else if (rc < 0)
+			describe_non_pprof(&u->body, err.msg, msg, sizeof(msg));
+		else if ((rc = process_profile(m, u, p, done_ns, &err)) < 0)
+			snprintf(msg, sizeof(msg), "processing the profile: %.200s",
+				 err.msg[0] ? err.msg : strerror(-rc));
+	}
+	size_t fetched = u->body.len;
+	/* Bodies can be large; do not keep one per target between scrapes. */
+	buf_free(&u->body);
+
+	pthread_mutex_lock(&m->status_lock);
+	u->last_scrape_ms = u->started_wall_ms;
+	u->last_duration_ms = dur;
+	u->health = msg[0] ? SCRAPE_HEALTH_DOWN : SCRAPE_HEALTH_UP;
+	snprintf(u->last_error, sizeof(u->last_error), "%s", msg);
+	m->stats.scrapes++;
+	m->stats.bytes_fetched += fetched;
+	if (msg[0])
+		m->stats.scrape_errors++;
+	pthread_mutex_unlock(&m->status_lock);
+	if (msg[0])
+		log_debug("scrape: %s: %s", u->url, msg);
+}
+
+/* ---- reload swap ------------------------------------------------------------ */
+
+static void swap_in(struct scrape_manager *m, struct scrape_config *cfg, struct scrape_unit **units,
+		    size_t n)
+{
+	struct htab *old = htab_new(m->n_units);
+	int64_t now = mono_ms();
+
+	for (size_t i = 0; old && i < m->n_units; i++)
+		htab_put(old, m->units[i]->key, strlen(m->units[i]->key), i);
+	pthread_mutex_lock(&m->status_lock);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t idx;
+		struct scrape_unit *nu = units[i];
+		if (old && htab_get(old, nu->key, strlen(nu->key), &idx) && m->units[idx]) {
+			/* Same target: keep the old object and its state. */
+			struct scrape_unit *ou = m->units[idx];
+			m->units[idx] = NULL;
+			ou->ep = nu->ep;
+			ou->kind = nu->kind;
+			if (ou->interval_ms != nu->interval_ms) {
+				ou->interval_ms = nu->interval_ms;
+				schedule_first(ou, now);
+			}
+			ou->timeout_ms = nu->timeout_ms;
+			scrape_labels_free(&ou->discovered);
+			ou->discovered = nu->discovered;
+			nu->discovered = (struct scrape_labels){0};
+			scrape_unit_free(nu);
+			units[i] = ou;
+		} else if (nu->active) {
+			schedule_first(nu, now);
+		}
+	}
+	for (size_t i = 0; i < m->n_units; i++) {
+		struct scrape_unit *u = m->units[i];
+		if (!u)
+			continue;
+		if (u->in_flight)
+			curl_multi_remove_handle(m->multi, u->easy);
+		scrape_unit_free(u);
+	}
+	free(m->units);
+	scrape_config_free(m->cfg);
+	m->units = units;
+	m->n_units = n;
+	m->cfg = cfg;
+	m->stats.active_units = 0;
+	for (size_t i = 0; i < n; i++)
+		m->stats.active_units += units[i]->active;
+	pthread_mutex_unlock(&m->status_lock);
+	htab_free(old);
+	free(m->heap);
+	m->heap = calloc(n + 1, sizeof(*m->heap));
+	if (m->heap)
+		heap_build(m);
+	else
+		m->heap_len = 0;
+}
+
+/* ---- scheduler thread ------------------------------------------------------- */
+
+static void *scheduler_main(void *arg)
+{
+	struct scrape_manager *m = arg;
+
+	while (!atomic_load(&m->stop)) {
+		pthread_mutex_lock(&m->pending_lock);
+		if (m->has_pending) {
+			struct scrape_config *cfg = m->pending_cfg;
+			struct scrape_unit **units = m->pending_units;
+			size_t n = m->n_pending_units;
+			m->has_pending = false;
+			m->pending_cfg = NULL;
+			m->pending_units = NULL;
+			m->n_pending_units = 0;
+			pthread_mutex_unlock(&m->pending_lock);
+			swap_in(m, cfg, units, n);
+		} else {
+			pthread_mutex_unlock(&m->pending_lock);
+		}
+
+		/* Start what is due. */
+		int64_t now = mono_ms();
+		while (m->heap_len && m->heap[0]->next_due_ms <= now) {
+			struct scrape_unit *u = m->heap[0];
+			if (u->in_flight)
+				u->pending = true;
+			else if (start_scrape(m, u) < 0)
+				log_warn("scrape: cannot start %s", u->url);
+			u->next_due_ms += u->interval_ms;
+			if (u->next_due_ms <= now) /* fell behind: skip to the grid ahead */
+				u->next_due_ms +=
+				    (now - u->next_due_ms) / u->interval_ms * u->interval_ms +
+				    u->interval_ms;
+			heap_down(m, 0);
+		}
+
+		int running;
+		curl_multi_perform(m->multi, &running);
+		CURLMsg *cm;
+		int left;
+		while ((cm = curl_multi_info_read(m->multi, &left))) {
+			if (cm->msg != CURLMSG_DONE)
+				continue;
+			struct scrape_unit *u;
+			curl_easy_getinfo(cm->easy_handle, CURLINFO_PRIVATE, (char **)&u);
+			CURLcode res = cm->data.result;
+			finish_scrape(m, u, res);
+			if (u->pending) {
+				u->pending = false;
+				start_scrape(m, u);
+			}
+		}
+
+		pthread_mutex_lock(&m->status_lock);
+		m->stats.scheduler_cpu_ns = thread_cpu_ns();
+		pthread_mutex_unlock(&m->status_lock);
+
+		int64_t wait = 1000;
+		now = mono_ms();
+		if (m->heap_len) {
+			int64_t until = m->heap[0]->next_due_ms - now;
+			wait = until < 0 ? 0 : until < wait ? until : wait;
+		}
+		curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
+	}
+	/* Abort what is in flight; units are freed by the caller. */
+	for (size_t i = 0; i < m->n_units; i++)
+		if (m->units[i]->in_flight) {
+			curl_multi_remove_handle(m->multi, m->units[i]->easy);
+			m->units[i]->in_flight = false;
+		}
+	return NULL;
+}
+
+/* ---- public API --------------------------------------------------------------- */
+
+int scrape_manager_new(const struct scrape_manager_options *opts, struct scrape_config *cfg,
+		       struct scrape_manager **out, struct kiln_error *err)
+{
+	static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+	struct scrape_manager *m = calloc(1, sizeof(*m));
+	int rc;
+
+	*out = NULL;
+	if (!m)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	pthread_once(&curl_once, curl_global_init_void);
+	m->opts = *opts;
+	if (!m->opts.max_body_bytes)
+		m->opts.max_body_bytes = 64u << 20;
+	if (!m->opts.ingest_queue)
+		m->opts.ingest_queue = 4096;
+	pthread_mutex_init(&m->status_lock, NULL);
+	pthread_mutex_init(&m->pending_lock, NULL);
+	pthread_mutex_init(&m->queue_lock, NULL);
+	pthread_cond_init(&m->queue_cond, NULL);
+	pthread_cond_init(&m->space_cond, NULL);
+	if (!(m->multi = curl_multi_init())) {
+		free(m);
+		return kiln_error_set(err, ENOMEM, "curl_multi_init failed");
+	}
+	if (cfg && (rc = scrape_manager_apply(m, cfg, err)) < 0) {
+		curl_multi_cleanup(m->multi);
+		free(m);
+		return rc;
+	}
+	if (pthread_create(&m->ingester, NULL, ingest_main, m) != 0) {
+		rc = kiln_error_set(err, EAGAIN, "cannot start the scrape ingest thread");
+		goto fail;
+	}
+	if (pthread_create(&m->scheduler, NULL, scheduler_main, m) != 0) {
+		atomic_store(&m->stop, true);
+		pthread_cond_broadcast(&m->queue_cond);
+		pthread_join(m->ingester, NULL);
+		rc = kiln_error_set(err, EAGAIN, "cannot start the scrape scheduler thread");
+		goto fail;
+	}
+	*out = m;
+	return 0;
+fail:
+	/* cfg is the caller's again on failure. */
+	pthread_mutex_lock(&m->pending_lock);
+	for (size_t i = 0; i < m->n_pending_units; i++)
+		scrape_unit_free(m->pending_units[i]);
+	free(m->pending_units);
+	pthread_mutex_unlock(&m->pending_lock);
+	curl_multi_cleanup(m->multi);
+	free(m);
+	return rc;
+}
+
+int scrape_manager_apply(struct scrape_manager *m, struct scrape_config *cfg,
+			 struct kiln_error *err)
+{
+	struct scrape_unit **units;
+	size_t n;
+	int rc = scrape_units_build(cfg, &units, &n, err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&m->pending_lock);
+	if (m->has_pending) {
+		/* An earlier reload not yet picked up: this one supersedes it. */
+		for (size_t i = 0; i < m->n_pending_units; i++)
+			scrape_unit_free(m->pending_units[i]);
+		free(m->pending_units);
+		scrape_config_free(m->pending_cfg);
+	}
+	m->pending_cfg = cfg;
+	m->pending_units = units;
+	m->n_pending_units = n;
+	m->has_pending = true;
+	pthread_mutex_unlock(&m->pending_lock);
+	curl_multi_wakeup(m->multi);
+	size_t active = 0;
+	for (size_t i = 0; i < n; i++)
+		active += units[i]->active;
+	log_info("scrape: config %s: %zu jobs, %zu active scrape targets, %zu dropped",
+		 cfg->path ? cfg->path : "", cfg->n_jobs, active, n - active);
+	return 0;
+}
+
+void scrape_manager_free(struct scrape_manager *m)
+{
+	if (!m)
+		return;
+	atomic_store(&m->stop, true);
+	curl_multi_wakeup(m->multi);
+	pthread_join(m->scheduler, NULL);
+	pthread_mutex_lock(&m->queue_lock);
+	pthread_cond_broadcast(&m->queue_cond);
+	pthread_cond_broadcast(&m->space_cond);
+	pthread_mutex_unlock(&m->queue_lock);
+	pthread_join(m->ingester, NULL);
+	for (size_t i = 0; i < m->n_units; i++)
+		scrape_unit_free(m->units[i]);
+	free(m->units);
+	for (size_t i = 0; i < m->n_pending_units; i++)
+		scrape_unit_free(m->pending_units[i]);
+	free(m->pending_units);
+	scrape_config_free(m->pending_cfg);
+	scrape_config_free(m->cfg);
+	free(m->heap);
+	curl_multi_cleanup(m->multi);
+	pthread_mutex_destroy(&m->status_lock);
+	pthread_mutex_destroy(&m->pending_lock);
+	pthread_mutex_destroy(&m->queue_lock);
+	pthread_cond_destroy(&m->queue_cond);
+	pthread_cond_destroy(&m->space_cond);
+	free(m);
+}
+
+int scrape_manager_targets(struct scrape_manager *m, struct scrape_target_info **out, size_t *n)
+{
+	int rc = 0;
+	pthread_mutex_lock(&m->status_lock);
+	struct scrape_target_info *v = calloc(m->n_units + 1, sizeof(*v));
+	size_t cnt = 0;
+	for (size_t i = 0; v && i < m->n_units && rc == 0; i++) {
+		const struct scrape_unit *u = m->units[i];
+		struct scrape_target_info *t = &v[cnt++];
+		t->job = strdup(u->job);
+		t->url = strdup(u->url);
+		t->last_error = strdup(u->last_error);
+		t->active = u->active;
+		t->health = u->health;
+		t->last_scrape_ms = u->last_scrape_ms;
+		t->last_duration_ms = u->last_duration_ms;
+		if (!t->job || !t->url || !t->last_error ||
+		    scrape_labels_copy(&t->labels, &u->labels) < 0 ||
+		    scrape_labels_copy(&t->discovered, &u->discovered) < 0)
+			rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&m->status_lock);
+	if (!v || rc < 0) {
+		scrape_targets_free(v, cnt);
+		return -ENOMEM;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+void scrape_targets_free(struct scrape_target_info *t, size_t n)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(t[i].job);
+		free(t[i].url);
+		free(t[i].last_error);
+		scrape_labels_free(&t[i].labels);
+		scrape_labels_free(&t[i].discovered);
+	}
+	free(t);
+}
+
+void scrape_manager_get_stats(struct scrape_manager *m, struct scrape_stats *out)
+{
+	pthread_mutex_lock(&m->status_lock);
+	*out = m->stats;
+	pthread_mutex_unlock(&m->status_lock);
+	pthread_mutex_lock(&m->queue_lock);
+	out->ingest_queued = m->queued;
+	pthread_mutex_unlock(&m->queue_lock);
+}

@@ -1,0 +1,60 @@
+/*
+ * scrape_internal.h — the scrape unit, shared by targets.c (building units
+ * from a config) and manager.c (scheduling and fetching them). Not for use
+ * outside src/scrape.
+ */
+#ifndef KILN_SCRAPE_INTERNAL_H
+#define KILN_SCRAPE_INTERNAL_H
+
+#include <curl/curl.h>
+
+#include "scrape/scrape.h"
+
+enum unit_kind {
+	UNIT_REMOTE_DELTA, /* ?seconds=N: the target sends a delta */
+	UNIT_CUMULATIVE,   /* memory, block, mutex: Kiln computes deltas */
+	UNIT_GAUGE,	   /* goroutine, custom: ingested as scraped */
+};
+
+/* One (target, profile kind). Identity across reloads is `key`. Fields
+ * above `health` are set when the unit is built and change only during a
+ * reload swap; the status fields are guarded by the manager's status lock;
+ * the rest belongs to the scheduler thread. */
+struct scrape_unit {
+	char *key;
+	char *job;
+	char *url;
+	struct scrape_labels labels;	 /* public labels incl. __name__ */
+	struct scrape_labels discovered; /* before relabeling */
+	bool active;
+	enum unit_kind kind;
+	const struct pprof_endpoint_config *ep; /* into the manager's config */
+	int64_t interval_ms;
+	int64_t timeout_ms;
+
+	enum scrape_health health;
+	int64_t last_scrape_ms;
+	int64_t last_duration_ms;
+	char last_error[256];
+
+	int64_t next_due_ms; /* monotonic */
+	size_t heap_pos;
+	bool in_flight;
+	bool pending; /* came due while in flight: start again right after */
+	CURL *easy;
+	struct buf body;
+	bool too_big;
+	size_t max_body;
+	int64_t started_mono_ms;
+	int64_t started_wall_ms;
+	char curl_err[CURL_ERROR_SIZE];
+	struct pprof_profile *prev; /* last cumulative scrape (UNIT_CUMULATIVE) */
+};
+
+/* Builds every unit of cfg (active and dropped), sorted by job then URL.
+ * *out is a malloc'd array of malloc'd units. */
+int scrape_units_build(const struct scrape_config *cfg, struct scrape_unit ***out, size_t *n,
+		       struct kiln_error *err);
+void scrape_unit_free(struct scrape_unit *u);
+
+#endif

@@ -1,0 +1,232 @@
+/*
+ * scrape_driver.c — runs the scrape manager alone, for the pull-mode
+ * integration tests and the scrape benchmark (no server or store needed).
+ *
+ *   scrape_driver --config FILE [--out DIR] [--duration SEC] [--max-body N]
+ *                 [--status FILE]
+ *
+ * With --out, every ingested profile is written as
+ * DIR/ingest-NAME-PORT-TIMEMS-{delta,gauge}.pb.gz and every raw response body
+ * as DIR/raw-NAME-PORT-TIMEMS.pb.gz (TIMEMS = the profile's time), so that a
+ * test can compare both with `go tool pprof`. Without --out the ingest
+ * callback only counts (the benchmark's "ingest" is then free). --status
+ * rewrites FILE every 500 ms with one line per target:
+ * "job<TAB>url<TAB>name<TAB>health<TAB>scrapes_ok<TAB>last_error". SIGHUP
+ * reloads the config (a bad one is reported and the old one kept). The
+ * last line on stdout is the stats.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "scrape/scrape.h"
+
+static volatile sig_atomic_t got_hup, got_term;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		got_hup = 1;
+	else
+		got_term = 1;
+}
+
+struct driver {
+	const char *out;
+	atomic_ulong ingested;
+};
+
+static const char *label(const struct store_label *l, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(l[i].name, name) == 0)
+			return l[i].value;
+	return "";
+}
+
+static const char *port_of(const char *instance)
+{
+	const char *c = strrchr(instance, ':');
+	return c ? c + 1 : instance;
+}
+
+static int ingest(void *ctx, const struct store_label *labels, size_t n,
+		  const struct pprof_profile *p, int64_t ts, bool delta, struct kiln_error *err)
+{
+	struct driver *d = ctx;
+	atomic_fetch_add(&d->ingested, 1);
+	if (!d->out)
+		return 0;
+	char path[4096];
+	struct buf b;
+	snprintf(path, sizeof(path), "%s/ingest-%s-%s-%lld-%s.pb.gz", d->out,
+		 label(labels, n, "__name__"), port_of(label(labels, n, "instance")), (long long)ts,
+		 delta ? "delta" : "gauge");
+	buf_init(&b);
+	int rc = pprof_encode(pprof_profile_msg(p), true, &b);
+	if (rc == 0)
+		rc = buf_write_file(&b, path);
+	buf_free(&b);
+	if (rc < 0)
+		return kiln_error_set(err, -rc, "%s: %s", path, strerror(-rc));
+	return 0;
+}
+
+static void on_body(void *ctx, const struct store_label *labels, size_t n, const void *body,
+		    size_t len)
+{
+	struct driver *d = ctx;
+	struct pprof_profile *p;
+	if (!d->out || pprof_decode(body, len, NULL, &p, NULL) < 0)
+		return;
+	int64_t ts = pprof_profile_msg(p)->time_nanos / 1000000;
+	pprof_profile_free(p);
+	char path[4096];
+	struct buf b = {.data = (uint8_t *)body, .len = len, .cap = len};
+	snprintf(path, sizeof(path), "%s/raw-%s-%s-%lld.pb.gz", d->out,
+		 label(labels, n, "__name__"), port_of(label(labels, n, "instance")),
+		 (long long)ts);
+	buf_write_file(&b, path);
+}
+
+static void write_status(struct scrape_manager *m, const char *path)
+{
+	struct scrape_target_info *t;
+	size_t n;
+	char tmp[4096];
+	if (scrape_manager_targets(m, &t, &n) < 0)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (f) {
+		for (size_t i = 0; i < n; i++) {
+			const char *name = scrape_labels_get(&t[i].labels, "__name__");
+			if (!name)
+				name = scrape_labels_get(&t[i].discovered, "__name__");
+			fprintf(f, "%s\t%s\t%s\t%s\t%lld\t%s\n", t[i].job, t[i].url,
+				name ? name : "",
+				t[i].active ? scrape_health_name(t[i].health) : "dropped",
+				(long long)t[i].last_scrape_ms, t[i].last_error);
+		}
+		fclose(f);
+		rename(tmp, path);
+	}
+	scrape_targets_free(t, n);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"config", required_argument, NULL, 'c'},	{"out", required_argument, NULL, 'o'},
+	    {"duration", required_argument, NULL, 'd'}, {"max-body", required_argument, NULL, 'm'},
+	    {"status", required_argument, NULL, 's'},	{NULL, 0, NULL, 0},
+	};
+	const char *config = NULL, *status = NULL;
+	struct driver d = {0};
+	double duration = 0;
+	size_t max_body = 0;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'o':
+			d.out = optarg;
+			break;
+		case 'd':
+			duration = atof(optarg);
+			break;
+		case 'm':
+			max_body = strtoull(optarg, NULL, 10);
+			break;
+		case 's':
+			status = optarg;
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (!config) {
+		fprintf(stderr, "usage: scrape_driver --config FILE [--out DIR] [--duration SEC] "
+				"[--max-body N] [--status FILE]\n");
+		return 2;
+	}
+	log_set_level_name(getenv("KILN_LOG_LEVEL") ? getenv("KILN_LOG_LEVEL") : "info");
+	struct kiln_error err = {0};
+	struct scrape_config *cfg;
+	if (scrape_config_load_file(config, &cfg, &err) < 0) {
+		fprintf(stderr, "scrape_driver: %s\n", err.msg);
+		return 1;
+	}
+	struct scrape_manager_options mo = {
+	    .ingest = ingest,
+	    .ingest_ctx = &d,
+	    .max_body_bytes = max_body,
+	    .on_body = on_body,
+	    .on_body_ctx = &d,
+	};
+	struct scrape_manager *m;
+	if (scrape_manager_new(&mo, cfg, &m, &err) < 0) {
+		fprintf(stderr, "scrape_driver: %s\n", err.msg);
+		scrape_config_free(cfg);
+		return 1;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	printf("ready\n");
+	fflush(stdout);
+
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		usleep(100000);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double el = now.tv_sec - start.tv_sec + (now.tv_nsec - start.tv_nsec) / 1e9;
+		if (got_term || (duration > 0 && el >= duration))
+			break;
+		if (got_hup) {
+			got_hup = 0;
+			kiln_error_clear(&err);
+			if (scrape_config_load_file(config, &cfg, &err) < 0) {
+				log_error("reload failed, keeping the old config: %s", err.msg);
+			} else if (scrape_manager_apply(m, cfg, &err) < 0) {
+				log_error("reload failed, keeping the old config: %s", err.msg);
+				scrape_config_free(cfg);
+			} else {
+				log_info("reloaded %s", config);
+			}
+		}
+		if (status)
+			write_status(m, status);
+	}
+	struct scrape_stats st;
+	scrape_manager_get_stats(m, &st);
+	if (status)
+		write_status(m, status);
+	scrape_manager_free(m);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("scrapes=%llu errors=%llu ingested=%lu bytes=%llu scheduler_cpu_ns=%llu "
+	       "ingest_cpu_ns=%llu lag_avg_ns=%llu lag_max_ns=%llu maxrss_kb=%ld\n",
+	       (unsigned long long)st.scrapes, (unsigned long long)st.scrape_errors,
+	       (unsigned long)atomic_load(&d.ingested), (unsigned long long)st.bytes_fetched,
+	       (unsigned long long)st.scheduler_cpu_ns, (unsigned long long)st.ingest_cpu_ns,
+	       (unsigned long long)(st.profiles_ingested + st.ingest_errors
+					? st.ingest_lag_ns_total /
+					      (st.profiles_ingested + st.ingest_errors)
+					: 0),
+	       (unsigned long long)st.ingest_lag_ns_max, ru.ru_maxrss);
+	return 0;
+}

@@ -1,0 +1,260 @@
+/*
+ * test_config.c — scrape config loading: Parca's shape and defaults, errors
+ * with FILE:LINE:COLUMN, and a round trip of a config using every field.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "scrape/scrape.h"
+
+static struct scrape_config *parse_ok(const char *text)
+{
+	struct scrape_config *c = NULL;
+	struct kiln_error err = {0};
+	int rc = scrape_config_parse(text, strlen(text), "t.yaml", &c, &err);
+	if (rc != 0)
+		fail_msg("parse failed: %s", err.msg);
+	return c;
+}
+
+static void expect_error(const char *text, const char *where, const char *what)
+{
+	struct scrape_config *c = NULL;
+	struct kiln_error err = {0};
+	int rc = scrape_config_parse(text, strlen(text), "t.yaml", &c, &err);
+	if (rc != -EINVAL)
+		fail_msg("expected an error containing \"%s\", got rc %d", what, rc);
+	assert_null(c);
+	if (strncmp(err.msg, where, strlen(where)) != 0 || !strstr(err.msg, what))
+		fail_msg("error \"%s\" does not start with \"%s\" or lacks \"%s\"", err.msg, where,
+			 what);
+}
+
+static const struct pprof_endpoint_config *ep(const struct scrape_job_config *j, const char *n)
+{
+	for (size_t i = 0; i < j->n_endpoints; i++)
+		if (strcmp(j->endpoints[i].name, n) == 0)
+			return &j->endpoints[i];
+	return NULL;
+}
+
+/* Parca's quickstart file: defaults for everything not given. */
+static void test_parca_quickstart_defaults(void **state)
+{
+	struct scrape_config *c = parse_ok("object_storage:\n"
+					   "  bucket:\n"
+					   "    type: \"FILESYSTEM\"\n"
+					   "    config:\n"
+					   "      directory: \"./data\"\n"
+					   "scrape_configs:\n"
+					   "  - job_name: \"default\"\n"
+					   "    static_configs:\n"
+					   "      - targets: [ '127.0.0.1:7070' ]\n");
+	(void)state;
+	assert_string_equal(c->bucket_type, "FILESYSTEM");
+	assert_string_equal(c->bucket_directory, "./data");
+	assert_int_equal(c->n_jobs, 1);
+	const struct scrape_job_config *j = &c->jobs[0];
+	assert_string_equal(j->job_name, "default");
+	assert_int_equal(j->interval_ms, 10000);
+	assert_int_equal(j->timeout_ms, 13000);
+	assert_string_equal(j->scheme, "http");
+	assert_int_equal(j->n_endpoints, 5);
+	assert_string_equal(ep(j, "memory")->path, "/debug/pprof/allocs");
+	assert_true(ep(j, "process_cpu")->delta);
+	assert_false(ep(j, "memory")->delta);
+	assert_string_equal(ep(j, "mutex")->path, "/debug/pprof/mutex");
+	assert_string_equal(j->static_configs[0].targets[0], "127.0.0.1:7070");
+	scrape_config_free(c);
+}
+
+static void test_endpoint_merge_and_alias(void **state)
+{
+	struct scrape_config *c = parse_ok("scrape_configs:\n"
+					   "  - job_name: a\n"
+					   "    scrape_interval: 1m30s\n"
+					   "    profiling_config:\n"
+					   "      path_prefix: /app\n"
+					   "      pprof_config:\n"
+					   "        memory_allocs:\n"
+					   "          enabled: false\n"
+					   "        fgprof:\n"
+					   "          path: /debug/fgprof\n"
+					   "          delta: true\n"
+					   "          seconds: 5\n");
+	(void)state;
+	const struct scrape_job_config *j = &c->jobs[0];
+	assert_int_equal(j->interval_ms, 90000);
+	assert_int_equal(j->n_endpoints, 6);
+	assert_false(ep(j, "memory")->enabled);
+	assert_string_equal(ep(j, "memory")->path, "/debug/pprof/allocs");
+	assert_true(ep(j, "fgprof")->delta);
+	assert_int_equal(ep(j, "fgprof")->seconds, 5);
+	assert_string_equal(j->path_prefix, "/app");
+	scrape_config_free(c);
+}
+
+static void test_errors_name_line_and_column(void **state)
+{
+	(void)state;
+	expect_error("scrape_configs:\n  - job_name: a\n    scrape_intervall: 10s\n", "t.yaml:3:5:",
+		     "unknown field \"scrape_intervall\"");
+	expect_error("scrape_configs:\n  - job_name: a\n    scrape_interval: soon\n", "t.yaml:3:22:",
+		     "not a duration");
+	expect_error("scrape_configs:\n  - static_configs: []\n", "t.yaml:2:5:", "job_name is required");
+	expect_error("scrape_configs:\n  - job_name: a\n  - job_name: a\n", "t.yaml:3:5:",
+		     "used twice");
+	expect_error("scrape_configs:\n  - job_name: a\n    static_configs:\n"
+		     "      - targets: ['http://x:1/metrics']\n",
+		     "t.yaml:4:19:", "not a valid host:port");
+	expect_error("scrape_configs:\n  - job_name: a\n    relabel_configs:\n"
+		     "      - source_labels: [x]\n        regex: '(unclosed'\n",
+		     "t.yaml:5:16:", "regex \"(unclosed\"");
+	expect_error("scrape_configs:\n  - job_name: a\n    relabel_configs:\n"
+		     "      - action: explode\n",
+		     "t.yaml:4:17:", "unknown relabel action \"explode\"");
+	expect_error("scrape_configs:\n  - job_name: a\n    relabel_configs:\n"
+		     "      - action: hashmod\n        target_label: s\n",
+		     "t.yaml:4:17:", "requires modulus");
+	expect_error("scrape_configs:\n  - job_name: a\n    scrape_interval: 10s\n"
+		     "    scrape_timeout: 5s\n",
+		     "t.yaml:4:21:", "must be longer than the 10s");
+	expect_error("scrape_configs:\n  - job_name: a\n    profiling_config:\n"
+		     "      pprof_config:\n        custom: {enabled: true}\n",
+		     "t.yaml:5:9:", "custom profile \"custom\" needs a path");
+	expect_error("scrape_configs:\n  - job_name: [a\n", "t.yaml:3:1:", "");
+	expect_error("object_storage:\n  bucket:\n    type: S3\n", "t.yaml:3:11:",
+		     "only FILESYSTEM");
+	expect_error("scrape_configs:\n  - job_name: a\n    profiling_config:\n"
+		     "      pprof_config:\n        memory: {enabled: maybe}\n",
+		     "t.yaml:5:27:", "not a boolean");
+}
+
+static const char every_field[] =
+    "object_storage:\n"
+    "  bucket:\n"
+    "    type: FILESYSTEM\n"
+    "    config:\n"
+    "      directory: /var/lib/kiln\n"
+    "scrape_configs:\n"
+    "  - job_name: app\n"
+    "    scrape_interval: 15s\n"
+    "    scrape_timeout: 20s\n"
+    "    scheme: https\n"
+    "    normalized_addresses: true\n"
+    "    params:\n"
+    "      debug: ['1']\n"
+    "    profiling_config:\n"
+    "      path_prefix: /prefix\n"
+    "      pprof_config:\n"
+    "        memory: {enabled: true, path: /debug/pprof/heap, keep_sample_type: [{type: "
+    "alloc_space, unit: bytes}, {type: inuse_space}]}\n"
+    "        block: {enabled: false}\n"
+    "        mutex: {enabled: true}\n"
+    "        goroutine: {enabled: true}\n"
+    "        process_cpu: {enabled: true, delta: true, seconds: 10}\n"
+    "        fgprof: {enabled: true, path: /debug/fgprof, delta: true}\n"
+    "    static_configs:\n"
+    "      - targets: ['a:1', 'b:2']\n"
+    "        labels: {env: prod, team: \"q\\\"uote\"}\n"
+    "      - targets: ['c:3']\n"
+    "    relabel_configs:\n"
+    "      - source_labels: [__address__, env]\n"
+    "        separator: '|'\n"
+    "        regex: '([^:]+):\\d+\\|(.*)'\n"
+    "        target_label: host\n"
+    "        replacement: '${1}-$2'\n"
+    "        action: replace\n"
+    "      - {source_labels: [env], regex: dev, action: drop}\n"
+    "      - {source_labels: [env], regex: 'prod|stage', action: keep}\n"
+    "      - {source_labels: [__address__], target_label: shard, modulus: 4, action: hashmod}\n"
+    "      - {regex: '__meta_(.+)', replacement: 'm_$1', action: labelmap}\n"
+    "      - {regex: tmp_.*, action: labeldrop}\n"
+    "      - {regex: '.+', action: labelkeep}\n"
+    "      - {source_labels: [env], target_label: ENV, action: uppercase}\n"
+    "      - {source_labels: [env], target_label: env_l, action: lowercase}\n"
+    "  - job_name: second\n";
+
+/* dump(parse(x)) parses back to a config whose dump is identical. */
+static void test_every_field_round_trips(void **state)
+{
+	struct scrape_config *c = parse_ok(every_field), *c2;
+	struct buf d1, d2;
+	struct kiln_error err = {0};
+
+	(void)state;
+	buf_init(&d1);
+	buf_init(&d2);
+	assert_int_equal(scrape_config_dump(c, &d1), 0);
+	assert_int_equal(buf_terminate(&d1), 0);
+	if (scrape_config_parse((char *)d1.data, d1.len, "dump.yaml", &c2, &err) != 0)
+		fail_msg("the dump does not parse: %s\n%s", err.msg, (char *)d1.data);
+	assert_int_equal(scrape_config_dump(c2, &d2), 0);
+	assert_int_equal(buf_terminate(&d2), 0);
+	assert_string_equal((char *)d1.data, (char *)d2.data);
+	/* Spot checks that the dump carries the values, not just the shape. */
+	const char *s = (char *)d1.data;
+	assert_non_null(strstr(s, "scrape_timeout: 20s"));
+	assert_non_null(strstr(s, "scheme: \"https\""));
+	assert_non_null(strstr(s, "team: \"q\\\"uote\""));
+	assert_non_null(strstr(s, "replacement: \"${1}-$2\""));
+	assert_non_null(strstr(s, "modulus: 4"));
+	assert_non_null(strstr(s, "action: labelmap"));
+	assert_non_null(strstr(s, "directory: \"/var/lib/kiln\""));
+	assert_non_null(strstr(s, "- type: \"inuse_space\""));
+	assert_non_null(strstr(s, "debug: [\"1\"]"));
+	assert_non_null(strstr(s, "path_prefix: \"/prefix\""));
+	assert_non_null(strstr(s, "normalized_addresses: true"));
+	assert_int_equal(c2->jobs[0].n_relabel, 9);
+	assert_int_equal(c2->jobs[0].endpoints[0].n_keep, 2);
+	scrape_config_free(c);
+	scrape_config_free(c2);
+	buf_free(&d1);
+	buf_free(&d2);
+}
+
+static void test_durations(void **state)
+{
+	int64_t ms;
+	(void)state;
+	assert_int_equal(scrape_parse_duration("1h30m", &ms), 0);
+	assert_int_equal(ms, 5400000);
+	assert_int_equal(scrape_parse_duration("500ms", &ms), 0);
+	assert_int_equal(ms, 500);
+	assert_int_equal(scrape_parse_duration("2m", &ms), 0);
+	assert_int_equal(ms, 120000);
+	assert_int_equal(scrape_parse_duration("1d", &ms), 0);
+	assert_int_equal(ms, 86400000);
+	assert_true(scrape_parse_duration("10", &ms) < 0);
+	assert_true(scrape_parse_duration("s", &ms) < 0);
+	assert_true(scrape_parse_duration("-1s", &ms) < 0);
+}
+
+static void test_load_file_missing(void **state)
+{
+	struct scrape_config *c;
+	struct kiln_error err = {0};
+	(void)state;
+	assert_int_equal(scrape_config_load_file("/nonexistent/kiln.yaml", &c, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "/nonexistent/kiln.yaml"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parca_quickstart_defaults),
+	    cmocka_unit_test(test_endpoint_merge_and_alias),
+	    cmocka_unit_test(test_errors_name_line_and_column),
+	    cmocka_unit_test(test_every_field_round_trips),
+	    cmocka_unit_test(test_durations),
+	    cmocka_unit_test(test_load_file_missing),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
