@@ -70,3 +70,20 @@ export function diffBucketColor(bucket: number, dark: boolean): string {
 export function diffColor(cum: number, diff: number, dark: boolean): string {
 	return diffBucketColor(diffBucket(cum, diff), dark);
 }
+
+/**
+ * The package of a function name, for colouring when a profile has a single
+ * binary: Go "crypto/sha256.(*digest).Write" → "crypto/sha256", C++
+ * "std::vector<int>::push_back" → "std", Rust "core::ptr::drop" → "core";
+ * C names and unsymbolized frames have none ("").
+ */
+export function packageOf(name: string): string {
+	if (!name || name.startsWith('[') || name.startsWith('0x')) return '';
+	const cpp = name.indexOf('::');
+	const paren = name.indexOf('(');
+	if (cpp > 0 && (paren < 0 || cpp < paren) && !name.slice(0, cpp).includes('.')) return name.slice(0, cpp);
+	const slash = name.lastIndexOf('/', paren >= 0 ? paren : name.length);
+	const dot = name.indexOf('.', slash + 1);
+	if (dot > 0) return name.slice(0, dot);
+	return '';
+}

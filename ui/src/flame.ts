@@ -220,7 +220,7 @@ export function binaryShares(f: Flame): { binary: string; value: number }[] {
 	for (let i = 1; i < f.n; i++) by.set(f.binary[i], (by.get(f.binary[i]) ?? 0) + f.self[i]);
 	return [...by.entries()]
 		.map(([b, v]) => ({ binary: f.strings[b] || '(unknown)', value: v }))
-		.sort((a, b) => b.value - a.value);
+		.sort((a, b) => b.value - a.value || a.binary.localeCompare(b.binary));
 }
 
 /** Table rows computed from the tree (used when the top report is not fetched). */
@@ -231,4 +231,14 @@ export function ancestorsOf(f: Flame, i: number): number[] {
 		i = f.parent[i];
 	}
 	return out.reverse();
+}
+
+/** Self value per package (colour legend when a profile has one binary), largest first. */
+export function packageShares(f: Flame, pkg: (name: string) => string): { key: string; value: number }[] {
+	const by = new Map<string, number>();
+	for (let i = 1; i < f.n; i++) {
+		const k = pkg(f.strings[f.name[i]]) || f.strings[f.binary[i]] || '(unknown)';
+		by.set(k, (by.get(k) ?? 0) + f.self[i]);
+	}
+	return [...by.entries()].map(([key, value]) => ({ key, value })).sort((a, b) => b.value - a.value);
 }

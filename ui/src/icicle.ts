@@ -4,7 +4,7 @@
 // the cost of a frame is bounded by what is visible, not by the tree size.
 // Zoom animates the value window; ancestors of the focus span the full width.
 
-import { binaryColor, diffBucket, diffBucketColor, relativeChange, DIFF_STEPS } from './colors';
+import { binaryColor, packageOf, diffBucket, diffBucketColor, relativeChange, DIFF_STEPS } from './colors';
 import { type Flame, type Window, nodeAt, pathOf, searchMask, matchedValue } from './flame';
 import { formatPercent, formatSigned, formatValue } from './units';
 
@@ -30,6 +30,12 @@ function perf(): PerfLog {
 	return window.__kilnPerf;
 }
 
+/** True when every frame (but the root) comes from one binary. */
+export function singleBinary(f: Flame): boolean {
+	for (let i = 2; i < f.n; i++) if (f.binary[i] !== f.binary[1]) return false;
+	return true;
+}
+
 export class Icicle {
 	readonly el: HTMLElement;
 	private canvas: HTMLCanvasElement;
@@ -46,6 +52,7 @@ export class Icicle {
 	private anim = 0;
 	private pending = 0;
 	private binColors = new Map<number, string>();
+	private byPackage = false; // one binary: colour by the function's package instead
 	private diffColors = new Map<number, string>();
 	private cb: IcicleCallbacks;
 
@@ -96,6 +103,7 @@ export class Icicle {
 	setData(f: Flame, focus: number): void {
 		this.f = f;
 		this.binColors.clear();
+		this.byPackage = singleBinary(f);
 		this.focus = focus > 0 && focus < f.n ? focus : 0;
 		this.win = { x0: f.x[this.focus], w: f.cum[this.focus] || 1 };
 		this.hover = -1;
@@ -186,11 +194,11 @@ export class Icicle {
 			}
 			return c;
 		}
-		const bin = f.binary[i];
-		let c = this.binColors.get(bin);
+		const key = this.byPackage ? f.name[i] : f.binary[i];
+		let c = this.binColors.get(key);
 		if (!c) {
-			c = binaryColor(f.strings[bin], this.dark);
-			this.binColors.set(bin, c);
+			c = binaryColor(this.byPackage ? packageOf(f.strings[key]) || f.strings[f.binary[i]] : f.strings[key], this.dark);
+			this.binColors.set(key, c);
 		}
 		return c;
 	}

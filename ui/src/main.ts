@@ -3,11 +3,11 @@
 
 import './style.css';
 import { api, ApiError, apiStats, type ProfileType, type Series, type TopResult } from './api';
-import { DIFF_STEPS, diffBucketColor, binaryColor } from './colors';
+import { DIFF_STEPS, diffBucketColor, binaryColor, packageOf } from './colors';
 import { h, Loading } from './dom';
-import { ancestorsOf, binaryShares, decodeFlame, nodeOfPath, widestNodeNamed, type Flame } from './flame';
+import { ancestorsOf, binaryShares, packageShares, decodeFlame, nodeOfPath, widestNodeNamed, type Flame } from './flame';
 import { MetricsGraph, seriesMatchers } from './graph';
-import { Icicle } from './icicle';
+import { Icicle, singleBinary } from './icicle';
 import { QueryBar } from './querybar';
 import { decodeState, encodeState, freezeRanges, profileRequest, queryOf, resolveRange, type Selection, type ViewState } from './state';
 import { Table } from './table';
@@ -44,7 +44,7 @@ function setTheme(t: 'light' | 'dark'): void {
 	icicle.setTheme(t === 'dark');
 	renderLegend();
 	for (const k of ['a', 'b'] as SideKey[]) sides[k].redrawGraph();
-	themeBtn.textContent = t === 'dark' ? '☀ Light' : '☾ Dark';
+	themeBtn.textContent = t === 'dark' ? 'Light theme' : 'Dark theme';
 }
 {
 	let t: string | null = null;
@@ -195,10 +195,10 @@ const hiddenEl = h('div.hidden-binaries', { testid: 'hidden-binaries' });
 const searchIn = h('input.fn-search', { testid: 'fn-search', type: 'search', placeholder: 'Search functions  ( / )', spellcheck: false });
 const searchShare = h('span.search-share', { testid: 'search-share' });
 const summaryEl = h('span.summary', { testid: 'summary' });
-const dlPprof = h('a.button', { testid: 'download-pprof', download: 'profile.pb.gz', title: 'Download the current profile as gzipped pprof' }, '⬇ pprof');
-const dlFolded = h('a.button', { testid: 'download-folded', download: 'profile.folded.txt', title: 'Download folded stacks' }, '⬇ folded');
+const dlPprof = h('a.button', { testid: 'download-pprof', download: 'profile.pb.gz', title: 'Download the current profile as gzipped pprof' }, 'pprof ↓');
+const dlFolded = h('a.button', { testid: 'download-folded', download: 'profile.folded.txt', title: 'Download folded stacks' }, 'folded ↓');
 const shareOut = h('input.share-link', { testid: 'share-link', readOnly: true, hidden: true });
-const copyBtn = h('button', { testid: 'copy-link', title: 'Copy a link that reopens this view', onclick: () => copyLink() }, '🔗 Copy link');
+const copyBtn = h('button', { testid: 'copy-link', title: 'Copy a link that reopens this view', onclick: () => copyLink() }, 'Copy link');
 const viewBtns = (['icicle', 'table', 'both'] as const).map((v) =>
 	h('button.seg', { testid: `view-${v}`, onclick: () => setView(v) }, v === 'icicle' ? 'Icicle' : v === 'table' ? 'Table' : 'Both'),
 );
@@ -237,7 +237,7 @@ const result = h(
 );
 
 // ---- header, pages -------------------------------------------------------
-const themeBtn = h('button.ghost', { testid: 'theme-toggle', onclick: () => setTheme(isDark() ? 'light' : 'dark') }, isDark() ? '☀ Light' : '☾ Dark');
+const themeBtn = h('button.ghost', { testid: 'theme-toggle', onclick: () => setTheme(isDark() ? 'light' : 'dark') }, isDark() ? 'Light theme' : 'Dark theme');
 const navProfiles = h('button.nav', { testid: 'nav-profiles', onclick: () => setPage('profiles') }, 'Profiles');
 const navTargets = h('button.nav', { testid: 'nav-targets', onclick: () => setPage('targets') }, 'Targets');
 const compareBtn = h('button', { testid: 'compare-toggle', onclick: () => toggleCompare() }, 'Compare');
@@ -245,7 +245,7 @@ const sidesEl = h('div.sides', {}, sides.a.el, sides.b.el);
 const profilesPage = h('main.page', { testid: 'page-profiles' }, sidesEl, result);
 const targetsPage = h('main.page.targets-page', { testid: 'page-targets' });
 document.getElementById('app')!.replaceChildren(
-	h('header.top', {}, h('span.logo', {}, '🔥 Kiln'), navProfiles, navTargets, h('span.grow'), compareBtn, themeBtn),
+	h('header.top', {}, h('span.logo', {}, 'Kiln'), navProfiles, navTargets, h('span.grow'), compareBtn, themeBtn),
 	profilesPage,
 	targetsPage,
 );
@@ -395,8 +395,8 @@ async function copyLink(): Promise<void> {
 		shareOut.select();
 		ok = document.execCommand('copy');
 	}
-	copyBtn.textContent = ok ? '✓ Copied' : 'Copy the link below';
-	setTimeout(() => (copyBtn.textContent = '🔗 Copy link'), 2000);
+	copyBtn.textContent = ok ? 'Copied' : 'Copy the link below';
+	setTimeout(() => (copyBtn.textContent = 'Copy link'), 2000);
 }
 
 // ---- profile loading ---------------------------------------------------------
@@ -549,7 +549,16 @@ function renderLegend(): void {
 	}
 	const shares = binaryShares(f).slice(0, 14);
 	const total = f.cum[0] || 1;
+	const pk: HTMLElement[] = [];
+	if (singleBinary(f)) {
+		pk.push(h('span.legend-title', {}, 'Colour by package:'));
+		for (const s of packageShares(f, packageOf).slice(0, 10)) {
+			pk.push(h('span.legend-item', { testid: 'legend-package' }, h('i', { style: `background:${binaryColor(s.key, dark)}` }), `${s.key} ${formatPercent(s.value, total)}`));
+		}
+		pk.push(h('span.legend-sep', {}, '|'));
+	}
 	legendEl.replaceChildren(
+		...pk,
 		h('span.legend-title', {}, 'Binaries (click to hide):'),
 		...shares.map((s) =>
 			h(
