@@ -77,7 +77,16 @@ export class MetricsGraph {
 				focus: { prox: 24 },
 				points: { size: 9 },
 			},
-			scales: { x: { time: true } },
+			scales: {
+				x: {
+					time: true,
+					// Pad the data's extent so edge points can be clicked and dragged around.
+					range: (_u, min, max) => {
+						const pad = Math.max(1000, (max - min) * 0.04);
+						return [min - pad, max + pad];
+					},
+				},
+			},
 			axes: [
 				{ stroke: axisStroke, grid: { stroke: grid } },
 				{

@@ -30,6 +30,7 @@ export class QueryBar {
 	private items: string[] = [];
 	private active = 0;
 	private reqId = 0;
+	private cache = new Map<string, string[]>(); // label names / values, until the next Search
 	private types: ProfileType[] = [];
 	private onSearch: () => void;
 	private side: string;
@@ -64,7 +65,10 @@ export class QueryBar {
 				this.toIn.value = toLocalInput(b);
 			}
 		});
-		this.typeSel.addEventListener('change', () => this.clearError());
+		this.typeSel.addEventListener('change', () => {
+			this.clearError();
+			this.cache.clear();
+		});
 		this.input.addEventListener('input', () => {
 			this.clearError();
 			this.refreshCompletion();
@@ -136,6 +140,7 @@ export class QueryBar {
 
 	submit(): void {
 		this.closeMenu();
+		this.cache.clear();
 		if (!this.typeSel.value) {
 			this.showError(new ApiError('select a profile type first', 400));
 			return;
@@ -179,6 +184,15 @@ export class QueryBar {
 			this.closeMenu();
 			return;
 		}
+		const key = `${c.kind}\u0000${c.kind === 'value' ? c.label : ''}\u0000${this.typeSel.value}`;
+		const cached = this.cache.get(key);
+		if (cached) {
+			this.items = rankSuggestions(cached, c.prefix);
+			this.active = 0;
+			this.renderMenu();
+			return;
+		}
+		this.closeMenu(); // nothing stale may be chosen while the answer is on its way
 		const id = ++this.reqId;
 		const [start, end] = resolveRange(this.range(), Date.now());
 		try {
@@ -188,10 +202,9 @@ export class QueryBar {
 			} else {
 				all = (await api.values(c.label, this.typeSel.value, start, end)).values;
 			}
+			this.cache.set(key, all);
 			if (id !== this.reqId || document.activeElement !== this.input) return;
-			this.items = rankSuggestions(all, c.prefix);
-			this.active = 0;
-			this.renderMenu();
+			this.refreshCompletion();
 		} catch {
 			this.closeMenu(); // suggestions are a convenience: Search reports errors
 		}
