@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The web UI in headless Chromium (Playwright from ui/node_modules) against a
+# real kiln with real Go runtime/pprof profiles pushed over gRPC WriteRaw:
+# type, matcher autocomplete, Search, graph point, zoom, function search,
+# table sort, Both, merge, compare two ranges (diff colours), share link
+# reload, downloads (read back with go tool pprof), themes, targets.
+# Screenshots of each step go to build/ui-screenshots/ (docs/UI.md).
+source "$(dirname "$0")/ui_lib.bash"
+ui_setup
+SHOTS=$KILN_ROOT/build/ui-screenshots
+rm -rf "$SHOTS"
+mkdir -p "$SHOTS" "$T/prof" "$T/out"
+
+(cd "$KILN_ROOT/tests/peers/go/uiload" && go build -o "$T/uiload" main.go) || die "go build uiload"
+"$T/uiload" -out "$T/prof" -n 4 -cpu 800ms || die "uiload"
+
+# Scrape kiln's own pprof endpoint when pull mode is there (targets page).
+cat >"$T/kiln.yaml" <<YAML
+scrape_configs:
+  - job_name: kiln-self
+    scrape_interval: 2s
+    scrape_timeout: 2s
+    static_configs:
+      - targets: ["127.0.0.1:1"]
+YAML
+ui_start_kiln
+if curl -s -o /dev/null -w '%{http_code}' "$URL/api/v1/targets" | grep -q '^200$'; then
+	export UI_EXPECT_TARGETS=1
+	kill -TERM "$SPID"; wait "$SPID"; SPID=
+	ui_start_kiln --config-path="$T/kiln.yaml"
+fi
+
+# Series node=n1: four profiles alternating hash-heavy / sort-heavy; node=n2: one.
+for k in 0 1 2 3; do ui_push uiload "$T/prof/cpu-$k.pb.gz" job=ui node=n1; done
+ui_push uiload "$T/prof/cpu-0.pb.gz" job=ui node=n2
+
+export UI_TYPE=uiload:cpu:nanoseconds:cpu:nanoseconds:delta
+timeout 300 node "$KILN_ROOT/tests/integration/ui_browser.mjs" "$URL" "$SHOTS" "$T/out" ||
+	die "browser steps failed"
+
+# The downloads are real pprof / folded files: go tool pprof reads them.
+go tool pprof -top "$T/out/merged.pb.gz" >"$T/top.txt" 2>&1 || { cat "$T/top.txt"; die "go tool pprof merged"; }
+grep -q 'main.hashAlpha' "$T/top.txt" || { cat "$T/top.txt"; die "pprof top lacks main.hashAlpha"; }
+go tool pprof -top "$T/out/diff.pb.gz" >"$T/dtop.txt" 2>&1 || { cat "$T/dtop.txt"; die "go tool pprof diff"; }
+# Totals agree: the sum of the folded lines, the UI's total, pprof -raw samples.
+folded_total=$(awk '{s+=$NF} END{print s}' "$T/out/merged.folded")
+ui_total=$(cat "$T/out/merged.total")
+[ "$folded_total" = "$ui_total" ] || die "folded total $folded_total != UI total $ui_total"
+grep -q 'main.work;main.hashAlpha' "$T/out/merged.folded" ||
+	{ head "$T/out/merged.folded"; die "folded stacks lack main.hashAlpha"; }
+ls "$SHOTS"
+echo "ui_browser: ok ($(ls "$SHOTS" | wc -l) screenshots)"

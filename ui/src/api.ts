@@ -1,0 +1,124 @@
+// The server's HTTP/JSON API (docs/API.md, API-CONTRACT.md). Relative URLs:
+// the UI is served by the same `kiln` that answers the API.
+
+import type { FlameJSON } from './flame';
+
+export class ApiError extends Error {
+	status: number;
+	position?: number;
+	constructor(message: string, status: number, position?: number) {
+		super(message);
+		this.status = status;
+		this.position = position;
+	}
+}
+
+export interface ProfileType {
+	key: string;
+	name: string;
+	sample_type: string;
+	sample_unit: string;
+	period_type: string;
+	period_unit: string;
+	delta: boolean;
+}
+
+export interface Series {
+	labels: Record<string, string>;
+	points: [number, number][];
+}
+
+export interface RangeResult {
+	series: Series[];
+	unit: string;
+}
+
+export interface TopRow {
+	name: string;
+	binary: string;
+	file: string;
+	line: number;
+	flat: number;
+	cum: number;
+	diff_flat?: number;
+	diff_cum?: number;
+}
+
+export interface TopResult {
+	unit: string;
+	total: number;
+	filtered?: number;
+	rows: TopRow[];
+}
+
+export interface Target {
+	job: string;
+	url: string;
+	labels: Record<string, string>;
+	health: string;
+	last_scrape: number;
+	last_scrape_duration_ms: number;
+	last_error: string;
+}
+
+export interface TargetsResult {
+	active: Target[];
+	dropped: Target[];
+}
+
+export function apiUrl(path: string, params: Record<string, string | undefined>): string {
+	const p = new URLSearchParams();
+	for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') p.set(k, v);
+	const qs = p.toString();
+	return path + (qs ? '?' + qs : '');
+}
+
+/** Bytes of the last JSON responses (the bench reads it: API bytes per node). */
+export const apiStats = { lastBytes: 0 };
+
+async function getJSON<T>(path: string, params: Record<string, string | undefined>, signal?: AbortSignal): Promise<T> {
+	let res: Response;
+	try {
+		res = await fetch(apiUrl(path, params), { signal, headers: { Accept: 'application/json' } });
+	} catch (e) {
+		if ((e as Error).name === 'AbortError') throw e;
+		throw new ApiError('cannot reach the kiln server: ' + (e as Error).message, 0);
+	}
+	const text = await res.text();
+	apiStats.lastBytes = text.length;
+	if (!res.ok) {
+		let msg = `HTTP ${res.status}`;
+		let pos: number | undefined;
+		try {
+			const j = JSON.parse(text);
+			if (j && typeof j.error === 'string') msg = j.error;
+			if (j && typeof j.position === 'number') pos = j.position;
+		} catch {
+			if (text.trim()) msg += ': ' + text.trim().slice(0, 200);
+		}
+		throw new ApiError(msg, res.status, pos);
+	}
+	try {
+		return JSON.parse(text) as T;
+	} catch {
+		throw new ApiError(`${path}: the server's answer is not JSON`, res.status);
+	}
+}
+
+export const api = {
+	profileTypes: (start: number, end: number, signal?: AbortSignal) =>
+		getJSON<{ types: ProfileType[] }>('/api/v1/profile-types', { start: String(start), end: String(end) }, signal),
+	labels: (query: string, start: number, end: number, signal?: AbortSignal) =>
+		getJSON<{ names: string[] }>('/api/v1/labels', { query, start: String(start), end: String(end) }, signal),
+	values: (label: string, query: string, start: number, end: number, signal?: AbortSignal) =>
+		getJSON<{ values: string[] }>('/api/v1/values', { label, query, start: String(start), end: String(end) }, signal),
+	queryRange: (query: string, start: number, end: number, signal?: AbortSignal) =>
+		getJSON<RangeResult>('/api/v1/query_range', { query, start: String(start), end: String(end) }, signal),
+	flame: (params: Record<string, string>, signal?: AbortSignal) =>
+		getJSON<FlameJSON>('/api/v1/query', { ...params, report: 'flamegraph' }, signal),
+	top: (params: Record<string, string>, signal?: AbortSignal) =>
+		getJSON<TopResult>('/api/v1/query', { ...params, report: 'top' }, signal),
+	targets: (signal?: AbortSignal) => getJSON<TargetsResult>('/api/v1/targets', { state: 'any' }, signal),
+	downloadUrl: (params: Record<string, string>, report: 'pprof' | 'folded') =>
+		apiUrl('/api/v1/query', { ...params, report }),
+};

@@ -1,0 +1,645 @@
+// Kiln web UI: wires the query bars, metrics graphs, icicle graph, table and
+// targets page to the view state, which lives in the URL (see state.ts).
+
+import './style.css';
+import { api, ApiError, apiStats, type ProfileType, type Series, type TopResult } from './api';
+import { DIFF_STEPS, diffBucketColor, binaryColor, packageOf } from './colors';
+import { h, Loading } from './dom';
+import { ancestorsOf, binaryShares, packageShares, decodeFlame, nodeOfPath, widestNodeNamed, type Flame } from './flame';
+import { MetricsGraph, seriesMatchers } from './graph';
+import { Icicle, singleBinary } from './icicle';
+import { QueryBar } from './querybar';
+import { decodeState, encodeState, freezeRanges, profileRequest, queryOf, resolveRange, type Selection, type ViewState } from './state';
+import { Table } from './table';
+import { renderTargets } from './targets';
+import { cpuYMode, formatPercent, formatValue, type YMode } from './units';
+
+type SideKey = 'a' | 'b';
+
+let state: ViewState = decodeState(location.search);
+let types: ProfileType[] = [];
+let now = Date.now(); // the instant relative ranges resolve against (set by each Search)
+let flame: Flame | null = null;
+let top: TopResult | null = null;
+let profileCtl: AbortController | null = null;
+let topCtl: AbortController | null = null;
+let profileSeq = 0;
+let searchT0 = 0;
+
+const perfLog = () => (window.__kilnPerf ??= { paints: [], frames: [] }) as NonNullable<typeof window.__kilnPerf> & {
+	searches?: { nodes: number; ms: number; bytes: number; parseMs: number; drawMs: number }[];
+};
+
+// ---- theme ---------------------------------------------------------------
+function isDark(): boolean {
+	return document.documentElement.dataset.theme === 'dark';
+}
+function setTheme(t: 'light' | 'dark'): void {
+	document.documentElement.dataset.theme = t;
+	try {
+		localStorage.setItem('kiln-theme', t);
+	} catch {
+		/* private mode */
+	}
+	icicle.setTheme(t === 'dark');
+	renderLegend();
+	for (const k of ['a', 'b'] as SideKey[]) sides[k].redrawGraph();
+	themeBtn.textContent = t === 'dark' ? 'Light theme' : 'Dark theme';
+}
+{
+	let t: string | null = null;
+	try {
+		t = localStorage.getItem('kiln-theme');
+	} catch {
+		/* ignore */
+	}
+	if (t !== 'light' && t !== 'dark') t = matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+	document.documentElement.dataset.theme = t;
+}
+
+// ---- URL -----------------------------------------------------------------
+function commit(push = false): void {
+	const qs = encodeState(state);
+	const url = location.pathname + (qs ? '?' + qs : '');
+	if (url === location.pathname + location.search) return;
+	if (push) history.pushState(null, '', url);
+	else history.replaceState(null, '', url);
+}
+
+// ---- one side: query bar + metrics graph ------------------------------------
+class Side {
+	readonly key: SideKey;
+	readonly el: HTMLElement;
+	readonly bar: QueryBar;
+	readonly graph: MetricsGraph;
+	private loading = new Loading('Loading series…');
+	private empty: HTMLElement;
+	private info: HTMLElement;
+	private ctl: AbortController | null = null;
+	private last: { series: Series[]; unit: string; ymode: YMode } | null = null;
+	private ymodeSel: HTMLSelectElement;
+
+	constructor(key: SideKey) {
+		this.key = key;
+		this.bar = new QueryBar(key, () => search(key));
+		this.graph = new MetricsGraph({
+			onPoint: (t, s) => selectPoint(key, t, s),
+			onRange: (a, b) => selectRange(key, a, b),
+		});
+		this.empty = h('div.empty-state', { testid: `graph-empty-${key}`, hidden: true });
+		this.info = h('div.selection-info', { testid: `selection-${key}` });
+		this.ymodeSel = h('select.ymode', { testid: `ymode-${key}`, title: 'Y axis', hidden: true }, h('option', { value: 'cores' }, 'CPU cores'), h('option', { value: 'percent' }, '% of one core'), h('option', { value: 'raw' }, 'CPU time'));
+		this.ymodeSel.addEventListener('change', () => this.redrawGraph());
+		const merge = h('button', { testid: `merge-${key}`, title: 'Merge every profile of the query range into one', onclick: () => mergeAll(key) }, 'Merge range');
+		this.el = h(
+			'div.side',
+			{ testid: `side-${key}` },
+			h('div.side-title', {}, key === 'a' ? 'A · base' : 'B · comparison'),
+			this.bar.el,
+			this.loading.el,
+			this.empty,
+			this.graph.el,
+			h('div.side-foot', {}, this.info, h('span.grow'), this.ymodeSel, merge),
+		);
+	}
+
+	sel(): Selection {
+		return state[this.key];
+	}
+
+	redrawGraph(): void {
+		if (!this.last) return;
+		const ym = this.ymodeSel.hidden ? 'raw' : (this.ymodeSel.value as YMode);
+		this.graph.setData(this.last.series, this.last.unit, ym);
+		const s = this.sel();
+		this.graph.setSelected(s.mode === 'single' && s.time !== undefined ? s.time : null);
+	}
+
+	updateInfo(): void {
+		const s = this.sel();
+		const [from, to] = resolveRange(s.range, now);
+		const t = (ms: number) => new Date(ms).toLocaleString();
+		if (!s.type) this.info.textContent = '';
+		else if (s.mode === 'single' && s.time !== undefined) this.info.textContent = `Single profile at ${t(s.time)}` + (s.series ? ` · {${s.series}}` : '');
+		else if (s.start !== undefined && s.end !== undefined) this.info.textContent = `Merged ${t(s.start)} – ${t(s.end)}`;
+		else this.info.textContent = `Merged whole range ${t(from)} – ${t(to)}`;
+	}
+
+	async loadGraph(): Promise<void> {
+		const s = this.sel();
+		this.updateInfo();
+		if (!s.type) {
+			this.graph.el.hidden = true;
+			this.empty.hidden = false;
+			this.empty.textContent = types.length ? 'Select a profile type, optionally add label matchers, and press Search.' : 'No profiles stored yet. Start kiln-agent on a host, or push pprof files to kiln, then reload this page.';
+			return;
+		}
+		this.ctl?.abort();
+		const ctl = (this.ctl = new AbortController());
+		const [from, to] = resolveRange(s.range, now);
+		this.loading.start('Loading series…');
+		this.bar.clearError();
+		try {
+			const r = await api.queryRange(queryOf(s), from, to, ctl.signal);
+			if (ctl.signal.aborted) return;
+			const pt = types.find((t) => t.key === s.type);
+			const ym = cpuYMode(r.unit, pt?.period_type);
+			this.ymodeSel.hidden = ym === 'raw';
+			this.last = { series: r.series, unit: r.unit, ymode: ym };
+			if (!r.series.length) {
+				this.graph.el.hidden = true;
+				this.empty.hidden = false;
+				this.empty.textContent = 'No data for this query in range — widen the range or check the labels.';
+			} else {
+				this.empty.hidden = true;
+				this.graph.el.hidden = false;
+				this.redrawGraph();
+			}
+		} catch (e) {
+			if ((e as Error).name === 'AbortError') return;
+			this.bar.showError(e as Error);
+		} finally {
+			if (this.ctl === ctl) this.loading.stop();
+		}
+	}
+}
+
+// ---- result area: toolbar, legend, icicle, table ----------------------------
+const icicle = new Icicle({
+	onFocus: (path) => {
+		state.focus = path;
+		commit();
+		renderBreadcrumb();
+	},
+});
+const table = new Table({
+	onSort: (col, desc) => {
+		state.sort = col;
+		state.desc = desc;
+		commit();
+	},
+	onFilter: (t) => {
+		state.filter = t;
+		commit();
+	},
+	onRow: (name) => focusFunction(name),
+});
+
+const sides: Record<SideKey, Side> = { a: new Side('a'), b: new Side('b') };
+const profileLoading = new Loading('Loading profile…');
+const resultEmpty = h('div.empty-state', { testid: 'result-empty' });
+const resultError = h('div.error-box', { testid: 'result-error', hidden: true });
+const breadcrumb = h('nav.breadcrumb', { testid: 'breadcrumb' });
+const legendEl = h('div.legend', { testid: 'legend' });
+const hiddenEl = h('div.hidden-binaries', { testid: 'hidden-binaries' });
+const searchIn = h('input.fn-search', { testid: 'fn-search', type: 'search', placeholder: 'Search functions  ( / )', spellcheck: false });
+const searchShare = h('span.search-share', { testid: 'search-share' });
+const summaryEl = h('span.summary', { testid: 'summary' });
+const dlPprof = h('a.button', { testid: 'download-pprof', download: 'profile.pb.gz', title: 'Download the current profile as gzipped pprof' }, 'pprof ↓');
+const dlFolded = h('a.button', { testid: 'download-folded', download: 'profile.folded.txt', title: 'Download folded stacks' }, 'folded ↓');
+const shareOut = h('input.share-link', { testid: 'share-link', readOnly: true, hidden: true });
+const copyBtn = h('button', { testid: 'copy-link', title: 'Copy a link that reopens this view', onclick: () => copyLink() }, 'Copy link');
+const viewBtns = (['icicle', 'table', 'both'] as const).map((v) =>
+	h('button.seg', { testid: `view-${v}`, onclick: () => setView(v) }, v === 'icicle' ? 'Icicle' : v === 'table' ? 'Table' : 'Both'),
+);
+const resetBtn = h('button', { testid: 'reset-zoom', title: 'Reset zoom (Esc)', onclick: () => icicle.reset() }, 'Reset zoom');
+const icicleWrap = h('div.icicle-wrap', { testid: 'icicle-wrap' }, icicle.el);
+const tableWrap = h('div.table-wrap', {}, table.el);
+const content = h('div.content', { testid: 'content' }, icicleWrap, tableWrap);
+
+searchIn.value = state.search;
+searchIn.addEventListener('input', () => {
+	state.search = searchIn.value;
+	commit();
+	applySearch();
+});
+searchIn.addEventListener('keydown', (e) => {
+	if (e.key === 'Escape') {
+		searchIn.value = '';
+		state.search = '';
+		commit();
+		applySearch();
+		searchIn.blur();
+	}
+});
+
+const result = h(
+	'div.result',
+	{ testid: 'result' },
+	h('div.toolbar', {}, h('div.segmented', {}, ...viewBtns), searchIn, searchShare, h('span.grow'), summaryEl, dlPprof, dlFolded, copyBtn, shareOut),
+	h('div.toolbar2', {}, breadcrumb, resetBtn),
+	legendEl,
+	hiddenEl,
+	resultError,
+	profileLoading.el,
+	resultEmpty,
+	content,
+);
+
+// ---- header, pages -------------------------------------------------------
+const themeBtn = h('button.ghost', { testid: 'theme-toggle', onclick: () => setTheme(isDark() ? 'light' : 'dark') }, isDark() ? 'Light theme' : 'Dark theme');
+const navProfiles = h('button.nav', { testid: 'nav-profiles', onclick: () => setPage('profiles') }, 'Profiles');
+const navTargets = h('button.nav', { testid: 'nav-targets', onclick: () => setPage('targets') }, 'Targets');
+const compareBtn = h('button', { testid: 'compare-toggle', onclick: () => toggleCompare() }, 'Compare');
+const sidesEl = h('div.sides', {}, sides.a.el, sides.b.el);
+const profilesPage = h('main.page', { testid: 'page-profiles' }, sidesEl, result);
+const targetsPage = h('main.page.targets-page', { testid: 'page-targets' });
+document.getElementById('app')!.replaceChildren(
+	h('header.top', {}, h('span.logo', {}, 'Kiln'), navProfiles, navTargets, h('span.grow'), compareBtn, themeBtn),
+	profilesPage,
+	targetsPage,
+);
+
+function setPage(p: 'profiles' | 'targets'): void {
+	state.page = p;
+	commit(true);
+	renderPage();
+}
+
+function renderPage(): void {
+	profilesPage.hidden = state.page !== 'profiles';
+	targetsPage.hidden = state.page !== 'targets';
+	navProfiles.classList.toggle('active', state.page === 'profiles');
+	navTargets.classList.toggle('active', state.page === 'targets');
+	compareBtn.hidden = state.page !== 'profiles';
+	if (state.page === 'targets') renderTargets(targetsPage);
+}
+
+function renderLayout(): void {
+	sidesEl.classList.toggle('compare', state.compare);
+	sides.b.el.hidden = !state.compare;
+	sides.a.el.querySelector('.side-title')!.toggleAttribute('hidden', !state.compare);
+	compareBtn.classList.toggle('active', state.compare);
+	compareBtn.textContent = state.compare ? 'Stop comparing' : 'Compare';
+	for (const b of viewBtns) b.classList.toggle('active', b.dataset.testid === `view-${state.view}`);
+	content.className = 'content view-' + state.view;
+	icicleWrap.hidden = state.view === 'table';
+	tableWrap.hidden = state.view === 'icicle';
+}
+
+function setView(v: ViewState['view']): void {
+	state.view = v;
+	commit();
+	renderLayout();
+	if (v !== 'icicle' && !top && flame) loadTop();
+}
+
+function toggleCompare(): void {
+	state.compare = !state.compare;
+	if (state.compare && !state.b.type) {
+		state.b = { ...state.a, range: { ...state.a.range } };
+		sides.b.bar.load(state.b);
+	}
+	state.focus = [];
+	commit(true);
+	renderLayout();
+	if (state.compare) sides.b.loadGraph();
+	loadProfile();
+}
+
+// ---- actions ---------------------------------------------------------------
+function search(key: SideKey): void {
+	const bar = sides[key].bar;
+	const s = state[key];
+	s.type = bar.type();
+	s.matchers = bar.matchers();
+	s.range = bar.range();
+	s.mode = 'merge';
+	delete s.time;
+	delete s.start;
+	delete s.end;
+	delete s.series;
+	state.focus = [];
+	now = Date.now();
+	searchT0 = performance.now();
+	commit(true);
+	sides[key].loadGraph();
+	loadProfile();
+}
+
+function selectPoint(key: SideKey, time: number, s: Series): void {
+	const sel = state[key];
+	sel.mode = 'single';
+	sel.time = time;
+	sel.series = seriesMatchers(s);
+	delete sel.start;
+	delete sel.end;
+	state.focus = [];
+	commit(true);
+	sides[key].graph.setSelected(time);
+	sides[key].updateInfo();
+	searchT0 = performance.now();
+	loadProfile();
+}
+
+function selectRange(key: SideKey, start: number, end: number): void {
+	const sel = state[key];
+	sel.mode = 'merge';
+	sel.start = start;
+	sel.end = end;
+	delete sel.time;
+	delete sel.series;
+	state.focus = [];
+	commit(true);
+	sides[key].graph.setSelected(null);
+	sides[key].updateInfo();
+	searchT0 = performance.now();
+	loadProfile();
+}
+
+function mergeAll(key: SideKey): void {
+	const sel = state[key];
+	sel.mode = 'merge';
+	delete sel.time;
+	delete sel.series;
+	delete sel.start;
+	delete sel.end;
+	state.focus = [];
+	commit(true);
+	sides[key].graph.setSelected(null);
+	sides[key].updateInfo();
+	searchT0 = performance.now();
+	loadProfile();
+}
+
+function focusFunction(name: string): void {
+	if (!flame) return;
+	const i = widestNodeNamed(flame, name);
+	if (state.view === 'table') setView('both');
+	searchIn.value = name;
+	state.search = name;
+	applySearch();
+	if (i > 0) icicle.zoomTo(i);
+}
+
+function applySearch(): void {
+	if (!flame) {
+		searchShare.textContent = '';
+		return;
+	}
+	const v = icicle.setSearch(state.search);
+	const total = flame.cum[0] || flame.total;
+	searchShare.textContent = state.search ? `${formatPercent(v, total)} of total (${formatValue(v, flame.unit)}) matches` : '';
+}
+
+async function copyLink(): Promise<void> {
+	const qs = encodeState(freezeRanges(state, now));
+	const url = location.origin + location.pathname + '?' + qs;
+	shareOut.value = url;
+	shareOut.hidden = false;
+	let ok = false;
+	try {
+		await navigator.clipboard.writeText(url);
+		ok = true;
+	} catch {
+		shareOut.select();
+		ok = document.execCommand('copy');
+	}
+	copyBtn.textContent = ok ? 'Copied' : 'Copy the link below';
+	setTimeout(() => (copyBtn.textContent = 'Copy link'), 2000);
+}
+
+// ---- profile loading ---------------------------------------------------------
+function ready(): boolean {
+	return !!state.a.type && (!state.compare || !!state.b.type);
+}
+
+async function loadProfile(): Promise<void> {
+	sides.a.updateInfo();
+	sides.b.updateInfo();
+	top = null;
+	resultError.hidden = true;
+	if (!ready()) {
+		flame = null;
+		content.hidden = true;
+		resultEmpty.hidden = false;
+		resultEmpty.textContent = state.compare
+			? 'Compare: choose a query for both A (base) and B (comparison), then Search on each side. Click a point or drag a range on each graph to pick what to compare.'
+			: types.length
+				? 'Pick a profile type and press Search: the whole range is merged into one profile. Click a point on the graph for a single profile, or drag across it to merge a sub-range.'
+				: 'No profiles stored yet. Start kiln-agent, or push pprof profiles to kiln, then reload.';
+		setDownloads(null);
+		return;
+	}
+	profileCtl?.abort();
+	topCtl?.abort();
+	const ctl = (profileCtl = new AbortController());
+	const seq = ++profileSeq;
+	const params = profileRequest(state, now);
+	const t0 = searchT0 || performance.now();
+	profileLoading.start(state.compare ? 'Computing the diff…' : 'Loading profile…');
+	try {
+		const j = await api.flame(params, ctl.signal);
+		if (seq !== profileSeq) return;
+		const bytes = apiStats.lastBytes;
+		const tp = performance.now();
+		const f = decodeFlame(j);
+		const parseMs = performance.now() - tp;
+		flame = f;
+		setDownloads(params);
+		if (f.n <= 1 || f.total === 0) {
+			content.hidden = true;
+			resultEmpty.hidden = false;
+			resultEmpty.textContent = state.compare
+				? 'Both selections are empty — pick points or ranges with data on each graph.'
+				: 'No samples in the selected profile(s) — widen the time range, pick another point on the graph, or check the label matchers.';
+			legendEl.replaceChildren();
+			summaryEl.textContent = '';
+			return;
+		}
+		resultEmpty.hidden = true;
+		content.hidden = false;
+		const td = performance.now();
+		const focus = state.focus.length ? nodeOfPath(f, state.focus) : 0;
+		icicle.setTheme(isDark());
+		icicle.setData(f, Math.max(0, focus));
+		applySearch();
+		const drawMs = performance.now() - td;
+		summaryEl.textContent = `${state.compare ? 'diff · ' : ''}total ${formatValue(f.total, f.unit)} · ${f.n.toLocaleString()} nodes`;
+		renderLegend();
+		renderHidden();
+		renderBreadcrumb();
+		if (!state.focus.length || focus < 0) state.focus = focus > 0 ? state.focus : [];
+		commit();
+		requestAnimationFrame(() => {
+			const log = perfLog();
+			(log.searches ??= []).push({ nodes: f.n, ms: performance.now() - t0, bytes, parseMs, drawMs });
+			document.body.dataset.painted = String(seq);
+		});
+		if (state.view !== 'icicle') loadTop();
+	} catch (e) {
+		if ((e as Error).name === 'AbortError') return;
+		flame = null;
+		content.hidden = true;
+		resultEmpty.hidden = true;
+		resultError.hidden = false;
+		resultError.textContent = 'Query failed: ' + (e as Error).message;
+		if (e instanceof ApiError && e.position !== undefined) sides.a.bar.showError(e);
+	} finally {
+		if (seq === profileSeq) profileLoading.stop();
+	}
+}
+
+async function loadTop(): Promise<void> {
+	if (!ready()) return;
+	topCtl?.abort();
+	const ctl = (topCtl = new AbortController());
+	try {
+		const t = await api.top(profileRequest(state, now), ctl.signal);
+		if (ctl.signal.aborted) return;
+		top = t;
+		table.set(t, state.compare, state.sort, state.desc, state.filter);
+	} catch (e) {
+		if ((e as Error).name === 'AbortError') return;
+		resultError.hidden = false;
+		resultError.textContent = 'Table query failed: ' + (e as Error).message;
+	}
+}
+
+function setDownloads(params: Record<string, string> | null): void {
+	for (const [a, r] of [
+		[dlPprof, 'pprof'],
+		[dlFolded, 'folded'],
+	] as const) {
+		if (params) {
+			a.href = api.downloadUrl(params, r);
+			a.classList.remove('disabled');
+		} else {
+			a.removeAttribute('href');
+			a.classList.add('disabled');
+		}
+	}
+}
+
+function renderBreadcrumb(): void {
+	const f = icicle.flame;
+	if (!f) {
+		breadcrumb.replaceChildren();
+		return;
+	}
+	const path = ancestorsOf(f, icicle.focusNode);
+	const items: (HTMLElement | string)[] = [];
+	path.forEach((n, k) => {
+		if (k) items.push(h('span.sep', {}, '›'));
+		items.push(h('a.crumb', { href: '#', title: f.strings[f.name[n]], onclick: (e: Event) => (e.preventDefault(), icicle.zoomTo(n)) }, n === 0 ? 'root' : f.strings[f.name[n]]));
+	});
+	breadcrumb.replaceChildren(...items);
+	resetBtn.disabled = icicle.focusNode === 0;
+}
+
+function renderLegend(): void {
+	const f = flame;
+	if (!f) {
+		legendEl.replaceChildren();
+		return;
+	}
+	const dark = isDark();
+	if (f.diff) {
+		const sw = (b: number, label?: string) => h('span.diff-swatch', { style: `background:${diffBucketColor(b, dark)}`, title: label ?? '' });
+		legendEl.replaceChildren(
+			h('span.legend-title', {}, 'Change B vs A:'),
+			h('span.legend-item', { testid: 'diff-legend-better' }, 'better (less) '),
+			...[-DIFF_STEPS, -DIFF_STEPS / 2, -1].map((b) => sw(b)),
+			sw(0, 'unchanged'),
+			...[1, DIFF_STEPS / 2, DIFF_STEPS].map((b) => sw(b)),
+			h('span.legend-item', { testid: 'diff-legend-worse' }, ' worse (more)'),
+			h('span.legend-note', {}, '· width = B · intensity = relative change, full at ±100% · lavender = unchanged'),
+		);
+		return;
+	}
+	const shares = binaryShares(f).slice(0, 14);
+	const total = f.cum[0] || 1;
+	const pk: HTMLElement[] = [];
+	if (singleBinary(f)) {
+		pk.push(h('span.legend-title', {}, 'Colour by package:'));
+		for (const s of packageShares(f, packageOf).slice(0, 10)) {
+			pk.push(h('span.legend-item', { testid: 'legend-package' }, h('i', { style: `background:${binaryColor(s.key, dark)}` }), `${s.key} ${formatPercent(s.value, total)}`));
+		}
+		pk.push(h('span.legend-sep', {}, '|'));
+	}
+	legendEl.replaceChildren(
+		...pk,
+		h('span.legend-title', {}, 'Binaries (click to hide):'),
+		...shares.map((s) =>
+			h(
+				'button.legend-item.binary',
+				{ testid: 'legend-binary', title: `hide frames of ${s.binary}`, onclick: () => hideBinary(s.binary) },
+				h('i', { style: `background:${binaryColor(s.binary === '(unknown)' ? '' : s.binary, dark)}` }),
+				`${s.binary} ${formatPercent(s.value, total)}`,
+			),
+		),
+	);
+}
+
+function renderHidden(): void {
+	hiddenEl.replaceChildren(
+		...(state.hide.length ? [h('span.legend-title', {}, 'Hidden binaries:')] : []),
+		...state.hide.map((b) => h('button.chip', { testid: 'hidden-chip', title: 'show again', onclick: () => unhideBinary(b) }, b + ' ×')),
+	);
+}
+
+function hideBinary(b: string): void {
+	if (b === '(unknown)' || state.hide.includes(b)) return;
+	state.hide.push(b);
+	state.focus = [];
+	commit();
+	loadProfile();
+}
+
+function unhideBinary(b: string): void {
+	state.hide = state.hide.filter((x) => x !== b);
+	commit();
+	loadProfile();
+}
+
+// ---- keyboard ----------------------------------------------------------------
+document.addEventListener('keydown', (e) => {
+	const t = e.target as HTMLElement;
+	const typing = t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT');
+	if (e.key === '/' && !typing) {
+		e.preventDefault();
+		searchIn.focus();
+		searchIn.select();
+	} else if (e.key === 'Escape' && !typing) {
+		icicle.reset();
+	}
+});
+
+window.addEventListener('popstate', () => {
+	state = decodeState(location.search);
+	start(false);
+});
+
+// ---- test and bench hooks ------------------------------------------------------
+(window as unknown as { __kiln: unknown }).__kiln = {
+	icicle,
+	graph: (k: SideKey) => sides[k].graph,
+	state: () => state,
+	flame: () => flame,
+	widest: (name: string) => (flame ? widestNodeNamed(flame, name) : -1),
+	top: () => top,
+};
+
+// ---- start ---------------------------------------------------------------------
+async function start(fetchTypes = true): Promise<void> {
+	renderPage();
+	renderLayout();
+	sides.a.bar.load(state.a);
+	sides.b.bar.load(state.b);
+	searchIn.value = state.search;
+	if (fetchTypes) {
+		try {
+			const [from, to] = resolveRange({ preset: '7d' }, Date.now());
+			types = (await api.profileTypes(from - 30 * 86400e3, to + 86400e3)).types;
+		} catch (e) {
+			sides.a.bar.showError(e as Error);
+		}
+	}
+	sides.a.bar.setTypes(types, state.a.type);
+	sides.b.bar.setTypes(types, state.b.type);
+	sides.a.loadGraph();
+	if (state.compare) sides.b.loadGraph();
+	loadProfile();
+}
+
+start();

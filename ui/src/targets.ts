@@ -1,0 +1,72 @@
+// The targets page: scrape targets grouped by job with health, labels, last
+// scrape, duration and last error (/api/v1/targets, pull mode).
+
+import { api, type Target } from './api';
+import { h } from './dom';
+import { formatAgo, formatDuration } from './units';
+
+export function groupByJob(ts: Target[]): Map<string, Target[]> {
+	const m = new Map<string, Target[]>();
+	for (const t of [...ts].sort((a, b) => a.job.localeCompare(b.job) || a.url.localeCompare(b.url))) {
+		if (!m.has(t.job)) m.set(t.job, []);
+		m.get(t.job)!.push(t);
+	}
+	return m;
+}
+
+function labels(l: Record<string, string>): HTMLElement {
+	return h('div.labels', {}, ...Object.keys(l).sort().map((k) => h('span.label-chip', {}, `${k}="${l[k]}"`)));
+}
+
+export async function renderTargets(root: HTMLElement): Promise<void> {
+	root.replaceChildren(h('div.loading', {}, h('span.spinner'), ' Loading targets…'));
+	let res;
+	try {
+		res = await api.targets();
+	} catch (e) {
+		root.replaceChildren(h('div.error-box', { testid: 'targets-error' }, 'Could not load targets: ' + (e as Error).message));
+		return;
+	}
+	const now = Date.now();
+	const active = res.active ?? [];
+	const dropped = res.dropped ?? [];
+	const out: HTMLElement[] = [h('h2', {}, 'Targets')];
+	if (!active.length) {
+		out.push(h('div.empty-state', { testid: 'targets-empty' }, 'No scrape targets. Kiln scrapes pprof endpoints in pull mode: add a scrape_configs job to the config file (see docs) and start kiln with --config-path.'));
+	}
+	for (const [job, ts] of groupByJob(active)) {
+		const up = ts.filter((t) => t.health === 'up').length;
+		out.push(
+			h(
+				'section.job',
+				{ testid: `job-${job}` },
+				h('h3', {}, job, h('span.job-count', {}, ` ${up}/${ts.length} up`)),
+				h(
+					'table.targets',
+					{},
+					h('thead', {}, h('tr', {}, h('th', {}, 'Endpoint'), h('th', {}, 'Health'), h('th', {}, 'Labels'), h('th', {}, 'Last scrape'), h('th', {}, 'Duration'), h('th', {}, 'Last error'))),
+					h(
+						'tbody',
+						{},
+						...ts.map((t) =>
+							h(
+								'tr',
+								{},
+								h('td.mono', {}, t.url),
+								h('td', {}, h(`span.health.${t.health === 'up' ? 'up' : t.health === 'down' ? 'down' : 'unknown'}`, { testid: 'health' }, t.health)),
+								h('td', {}, labels(t.labels)),
+								h('td', { title: t.last_scrape ? new Date(t.last_scrape).toISOString() : '' }, formatAgo(t.last_scrape, now)),
+								h('td', {}, t.last_scrape ? formatDuration(t.last_scrape_duration_ms) : '—'),
+								h('td.error-cell', {}, t.last_error || ''),
+							),
+						),
+					),
+				),
+			),
+		);
+	}
+	if (dropped.length) {
+		out.push(h('details.dropped', {}, h('summary', {}, `${dropped.length} dropped target(s) (relabelled away)`), ...[...groupByJob(dropped)].map(([job, ts]) => h('div', {}, h('b', {}, job + ': '), ts.map((t) => t.url).join(', ')))));
+	}
+	root.replaceChildren(...out);
+}
