@@ -55,17 +55,17 @@ enum grpc_code {
 };
 
 struct grpc_status {
-	int code;         /* enum grpc_code */
+	int code;	   /* enum grpc_code */
 	char message[512]; /* decoded grpc-message, "" if none */
 };
 
 struct grpc_client_config {
-	const char *address;      /* "host:port", or a URL "http://host:port" / "https://..." */
-	bool insecure;            /* cleartext HTTP/2 (prior knowledge) for host:port */
-	bool skip_verify;         /* TLS without certificate checks */
+	const char *address;	  /* "host:port", or a URL "http://host:port" / "https://..." */
+	bool insecure;		  /* cleartext HTTP/2 (prior knowledge) for host:port */
+	bool skip_verify;	  /* TLS without certificate checks */
 	const char *bearer_token; /* sent as "authorization: Bearer TOKEN"; NULL: none */
-	int timeout_ms;           /* per call, sent as grpc-timeout; 0: 30000 */
-	size_t max_response;      /* largest response message accepted; 0: 64 MiB */
+	int timeout_ms;		  /* per call, sent as grpc-timeout; 0: 30000 */
+	size_t max_response;	  /* largest response message accepted; 0: 64 MiB */
 };
 
 struct grpc_client;
@@ -95,8 +95,8 @@ int grpc_frame_append(struct buf *b, const void *msg, size_t len);
 /* Parses one message from data[0..len). Returns 1 with *msg, *msg_len,
  * *compressed and *consumed set; 0 when more bytes are needed; -EMSGSIZE
  * when the declared length exceeds max. */
-int grpc_frame_parse(const uint8_t *data, size_t len, size_t max, const uint8_t **msg, size_t *msg_len,
-		     bool *compressed, size_t *consumed);
+int grpc_frame_parse(const uint8_t *data, size_t len, size_t max, const uint8_t **msg,
+		     size_t *msg_len, bool *compressed, size_t *consumed);
 
 /* Decodes a percent-encoded grpc-message in place. */
 void grpc_percent_decode(char *s);

@@ -40,7 +40,8 @@ static void test_frame_roundtrip(void **state)
 	assert_int_equal(used, 10);
 	assert_false(comp);
 	assert_memory_equal(msg, "hello", 5);
-	assert_int_equal(grpc_frame_parse(b.data + used, b.len - used, 100, &msg, &len, &comp, &used), 1);
+	assert_int_equal(
+	    grpc_frame_parse(b.data + used, b.len - used, 100, &msg, &len, &comp, &used), 1);
 	assert_int_equal(len, 0);
 	assert_int_equal(used, 5);
 	buf_free(&b);
@@ -54,9 +55,11 @@ static void test_frame_big_endian_and_limit(void **state)
 	bool comp;
 
 	(void)state;
-	assert_int_equal(grpc_frame_parse(hdr, sizeof(hdr), 1000, &msg, &len, &comp, &used), -EMSGSIZE);
+	assert_int_equal(grpc_frame_parse(hdr, sizeof(hdr), 1000, &msg, &len, &comp, &used),
+			 -EMSGSIZE);
 	/* Within the limit but incomplete: wait for 0x01020304 bytes. */
-	assert_int_equal(grpc_frame_parse(hdr, sizeof(hdr), 0x01020304, &msg, &len, &comp, &used), 0);
+	assert_int_equal(grpc_frame_parse(hdr, sizeof(hdr), 0x01020304, &msg, &len, &comp, &used),
+			 0);
 }
 
 static void test_percent_decode(void **state)
@@ -193,7 +196,8 @@ static void test_client_streaming(void **state)
 	struct grpc_status st;
 	struct buf resp = {0};
 
-	assert_int_equal(grpc_client_stream(c, "/kiln.test.Echo/Concat", next_chunk, &ch, &resp, &st), 0);
+	assert_int_equal(
+	    grpc_client_stream(c, "/kiln.test.Echo/Concat", next_chunk, &ch, &resp, &st), 0);
 	assert_int_equal(st.code, GRPC_OK);
 	assert_int_equal(resp.len, 300 * 4096);
 	for (int i = 0; i < 300; i++)
