@@ -135,6 +135,7 @@ struct meta {
 	struct chunked strings; /* const char * */
 	struct chunked mappings, functions, locations, stacks;
 	struct htab *string_ix, *mapping_ix, *function_ix, *location_ix, *stack_ix;
+	struct htab *fp_ix;  /* stack fingerprint (store.c) -> stack id; memory only */
 	struct buf pending;  /* records for the metastore log, not yet written */
 	struct buf key;	     /* scratch */
 	uint32_t *sym_queue; /* locations waiting for symbolization */
@@ -295,6 +296,7 @@ int block_read_rollup(const struct block *b, const struct block_series *bs, uint
 /* ---- wal.c ------------------------------------------------------------- */
 
 struct wal_waiter {
+	pthread_cond_t cond; /* each waiter sleeps on its own: no thundering herd */
 	uint64_t seq;
 	int rc;
 	bool done;

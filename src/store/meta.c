@@ -35,8 +35,9 @@ int meta_init(struct meta *m)
 	m->function_ix = htab_new(64);
 	m->location_ix = htab_new(64);
 	m->stack_ix = htab_new(64);
+	m->fp_ix = htab_new(64);
 	if (!m->arena || !m->string_ix || !m->mapping_ix || !m->function_ix || !m->location_ix ||
-	    !m->stack_ix)
+	    !m->stack_ix || !m->fp_ix)
 		return -ENOMEM;
 	if (chunked_init(&m->strings, sizeof(const char *)) ||
 	    chunked_init(&m->mappings, sizeof(struct meta_mapping)) ||
@@ -81,6 +82,7 @@ void meta_destroy(struct meta *m)
 	htab_free(m->function_ix);
 	htab_free(m->location_ix);
 	htab_free(m->stack_ix);
+	htab_free(m->fp_ix);
 	arena_free(m->arena);
 	buf_free(&m->pending);
 	buf_free(&m->key);
