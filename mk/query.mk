@@ -4,3 +4,10 @@ $(OUT)/bench/bench_query: bench/bench_query.c $(LIBKILN)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBKILN) $(LDFLAGS) $(LDLIBS)
 
 bench-query: $(OUT)/bench/bench_query
+
+# libFuzzer objects get header dependencies like the other builds (the main
+# rule has no -MMD): without them a changed header (query_internal.h's tree
+# layout, pprof's internals) leaves stale fuzz objects that crash or fail to
+# link. Harmless to every other module; belongs in the Makefile proper.
+FUZZ_OBJ_CFLAGS += -MMD -MP
+-include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)

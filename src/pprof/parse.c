@@ -73,6 +73,11 @@ static bool read_scalars(struct wire *w, uint32_t type, uint64_t *arr, size_t *n
 		return *n < cap && wire_varint(w, &arr[(*n)++]);
 	if (!wire_bytes(w, &sub))
 		return false;
+	/* No array means the counting pass found no complete varint in this
+	 * field: only an empty payload is well-formed (and arr + *n on NULL
+	 * would be undefined; found by fuzz_query_tree). */
+	if (!arr)
+		return sub.p == sub.end;
 	got = wire_packed_varints(sub, arr + *n);
 	if (got < 0)
 		return false;
