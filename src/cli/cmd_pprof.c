@@ -243,7 +243,10 @@ static int run_top(int argc, char **argv)
 		pct(c, sizeof(c), t->flat, top.total);
 		pct(d, sizeof(d), sum, top.total);
 		pct(e, sizeof(e), t->cum, top.total);
-		printf("%10s %6s %6s %10s %6s  %s\n", a, c, d, b, e, t->name);
+		printf("%10s %6s %6s %10s %6s  %s%s\n", a, c, d, b, e, t->name,
+		       !t->called_inline   ? ""
+		       : t->called_outline ? " (partial-inline)"
+					   : " (inline)");
 	}
 	pprof_top_free(&top);
 	pprof_profile_free(p);

@@ -384,7 +384,7 @@ int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, 
 		int64_t *v = b->samples[*slot].value;
 
 		for (i = 0; i < b->n_types; i++)
-			v[i] += values[i];
+			v[i] = pprof_add(v[i], values[i]);
 		return 0;
 	}
 	s.n_location_id = n_locs;

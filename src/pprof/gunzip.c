@@ -22,7 +22,13 @@ static size_t guess_size(const uint8_t *data, size_t len, size_t max_out)
 	if (len >= 18)
 		isize = (size_t)data[len - 4] | (size_t)data[len - 3] << 8 |
 			(size_t)data[len - 2] << 16 | (size_t)data[len - 1] << 24;
-	guess = isize > len ? isize : len * 4;
+	/* Trust ISIZE only when plausible: a corrupt or truncated trailer must
+	 * not make us reserve a gigabyte for a few bytes of input. Deflate
+	 * cannot exceed about 1032:1; pprof data compresses 3-10x. */
+	if (isize >= len && isize / 64 <= len)
+		guess = isize;
+	else
+		guess = len * 8;
 	if (guess < 4096)
 		guess = 4096;
 	return guess > max_out ? max_out : guess;

@@ -29,6 +29,13 @@ struct pprof_profile {
 	struct pprof_idtab locations, functions, mappings;
 };
 
+/* Sums wrap around instead of overflowing: values come from untrusted
+ * files, and signed overflow is undefined behaviour. */
+static inline int64_t pprof_add(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
 /* Builds a table over n items whose ids are read by id_of. Rejects id 0 and
  * duplicate ids with an error naming field[i].id. */
 int pprof_idtab_build(struct pprof_idtab *t, void **items, size_t n,

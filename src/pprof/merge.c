@@ -88,15 +88,15 @@ static int merge_header(struct pprof_builder *b, const struct pprof_profile *p,
 		b->time_nanos = m->time_nanos;
 		b->duration_nanos = m->duration_nanos;
 	} else if (m->time_nanos || m->duration_nanos) {
-		int64_t start = b->time_nanos, end = b->time_nanos + b->duration_nanos;
-		int64_t pend = m->time_nanos + m->duration_nanos;
+		int64_t start = b->time_nanos, end = pprof_add(b->time_nanos, b->duration_nanos);
+		int64_t pend = pprof_add(m->time_nanos, m->duration_nanos);
 
 		if (m->time_nanos && (start == 0 || m->time_nanos < start))
 			start = m->time_nanos;
 		if (pend > end)
 			end = pend;
 		b->time_nanos = start;
-		b->duration_nanos = end - start;
+		b->duration_nanos = (int64_t)((uint64_t)end - (uint64_t)start);
 	}
 	if (m->period_type && !b->has_period_type) {
 		b->period_type =
@@ -185,6 +185,21 @@ out:
 	return rc;
 }
 
+/* v * scale rounded, saturated to the int64 range (a plain conversion of an
+ * out-of-range double is undefined). */
+static int64_t scale_value(int64_t v, double scale)
+{
+	double x = round((double)v * scale);
+
+	if (!(x == x))
+		return 0;
+	if (x >= 9223372036854775807.0)
+		return INT64_MAX;
+	if (x <= -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)x;
+}
+
 /* Adds every sample, translated and scaled (scale 1 is exact). */
 static int merge_samples(struct pprof_builder *b, const struct pprof_profile *p,
 			 const struct merge_maps *mm, double scale)
@@ -227,8 +242,7 @@ static int merge_samples(struct pprof_builder *b, const struct pprof_profile *p,
 			labels[j].num_unit = mm->str[l->num_unit];
 		}
 		for (j = 0; j < s->n_value; j++)
-			values[j] = scale == 1.0 ? s->value[j]
-						 : (int64_t)llround((double)s->value[j] * scale);
+			values[j] = scale == 1.0 ? s->value[j] : scale_value(s->value[j], scale);
 		rc = pprof_builder_add_sample_ids(b, locs, s->n_location_id, values, labels,
 						  s->n_label);
 		if (rc)

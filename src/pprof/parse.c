@@ -486,9 +486,9 @@ static int fill_top(struct parse *ps, struct wire w, pprof_msg *m, const struct 
 		case 11:
 			wire_bytes(&w, &sub);
 			m->period_type = arena_alloc(ps->a, sizeof(*m->period_type));
-			rc = m->period_type
-				 ? parse_value_type(ps, sub, m->period_type, "period_type", 0)
-				 : oom(ps);
+			rc = m->period_type ? parse_value_type(ps, sub, m->period_type,
+							       "period_type", SIZE_MAX)
+					    : oom(ps);
 			break;
 		case 13:
 			if (!read_scalars(&w, t, (uint64_t *)m->comment, &ic, c->comment))

@@ -89,6 +89,10 @@ struct pprof_top_entry {
 	const char *name; /* valid while both the profile and the table live */
 	int64_t flat;	  /* value of samples whose leaf frame is this function */
 	int64_t cum;	  /* value of samples with this function anywhere (once each) */
+	/* How callers reached it, as pprof labels nodes: only through inlined
+	 * calls (a line before the last of a location) is "(inline)", through
+	 * both kinds "(partial-inline)". Root frames have no caller. */
+	bool called_inline, called_outline;
 };
 
 struct arena;
@@ -102,6 +106,7 @@ struct pprof_top {
 
 /* Flat/cum per function name for sample type index ti, sorted like
  * `go tool pprof -top`: by flat, then cum (absolute, descending), then name.
+ * Functions seen only in zero-valued samples are left out, as pprof does.
  * Returns 0 or -ENOMEM; free with pprof_top_free. */
 int pprof_top(const struct pprof_profile *p, int ti, struct pprof_top *out);
 void pprof_top_free(struct pprof_top *t);

@@ -115,7 +115,7 @@ int pprof_folded(const struct pprof_profile *p, int ti, struct buf *out)
 		}
 		slot = htab_lookup(stacks, key.data ? (void *)key.data : "", key.len);
 		if (slot) {
-			lines[*slot].value += s->value[ti];
+			lines[*slot].value = pprof_add(lines[*slot].value, s->value[ti]);
 			continue;
 		}
 		if (htab_put(stacks, key.data ? (void *)key.data : "", key.len, n))
@@ -225,7 +225,7 @@ int pprof_top(const struct pprof_profile *p, int ti, struct pprof_top *out)
 
 		if (v == 0)
 			continue;
-		out->total += v;
+		out->total = pprof_add(out->total, v);
 		for (size_t j = 0; j < s->n_location_id; j++) {
 			size_t pos = pprof_idtab_index(&p->locations, s->location_id[j]);
 
@@ -233,13 +233,26 @@ int pprof_top(const struct pprof_profile *p, int ti, struct pprof_top *out)
 				struct pprof_top_entry *e = &out->entries[frames[f]];
 
 				if (j == 0 && f == loc_start[pos])
-					e->flat += v;
+					e->flat = pprof_add(e->flat, v);
+				if (f + 1 < loc_start[pos + 1])
+					e->called_inline = true;
+				else if (j + 1 < s->n_location_id)
+					e->called_outline = true;
 				if (stamp[frames[f]] != (uint32_t)i + 1) {
 					stamp[frames[f]] = (uint32_t)i + 1;
-					e->cum += v;
+					e->cum = pprof_add(e->cum, v);
 				}
 			}
 		}
+	}
+	/* Functions only in zero-valued samples are left out, as pprof does. */
+	{
+		size_t kept = 0;
+
+		for (size_t i = 0; i < out->n; i++)
+			if (stamp[i])
+				out->entries[kept++] = out->entries[i];
+		out->n = kept;
 	}
 	if (out->n)
 		qsort(out->entries, out->n, sizeof(*out->entries), top_cmp);

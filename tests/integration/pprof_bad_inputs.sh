@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# kilnctl pprof on broken files: truncated, bit-flipped, random, empty,
+# missing and wrong-typed inputs exit non-zero with one line naming the file,
+# and never crash (a sanitizer report or a signal fails the test).
+set -euo pipefail
+source "$(dirname "$0")/../peers/pprof_env.sh"
+gen=$(build_go_peer)
+"$gen" cpu -o "$WORK/good.pb.gz" -seconds 0.3
+gunzip -c "$WORK/good.pb.gz" >"$WORK/good.pb"
+
+# Expects failure: exit 1, exactly one stderr line that names the file.
+expect_error() { # file [subcommand]
+	local f=$1 sub=${2:-validate} rc=0
+	"$KILNCTL" pprof "$sub" "$f" >/dev/null 2>"$WORK/err" || rc=$?
+	[ "$rc" -eq 1 ] || die "$sub $f: exit $rc (want 1): $(head -3 "$WORK/err")"
+	[ "$(wc -l <"$WORK/err")" -eq 1 ] || die "$sub $f: not one line: $(head -5 "$WORK/err")"
+	grep -qF "$f" "$WORK/err" || die "$sub $f: message does not name the file: $(cat "$WORK/err")"
+}
+
+"$KILNCTL" pprof validate "$WORK/good.pb.gz" "$WORK/good.pb" >/dev/null || die "good file rejected"
+
+: >"$WORK/empty"
+expect_error "$WORK/empty"
+expect_error "$WORK/does-not-exist.pb.gz"
+expect_error "$WORK/does-not-exist.pb.gz" folded
+head -c 1000000 /dev/urandom >"$WORK/random"
+expect_error "$WORK/random"
+expect_error "$WORK/random" top
+
+size=$(stat -c %s "$WORK/good.pb.gz")
+raw_size=$(stat -c %s "$WORK/good.pb")
+# Truncated gzip: always an error (the trailer is checked).
+for cut in 1 2 10 $((size / 3)) $((size / 2)) $((size - 9)) $((size - 1)); do
+	head -c "$cut" "$WORK/good.pb.gz" >"$WORK/trunc$cut.pb.gz"
+	expect_error "$WORK/trunc$cut.pb.gz"
+	expect_error "$WORK/trunc$cut.pb.gz" folded
+done
+# Truncated raw protobuf: an error or (cut between fields) a valid profile,
+# never a crash.
+for cut in 1 7 $((raw_size / 4)) $((raw_size / 2)) $((raw_size - 3)); do
+	head -c "$cut" "$WORK/good.pb" >"$WORK/rtrunc$cut.pb"
+	rc=0
+	"$KILNCTL" pprof folded "$WORK/rtrunc$cut.pb" >/dev/null 2>"$WORK/err" || rc=$?
+	[ "$rc" -le 1 ] || die "truncated raw ($cut bytes): exit $rc: $(head -3 "$WORK/err")"
+done
+
+# Bit flips: every flip in the gzip file is caught by the CRC or inflate,
+# except in header bytes the format ignores (mtime, xfl, os: bytes 4-9).
+python3 - "$WORK" "$size" <<'PY'
+import random, sys
+work, size = sys.argv[1], int(sys.argv[2])
+data = open(f"{work}/good.pb.gz", "rb").read()
+raw = open(f"{work}/good.pb", "rb").read()
+rnd = random.Random(7)
+for i in range(40):
+    pos = rnd.choice([p for p in range(len(data)) if not 4 <= p < 10])
+    b = bytearray(data); b[pos] ^= 1 << rnd.randrange(8)
+    open(f"{work}/flip{i}.pb.gz", "wb").write(b)
+for i in range(40):
+    b = bytearray(raw); pos = rnd.randrange(len(b)); b[pos] ^= 1 << rnd.randrange(8)
+    open(f"{work}/rflip{i}.pb", "wb").write(b)
+PY
+for i in $(seq 0 39); do
+	expect_error "$WORK/flip$i.pb.gz"
+	rc=0
+	"$KILNCTL" pprof top "$WORK/rflip$i.pb" >/dev/null 2>"$WORK/err" || rc=$?
+	[ "$rc" -le 1 ] || die "raw bit flip $i: exit $rc: $(head -3 "$WORK/err")"
+	if [ "$rc" -eq 1 ]; then
+		[ "$(wc -l <"$WORK/err")" -eq 1 ] && grep -qF "rflip$i.pb" "$WORK/err" ||
+			die "raw bit flip $i: bad message: $(head -3 "$WORK/err")"
+	fi
+done
+
+# Unknown sample type: error naming the file and listing the types.
+rc=0
+"$KILNCTL" pprof folded --sample-type=nope "$WORK/good.pb.gz" >/dev/null 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q "good.pb.gz: no sample type \"nope\" (available: samples, cpu)" "$WORK/err" ||
+	die "unknown sample type: exit $rc: $(cat "$WORK/err")"
+# Usage errors exit 2.
+rc=0
+"$KILNCTL" pprof folded >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || die "no FILE: exit $rc (want 2)"
+echo "pprof_bad_inputs: ok"
