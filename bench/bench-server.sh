@@ -20,7 +20,7 @@ if [ -n "$BENCH_DIR" ]; then dir=$BENCH_DIR; rm -rf "$dir"; mkdir -p "$dir"; els
 trap 'rm -rf "$dir"' EXIT
 
 echo "== kiln store: $bin run $dir --scale $SCALE --threads $THREADS"
-out=$("$bin" run "$dir" --scale "$SCALE" --threads "$THREADS")
+out=$(MALLOC_ARENA_MAX=4 "$bin" run "$dir" --scale "$SCALE" --threads "$THREADS")
 echo "$out" | grep -v '^peer-'
 
 # The peer: go tool pprof -proto merging the same profiles from files.

@@ -171,7 +171,7 @@ struct worker {
 	struct config *cfg;
 	struct store *s;
 	int id;
-	double gen_cpu;
+	double gen_cpu, write_cpu;
 	uint64_t rows, profiles, failures;
 };
 
@@ -218,7 +218,10 @@ static void *worker_main(void *arg)
 			struct store_label l[3] = {
 			    {"__name__", "parca_agent"}, {"node", node_s}, {"comm", comm_s}};
 			struct kiln_error err = {0};
-			if (store_write_profile(wk->s, l, 3, p, ts, true, &err)) {
+			double w0 = thread_cpu_s();
+			int wrc = store_write_profile(wk->s, l, 3, p, ts, true, &err);
+			wk->write_cpu += thread_cpu_s() - w0;
+			if (wrc) {
 				if (!wk->failures++)
 					fprintf(stderr, "write failed: %s\n", err.msg);
 			} else {
@@ -279,6 +282,20 @@ static double time_merge(struct store *s, const struct store_matcher *m, size_t 
 	return t[runs / 2];
 }
 
+static double rss_mb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	double kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %lf kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb / 1024;
+}
+
 static uint64_t dir_bytes(const char *dir, const char *suffix)
 {
 	char cmd[4200];
@@ -308,7 +325,9 @@ static int run(const char *dir, double scale, int threads)
 	if (cfg.n_windows < 1)
 		cfg.n_windows = 1;
 	cfg.peer_1h_windows = cfg.n_windows < 360 ? cfg.n_windows : 360;
-	cfg.peer_node_windows = cfg.peer_1h_windows;
+	/* go tool pprof needs ~50-150 ms per file here; keep its subset at
+	 * 20 processes x 25 windows = 500 files */
+	cfg.peer_node_windows = cfg.n_windows < 25 ? cfg.n_windows : 25;
 	/* aligned end so that the last hour is deterministic; recent enough
 	 * that no retention applies */
 	int64_t end = ((int64_t)time(NULL) * 1000 / 3600000) * 3600000;
@@ -342,7 +361,7 @@ static int run(const char *dir, double scale, int threads)
 	for (int phase = 0; phase < 2; phase++) {
 		double cpu0 = process_cpu_s(), p0 = now_s();
 		uint64_t prow = 0;
-		double pgen = 0;
+		double pgen = 0, pwrite = 0;
 
 		cfg.w_begin = phase ? cfg.n_windows / 2 : 0;
 		cfg.w_end = phase ? cfg.n_windows : cfg.n_windows / 2;
@@ -356,16 +375,18 @@ static int run(const char *dir, double scale, int threads)
 			profiles += wk[i].profiles;
 			failures += wk[i].failures;
 			pgen += wk[i].gen_cpu;
+			pwrite += wk[i].write_cpu;
 		}
 		if (phase == 1 && store_flush(s, &err))
 			fprintf(stderr, "flush: %s\n", err.msg);
 		double pcpu = process_cpu_s() - cpu0 - pgen, pwall = now_s() - p0;
 		printf("ingest %s: %" PRIu64
 		       " rows, %.0f sample rows/s per core (store CPU %.1f s; "
-		       "profile generation CPU %.1f s excluded), %.1f s wall\n",
+		       "profile generation CPU %.1f s excluded), %.1f s wall; inside "
+		       "store_write_profile alone: %.0f rows/s per core\n",
 		       phase ? "steady state (second half, incl. final cut+compaction)"
 			     : "warm-up (first half, new stacks)",
-		       prow, prow / pcpu, pcpu, pgen, pwall);
+		       prow, prow / pcpu, pcpu, pgen, pwall, prow / pwrite);
 		rows += prow;
 		gen += pgen;
 		cpu += pcpu;
@@ -385,6 +406,9 @@ static int run(const char *dir, double scale, int threads)
 	       blocks, st.blocks, (double)blocks / rows, meta, (double)meta / rows,
 	       (double)(blocks + meta) / rows, st.stacks, st.locations);
 
+	printf("RSS after ingest: %.0f MB (store with %" PRIu64
+	       " head rows, plus idle generator)\n",
+	       rss_mb(), st.head_rows);
 	size_t samples;
 	int64_t total;
 	double enc;
@@ -401,7 +425,10 @@ static int run(const char *dir, double scale, int threads)
 	printf("merge everything, %.2f h x %d processes: %.1f ms (median of 3; %zu samples, "
 	       "total %" PRId64 "; gzip encode %.1f ms)\n",
 	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, samples, total, enc);
-	ms = time_merge(s, m1, 1, lo1, last, 3, &samples, &total, &enc);
+	int64_t lo_node = last - cfg.peer_node_windows * WINDOW_MS;
+	ms = time_merge(s, m1, 1, lo_node, last, 3, &samples, &total, &enc);
+	printf("merge node-00 (20 processes), last %.2f h: %.1f ms (%zu samples)\n",
+	       (last - lo_node) / 3.6e6, ms, samples);
 	printf("peer-node0 kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
 	store_close(s);
 	struct rusage ru;

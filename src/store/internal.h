@@ -296,6 +296,7 @@ int block_read_rollup(const struct block *b, const struct block_series *bs, uint
 /* ---- wal.c ------------------------------------------------------------- */
 
 struct wal_waiter {
+	pthread_cond_t cond; /* each waiter sleeps on its own: no thundering herd */
 	uint64_t seq;
 	int rc;
 	bool done;

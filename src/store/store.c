@@ -949,6 +949,7 @@ static void apply_retention(struct store *s)
 		for (size_t i = 0; i < k; i++) {
 			log_info("store: retention: deleting block %s (data up to %" PRId64 ")",
 				 old[i]->path, old[i]->max_ts);
+			atomic_fetch_sub(&s->total_rows, old[i]->n_rows);
 			unlink(old[i]->path);
 			block_unref(old[i]);
 		}

@@ -188,12 +188,15 @@ int wal_commit(struct store *s, const void *rec, size_t len, struct kiln_error *
 		pthread_mutex_unlock(&w->mu);
 		return kiln_error_set(err, -rc, "cannot queue a WAL record of %zu bytes", len);
 	}
+	/* Group commit: see the top of the file. */
+	pthread_cond_init(&me.cond, NULL);
 	me.seq = ++w->enq_seq;
 	*w->waiters_tail = &me;
 	w->waiters_tail = &me.next;
 	while (!me.done) {
 		if (w->leader) {
-			pthread_cond_wait(&w->cond, &w->mu);
+			/* Woken when our batch is done, or to lead the next one. */
+			pthread_cond_wait(&me.cond, &w->mu);
 			continue;
 		}
 		/* Lead one batch: everyone queued so far. */
@@ -237,11 +240,16 @@ int wal_commit(struct store *s, const void *rec, size_t len, struct kiln_error *
 			else
 				w->applying++;
 			x->done = true;
+			if (x != &me)
+				pthread_cond_signal(&x->cond);
 		}
 		w->leader = false;
-		pthread_cond_broadcast(&w->cond);
+		if (w->waiters) /* the first queued writer leads the next batch */
+			pthread_cond_signal(&w->waiters->cond);
+		pthread_cond_broadcast(&w->cond); /* wal_rotate */
 	}
 	pthread_mutex_unlock(&w->mu);
+	pthread_cond_destroy(&me.cond);
 	if (me.rc && err && !err->code)
 		*err = me.err;
 	return me.rc;
