@@ -6,7 +6,7 @@
 # truncates a torn WAL tail on recovery).
 source "$(dirname "$0")/server_lib.bash"
 PROFILE_PAIRS=1 server_setup
-ROUNDS=${DURABILITY_ROUNDS:-12}
+ROUNDS=${DURABILITY_ROUNDS:-8}
 GOOD=$T/prof/cpu-0.pb.gz
 ACKED=$T/acked.txt
 : >"$ACKED"
@@ -15,8 +15,13 @@ server_start
 for round in $(seq 1 "$ROUNDS"); do
 	client hammer --name kiln_dur --what "r$round" --profile "$GOOD" --out "$ACKED" &
 	wpid=$!
-	# Kill somewhere between 0.05 s and 1.5 s into the writes.
-	sleep "$($PY -c 'import random; print(round(random.uniform(0.05, 1.5), 3))')"
+	# Once writes flow, kill somewhere within the next second.
+	before=$(wc -l <"$ACKED")
+	for _ in $(seq 1 100); do
+		[ "$(wc -l <"$ACKED")" -gt "$before" ] && break
+		sleep 0.05
+	done
+	sleep "$($PY -c 'import random; print(round(random.uniform(0, 1.0), 3))')"
 	kill -KILL "$SPID"
 	wait "$SPID" 2>/dev/null
 	SPID=

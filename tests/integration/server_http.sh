@@ -175,6 +175,19 @@ grep -Eq '^kiln_http_requests_total\{route="/api/v1/query"\} [1-9]' "$T/metrics.
 	die "HTTP query requests not counted"
 server_stop
 
+# --help lists every flag with its default; bad flags are refused.
+"$KILN" --help >"$T/help.txt" || die "kiln --help"
+for f in --http-address --storage-path --storage-retention --config-path --cors-allowed-origins \
+	--log-level --grpc-max-message-size --ui-path --tls-cert-file --tls-key-file; do
+	grep -q -- "$f" "$T/help.txt" || die "--help lacks $f"
+done
+grep -q '15d' "$T/help.txt" && grep -q ':7070' "$T/help.txt" || die "--help lacks defaults"
+"$KILN" --storage-retention=15x 2>/dev/null && die "accepted --storage-retention=15x"
+"$KILN" --grpc-max-message-size=abc 2>/dev/null && die "accepted a bad size"
+"$KILN" --config-path="$T/no-such.yaml" --storage-path="$T/d2" --http-address=127.0.0.1:0 \
+	2>"$T/cfg.txt" && die "accepted a missing --config-path"
+grep -q 'no-such.yaml' "$T/cfg.txt" || die "missing --config-path error unclear"
+
 # Without a UI directory, / explains how to build it.
 server_start --ui-path="$T/no-such-dir"
 curl -s "http://$ADDR/" | grep -q 'make ui' || die "/ without UI"
