@@ -33,15 +33,17 @@
 
 static void debuginfo_usage(FILE *f)
 {
-	fprintf(f, "Usage: kilnctl debuginfo COMMAND [flags] ...\n"
-		   "\n"
-		   "Commands:\n"
-		   "  extract [-o DIR] PATH...       write the debug parts of binaries\n"
-		   "  upload --store-address=HOST:PORT [--insecure] [--insecure-skip-verify]\n"
-		   "         [--bearer-token=T] [--force] PATH...   upload them to a kiln server\n"
-		   "  ls --store-address=HOST:PORT [--insecure]     list what the server holds\n"
-		   "  symbolize -e PATH [--build-id=ID] [--debuginfod-url=URL]... [--cache-dir=DIR]\n"
-		   "         [--timeout=SECONDS] ADDR...            resolve addresses (addr2line -i -f)\n");
+	fprintf(f,
+		"Usage: kilnctl debuginfo COMMAND [flags] ...\n"
+		"\n"
+		"Commands:\n"
+		"  extract [-o DIR] PATH...       write the debug parts of binaries\n"
+		"  upload --store-address=HOST:PORT [--insecure] [--insecure-skip-verify]\n"
+		"         [--bearer-token=T] [--force] PATH...   upload them to a kiln server\n"
+		"  ls --store-address=HOST:PORT [--insecure]     list what the server holds\n"
+		"  symbolize -e PATH [--build-id=ID] [--debuginfod-url=URL]... [--cache-dir=DIR]\n"
+		"         [--timeout=SECONDS] ADDR...            resolve addresses (addr2line -i "
+		"-f)\n");
 }
 
 static int cmd_extract(int argc, char **argv)
@@ -75,7 +77,8 @@ static int cmd_extract(int argc, char **argv)
 		if (outdir && info.build_id[0])
 			snprintf(out, sizeof(out), "%s/%s.debuginfo", outdir, info.build_id);
 		else if (outdir)
-			snprintf(out, sizeof(out), "%s/%s.debuginfo", outdir, strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i]);
+			snprintf(out, sizeof(out), "%s/%s.debuginfo", outdir,
+				 strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i]);
 		else
 			snprintf(out, sizeof(out), "%s.debuginfo", argv[i]);
 		if (symbols_extract_debuginfo(argv[i], out, &e) < 0) {
@@ -107,9 +110,12 @@ static void print_frames(const struct symbols_location *loc, const char *path, u
 static int cmd_symbolize(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"build-id", required_argument, NULL, 'b'}, {"debuginfod-url", required_argument, NULL, 'u'},
-	    {"cache-dir", required_argument, NULL, 'c'}, {"timeout", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
+	    {"build-id", required_argument, NULL, 'b'},
+	    {"debuginfod-url", required_argument, NULL, 'u'},
+	    {"cache-dir", required_argument, NULL, 'c'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *path = NULL, *build_id = NULL, *cache = NULL;
 	const char *urls[17] = {0};
@@ -147,7 +153,8 @@ static int cmd_symbolize(int argc, char **argv)
 		}
 	}
 	if (!path || optind >= argc) {
-		fprintf(stderr, "kilnctl debuginfo symbolize: need -e PATH and at least one ADDR\n");
+		fprintf(stderr,
+			"kilnctl debuginfo symbolize: need -e PATH and at least one ADDR\n");
 		return 2;
 	}
 	if (!build_id && elfinfo_read_file(path, &info, &e) == 0 && info.build_id[0])
@@ -160,7 +167,8 @@ static int cmd_symbolize(int argc, char **argv)
 		cache = tmpdir;
 		made_tmp = true;
 	}
-	struct debuginfo_config dc = {.storage_path = cache, .upstreams = urls, .http_timeout_seconds = timeout};
+	struct debuginfo_config dc = {
+	    .storage_path = cache, .upstreams = urls, .http_timeout_seconds = timeout};
 	store = debuginfo_store_new(&dc, &e);
 	if (!store) {
 		fprintf(stderr, "kilnctl debuginfo symbolize: %s\n", e.msg);
@@ -177,10 +185,12 @@ static int cmd_symbolize(int argc, char **argv)
 		int r;
 
 		/* A debuginfod fetch runs in the background: wait for it here. */
-		while ((r = symbolizer_resolve(s, &obj, addr, &loc, NULL)) == -EAGAIN && time(NULL) < deadline)
+		while ((r = symbolizer_resolve(s, &obj, addr, &loc, NULL)) == -EAGAIN &&
+		       time(NULL) < deadline)
 			usleep(50 * 1000);
 		if (r < 0 && r != -ENOENT) {
-			fprintf(stderr, "kilnctl debuginfo symbolize: %s: %s\n", path, strerror(-r));
+			fprintf(stderr, "kilnctl debuginfo symbolize: %s: %s\n", path,
+				strerror(-r));
 			goto out;
 		}
 		print_frames(&loc, path, addr);

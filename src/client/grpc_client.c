@@ -43,12 +43,26 @@ struct call {
 };
 
 static const char *const code_names[] = {
-    "OK",		 "CANCELLED",	   "UNKNOWN",	   "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-    "ALREADY_EXISTS",	 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-    "OUT_OF_RANGE",	 "UNIMPLEMENTED",  "INTERNAL",	   "UNAVAILABLE",      "DATA_LOSS",	    "UNAUTHENTICATED",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
 };
 
-const char *grpc_code_name(int code)
+const char *grpc_status_name(int code)
 {
 	if (code < 0 || code >= (int)(sizeof(code_names) / sizeof(code_names[0])))
 		return "UNKNOWN";
@@ -57,8 +71,8 @@ const char *grpc_code_name(int code)
 
 int grpc_frame_append(struct buf *b, const void *msg, size_t len)
 {
-	uint8_t hdr[GRPC_FRAME_HEADER] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
-					  (uint8_t)len};
+	uint8_t hdr[GRPC_FRAME_HEADER] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16),
+					  (uint8_t)(len >> 8), (uint8_t)len};
 	int rc;
 
 	if (len > UINT32_MAX)
@@ -69,8 +83,8 @@ int grpc_frame_append(struct buf *b, const void *msg, size_t len)
 	return rc;
 }
 
-int grpc_frame_parse(const uint8_t *data, size_t len, size_t max, const uint8_t **msg, size_t *msg_len,
-		     bool *compressed, size_t *consumed)
+int grpc_frame_parse(const uint8_t *data, size_t len, size_t max, const uint8_t **msg,
+		     size_t *msg_len, bool *compressed, size_t *consumed)
 {
 	size_t n;
 
@@ -197,20 +211,20 @@ static int code_from_http(long http)
 {
 	switch (http) {
 	case 400:
-		return GRPC_INTERNAL;
+		return GRPC_STATUS_INTERNAL;
 	case 401:
-		return GRPC_UNAUTHENTICATED;
+		return GRPC_STATUS_UNAUTHENTICATED;
 	case 403:
-		return GRPC_PERMISSION_DENIED;
+		return GRPC_STATUS_PERMISSION_DENIED;
 	case 404:
-		return GRPC_UNIMPLEMENTED;
+		return GRPC_STATUS_UNIMPLEMENTED;
 	case 429:
 	case 502:
 	case 503:
 	case 504:
-		return GRPC_UNAVAILABLE;
+		return GRPC_STATUS_UNAVAILABLE;
 	default:
-		return GRPC_UNKNOWN;
+		return GRPC_STATUS_UNKNOWN;
 	}
 }
 
@@ -222,8 +236,8 @@ static int set_status(struct grpc_status *st, int code, const char *fmt, const c
 }
 
 /* known_size: the framed request size when known (unary), else -1. */
-static int do_call(struct grpc_client *c, const char *method, struct call *call, curl_off_t known_size,
-		   struct buf *resp, struct grpc_status *st)
+static int do_call(struct grpc_client *c, const char *method, struct call *call,
+		   curl_off_t known_size, struct buf *resp, struct grpc_status *st)
 {
 	char url[2048], timeout_hdr[64];
 	struct curl_slist *hdrs = NULL;
@@ -231,7 +245,7 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 	int rc = 0;
 
 	buf_reset(resp);
-	st->code = GRPC_UNKNOWN;
+	st->code = GRPC_STATUS_UNKNOWN;
 	st->message[0] = '\0';
 	call->client = c;
 	call->grpc_status = -1;
@@ -265,24 +279,30 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 	curl_slist_free_all(hdrs);
 	if (call->request_error) {
 		rc = call->request_error;
-		set_status(st, GRPC_CANCELLED, "request aborted: %s", strerror(-rc));
+		set_status(st, GRPC_STATUS_CANCELLED, "request aborted: %s", strerror(-rc));
 		return rc;
 	}
 	if (call->too_large) {
-		set_status(st, GRPC_RESOURCE_EXHAUSTED, "response larger than %s", "the client's limit");
+		set_status(st, GRPC_STATUS_RESOURCE_EXHAUSTED, "response larger than %s",
+			   "the client's limit");
 		return -EMSGSIZE;
 	}
 	if (cc != CURLE_OK && call->grpc_status < 0) {
-		set_status(st, cc == CURLE_OPERATION_TIMEDOUT ? GRPC_DEADLINE_EXCEEDED : GRPC_UNAVAILABLE, "%s",
-			   curl_easy_strerror(cc));
+		set_status(st,
+			   cc == CURLE_OPERATION_TIMEDOUT ? GRPC_STATUS_DEADLINE_EXCEEDED
+							  : GRPC_STATUS_UNAVAILABLE,
+			   "%s", curl_easy_strerror(cc));
 		return cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
 	}
 	if (call->grpc_status < 0) {
 		char detail[64];
 
 		snprintf(detail, sizeof(detail), "%ld", call->http_status);
-		set_status(st, call->http_status == 200 ? GRPC_INTERNAL : code_from_http(call->http_status),
-			   call->http_status == 200 ? "no grpc-status in response (HTTP %s)" : "HTTP status %s",
+		set_status(st,
+			   call->http_status == 200 ? GRPC_STATUS_INTERNAL
+						    : code_from_http(call->http_status),
+			   call->http_status == 200 ? "no grpc-status in response (HTTP %s)"
+						    : "HTTP status %s",
 			   detail);
 		return 0;
 	}
@@ -292,12 +312,13 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 		const uint8_t *msg;
 		size_t mlen, used;
 		bool compressed = false;
-		int pr = grpc_frame_parse(call->body.data, call->body.len, c->max_response, &msg, &mlen, &compressed,
-					  &used);
+		int pr = grpc_frame_parse(call->body.data, call->body.len, c->max_response, &msg,
+					  &mlen, &compressed, &used);
 
 		if (pr <= 0 || compressed) {
-			set_status(st, GRPC_INTERNAL, "%s",
-				   compressed ? "compressed response (not negotiated)" : "truncated response message");
+			set_status(st, GRPC_STATUS_INTERNAL, "%s",
+				   compressed ? "compressed response (not negotiated)"
+					      : "truncated response message");
 			return -EPROTO;
 		}
 		if (buf_append(resp, msg, mlen) < 0)
@@ -368,7 +389,8 @@ struct grpc_client *grpc_client_new(const struct grpc_client_config *cfg, struct
 	if (strncmp(addr, "http://", 7) == 0 || strncmp(addr, "https://", 8) == 0)
 		snprintf(c->base, n + 16, "%.*s", (int)n, addr);
 	else
-		snprintf(c->base, n + 16, "%s://%.*s", cfg->insecure ? "http" : "https", (int)n, addr);
+		snprintf(c->base, n + 16, "%s://%.*s", cfg->insecure ? "http" : "https", (int)n,
+			 addr);
 	if (cfg->bearer_token && *cfg->bearer_token) {
 		size_t tl = strlen(cfg->bearer_token) + 32;
 
@@ -386,8 +408,9 @@ struct grpc_client *grpc_client_new(const struct grpc_client_config *cfg, struct
 		goto nomem;
 	/* Set once: the handle (and its connection) is reused by every call. */
 	curl_easy_setopt(c->curl, CURLOPT_HTTP_VERSION,
-			 strncmp(c->base, "https:", 6) == 0 ? (long)CURL_HTTP_VERSION_2TLS
-							     : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+			 strncmp(c->base, "https:", 6) == 0
+			     ? (long)CURL_HTTP_VERSION_2TLS
+			     : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
 	/* An upload of unknown size sent as POST: libcurl streams it in DATA
 	 * frames as the read callback produces it (CURLOPT_POST without a size
 	 * trips libcurl 7.88's HTTP/2 code). */
