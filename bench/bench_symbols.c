@@ -76,8 +76,9 @@ int main(int argc, char **argv)
 	double warm = now() - t0;
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("n=%zu cold_s=%.3f cold_per_s=%.0f warm_per_s=%.0f resolved=%zu frames=%zu maxrss_kb=%ld\n", n, cold,
-	       n / cold, passes * n / warm, resolved, frames, ru.ru_maxrss);
+	printf("n=%zu cold_s=%.3f cold_per_s=%.0f warm_per_s=%.0f resolved=%zu frames=%zu "
+	       "maxrss_kb=%ld\n",
+	       n, cold, n / cold, passes * n / warm, resolved, frames, ru.ru_maxrss);
 	symbolizer_free(s);
 	free(addrs);
 	return 0;

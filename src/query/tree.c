@@ -454,13 +454,10 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 		}
 		if (!keep)
 			continue;
-		if (base) {
+		if (base)
 			t->base_filtered += v;
-			t->build[0].base_cum += v;
-		} else {
+		else
 			t->filtered += v;
-			t->build[0].cum += v;
-		}
 		if (grow((void **)&c->prev_nodes, &c->cap_prev_nodes, depth + 1,
 			 sizeof(*c->prev_nodes)))
 			return -ENOMEM;
@@ -477,10 +474,6 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 					return rc;
 				c->prev_nodes[d] = node;
 			}
-			if (base)
-				t->build[node].base_cum += v;
-			else
-				t->build[node].cum += v;
 		}
 		/* this sample's frames become the previous ones */
 		swap_stacks(c, depth);
@@ -612,6 +605,20 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 	qsort_r(order, t->n_frames, sizeof(*order), cmp_frame, t);
 	for (size_t i = 0; i < t->n_frames; i++)
 		rank[order[i]] = (uint32_t)i;
+
+	/* cum values: only self values were recorded while adding (a
+	 * sample's value lands on its leaf alone); children are created after
+	 * their parents, so one reverse pass sums subtrees */
+	for (size_t i = t->n_build; i-- > 1;) {
+		struct qbuild_node *bn = &t->build[i];
+
+		bn->cum += bn->self;
+		bn->base_cum += bn->base_self;
+		t->build[bn->parent].cum += bn->cum;
+		t->build[bn->parent].base_cum += bn->base_cum;
+	}
+	t->build[0].cum += t->build[0].self;
+	t->build[0].base_cum += t->build[0].base_self;
 
 	if (t->trim_fraction > 0) {
 		threshold_b = (int64_t)(t->trim_fraction * (double)abs64(t->filtered));
