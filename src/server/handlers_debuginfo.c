@@ -83,8 +83,8 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 	/* Mappings with no addresses (pprof from runtimes that send none)
 	 * carry addresses that are already file-relative. */
 	if (m->memory_limit > m->memory_start) {
-		rc = symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start, m->memory_limit,
-					  m->file_offset, &vaddr, NULL);
+		rc = symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
+					  m->memory_limit, m->file_offset, &vaddr, NULL);
 		if (rc < 0 && rc != -ERANGE)
 			return rc;
 	}
@@ -95,7 +95,8 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 		/* The store copies the strings before this returns. */
 		static __thread char label[512];
 
-		symbols_format_unresolved(label, sizeof(label), m->filename[0] ? m->filename : m->build_id, vaddr);
+		symbols_format_unresolved(label, sizeof(label),
+					  m->filename[0] ? m->filename : m->build_id, vaddr);
 		lines[0] = (struct store_line_out){.function_name = label};
 		*n_lines = max_lines ? 1 : 0;
 		return 0;
@@ -137,7 +138,8 @@ static void *symbolize_loop(void *arg)
 	return NULL;
 }
 
-int ext_debuginfo_start(struct server *s, const char *config_path, void **state, struct kiln_error *err)
+int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
+			struct kiln_error *err)
 {
 	const struct server_config *c = server_config(s);
 	struct debuginfo_state *st = calloc(1, sizeof(*st));
@@ -226,19 +228,21 @@ void rpc_debuginfo_should_initiate(struct grpc_call *c)
 
 	if (!st)
 		return;
-	req = parca__debuginfo__v1alpha1__should_initiate_upload_request__unpack(NULL, c->req_len, c->req);
+	req = parca__debuginfo__v1alpha1__should_initiate_upload_request__unpack(NULL, c->req_len,
+										 c->req);
 	if (!req) {
 		grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed ShouldInitiateUploadRequest");
 		return;
 	}
 	if (!symbols_build_id_valid(req->build_id)) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "invalid build_id \"%.80s\": want 2..64 hex digits",
-			  req->build_id);
+		grpc_fail(c, GRPC_INVALID_ARGUMENT,
+			  "invalid build_id \"%.80s\": want 2..64 hex digits", req->build_id);
 	} else {
 		bool have = debuginfo_store_has(st->store, req->build_id);
 
 		resp.should_initiate_upload = !have || req->force;
-		resp.reason = have ? (req->force ? "debuginfo exists; upload forced" : "debuginfo already exists")
+		resp.reason = have ? (req->force ? "debuginfo exists; upload forced"
+						 : "debuginfo already exists")
 				   : "debuginfo not found";
 		pack_into(c, &resp.base);
 	}
@@ -249,8 +253,10 @@ void rpc_debuginfo_initiate(struct grpc_call *c)
 {
 	struct debuginfo_state *st = state_or_fail(c);
 	Parca__Debuginfo__V1alpha1__InitiateUploadRequest *req;
-	Parca__Debuginfo__V1alpha1__InitiateUploadResponse resp = PARCA__DEBUGINFO__V1ALPHA1__INITIATE_UPLOAD_RESPONSE__INIT;
-	Parca__Debuginfo__V1alpha1__UploadInstructions ins = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INSTRUCTIONS__INIT;
+	Parca__Debuginfo__V1alpha1__InitiateUploadResponse resp =
+	    PARCA__DEBUGINFO__V1ALPHA1__INITIATE_UPLOAD_RESPONSE__INIT;
+	Parca__Debuginfo__V1alpha1__UploadInstructions ins =
+	    PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INSTRUCTIONS__INIT;
 	struct pending_upload *u;
 	uint8_t rnd[16];
 
@@ -266,12 +272,14 @@ void rpc_debuginfo_initiate(struct grpc_call *c)
 		goto out;
 	}
 	if (req->size < 0 || (uint64_t)req->size > debuginfo_store_max_upload(st->store)) {
-		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "debuginfo of %lld bytes exceeds the limit of %zu bytes",
+		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED,
+			  "debuginfo of %lld bytes exceeds the limit of %zu bytes",
 			  (long long)req->size, debuginfo_store_max_upload(st->store));
 		goto out;
 	}
 	if (debuginfo_store_has(st->store, req->build_id) && !req->force) {
-		grpc_fail(c, 6 /* ALREADY_EXISTS */, "debuginfo for %s already exists", req->build_id);
+		grpc_fail(c, 6 /* ALREADY_EXISTS */, "debuginfo for %s already exists",
+			  req->build_id);
 		goto out;
 	}
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
@@ -285,7 +293,8 @@ void rpc_debuginfo_initiate(struct grpc_call *c)
 	snprintf(u->build_id, sizeof(u->build_id), "%s", req->build_id);
 	ins.build_id = u->build_id;
 	ins.upload_id = u->id;
-	ins.upload_strategy = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INSTRUCTIONS__UPLOAD_STRATEGY__UPLOAD_STRATEGY_GRPC;
+	ins.upload_strategy =
+	    PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INSTRUCTIONS__UPLOAD_STRATEGY__UPLOAD_STRATEGY_GRPC;
 	resp.upload_instructions = &ins;
 	pack_into(c, &resp.base);
 	pthread_mutex_unlock(&st->lock);
@@ -294,7 +303,8 @@ out:
 }
 
 /* Whether upload_id was handed out for build_id (and, if forget, drops it). */
-static bool upload_known(struct debuginfo_state *st, const char *build_id, const char *upload_id, bool forget)
+static bool upload_known(struct debuginfo_state *st, const char *build_id, const char *upload_id,
+			 bool forget)
 {
 	bool found = false;
 
@@ -302,7 +312,8 @@ static bool upload_known(struct debuginfo_state *st, const char *build_id, const
 	for (size_t i = 0; i < MAX_PENDING_UPLOADS && !found; i++) {
 		struct pending_upload *u = &st->uploads[i];
 
-		if (u->id[0] && strcmp(u->id, upload_id) == 0 && strcasecmp(u->build_id, build_id) == 0) {
+		if (u->id[0] && strcmp(u->id, upload_id) == 0 &&
+		    strcasecmp(u->build_id, build_id) == 0) {
 			found = true;
 			if (forget)
 				u->id[0] = '\0';
@@ -316,7 +327,8 @@ static bool upload_known(struct debuginfo_state *st, const char *build_id, const
 void rpc_debuginfo_upload(struct grpc_call *c)
 {
 	struct debuginfo_state *st = state_or_fail(c);
-	Parca__Debuginfo__V1alpha1__UploadResponse resp = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_RESPONSE__INIT;
+	Parca__Debuginfo__V1alpha1__UploadResponse resp =
+	    PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_RESPONSE__INIT;
 	char build_id[SYMBOLS_BUILD_ID_MAX + 1] = "";
 	struct buf data = {0};
 	size_t off = 0;
@@ -331,12 +343,14 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 		Parca__Debuginfo__V1alpha1__UploadRequest *m;
 
 		if (left < 5 || p[0] != 0) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed or compressed message in the Upload stream");
+			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+				  "malformed or compressed message in the Upload stream");
 			goto out;
 		}
 		mlen = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
 		if (mlen > left - 5) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT, "truncated message in the Upload stream");
+			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+				  "truncated message in the Upload stream");
 			goto out;
 		}
 		off += 5 + mlen;
@@ -345,7 +359,8 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 			grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed UploadRequest");
 			goto out;
 		}
-		if (m->data_case == PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_INFO && !have_info && m->info) {
+		if (m->data_case == PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_INFO &&
+		    !have_info && m->info) {
 			bool ok = symbols_build_id_valid(m->info->build_id) &&
 				  upload_known(st, m->info->build_id, m->info->upload_id, false);
 
@@ -353,16 +368,19 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 				snprintf(build_id, sizeof(build_id), "%s", m->info->build_id);
 			parca__debuginfo__v1alpha1__upload_request__free_unpacked(m, NULL);
 			if (!ok) {
-				grpc_fail(c, GRPC_FAILED_PRECONDITION,
-					  "unknown upload: call InitiateUpload for this build_id first");
+				grpc_fail(
+				    c, GRPC_FAILED_PRECONDITION,
+				    "unknown upload: call InitiateUpload for this build_id first");
 				goto out;
 			}
 			have_info = true;
 			continue;
 		}
-		if (m->data_case != PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_CHUNK_DATA || !have_info) {
+		if (m->data_case != PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_CHUNK_DATA ||
+		    !have_info) {
 			parca__debuginfo__v1alpha1__upload_request__free_unpacked(m, NULL);
-			grpc_fail(c, GRPC_INVALID_ARGUMENT, "the Upload stream must be one UploadInfo, then chunk_data");
+			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+				  "the Upload stream must be one UploadInfo, then chunk_data");
 			goto out;
 		}
 		int rc = buf_append(&data, m->chunk_data.data, m->chunk_data.len);
@@ -376,10 +394,11 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 		grpc_fail(c, GRPC_INVALID_ARGUMENT, "empty Upload stream");
 		goto out;
 	}
-	int rc = debuginfo_store_put(st->store, build_id, data.data ? data.data : (const uint8_t *)"", data.len, &err);
+	int rc = debuginfo_store_put(st->store, build_id,
+				     data.data ? data.data : (const uint8_t *)"", data.len, &err);
 	if (rc < 0) {
 		grpc_fail(c,
-			  rc == -EINVAL  ? GRPC_INVALID_ARGUMENT
+			  rc == -EINVAL	 ? GRPC_INVALID_ARGUMENT
 			  : rc == -EFBIG ? GRPC_RESOURCE_EXHAUSTED
 					 : GRPC_INTERNAL,
 			  "%s", err.msg);
@@ -403,15 +422,18 @@ void rpc_debuginfo_mark_finished(struct grpc_call *c)
 
 	if (!st)
 		return;
-	req = parca__debuginfo__v1alpha1__mark_upload_finished_request__unpack(NULL, c->req_len, c->req);
+	req = parca__debuginfo__v1alpha1__mark_upload_finished_request__unpack(NULL, c->req_len,
+									       c->req);
 	if (!req) {
 		grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed MarkUploadFinishedRequest");
 		return;
 	}
 	if (!upload_known(st, req->build_id, req->upload_id, true))
-		grpc_fail(c, GRPC_NOT_FOUND, "no upload %.40s for build_id %.80s", req->upload_id, req->build_id);
+		grpc_fail(c, GRPC_NOT_FOUND, "no upload %.40s for build_id %.80s", req->upload_id,
+			  req->build_id);
 	else if (!debuginfo_store_has(st->store, req->build_id))
-		grpc_fail(c, GRPC_FAILED_PRECONDITION, "upload %s finished without data", req->upload_id);
+		grpc_fail(c, GRPC_FAILED_PRECONDITION, "upload %s finished without data",
+			  req->upload_id);
 	else
 		pack_into(c, &resp.base);
 	parca__debuginfo__v1alpha1__mark_upload_finished_request__free_unpacked(req, NULL);
