@@ -70,7 +70,9 @@ PY
 	head -n "$EU_N" "$tmp/addrs" >"$tmp/addrs.eu"
 	t0=$(now); eu-addr2line -i -f -e "$bin" <"$tmp/addrs.eu" >/dev/null || true; t1=$(now)
 	eu=$(rate "$(wc -l <"$tmp/addrs.eu")" "$(echo "$t1 - $t0" | bc)")
-	printf '%-34s %7d %11d %11d %11d %11d %7.1fx %7.1fx %9.1f\n' "$(basename "$bin" | cut -c1-34)" "$n" \
+	label=$(basename "$bin")
+	[ "$bin" = "$libc_debug" ] && label="libc.so.6 (libc6-dbg debug file)"
+	printf '%-34s %7d %11d %11d %11d %11d %7.1fx %7.1fx %9.1f\n' "${label:0:34}" "$n" \
 		"$cold" "$warm" "$a2l" "$eu" "$(echo "$cold / $a2l" | bc -l)" "$(echo "$cold / $eu" | bc -l)" \
 		"$(echo "$rss / 1024" | bc -l)"
 	echo "  ($out)"

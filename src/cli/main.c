@@ -11,7 +11,7 @@
 static const struct cli_command commands[] = {
     {"pprof", "work with pprof files: folded, top, merge, validate", cmd_pprof},
     {"query", "query a kiln server: top, folded or pprof", cmd_query},
-    {"debuginfo", "extract, upload, list debuginfo; symbolize addresses", cmd_debuginfo},
+    {"debuginfo", "extract, upload and list debuginfo; symbolize addresses", cmd_debuginfo},
 };
 
 static void usage(FILE *f)

@@ -444,8 +444,14 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 		return submit_error(c, st, GRPC_UNAVAILABLE, "server is shutting down");
 
 	struct kiln_error err = {0};
-	struct grpc_frame fr;
-	int rc = grpc_frame_unwrap(st->body.data, st->body.len, st->gzip_encoding, max, &fr, &err);
+	struct grpc_frame fr = {0};
+	int rc = 0;
+	bool streaming = server_grpc_client_streaming(st->path);
+	if (streaming) /* the handler parses the frames itself */
+		fr.len = st->body.len;
+	else
+		rc = grpc_frame_unwrap(st->body.data, st->body.len, st->gzip_encoding, max, &fr,
+				       &err);
 	if (rc)
 		return submit_error(c, st,
 				    rc == -EFBIG    ? GRPC_RESOURCE_EXHAUSTED
@@ -463,7 +469,7 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 		/* Steal the body; the message starts 5 bytes in. */
 		size_t len;
 		j->req_owned = buf_steal(&st->body, &len);
-		fr.msg = j->req_owned ? j->req_owned + 5 : (const uint8_t *)"";
+		fr.msg = j->req_owned ? j->req_owned + (streaming ? 0 : 5) : (const uint8_t *)"";
 	}
 	j->call.req = fr.msg;
 	j->call.req_len = fr.len;

@@ -16,6 +16,22 @@ void rpc_query_range(struct grpc_call *c);
 void rpc_query(struct grpc_call *c);
 void rpc_unimplemented(struct grpc_call *c);
 
+/* handlers_debuginfo.c: DebuginfoService, GET /api/v1/debuginfo, and the
+ * "debuginfo" extension (debuginfo store, symbolizer, background thread). */
+void rpc_debuginfo_should_initiate(struct grpc_call *c);
+void rpc_debuginfo_initiate(struct grpc_call *c);
+void rpc_debuginfo_upload(struct grpc_call *c);
+void rpc_debuginfo_mark_finished(struct grpc_call *c);
+void http_debuginfo_list(const struct http_request *req, struct http_response *resp);
+int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
+			struct kiln_error *err);
+void ext_debuginfo_stop(void *state);
+struct store_mapping_info;
+struct store_line_out;
+/* The store's symbolizer hook; ctx is the struct server. */
+int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
+			     struct store_line_out *lines, size_t max_lines, size_t *n_lines);
+
 void http_healthy(const struct http_request *req, struct http_response *resp);
 void http_ready(const struct http_request *req, struct http_response *resp);
 void http_metrics(const struct http_request *req, struct http_response *resp);

@@ -48,6 +48,10 @@ static void usage(FILE *f, const struct server_config *d)
 	    "                               <exe>/../ui and <exe>/../../ui that exists)\n"
 	    "  --tls-cert-file=FILE         serve TLS with this certificate chain (PEM)\n"
 	    "  --tls-key-file=FILE          and this private key (PEM)\n"
+	    "  --debuginfod-upstream-servers=URLS  debuginfod servers to fetch missing\n"
+	    "                               debuginfo from by build ID, comma-separated or\n"
+	    "                               repeated (default none)\n"
+	    "  --debuginfod-http-request-timeout=DUR  per debuginfod request (default 30s)\n"
 	    "  --help                       this text\n",
 	    d->http_address, d->storage_path);
 }
@@ -145,6 +149,8 @@ enum {
 	OPT_UI,
 	OPT_CERT,
 	OPT_KEY,
+	OPT_DEBUGINFOD,
+	OPT_DEBUGINFOD_TIMEOUT,
 	OPT_HELP,
 };
 
@@ -153,6 +159,8 @@ int main(int argc, char **argv)
 	struct server_config cfg, defaults;
 	struct kiln_error err = {0};
 	char *ui_default = NULL;
+	static const char *upstreams[33]; /* NULL-terminated */
+	size_t n_upstreams = 0;
 	struct server *s = NULL;
 	int rc;
 
@@ -170,6 +178,8 @@ int main(int argc, char **argv)
 	    {"ui-path", required_argument, NULL, OPT_UI},
 	    {"tls-cert-file", required_argument, NULL, OPT_CERT},
 	    {"tls-key-file", required_argument, NULL, OPT_KEY},
+	    {"debuginfod-upstream-servers", required_argument, NULL, OPT_DEBUGINFOD},
+	    {"debuginfod-http-request-timeout", required_argument, NULL, OPT_DEBUGINFOD_TIMEOUT},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -235,6 +245,31 @@ int main(int argc, char **argv)
 		case OPT_KEY:
 			cfg.tls_key_file = optarg;
 			break;
+		case OPT_DEBUGINFOD:
+			/* Comma-separated, and repeatable. */
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+				if (n_upstreams + 1 >= sizeof(upstreams) / sizeof(upstreams[0])) {
+					fprintf(stderr,
+						"kiln: too many --debuginfod-upstream-servers\n");
+					return 2;
+				}
+				upstreams[n_upstreams++] = tok;
+			}
+			cfg.debuginfod_upstreams = upstreams;
+			break;
+		case OPT_DEBUGINFOD_TIMEOUT: {
+			int64_t ms;
+			if (parse_duration_ms(optarg, &ms) || ms < 1000) {
+				fprintf(stderr,
+					"kiln: --debuginfod-http-request-timeout=%s: expected a "
+					"duration "
+					">= 1s, e.g. 30s or 5m\n",
+					optarg);
+				return 2;
+			}
+			cfg.debuginfod_timeout_s = (int)(ms / 1000);
+			break;
+		}
 		case OPT_HELP:
 		case 'h':
 			usage(stdout, &defaults);

@@ -22,8 +22,29 @@ const struct grpc_method server_grpc_methods[] = {
     {"/parca.query.v1alpha1.QueryService/Query", POOL_QUERY, rpc_query},
     {"/parca.query.v1alpha1.QueryService/Series", POOL_QUERY, rpc_unimplemented},
     {"/parca.query.v1alpha1.QueryService/ShareProfile", POOL_QUERY, rpc_unimplemented},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/ShouldInitiateUpload", POOL_QUERY,
+     rpc_debuginfo_should_initiate},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/InitiateUpload", POOL_QUERY,
+     rpc_debuginfo_initiate},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/Upload", POOL_QUERY, rpc_debuginfo_upload},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/MarkUploadFinished", POOL_QUERY,
+     rpc_debuginfo_mark_finished},
 };
 const size_t server_n_grpc_methods = sizeof(server_grpc_methods) / sizeof(server_grpc_methods[0]);
+
+/* The client-streaming methods among them. */
+static const char *const client_streaming_methods[] = {
+    "/parca.debuginfo.v1alpha1.DebuginfoService/Upload",
+};
+
+bool server_grpc_client_streaming(const char *path)
+{
+	for (size_t i = 0;
+	     i < sizeof(client_streaming_methods) / sizeof(client_streaming_methods[0]); i++)
+		if (strcmp(client_streaming_methods[i], path) == 0)
+			return true;
+	return false;
+}
 
 const struct http_route server_http_routes[] = {
     {"GET", "/healthy", false, http_healthy},
@@ -34,6 +55,7 @@ const struct http_route server_http_routes[] = {
     {"GET", "/api/v1/values", false, http_values},
     {"GET", "/api/v1/query_range", false, http_query_range},
     {"GET", "/api/v1/query", false, http_query},
+    {"GET", "/api/v1/debuginfo", false, http_debuginfo_list},
     {"GET", "/", true, http_ui},
 };
 const size_t server_n_http_routes = sizeof(server_http_routes) / sizeof(server_http_routes[0]);
@@ -41,6 +63,7 @@ const size_t server_n_http_routes = sizeof(server_http_routes) / sizeof(server_h
 /* Subsystems started with the server (the scrape manager joins here). */
 const struct server_extension server_extensions[] = {
     {"config", ext_config_start, ext_config_stop},
+    {"debuginfo", ext_debuginfo_start, ext_debuginfo_stop},
 };
 const size_t server_n_extensions = sizeof(server_extensions) / sizeof(server_extensions[0]);
 

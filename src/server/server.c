@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/handlers.h"
 #include "server/internal.h"
 #include "store/store.h"
 
@@ -34,6 +35,7 @@ void server_config_defaults(struct server_config *c)
 	c->query_threads = 2;
 	c->max_connections = 1024;
 	c->idle_timeout_s = 300;
+	c->debuginfod_timeout_s = 30;
 }
 
 struct store *server_store(struct server *s)
@@ -140,7 +142,10 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	rc = listener_open(s, err);
 	if (rc)
 		goto fail;
-	struct store_options so = {.path = c->storage_path, .retention_ms = c->retention_ms};
+	/* Resolved by the debuginfo extension once it runs (handlers_debuginfo.c). */
+	struct store_symbolizer sym = {.ctx = s, .resolve = server_symbolize_resolve};
+	struct store_options so = {
+	    .path = c->storage_path, .retention_ms = c->retention_ms, .symbolizer = &sym};
 	rc = store_open(&so, &s->store, err);
 	if (rc) {
 		kiln_error_prefix(err, "--storage-path=%s: ", c->storage_path);
@@ -178,6 +183,16 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 fail:
 	server_free(s);
 	return rc < 0 ? rc : -EIO;
+}
+
+void *server_extension_state(struct server *s, const char *name)
+{
+	if (!s->ext_state)
+		return NULL;
+	for (size_t i = 0; i < server_n_extensions; i++)
+		if (strcmp(server_extensions[i].name, name) == 0)
+			return s->ext_state[i];
+	return NULL;
 }
 
 void server_stop(struct server *s)

@@ -51,6 +51,8 @@ struct server_config {
 	int query_threads;
 	int max_connections;
 	int idle_timeout_s; /* a connection with nothing in flight is closed after this */
+	const char *const *debuginfod_upstreams; /* NULL-terminated URLs; NULL = none */
+	int debuginfod_timeout_s;		 /* per debuginfod request */
 };
 
 /* Fills defaults (the values documented above). */
@@ -73,6 +75,9 @@ int server_port(const struct server *s);
 struct store *server_store(struct server *s);
 const struct server_config *server_config(const struct server *s);
 bool server_stopping(const struct server *s);
+/* The state an extension's start() stored, by its name in routes.c; NULL
+ * before it started. */
+void *server_extension_state(struct server *s, const char *name);
 struct server_metrics *server_metrics(struct server *s);
 
 /* ---- gRPC ----------------------------------------------------------------- */
@@ -113,6 +118,11 @@ struct grpc_method {
 	enum server_pool pool;
 	grpc_handler_fn handler;
 };
+
+/* Client-streaming methods (routes.c lists them): their handler gets in req
+ * every framed message of the stream, unparsed, still bounded by
+ * grpc_max_msg_bytes in total. */
+bool server_grpc_client_streaming(const char *path);
 
 /* Records a failure; returns code. */
 int grpc_fail(struct grpc_call *c, int code, const char *fmt, ...)

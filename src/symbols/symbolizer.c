@@ -58,6 +58,7 @@ struct symfile {
 	struct htab *names;   /* raw name -> interned display name */
 	struct htab *cus;     /* CU DIE offset -> struct cu_index * */
 	struct arena *arena;
+	struct elfinfo info; /* program headers for normalization */
 };
 
 struct symbolizer {
@@ -200,6 +201,8 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
 		goto err;
 	}
+	if (elfinfo_read_file(path, &f->info, e) < 0)
+		goto err;
 	if (load_symbols(f) < 0) {
 		kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
 		goto err;
@@ -707,39 +710,64 @@ static int locate(struct symbolizer *s, const struct symbols_object *obj, char *
 			      has_id ? obj->build_id : "(none)");
 }
 
-int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
-		       struct symbols_location *out, struct kiln_error *e)
+/* The open symfile for obj (opening it on first use); caller holds the lock. */
+static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
+		       struct kiln_error *e)
 {
 	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
 	struct symfile *f;
+	char path[4096];
 	uint64_t v;
 	int rc;
 
-	out->nframes = 0;
 	if (!key || !*key)
 		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
-	pthread_mutex_lock(&s->lock);
 	if (htab_get(s->files, key, strlen(key), &v) && v) {
-		f = (struct symfile *)(uintptr_t)v;
-	} else {
-		char path[4096];
-
-		rc = locate(s, obj, path, sizeof(path), e);
-		if (rc < 0)
-			goto out; /* not cached: may appear later */
-		f = symfile_open(path, e);
-		if (!f) {
-			rc = -ENOENT;
-			goto out;
-		}
-		rc = htab_put(s->files, key, strlen(key), (uint64_t)(uintptr_t)f);
-		if (rc < 0) {
-			symfile_free(f);
-			goto out;
-		}
+		*out = (struct symfile *)(uintptr_t)v;
+		return 0;
 	}
-	rc = symfile_resolve(s, f, addr, out);
-out:
+	rc = locate(s, obj, path, sizeof(path), e);
+	if (rc < 0)
+		return rc; /* not cached: may appear later */
+	f = symfile_open(path, e);
+	if (!f)
+		return -ENOENT;
+	rc = htab_put(s->files, key, strlen(key), (uint64_t)(uintptr_t)f);
+	if (rc < 0) {
+		symfile_free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
+		       struct symbols_location *out, struct kiln_error *e)
+{
+	struct symfile *f;
+	int rc;
+
+	out->nframes = 0;
+	pthread_mutex_lock(&s->lock);
+	rc = symfile_get(s, obj, &f, e);
+	if (rc == 0)
+		rc = symfile_resolve(s, f, addr, out);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
+			 uint64_t map_start, uint64_t map_limit, uint64_t map_offset,
+			 uint64_t *vaddr, struct kiln_error *e)
+{
+	struct symfile *f;
+	int rc;
+
+	*vaddr = addr;
+	pthread_mutex_lock(&s->lock);
+	rc = symfile_get(s, obj, &f, e);
+	if (rc == 0)
+		rc = symbols_normalize(&f->info, addr, map_start, map_limit, map_offset, vaddr);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

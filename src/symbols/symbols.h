@@ -134,6 +134,12 @@ struct symbols_object {
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
 		       struct symbols_location *out, struct kiln_error *e);
 
+/* symbols_normalize with obj's program headers, read once and cached with
+ * the object. Returns 0, -ERANGE (see symbols_normalize) or -ENOENT. */
+int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
+			 uint64_t map_start, uint64_t map_limit, uint64_t map_offset,
+			 uint64_t *vaddr, struct kiln_error *e);
+
 /* Forgets what is known about obj (a newer debug file arrived). */
 void symbolizer_forget(struct symbolizer *s, const char *build_id);
 
