@@ -2,8 +2,8 @@
  * decode.c — bytes to a validated struct pprof_profile, and its accessors.
  *
  * Gzip input (magic 1f 8b) is inflated first, bounded by max_inflated_bytes.
- * The message is unpacked by protobuf-c into the profile's arena, so that
- * freeing a profile is one arena_free no matter how many submessages it has.
+ * The message is parsed (parse.c) into the profile's arena, so that freeing
+ * a profile is one arena_free no matter how many submessages it has.
  * Nothing is handed out before pprof_profile_index has validated it.
  */
 #include "pprof/internal.h"
@@ -15,21 +15,6 @@
 #include <string.h>
 
 #define DEFAULT_MAX_INFLATED ((size_t)1 << 30)
-
-static int unpack(struct pprof_profile *p, const uint8_t *data, size_t len, struct kiln_error *err)
-{
-	ProtobufCAllocator alloc;
-
-	arena_protobuf_allocator(p->arena, &alloc);
-	p->msg = (pprof_msg *)protobuf_c_message_unpack(&perftools__profiles__profile__descriptor,
-							&alloc, len, data);
-	if (!p->msg)
-		return kiln_error_set(err, EBADMSG,
-				      "not a pprof profile: protobuf decoding failed (%zu bytes, "
-				      "truncated or corrupt)",
-				      len);
-	return 0;
-}
 
 int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *opts,
 		 struct pprof_profile **out, struct kiln_error *err)
@@ -46,13 +31,14 @@ int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *o
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return kiln_error_set(err, ENOMEM, "out of memory");
-	p->arena = arena_new(len < 4096 ? 4096 : 256 * 1024);
+	/* Big chunks for big profiles: fewer mallocs, fewer page-table walks. */
+	p->arena = arena_new(len < 64 * 1024 ? 16 * 1024 : len < (16 << 20) ? 1 << 20 : 4 << 20);
 	if (!p->arena) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
 	if (gzip_is_gzip(data, len)) {
-		rc = gzip_inflate(data, len, max, &raw, err);
+		rc = pprof_gunzip(data, len, max, &raw, err);
 		if (rc)
 			goto fail;
 		data = raw.data;
@@ -62,7 +48,7 @@ int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *o
 			goto fail;
 		}
 	}
-	rc = unpack(p, data, len, err);
+	rc = pprof_parse(p->arena, data, len, &p->msg, err);
 	if (rc)
 		goto fail;
 	rc = pprof_profile_index(p, err);

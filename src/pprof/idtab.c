@@ -71,22 +71,13 @@ int pprof_idtab_build(struct pprof_idtab *t, void **items, size_t n,
 	return 0;
 }
 
-size_t pprof_idtab_index(const struct pprof_idtab *t, uint64_t id)
+size_t pprof_idtab_index_sparse(const struct pprof_idtab *t, uint64_t id)
 {
 	uint64_t idx;
 
-	if (t->dense)
-		return id < t->n_dense && t->dense[id] ? t->dense[id] - 1 : SIZE_MAX;
 	if (t->sparse && htab_get(t->sparse, &id, sizeof(id), &idx))
 		return (size_t)idx;
 	return SIZE_MAX;
-}
-
-void *pprof_idtab_get(const struct pprof_idtab *t, uint64_t id)
-{
-	size_t i = pprof_idtab_index(t, id);
-
-	return i == SIZE_MAX ? NULL : t->items[i];
 }
 
 void pprof_idtab_free(struct pprof_idtab *t)

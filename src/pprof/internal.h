@@ -34,10 +34,34 @@ struct pprof_profile {
 int pprof_idtab_build(struct pprof_idtab *t, void **items, size_t n,
 		      uint64_t (*id_of)(const void *item), const char *field,
 		      struct kiln_error *err);
-void *pprof_idtab_get(const struct pprof_idtab *t, uint64_t id);
-/* Position in items of the object with this id, or SIZE_MAX. */
-size_t pprof_idtab_index(const struct pprof_idtab *t, uint64_t id);
+size_t pprof_idtab_index_sparse(const struct pprof_idtab *t, uint64_t id);
+
+/* Position in items of the object with this id, or SIZE_MAX. Inline: the
+ * validator and merge call it once per stack frame. */
+static inline size_t pprof_idtab_index(const struct pprof_idtab *t, uint64_t id)
+{
+	if (t->dense)
+		return id < t->n_dense && t->dense[id] ? t->dense[id] - 1 : SIZE_MAX;
+	return pprof_idtab_index_sparse(t, id);
+}
+
+/* The object with this id, or NULL. */
+static inline void *pprof_idtab_get(const struct pprof_idtab *t, uint64_t id)
+{
+	size_t i = pprof_idtab_index(t, id);
+
+	return i == SIZE_MAX ? NULL : t->items[i];
+}
 void pprof_idtab_free(struct pprof_idtab *t);
+
+/* Inflates gzip data (members may be concatenated) with libdeflate; same
+ * contract as gzip_inflate in common/gzip.h. */
+int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
+		 struct kiln_error *err);
+
+/* Parses protobuf bytes into a message allocated in a (no validation). */
+int pprof_parse(struct arena *a, const uint8_t *data, size_t len, pprof_msg **out,
+		struct kiln_error *err);
 
 /* Builds the three tables of p->msg and checks every invariant. */
 int pprof_profile_index(struct pprof_profile *p, struct kiln_error *err);

@@ -1,10 +1,278 @@
 /*
- * main.c — placeholder entry point; the real one lands with its issue.
+ * main.c — `kiln`, the server: flags (Parca's names), signals, run.
  */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-int main(void)
+#include "common/log.h"
+#include "server/server.h"
+
+/* The only global: the running server, for the signal handler. */
+static struct server *running;
+
+static void on_signal(int sig)
 {
-	fprintf(stderr, "not built yet\n");
-	return 1;
+	if (running)
+		server_stop(running);
+}
+
+static void usage(FILE *f, const struct server_config *d)
+{
+	fprintf(
+	    f,
+	    "Usage: kiln [flags]\n"
+	    "\n"
+	    "Continuous profiling server: Parca-compatible gRPC and an HTTP/JSON API on one port.\n"
+	    "\n"
+	    "Flags:\n"
+	    "  --http-address=ADDR          listen address, gRPC and HTTP (default \"%s\")\n"
+	    "  --storage-path=DIR           where profiles are stored (default \"%s\")\n"
+	    "  --storage-retention=DUR      delete data older than this, e.g. 15d, 12h, 30m;\n"
+	    "                               0 keeps everything (default \"15d\")\n"
+	    "  --config-path=FILE           scrape configuration (pull mode; default none)\n"
+	    "  --cors-allowed-origins=LIST  comma-separated origins allowed by CORS, or \"*\"\n"
+	    "                               (default none)\n"
+	    "  --log-level=LEVEL            debug, info, warn or error (default \"info\")\n"
+	    "  --grpc-max-message-size=N    largest request or response message, bytes, or\n"
+	    "                               with KiB/MiB/GiB suffix; also bounds HTTP request\n"
+	    "                               bodies (default 64MiB)\n"
+	    "  --max-profile-size=N         largest decompressed pprof accepted (default 256MiB)\n"
+	    "  --ui-path=DIR                built web UI to serve at / (default: the first of\n"
+	    "                               <exe>/../ui and <exe>/../../ui that exists)\n"
+	    "  --tls-cert-file=FILE         serve TLS with this certificate chain (PEM)\n"
+	    "  --tls-key-file=FILE          and this private key (PEM)\n"
+	    "  --help                       this text\n",
+	    d->http_address, d->storage_path);
+}
+
+/* "15d", "12h", "30m", "45s", "500ms", or "0". */
+static int parse_duration_ms(const char *s, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || v < 0)
+		return -EINVAL;
+	int64_t mul;
+	if (!*end && v == 0)
+		mul = 1;
+	else if (strcmp(end, "ms") == 0)
+		mul = 1;
+	else if (strcmp(end, "s") == 0)
+		mul = 1000;
+	else if (strcmp(end, "m") == 0)
+		mul = 60 * 1000;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600 * 1000;
+	else if (strcmp(end, "d") == 0)
+		mul = 24 * 3600 * 1000;
+	else if (strcmp(end, "w") == 0)
+		mul = 7 * 24 * 3600 * 1000LL;
+	else if (strcmp(end, "y") == 0)
+		mul = 365 * 24 * 3600 * 1000LL;
+	else
+		return -EINVAL;
+	if (v > INT64_MAX / mul)
+		return -ERANGE;
+	*out = v * mul;
+	return 0;
+}
+
+/* "4194304", "4MiB", "64MB", "1GiB", "512KiB". */
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -EINVAL;
+	unsigned long long mul = 1;
+	if (!*end || strcmp(end, "B") == 0)
+		mul = 1;
+	else if (strcmp(end, "KiB") == 0 || strcmp(end, "KB") == 0 || strcmp(end, "k") == 0)
+		mul = 1ULL << 10;
+	else if (strcmp(end, "MiB") == 0 || strcmp(end, "MB") == 0 || strcmp(end, "M") == 0)
+		mul = 1ULL << 20;
+	else if (strcmp(end, "GiB") == 0 || strcmp(end, "GB") == 0 || strcmp(end, "G") == 0)
+		mul = 1ULL << 30;
+	else
+		return -EINVAL;
+	if (v == 0 || v > SIZE_MAX / mul || v * mul > (1ULL << 31))
+		return -ERANGE; /* the gRPC length prefix is 32-bit; stay well inside */
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+/* The default UI directory: next to the binary's build tree. */
+static char *default_ui_path(void)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	static const char *const rel[] = {"/../ui", "/../../ui"};
+	for (size_t i = 0; i < 2; i++) {
+		char cand[PATH_MAX + 16], real[PATH_MAX];
+		snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
+		struct stat st;
+		if (stat(cand, &st) == 0 && S_ISDIR(st.st_mode) && realpath(cand, real))
+			return strdup(real);
+	}
+	return NULL;
+}
+
+enum {
+	OPT_HTTP = 1000,
+	OPT_STORAGE,
+	OPT_RETENTION,
+	OPT_CONFIG,
+	OPT_CORS,
+	OPT_LOG,
+	OPT_GRPC_MAX,
+	OPT_PROFILE_MAX,
+	OPT_UI,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_HELP,
+};
+
+int main(int argc, char **argv)
+{
+	struct server_config cfg, defaults;
+	struct kiln_error err = {0};
+	char *ui_default = NULL;
+	struct server *s = NULL;
+	int rc;
+
+	server_config_defaults(&cfg);
+	defaults = cfg;
+	static const struct option opts[] = {
+	    {"http-address", required_argument, NULL, OPT_HTTP},
+	    {"storage-path", required_argument, NULL, OPT_STORAGE},
+	    {"storage-retention", required_argument, NULL, OPT_RETENTION},
+	    {"config-path", required_argument, NULL, OPT_CONFIG},
+	    {"cors-allowed-origins", required_argument, NULL, OPT_CORS},
+	    {"log-level", required_argument, NULL, OPT_LOG},
+	    {"grpc-max-message-size", required_argument, NULL, OPT_GRPC_MAX},
+	    {"max-profile-size", required_argument, NULL, OPT_PROFILE_MAX},
+	    {"ui-path", required_argument, NULL, OPT_UI},
+	    {"tls-cert-file", required_argument, NULL, OPT_CERT},
+	    {"tls-key-file", required_argument, NULL, OPT_KEY},
+	    {"help", no_argument, NULL, OPT_HELP},
+	    {NULL, 0, NULL, 0},
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case OPT_HTTP:
+			cfg.http_address = optarg;
+			break;
+		case OPT_STORAGE:
+			cfg.storage_path = optarg;
+			break;
+		case OPT_RETENTION:
+			if (parse_duration_ms(optarg, &cfg.retention_ms)) {
+				fprintf(
+				    stderr,
+				    "kiln: --storage-retention=%s: expected a duration like 15d, "
+				    "12h, 30m or 0\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case OPT_CONFIG:
+			cfg.config_path = optarg;
+			break;
+		case OPT_CORS:
+			cfg.cors_origins = optarg;
+			break;
+		case OPT_LOG:
+			if (log_set_level_name(optarg)) {
+				fprintf(
+				    stderr,
+				    "kiln: --log-level=%s: expected debug, info, warn or error\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case OPT_GRPC_MAX:
+			if (parse_size(optarg, &cfg.grpc_max_msg_bytes)) {
+				fprintf(
+				    stderr,
+				    "kiln: --grpc-max-message-size=%s: expected bytes (1..2GiB), "
+				    "e.g. 4194304 or 4MiB\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case OPT_PROFILE_MAX:
+			if (parse_size(optarg, &cfg.max_profile_inflate)) {
+				fprintf(
+				    stderr,
+				    "kiln: --max-profile-size=%s: expected bytes, e.g. 256MiB\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case OPT_UI:
+			cfg.ui_path = optarg;
+			break;
+		case OPT_CERT:
+			cfg.tls_cert_file = optarg;
+			break;
+		case OPT_KEY:
+			cfg.tls_key_file = optarg;
+			break;
+		case OPT_HELP:
+		case 'h':
+			usage(stdout, &defaults);
+			return 0;
+		default:
+			usage(stderr, &defaults);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kiln: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!cfg.tls_cert_file != !cfg.tls_key_file) {
+		fprintf(stderr, "kiln: --tls-cert-file and --tls-key-file go together\n");
+		return 2;
+	}
+	if (!cfg.ui_path)
+		cfg.ui_path = ui_default = default_ui_path();
+
+	/* Signals: stop gracefully on the first; SIGPIPE never kills us. */
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = server_new(&cfg, &s, &err);
+	if (rc) {
+		log_error("cannot start: %s", err.msg);
+		free(ui_default);
+		return 1;
+	}
+	running = s;
+	server_run(s);
+	running = NULL;
+	server_free(s);
+	log_info("stopped");
+	free(ui_default);
+	return 0;
 }

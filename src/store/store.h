@@ -40,11 +40,49 @@
 
 struct store;
 
+/* ---- symbolization hook ----------------------------------------------------
+ * A location pushed without lines (an agent sends raw addresses) but with a
+ * mapping that names a build id or a file can be symbolized later. The store
+ * calls resolve() for such a location at most once (results, including "no
+ * symbols", are stored persistently in the metastore and survive restarts),
+ * either from store_merge when a query first needs it or from
+ * store_symbolize_pending, which a background thread calls. Ingestion never
+ * calls the symbolizer. resolve() may be called from several threads at once
+ * and must not call back into the store. */
+struct store_mapping_info {
+	uint64_t memory_start;
+	uint64_t memory_limit;
+	uint64_t file_offset;
+	const char *filename; /* "" when unknown */
+	const char *build_id; /* "" when unknown */
+};
+
+/* One frame at an address; strings only need to live until resolve() returns
+ * to the store (it copies them). */
+struct store_line_out {
+	const char *function_name; /* demangled */
+	const char *system_name;   /* raw (mangled) symbol; NULL = same as function_name */
+	const char *filename;	   /* NULL = unknown */
+	int64_t line;		   /* 0 = unknown */
+};
+
+struct store_symbolizer {
+	void *ctx;
+	/* Fills lines[0..*n_lines) innermost (inlined) frame first, at most
+	 * max_lines. Returns 0 (with *n_lines == 0 meaning "no symbols here", a
+	 * remembered negative result) or a negative errno for a transient
+	 * failure (nothing is remembered; a later call retries). */
+	int (*resolve)(void *ctx, const struct store_mapping_info *m, uint64_t address,
+		       struct store_line_out *lines, size_t max_lines, size_t *n_lines);
+};
+
 struct store_options {
 	const char *path;	      /* directory; created if missing */
 	int64_t retention_ms;	      /* blocks older than this are deleted; 0 = keep forever */
 	int64_t block_duration_ms;    /* head is cut into a block after this much time (0 = 2h) */
 	size_t max_labels_per_series; /* 0 = 64 */
+	size_t head_max_rows;	      /* head is cut when it holds this many rows (0 = 2M) */
+	const struct store_symbolizer *symbolizer; /* optional; copied by store_open */
 };
 
 struct store_label {
@@ -131,6 +169,16 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
 		struct kiln_error *err);
 
+/* Cuts the whole head into blocks now, compacts every time window that has
+ * several blocks and applies retention (the background thread does the same
+ * on its own schedule). For tests, benchmarks and a clean shutdown. */
+int store_flush(struct store *s, struct kiln_error *err);
+
+/* Symbolizes up to max (0 = all) locations that are waiting for it, with the
+ * symbolizer from store_options; returns how many were resolved (>= 0) or a
+ * negative errno. Meant for a background thread; never blocks ingestion. */
+int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err);
+
 /* Sizes for /metrics. */
 struct store_stats {
 	uint64_t series;
@@ -143,6 +191,8 @@ struct store_stats {
 	uint64_t wal_fsync_ns_total;
 	uint64_t stacks;
 	uint64_t locations;
+	uint64_t symbolize_pending;
+	uint64_t compactions;
 };
 void store_get_stats(struct store *s, struct store_stats *out);
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# make bench-query — flame graph tree, JSON, folded and top from src/query on
+# synthetic profiles with ~10k, 100k and 500k tree nodes, next to `go tool
+# pprof -top` and `-traces` on the same profile files (the peer).
+#
+# Prints, per size: tree build and JSON write CPU time, JSON bytes per node, and
+# wall times of whole processes: `bench_query top` vs `go tool pprof -top`,
+# `bench_query folded` vs `go tool pprof -traces` (ratio = go / kiln).
+# Figures only; never fails on time. SIZES="10000 100000" to choose sizes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=build/bench/bench_query
+[ -x "$bin" ] || { echo "bench-query: $bin missing (run: make bench-query)" >&2; exit 1; }
+command -v go >/dev/null || { echo "bench-query: go not found (make deps installs golang-go)" >&2; exit 1; }
+dir=$(mktemp -d /tmp/kiln-bench-query-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+: "${SIZES:=10000 100000 500000}"
+
+# wall time of a command in ms (best of 3), output discarded
+wall_ms() {
+	local best="" t0 t1 ms
+	for _ in 1 2 3; do
+		t0=$(date +%s%N)
+		"$@" >/dev/null 2>&1
+		t1=$(date +%s%N)
+		ms=$(( (t1 - t0) / 1000000 ))
+		if [ -z "$best" ] || [ "$ms" -lt "$best" ]; then best=$ms; fi
+	done
+	echo "$best"
+}
+
+printf '%-8s %8s %7s %9s %9s %11s %9s | %9s %9s %6s | %9s %9s %6s\n' \
+	nodes samples height build_ms json_ms json_B/node json_MB \
+	top_ms go_top_ms ratio fold_ms go_trc_ms ratio
+for n in $SIZES; do
+	f=$dir/profile-$n.pb.gz
+	"$bin" gen "$n" "$f"
+	declare -A m=()
+	while read -r k v; do m[$k]=$v; done < <("$bin" measure "$f")
+	kt=$(wall_ms "$bin" top "$f")
+	gt=$(wall_ms go tool pprof -top -sample_index=cpu "$f")
+	kf=$(wall_ms "$bin" folded "$f")
+	gf=$(wall_ms go tool pprof -traces -sample_index=cpu "$f")
+	printf '%-8s %8s %7s %9s %9s %11s %9.1f | %9s %9s %6.1f | %9s %9s %6.1f\n' \
+		"${m[nodes]}" "${m[samples]}" "${m[height]}" "${m[build_ms]}" "${m[json_ms]}" \
+		"${m[json_bytes_per_node]}" "$(awk "BEGIN{print ${m[json_bytes]}/1e6}")" \
+		"$kt" "$gt" "$(awk "BEGIN{print $gt/($kt>0?$kt:1)}")" \
+		"$kf" "$gf" "$(awk "BEGIN{print $gf/($kf>0?$kf:1)}")"
+	unset m
+done
+echo "(build/json: in-process thread CPU time, best of 3; top/fold vs go: whole-process wall time,"
+echo " best of 3, each including decoding the gzipped profile; ratio = go tool pprof / kiln)"

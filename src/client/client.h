@@ -1,0 +1,109 @@
+/*
+ * client.h — a small gRPC client on libcurl (HTTP/2).
+ *
+ * Used by the agent's push and by kilnctl. Names carry a GRPC_STATUS_ prefix so
+ * that this header and server/server.h (which has its own enum) can meet in
+ * one file. Messages are opaque bytes: the
+ * caller packs and unpacks them with protobuf-c. On the wire each message is
+ * framed as gRPC defines it: a 1-byte compressed flag (always 0 here: we
+ * neither send compressed messages nor accept them, and say so with
+ * grpc-accept-encoding: identity) and a 4-byte big-endian length.
+ *
+ * Transport: cleartext HTTP/2 with prior knowledge when insecure, TLS (ALPN
+ * h2) otherwise, certificate checks optional. A bearer token goes out as the
+ * `authorization` metadata, the deadline as `grpc-timeout`. The status comes
+ * from the trailers (grpc-status, percent-encoded grpc-message), which
+ * libcurl hands to the header callback after the body; a "trailers-only"
+ * response carries them in the headers and takes the same path.
+ *
+ * A client holds one curl handle and opens a connection per call (see
+ * grpc_client.c for the libcurl bug that forbids reuse). Not
+ * thread-safe: one client per thread.
+ *
+ * Return convention: 0 when the call completed (its gRPC status, OK or not,
+ * is in *status), a negative errno when there was no gRPC answer at all
+ * (connection refused, timeout before headers, malformed framing) — then
+ * status->code is UNAVAILABLE or DEADLINE_EXCEEDED/INTERNAL and message
+ * says why, so callers may treat both alike.
+ */
+#ifndef KILN_CLIENT_CLIENT_H
+#define KILN_CLIENT_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+
+enum grpc_status_code {
+	GRPC_STATUS_OK = 0,
+	GRPC_STATUS_CANCELLED = 1,
+	GRPC_STATUS_UNKNOWN = 2,
+	GRPC_STATUS_INVALID_ARGUMENT = 3,
+	GRPC_STATUS_DEADLINE_EXCEEDED = 4,
+	GRPC_STATUS_NOT_FOUND = 5,
+	GRPC_STATUS_ALREADY_EXISTS = 6,
+	GRPC_STATUS_PERMISSION_DENIED = 7,
+	GRPC_STATUS_RESOURCE_EXHAUSTED = 8,
+	GRPC_STATUS_FAILED_PRECONDITION = 9,
+	GRPC_STATUS_ABORTED = 10,
+	GRPC_STATUS_OUT_OF_RANGE = 11,
+	GRPC_STATUS_UNIMPLEMENTED = 12,
+	GRPC_STATUS_INTERNAL = 13,
+	GRPC_STATUS_UNAVAILABLE = 14,
+	GRPC_STATUS_DATA_LOSS = 15,
+	GRPC_STATUS_UNAUTHENTICATED = 16,
+};
+
+struct grpc_status {
+	int code;	   /* enum grpc_status_code */
+	char message[512]; /* decoded grpc-message, "" if none */
+};
+
+struct grpc_client_config {
+	const char *address;	  /* "host:port", or a URL "http://host:port" / "https://..." */
+	bool insecure;		  /* cleartext HTTP/2 (prior knowledge) for host:port */
+	bool skip_verify;	  /* TLS without certificate checks */
+	const char *bearer_token; /* sent as "authorization: Bearer TOKEN"; NULL: none */
+	int timeout_ms;		  /* per call, sent as grpc-timeout; 0: 30000 */
+	size_t max_response;	  /* largest response message accepted; 0: 64 MiB */
+};
+
+struct grpc_client;
+
+struct grpc_client *grpc_client_new(const struct grpc_client_config *config, struct kiln_error *e);
+void grpc_client_free(struct grpc_client *c);
+
+/* Unary call: method is "/package.Service/Method" (leading slash). The single response
+ * message replaces resp's contents (empty if the server sent none). */
+int grpc_client_unary(struct grpc_client *c, const char *method, const void *req, size_t req_len,
+		      struct buf *resp, struct grpc_status *status);
+
+/* Client-streaming call: next() is asked for each request message in turn;
+ * it returns 1 with *msg and *len set (valid until the next call), 0 at the end,
+ * or a negative errno to abort the call. */
+typedef int (*grpc_next_fn)(void *arg, const void **msg, size_t *len);
+int grpc_client_stream(struct grpc_client *c, const char *method, grpc_next_fn next, void *arg,
+		       struct buf *resp, struct grpc_status *status);
+
+/* --- framing (exposed for tests and the server) -------------------------- */
+
+#define GRPC_FRAME_HEADER 5
+
+/* Appends one framed, uncompressed message to b. 0 or -ENOMEM. */
+int grpc_frame_append(struct buf *b, const void *msg, size_t len);
+
+/* Parses one message from data[0..len). Returns 1 with *msg, *msg_len,
+ * *compressed and *consumed set; 0 when more bytes are needed; -EMSGSIZE
+ * when the declared length exceeds max. */
+int grpc_frame_parse(const uint8_t *data, size_t len, size_t max, const uint8_t **msg,
+		     size_t *msg_len, bool *compressed, size_t *consumed);
+
+/* Decodes a percent-encoded grpc-message in place. */
+void grpc_percent_decode(char *s);
+
+/* The name of a status code ("INVALID_ARGUMENT"). */
+const char *grpc_status_name(int code);
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * query_internal.h — what the files of src/query share and nobody else may
+ * use: the tree's layout, a u64 -> u32 hash map, parser helpers.
+ *
+ * The tree has two lives. While profiles are added, nodes sit in `build`
+ * in creation order, linked parent -> first_child -> next_sibling and found
+ * through `children` (a map from (parent, frame) to node). query_tree_finish
+ * then lays the kept nodes out in depth-first pre-order in `nodes`, which is
+ * all that the accessors and writers read.
+ */
+#ifndef KILN_QUERY_INTERNAL_H
+#define KILN_QUERY_INTERNAL_H
+
+#include "query/query.h"
+
+#include "common/arena.h"
+#include "common/htab.h"
+
+#define QNONE UINT32_MAX
+
+/* ---- u64 -> u32 open-addressing map (tree.c) ------------------------------ */
+
+struct qmap_slot {
+	uint64_t key; /* key + 1, 0 = empty slot */
+	uint32_t val;
+};
+
+/* Key and value share a slot so that a lookup touches one cache line. */
+struct qmap {
+	struct qmap_slot *slots;
+	size_t cap; /* power of two */
+	size_t count;
+};
+
+int qmap_init(struct qmap *m, size_t hint);
+void qmap_release(struct qmap *m);
+/* Value for key, or QNONE. */
+uint32_t qmap_get(const struct qmap *m, uint64_t key);
+/* Inserts key -> val (key must be absent). 0 or -ENOMEM. */
+int qmap_put(struct qmap *m, uint64_t key, uint32_t val);
+
+/* ---- the tree -------------------------------------------------------------- */
+
+/* What a node stands for: a function in a binary. */
+struct qframe {
+	uint32_t name; /* string ids */
+	uint32_t binary;
+	uint32_t file;
+	uint32_t build_id;
+	int64_t line;
+	bool matches_filter;
+	bool hidden;
+};
+
+struct qbuild_node {
+	uint32_t frame; /* QNONE for the root */
+	uint32_t parent;
+	uint32_t first_child;
+	uint32_t next_sibling;
+	int64_t cum, self, base_cum, base_self;
+};
+
+/* A node after finish, in pre-order. */
+struct qnode {
+	uint32_t frame; /* QNONE for the root */
+	uint32_t depth;
+	int64_t parent; /* pre-order index; -1 for the root */
+	size_t subtree_size;
+	int64_t cum, self, base_cum, base_self;
+};
+
+struct query_tree {
+	/* options (strings copied) */
+	bool diff;
+	char *filter;
+	char **hide;
+	size_t n_hide;
+	size_t max_nodes;
+	double trim_fraction;
+
+	/* strings: id -> text (in arena); text -> id via str_index */
+	struct arena *arena;
+	struct htab *str_index;
+	const char **strs;
+	size_t n_strs, cap_strs;
+	uint32_t str_total; /* id of "total" */
+
+	/* frames: (name, binary) -> frame id */
+	struct qframe *frames;
+	size_t n_frames, cap_frames;
+	struct qmap frame_index;
+
+	/* building */
+	struct qbuild_node *build;
+	size_t n_build, cap_build;
+	struct qmap children; /* (parent << 32 | frame) -> build node */
+
+	/* finished */
+	bool finished;
+	struct qnode *nodes;
+	size_t n_nodes;
+	uint32_t height;
+
+	int64_t total, filtered, base_total, base_filtered;
+	uint32_t unit;	      /* string id */
+	uint32_t sample_type; /* string id */
+	bool have_unit;
+};
+
+/* Interns s (len bytes) in t's string table. Returns the id or QNONE on
+ * out-of-memory. */
+uint32_t query_tree_intern(struct query_tree *t, const char *s, size_t len);
+
+/* ---- parser helpers ------------------------------------------------------------ */
+
+/* May c appear in a profile type part? */
+bool query_type_char_ok(unsigned char c);
+/* Parses s[0..len) as a profile type; on failure *bad_offset is the offset
+ * of the offending byte or part. */
+int query_profile_type_parse_at(const char *s, size_t len, struct query_profile_type *out,
+				size_t *bad_offset, struct kiln_error *err);
+
+#endif

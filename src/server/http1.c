@@ -1,0 +1,273 @@
+/*
+ * http1.c — HTTP/1.1 through libmicrohttpd.
+ *
+ * The daemon has no listen socket of its own (MHD_USE_NO_LISTEN_SOCKET): the
+ * listener hands it connections that turned out not to be HTTP/2, with
+ * MHD_add_connection. Thread-per-connection mode, so a handler computing a
+ * large merge only occupies its own connection's thread; the connection
+ * timeout reaps clients that stall mid-request.
+ *
+ * Request bodies are buffered up to --grpc-max-message-size (the one
+ * request-size limit of the server); larger ones get 413. Dispatch goes
+ * through server_http_routes[] (routes.c); CORS headers follow
+ * --cors-allowed-origins.
+ */
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/internal.h"
+
+#define CONNECTION_TIMEOUT_S 60
+
+struct http_conn_state {
+	struct buf body;
+	bool too_large;
+	int64_t start_ns;
+};
+
+const char *http_arg(const struct http_request *req, const char *name)
+{
+	if (req->mhd_conn)
+		return MHD_lookup_connection_value(req->mhd_conn, MHD_GET_ARGUMENT_KIND, name);
+	for (size_t i = 0; i < req->n_args; i++)
+		if (strcmp(req->arg_names[i], name) == 0)
+			return req->arg_values[i];
+	return NULL;
+}
+
+void http_error(struct http_response *resp, int status, long position, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+
+	resp->status = status;
+	resp->content_type = "application/json";
+	buf_reset(&resp->body);
+	buf_append_str(&resp->body, "{\"error\":\"");
+	for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			buf_printf(&resp->body, "\\%c", *p);
+		else if (*p < 0x20)
+			buf_printf(&resp->body, "\\u%04x", *p);
+		else
+			buf_append(&resp->body, p, 1);
+	}
+	buf_append_str(&resp->body, "\"");
+	if (position >= 0)
+		buf_printf(&resp->body, ",\"position\":%ld", position);
+	buf_append_str(&resp->body, "}\n");
+}
+
+int http_status_from_errno(int e)
+{
+	switch (e) {
+	case -EINVAL:
+	case -EBADMSG:
+	case -ERANGE:
+		return 400;
+	case -ENOENT:
+		return 404;
+	case -EFBIG:
+	case -E2BIG:
+		return 413;
+	case -ESHUTDOWN:
+	case -EAGAIN:
+		return 503;
+	case -ENOSPC:
+		return 507;
+	default:
+		return 500;
+	}
+}
+
+/* The Access-Control-Allow-Origin value for this request, or NULL. */
+static const char *cors_origin(struct server *s, struct MHD_Connection *conn)
+{
+	const char *allowed = s->cfg.cors_origins;
+	if (!allowed || !*allowed)
+		return NULL;
+	if (strcmp(allowed, "*") == 0)
+		return "*";
+	const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+	if (!origin)
+		return NULL;
+	size_t olen = strlen(origin);
+	for (const char *p = allowed; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		while (len && *p == ' ')
+			p++, len--;
+		if (len == olen && memcmp(p, origin, len) == 0)
+			return origin;
+		if (len == 1 && *p == '*')
+			return "*";
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return NULL;
+}
+
+static enum MHD_Result send_response(struct server *s, struct MHD_Connection *conn,
+				     struct http_response *r)
+{
+	size_t len = 0;
+	uint8_t *data = buf_steal(&r->body, &len);
+	struct MHD_Response *mr = MHD_create_response_from_buffer(
+	    len, data ? data : (void *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!mr) {
+		free(data);
+		return MHD_NO;
+	}
+	if (r->content_type)
+		MHD_add_response_header(mr, "Content-Type", r->content_type);
+	if (r->disposition[0])
+		MHD_add_response_header(mr, "Content-Disposition", r->disposition);
+	const char *origin = cors_origin(s, conn);
+	if (origin) {
+		MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
+		MHD_add_response_header(mr, "Vary", "Origin");
+	}
+	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, mr);
+	MHD_destroy_response(mr);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_size, void **con_cls)
+{
+	struct server *s = cls;
+	struct http_conn_state *st = *con_cls;
+
+	if (!st) { /* first call: headers only */
+		st = calloc(1, sizeof(*st));
+		if (!st)
+			return MHD_NO;
+		st->start_ns = mono_ns();
+		*con_cls = st;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		size_t max = s->cfg.grpc_max_msg_bytes;
+		if (!st->too_large && st->body.len + *upload_size > max) {
+			st->too_large = true;
+			buf_free(&st->body);
+		}
+		if (!st->too_large && buf_append(&st->body, upload_data, *upload_size))
+			st->too_large = true;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+
+	struct http_response resp = {.status = 200, .content_type = "text/plain; charset=utf-8"};
+	struct http_request req = {.srv = s,
+				   .method = method,
+				   .path = url,
+				   .body = st->body.data,
+				   .body_len = st->body.len,
+				   .mhd_conn = conn};
+	size_t idx = 0;
+	const struct http_route *route = NULL;
+	struct route_metrics *rm = &s->metrics.unknown_http;
+
+	if (strcmp(method, "OPTIONS") == 0) { /* CORS preflight */
+		resp.status = 204;
+		enum MHD_Result ret;
+		size_t len = 0;
+		struct MHD_Response *mr =
+		    MHD_create_response_from_buffer(len, (void *)"", MHD_RESPMEM_PERSISTENT);
+		const char *origin = cors_origin(s, conn);
+		if (origin) {
+			MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
+			MHD_add_response_header(mr, "Access-Control-Allow-Methods",
+						"GET, POST, OPTIONS");
+			MHD_add_response_header(mr, "Access-Control-Allow-Headers",
+						"Content-Type, Authorization");
+			MHD_add_response_header(mr, "Access-Control-Max-Age", "600");
+		}
+		ret = MHD_queue_response(conn, 204, mr);
+		MHD_destroy_response(mr);
+		return ret;
+	}
+	if (st->too_large) {
+		http_error(&resp, 413, -1,
+			   "request body larger than --grpc-max-message-size=%zu bytes",
+			   s->cfg.grpc_max_msg_bytes);
+	} else if ((route = server_find_http(method, url, &idx)) != NULL) {
+		rm = &s->metrics.http[idx];
+		route->handler(&req, &resp);
+	} else if (server_find_http(NULL, url, NULL)) {
+		http_error(&resp, 405, -1, "method %s not allowed on %s", method, url);
+	} else {
+		http_error(&resp, 404, -1, "no route for %s %s", method, url);
+	}
+	metrics_observe(rm, (uint64_t)(mono_ns() - st->start_ns), resp.status >= 500);
+	enum MHD_Result ret = send_response(s, conn, &resp);
+	buf_free(&resp.body);
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct http_conn_state *st = *con_cls;
+	if (st) {
+		buf_free(&st->body);
+		free(st);
+		*con_cls = NULL;
+	}
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	size_t n = strlen(line);
+	if (n && line[n - 1] == '\n')
+		line[n - 1] = '\0';
+	log_debug("http: %s", line);
+}
+
+int http1_start(struct server *s, struct kiln_error *err)
+{
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			 MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_POLL;
+	struct MHD_Daemon *d = MHD_start_daemon(
+	    flags, 0, NULL, NULL, on_request, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
+	if (!d)
+		return kiln_error_set(err, EIO, "libmicrohttpd: cannot start the HTTP/1.1 daemon");
+	s->mhd = d;
+	return 0;
+}
+
+void http1_stop(struct server *s)
+{
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	s->mhd = NULL;
+}
+
+int http1_add_connection(struct server *s, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (!s->mhd || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) {
+		close(fd);
+		return -EINVAL;
+	}
+	/* On failure libmicrohttpd closes the socket itself. */
+	return MHD_add_connection(s->mhd, fd, (struct sockaddr *)&ss, sl) == MHD_YES ? 0 : -EIO;
+}

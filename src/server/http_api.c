@@ -1,0 +1,376 @@
+/*
+ * http_api.c — the HTTP/JSON API (docs/API.md): the QueryService
+ * operations for the web UI, curl and kilnctl.
+ *
+ * Times are milliseconds since the epoch. Unset ranges mean "all time" for
+ * profile-types/labels/values, and the last hour for merges. Errors are
+ * {"error":..., "position":N} with the byte offset of a query parse error.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/json.h"
+#include "server/handlers.h"
+#include "server/internal.h"
+#include "server/qexec.h"
+#include "store/store.h"
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Parses integer argument `name`; *present says whether it was given. */
+static int arg_int(const struct http_request *req, struct http_response *resp, const char *name,
+		   int64_t dflt, int64_t *out)
+{
+	const char *v = http_arg(req, name);
+	if (!v || !*v) {
+		*out = dflt;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	long long x = strtoll(v, &end, 10);
+	if (errno || *end) {
+		http_error(resp, 400, -1, "parameter %s=\"%.64s\": expected an integer (ms)", name,
+			   v);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+static void fail(struct http_response *resp, int rc, const struct kiln_error *err, long pos)
+{
+	http_error(resp, http_status_from_errno(rc), pos, "%s",
+		   err->msg[0] ? err->msg : "request failed");
+}
+
+static void json_done(struct http_response *resp, struct json_writer *w)
+{
+	if (json_writer_error(w)) {
+		http_error(resp, 500, -1, "out of memory writing the response");
+		return;
+	}
+	buf_append_str(&resp->body, "\n");
+	resp->content_type = "application/json";
+}
+
+/* ---- profile types ------------------------------------------------------------ */
+
+struct types_json {
+	struct json_writer *w;
+	int rc;
+};
+
+static void write_type(void *ctx, const char *key)
+{
+	struct types_json *tj = ctx;
+	if (query_profile_type_write_json(key, tj->w, NULL) != 0)
+		tj->rc = -EINVAL;
+}
+
+void http_profile_types(const struct http_request *req, struct http_response *resp)
+{
+	struct kiln_error err = {0};
+	struct json_writer w;
+	int64_t start, end;
+
+	if (arg_int(req, resp, "start", INT64_MIN, &start) ||
+	    arg_int(req, resp, "end", INT64_MAX, &end))
+		return;
+	json_writer_init(&w, &resp->body);
+	json_begin_object(&w);
+	json_key(&w, "types");
+	json_begin_array(&w);
+	struct types_json tj = {.w = &w};
+	int rc = store_profile_types(server_store(req->srv), start, end, write_type, &tj, &err);
+	if (rc)
+		return fail(resp, rc, &err, -1);
+	json_end_array(&w);
+	json_end_object(&w);
+	json_done(resp, &w);
+}
+
+/* ---- labels / values ------------------------------------------------------------ */
+
+struct strings_json {
+	struct json_writer *w;
+};
+
+static void write_string(void *ctx, const char *s)
+{
+	json_string(((struct strings_json *)ctx)->w, s);
+}
+
+static void list_strings(const struct http_request *req, struct http_response *resp,
+			 const char *label, const char *key)
+{
+	struct kiln_error err = {0};
+	struct query_selector sel = {0};
+	struct json_writer w;
+	int64_t start, end;
+	int rc;
+
+	if (arg_int(req, resp, "start", INT64_MIN, &start) ||
+	    arg_int(req, resp, "end", INT64_MAX, &end))
+		return;
+	const char *q = http_arg(req, "query");
+	rc = query_parse_compiled(q ? q : "", QUERY_PARSE_TYPE_OPTIONAL, &sel, &err);
+	if (rc) {
+		fail(resp, rc, &err, sel.error_position);
+		goto out;
+	}
+	struct store_selector ss;
+	query_selector_to_store(&sel, start, end, &ss);
+	json_writer_init(&w, &resp->body);
+	json_begin_object(&w);
+	json_key(&w, key);
+	json_begin_array(&w);
+	struct strings_json sj = {.w = &w};
+	rc = label ? store_label_values(server_store(req->srv), &ss, label, write_string, &sj, &err)
+		   : store_label_names(server_store(req->srv), &ss, write_string, &sj, &err);
+	if (rc) {
+		fail(resp, rc, &err, -1);
+		goto out;
+	}
+	json_end_array(&w);
+	json_end_object(&w);
+	json_done(resp, &w);
+out:
+	query_selector_release(&sel);
+}
+
+void http_labels(const struct http_request *req, struct http_response *resp)
+{
+	list_strings(req, resp, NULL, "names");
+}
+
+void http_values(const struct http_request *req, struct http_response *resp)
+{
+	const char *label = http_arg(req, "label");
+	if (!label || !*label)
+		return http_error(resp, 400, -1, "parameter label is required");
+	list_strings(req, resp, label, "values");
+}
+
+/* ---- query_range ------------------------------------------------------------------ */
+
+struct range_json {
+	struct json_writer *w;
+	int64_t step;
+};
+
+static void write_series(void *ctx, const struct store_label *labels, size_t n_labels,
+			 const struct store_point *points, size_t n_points)
+{
+	struct range_json *rj = ctx;
+	struct json_writer *w = rj->w;
+	json_begin_object(w);
+	json_key(w, "labels");
+	json_begin_object(w);
+	for (size_t i = 0; i < n_labels; i++) {
+		json_key(w, labels[i].name);
+		json_string(w, labels[i].value);
+	}
+	json_end_object(w);
+	json_key(w, "points");
+	json_begin_array(w);
+	for (size_t i = 0; i < n_points;) {
+		int64_t t = points[i].timestamp_ms, v = 0;
+		if (rj->step > 0)
+			t -= ((t % rj->step) + rj->step) % rj->step;
+		/* Points are time-sorted: a bucket is a run. */
+		do {
+			v += points[i].value;
+			i++;
+		} while (rj->step > 0 && i < n_points &&
+			 points[i].timestamp_ms -
+				 (((points[i].timestamp_ms % rj->step) + rj->step) % rj->step) ==
+			     t);
+		json_begin_array(w);
+		json_int(w, t);
+		json_int(w, v);
+		json_end_array(w);
+	}
+	json_end_array(w);
+	json_end_object(w);
+}
+
+void http_query_range(const struct http_request *req, struct http_response *resp)
+{
+	struct kiln_error err = {0};
+	struct query_selector sel = {0};
+	struct query_profile_type pt = {0};
+	struct json_writer w;
+	int64_t now = now_ms(), start, end, step;
+	int rc;
+
+	if (arg_int(req, resp, "end", now, &end) ||
+	    arg_int(req, resp, "start", end - 3600000, &start) ||
+	    arg_int(req, resp, "step", 0, &step))
+		return;
+	const char *q = http_arg(req, "query");
+	if (!q || !*q)
+		return http_error(resp, 400, -1, "parameter query is required");
+	rc = query_parse_compiled(q, 0, &sel, &err);
+	if (rc) {
+		fail(resp, rc, &err, sel.error_position);
+		goto out;
+	}
+	rc = qexec_check_type(req->srv, sel.profile_type, &err);
+	if (rc == 0)
+		rc = query_profile_type_parse(sel.profile_type, &pt, &err);
+	if (rc) {
+		fail(resp, rc, &err, -1);
+		goto out;
+	}
+	struct store_selector ss;
+	query_selector_to_store(&sel, start, end, &ss);
+	json_writer_init(&w, &resp->body);
+	json_begin_object(&w);
+	json_key(&w, "series");
+	json_begin_array(&w);
+	struct range_json rj = {.w = &w, .step = step};
+	rc = store_query_range(server_store(req->srv), &ss, write_series, &rj, &err);
+	if (rc) {
+		fail(resp, rc, &err, -1);
+		goto out;
+	}
+	json_end_array(&w);
+	json_key(&w, "unit");
+	json_string(&w, pt.sample_unit);
+	json_end_object(&w);
+	json_done(resp, &w);
+out:
+	query_profile_type_release(&pt);
+	query_selector_release(&sel);
+}
+
+/* ---- query ------------------------------------------------------------------------- */
+
+/* Reads one selection's parameters (prefix "" or "a_"/"b_"). */
+static int read_side(const struct http_request *req, struct http_response *resp, const char *prefix,
+		     const char *mode, struct qexec_side *side)
+{
+	char key[32];
+	int64_t now = now_ms();
+
+	snprintf(key, sizeof(key), "%squery", prefix);
+	side->query = http_arg(req, key);
+	if (!side->query || !*side->query) {
+		http_error(resp, 400, -1, "parameter %s is required", key);
+		return -EINVAL;
+	}
+	if (strcmp(mode, "single") == 0) {
+		snprintf(key, sizeof(key), "%stime", prefix);
+		if (!http_arg(req, key)) {
+			http_error(resp, 400, -1, "parameter %s is required in single mode", key);
+			return -EINVAL;
+		}
+		if (arg_int(req, resp, key, 0, &side->start_ms))
+			return -EINVAL;
+		side->end_ms = side->start_ms;
+		return 0;
+	}
+	if (strcmp(mode, "merge") != 0) {
+		http_error(resp, 400, -1, "mode \"%.32s\": expected single, merge or diff", mode);
+		return -EINVAL;
+	}
+	snprintf(key, sizeof(key), "%send", prefix);
+	if (arg_int(req, resp, key, now, &side->end_ms))
+		return -EINVAL;
+	snprintf(key, sizeof(key), "%sstart", prefix);
+	return arg_int(req, resp, key, side->end_ms - 3600000, &side->start_ms);
+}
+
+#define MAX_HIDDEN 32
+
+void http_query(const struct http_request *req, struct http_response *resp)
+{
+	struct kiln_error err = {0};
+	struct qexec_request qr = {0};
+	struct qexec_result res = {0};
+	const char *hidden[MAX_HIDDEN];
+	char hide_copy[1024];
+	int rc;
+
+	const char *mode = http_arg(req, "mode");
+	const char *report = http_arg(req, "report");
+	mode = mode && *mode ? mode : "merge";
+	report = report && *report ? report : "flamegraph";
+	if (strcmp(mode, "diff") == 0) {
+		const char *am = http_arg(req, "a_mode"), *bm = http_arg(req, "b_mode");
+		qr.mode = QEXEC_DIFF;
+		if (read_side(req, resp, "a_", am && *am ? am : "merge", &qr.a) ||
+		    read_side(req, resp, "b_", bm && *bm ? bm : "merge", &qr.b))
+			return;
+	} else {
+		qr.mode = strcmp(mode, "single") == 0 ? QEXEC_SINGLE : QEXEC_MERGE;
+		if (read_side(req, resp, "", mode, &qr.a))
+			return;
+	}
+	const char *filter = http_arg(req, "filter");
+	qr.filter = filter && *filter ? filter : NULL;
+	const char *hide = http_arg(req, "hide_binaries");
+	if (hide && *hide) {
+		snprintf(hide_copy, sizeof(hide_copy), "%s", hide);
+		char *save = NULL;
+		for (char *tok = strtok_r(hide_copy, ",", &save);
+		     tok && qr.n_hide_binaries < MAX_HIDDEN; tok = strtok_r(NULL, ",", &save))
+			hidden[qr.n_hide_binaries++] = tok;
+		qr.hide_binaries = hidden;
+	}
+
+	bool tree_report = strcmp(report, "flamegraph") == 0 || strcmp(report, "top") == 0 ||
+			   strcmp(report, "folded") == 0;
+	if (!tree_report && strcmp(report, "pprof") != 0)
+		return http_error(resp, 400, -1,
+				  "report \"%.32s\": expected flamegraph, top, pprof or folded",
+				  report);
+	rc = qexec_run(req->srv, &qr, &res, &err);
+	if (rc) {
+		fail(resp, rc, &err, res.error_position);
+		goto out;
+	}
+	if (!tree_report) {
+		rc = qexec_pprof(&qr, &res, &resp->body, &err);
+		if (rc) {
+			fail(resp, rc, &err, -1);
+			goto out;
+		}
+		resp->content_type = "application/octet-stream";
+		snprintf(resp->disposition, sizeof(resp->disposition),
+			 "attachment; filename=profile.pb.gz");
+		goto out;
+	}
+	rc = qexec_build_tree(&qr, &res, &err);
+	if (rc) {
+		fail(resp, rc, &err, -1);
+		goto out;
+	}
+	if (strcmp(report, "flamegraph") == 0) {
+		rc = query_tree_write_json(res.tree, &resp->body);
+		resp->content_type = "application/json";
+	} else if (strcmp(report, "folded") == 0) {
+		rc = query_tree_write_folded(res.tree, &resp->body);
+		resp->content_type = "text/plain; charset=utf-8";
+	} else {
+		struct query_top *top = NULL;
+		rc = query_top_build(res.tree, &top, &err);
+		if (rc == 0)
+			rc = query_top_write_json(top, 0, &resp->body);
+		query_top_free(top);
+		resp->content_type = "application/json";
+	}
+	if (rc)
+		fail(resp, rc, &err, -1);
+out:
+	qexec_result_release(&res);
+}

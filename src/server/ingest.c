@@ -1,0 +1,191 @@
+/*
+ * ingest.c — WriteRaw's decode and validation (see ingest.h). Needs no
+ * store, so the fuzz target links it alone; rpc_ingest.c commits.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
+#include "server/ingest.h"
+
+typedef Parca__Profilestore__V1alpha1__WriteRawRequest write_raw_req;
+
+static bool valid_label_name(const char *s, bool metric)
+{
+	if (!s || !*s)
+		return false;
+	for (const char *p = s; *p; p++) {
+		char c = *p;
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+			  (metric && c == ':') || (p != s && c >= '0' && c <= '9');
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static bool valid_utf8(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		int n = *p < 0x80	  ? 0
+			: (*p >> 5) == 6  ? 1
+			: (*p >> 4) == 14 ? 2
+			: (*p >> 3) == 30 ? 3
+					  : -1;
+		if (n < 0)
+			return false;
+		p++;
+		for (int i = 0; i < n; i++, p++)
+			if ((*p & 0xc0) != 0x80)
+				return false;
+	}
+	return true;
+}
+
+/* Parca's delta rule, narrowed to CPU profiles: see ingest.h. */
+static bool profile_is_delta(const struct pprof_profile *p)
+{
+	const pprof_msg *m = pprof_profile_msg(p);
+	const char *period_type = m->period_type ? pprof_string(p, m->period_type->type) : "";
+	return strcmp(period_type, "cpu") == 0;
+}
+
+static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries *rs, size_t si,
+			   size_t max_labels, struct arena *a, struct ingest_series *out,
+			   struct kiln_error *err)
+{
+	size_t n = rs->labels ? rs->labels->n_labels : 0;
+	const char *name = NULL;
+
+	if (n > max_labels + 1)
+		return kiln_error_set(
+		    err, EINVAL, "series[%zu]: %zu labels, at most %zu allowed besides __name__",
+		    si, n, max_labels);
+	out->labels = arena_calloc(a, n + 1, sizeof(*out->labels));
+	if (!out->labels)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	out->n_labels = 1;
+	for (size_t i = 0; i < n; i++) {
+		const Parca__Profilestore__V1alpha1__Label *l = rs->labels->labels[i];
+		if (strcmp(l->name, "__name__") == 0) {
+			if (name)
+				return kiln_error_set(
+				    err, EINVAL, "series[%zu]: duplicate label name __name__", si);
+			if (!valid_label_name(l->value, true))
+				return kiln_error_set(
+				    err, EINVAL,
+				    "series[%zu]: invalid __name__ value \"%.100s\": "
+				    "must match [a-zA-Z_:][a-zA-Z0-9_:]*",
+				    si, l->value);
+			name = l->value;
+			continue;
+		}
+		if (!valid_label_name(l->name, false))
+			return kiln_error_set(
+			    err, EINVAL,
+			    "series[%zu]: invalid label name \"%.100s\": must match "
+			    "[a-zA-Z_][a-zA-Z0-9_]*",
+			    si, l->name);
+		if (strncmp(l->name, "__", 2) == 0)
+			return kiln_error_set(
+			    err, EINVAL,
+			    "series[%zu]: label name \"%.100s\" is reserved (\"__\" "
+			    "prefix)",
+			    si, l->name);
+		if (!valid_utf8(l->value))
+			return kiln_error_set(err, EINVAL,
+					      "series[%zu]: label %s: value is not valid UTF-8", si,
+					      l->name);
+		for (size_t j = 1; j < out->n_labels; j++)
+			if (strcmp(out->labels[j].name, l->name) == 0)
+				return kiln_error_set(err, EINVAL,
+						      "series[%zu]: duplicate label name \"%s\"",
+						      si, l->name);
+		if (out->n_labels > max_labels)
+			return kiln_error_set(err, EINVAL,
+					      "series[%zu]: more than %zu labels besides __name__",
+					      si, max_labels);
+		out->labels[out->n_labels].name = l->name;
+		out->labels[out->n_labels].value = l->value;
+		out->n_labels++;
+	}
+	if (!name)
+		return kiln_error_set(err, EINVAL,
+				      "series[%zu]: missing __name__ label (it names the profile "
+				      "type, e.g. __name__=\"parca_agent\")",
+				      si);
+	out->labels[0].name = "__name__";
+	out->labels[0].value = name;
+	return 0;
+}
+
+int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
+		   struct ingest_batch *out, struct kiln_error *err)
+{
+	ProtobufCAllocator alloc;
+	size_t max_labels = lim->max_labels ? lim->max_labels : INGEST_MAX_LABELS;
+	struct pprof_decode_opts dopts = {.max_inflated_bytes = lim->max_inflate};
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	arena_protobuf_allocator(a, &alloc);
+	write_raw_req *r =
+	    parca__profilestore__v1alpha1__write_raw_request__unpack(&alloc, len, req);
+	if (!r)
+		return kiln_error_set(
+		    err, EINVAL, "WriteRawRequest: not a valid protobuf message (%zu bytes)", len);
+
+	size_t n_profiles = 0;
+	for (size_t i = 0; i < r->n_series; i++)
+		n_profiles += r->series[i]->n_samples;
+	out->series = arena_calloc(a, r->n_series + 1, sizeof(*out->series));
+	out->profiles = calloc(n_profiles + 1, sizeof(*out->profiles));
+	if (!out->series || !out->profiles) {
+		free(out->profiles);
+		out->profiles = NULL;
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	out->n_series = r->n_series;
+	for (size_t i = 0; i < r->n_series; i++) {
+		rc = validate_series(r->series[i], i, max_labels, a, &out->series[i], err);
+		if (rc)
+			goto fail;
+	}
+	for (size_t i = 0; i < r->n_series; i++) {
+		const Parca__Profilestore__V1alpha1__RawProfileSeries *rs = r->series[i];
+		for (size_t j = 0; j < rs->n_samples; j++) {
+			const ProtobufCBinaryData *raw = &rs->samples[j]->raw_profile;
+			struct ingest_profile *ip = &out->profiles[out->n_profiles];
+			rc = pprof_decode(raw->data, raw->len, &dopts, &ip->profile, err);
+			if (rc) {
+				kiln_error_prefix(err, "series[%zu].samples[%zu]: ", i, j);
+				goto fail;
+			}
+			out->n_profiles++;
+			const pprof_msg *m = pprof_profile_msg(ip->profile);
+			ip->series = i;
+			ip->raw_bytes = raw->len;
+			ip->timestamp_ms =
+			    m->time_nanos > 0 ? m->time_nanos / 1000000 : lim->now_ms;
+			ip->delta = profile_is_delta(ip->profile);
+			out->total_samples += (uint64_t)m->n_sample * m->n_sample_type;
+			out->total_bytes += raw->len;
+		}
+	}
+	return 0;
+fail:
+	ingest_batch_release(out);
+	return rc;
+}
+
+void ingest_batch_release(struct ingest_batch *b)
+{
+	for (size_t i = 0; i < b->n_profiles; i++)
+		pprof_profile_free(b->profiles[i].profile);
+	free(b->profiles);
+	b->profiles = NULL;
+	b->n_profiles = 0;
+}

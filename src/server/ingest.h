@@ -1,0 +1,72 @@
+/*
+ * ingest.h — WriteRaw without the transport: decode and validate a
+ * WriteRawRequest into a batch, then commit the batch to a store.
+ *
+ * Split in two so that nothing is written unless the whole request is valid
+ * (a bad profile in series 3 must not leave series 1 half-stored), and so
+ * that the fuzz target can drive the decoder without a store.
+ *
+ * Validation (each failure -EINVAL with a message naming the series, label
+ * or sample; -EFBIG for a profile that inflates past the limit):
+ *   - every series has a __name__ label with a valid metric name
+ *     ([a-zA-Z_:][a-zA-Z0-9_:]*), which becomes the profile type's NAME;
+ *   - other label names follow Prometheus ([a-zA-Z_][a-zA-Z0-9_]*), are not
+ *     reserved ("__" prefix), unique, and at most max_labels per series;
+ *     values are valid UTF-8;
+ *   - every raw sample decodes as pprof (pprof_decode: validated, gzip
+ *     bounded by max_inflate).
+ * Delta (Parca's ":delta" marker): a CPU profile (period type "cpu") that
+ * covers a duration holds deltas; everything else is cumulative.
+ */
+#ifndef KILN_SERVER_INGEST_H
+#define KILN_SERVER_INGEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "common/error.h"
+#include "pprof/pprof.h"
+#include "store/store.h"
+
+#define INGEST_MAX_LABELS 64
+
+struct ingest_profile {
+	size_t series; /* index into the request's series */
+	struct pprof_profile *profile;
+	int64_t timestamp_ms;
+	bool delta;
+	size_t raw_bytes;
+};
+
+struct ingest_series {
+	struct store_label *labels; /* __name__ first */
+	size_t n_labels;
+};
+
+struct ingest_batch {
+	struct ingest_series *series;
+	size_t n_series;
+	struct ingest_profile *profiles;
+	size_t n_profiles;
+	uint64_t total_samples; /* sample rows: samples x sample types */
+	uint64_t total_bytes;
+};
+
+struct ingest_limits {
+	size_t max_inflate; /* per profile; 0 = pprof's default */
+	size_t max_labels;  /* 0 = INGEST_MAX_LABELS */
+	int64_t now_ms;	    /* used when a profile has no time_nanos */
+};
+
+/* Decodes req into out; everything lives in arena a except the profiles
+ * (release with ingest_batch_release). */
+int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
+		   struct ingest_batch *out, struct kiln_error *err);
+/* Writes every profile; stops at the first failure (-ENOSPC, -ESHUTDOWN,
+ * ...). */
+int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_error *err);
+void ingest_batch_release(struct ingest_batch *b);
+
+#endif

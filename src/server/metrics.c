@@ -1,0 +1,146 @@
+/*
+ * metrics.c — the server's Prometheus registry and /metrics rendering.
+ *
+ * Counters are lock-free atomics bumped by handlers and connection threads.
+ * Request metrics are kept per gRPC method and per HTTP route, indexed like
+ * the tables in routes.c, so a new route gets its metrics for free. Store
+ * sizes and WAL fsync latency come from store_get_stats at scrape time.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/internal.h"
+#include "store/store.h"
+
+/* Latency bucket upper bounds, seconds. */
+static const double bucket_le[METRIC_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+						 0.1,	0.25,	0.5,   1,    2.5,   10};
+
+int metrics_init(struct server_metrics *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->grpc = calloc(server_n_grpc_methods + 1, sizeof(*m->grpc));
+	m->http = calloc(server_n_http_routes + 1, sizeof(*m->http));
+	if (!m->grpc || !m->http) {
+		metrics_release(m);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void metrics_release(struct server_metrics *m)
+{
+	free(m->grpc);
+	free(m->http);
+	m->grpc = m->http = NULL;
+}
+
+void metrics_observe(struct route_metrics *r, uint64_t elapsed_ns, bool error)
+{
+	double sec = (double)elapsed_ns / 1e9;
+	atomic_fetch_add(&r->requests, 1);
+	if (error)
+		atomic_fetch_add(&r->errors, 1);
+	for (int i = 0; i < METRIC_BUCKETS; i++) {
+		if (sec <= bucket_le[i]) {
+			atomic_fetch_add(&r->latency.buckets[i], 1);
+			break;
+		}
+	}
+	atomic_fetch_add(&r->latency.count, 1);
+	atomic_fetch_add(&r->latency.sum_us, elapsed_ns / 1000);
+}
+
+static void render_route(struct buf *out, const char *kind, const char *label, const char *name,
+			 struct route_metrics *r)
+{
+	uint64_t cum = 0;
+	buf_printf(out, "kiln_%s_requests_total{%s=\"%s\"} %lu\n", kind, label, name,
+		   (unsigned long)atomic_load(&r->requests));
+	buf_printf(out, "kiln_%s_request_errors_total{%s=\"%s\"} %lu\n", kind, label, name,
+		   (unsigned long)atomic_load(&r->errors));
+	for (int i = 0; i < METRIC_BUCKETS; i++) {
+		cum += atomic_load(&r->latency.buckets[i]);
+		buf_printf(out,
+			   "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"%g\"} %lu\n",
+			   kind, label, name, bucket_le[i], (unsigned long)cum);
+	}
+	uint64_t count = atomic_load(&r->latency.count);
+	buf_printf(out, "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"+Inf\"} %lu\n",
+		   kind, label, name, (unsigned long)count);
+	buf_printf(out, "kiln_%s_request_duration_seconds_sum{%s=\"%s\"} %.6f\n", kind, label, name,
+		   (double)atomic_load(&r->latency.sum_us) / 1e6);
+	buf_printf(out, "kiln_%s_request_duration_seconds_count{%s=\"%s\"} %lu\n", kind, label,
+		   name, (unsigned long)count);
+}
+
+static void help(struct buf *out, const char *name, const char *type, const char *text)
+{
+	buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+int metrics_render(struct server *s, struct buf *out)
+{
+	struct server_metrics *m = &s->metrics;
+	struct store_stats st = {0};
+
+	help(out, "kiln_ingested_profiles_total", "counter", "pprof profiles stored by WriteRaw.");
+	buf_printf(out, "kiln_ingested_profiles_total %lu\n",
+		   (unsigned long)atomic_load(&m->ingested_profiles));
+	help(out, "kiln_ingested_samples_total", "counter",
+	     "pprof samples stored (one per sample type and sample).");
+	buf_printf(out, "kiln_ingested_samples_total %lu\n",
+		   (unsigned long)atomic_load(&m->ingested_samples));
+	help(out, "kiln_ingested_bytes_total", "counter", "Raw pprof bytes received by WriteRaw.");
+	buf_printf(out, "kiln_ingested_bytes_total %lu\n",
+		   (unsigned long)atomic_load(&m->ingested_bytes));
+	help(out, "kiln_ingest_errors_total", "counter", "Profiles rejected or failed to store.");
+	buf_printf(out, "kiln_ingest_errors_total %lu\n",
+		   (unsigned long)atomic_load(&m->ingest_errors));
+	help(out, "kiln_connections_total", "counter", "TCP connections accepted.");
+	buf_printf(out, "kiln_connections_total %lu\n",
+		   (unsigned long)atomic_load(&m->connections_total));
+
+	help(out, "kiln_grpc_requests_total", "counter", "gRPC calls by method.");
+	help(out, "kiln_grpc_request_errors_total", "counter", "gRPC calls not answered OK.");
+	help(out, "kiln_grpc_request_duration_seconds", "histogram", "gRPC call latency.");
+	for (size_t i = 0; i < server_n_grpc_methods; i++)
+		render_route(out, "grpc", "method", server_grpc_methods[i].path, &m->grpc[i]);
+	render_route(out, "grpc", "method", "unknown", &m->unknown_grpc);
+
+	help(out, "kiln_http_requests_total", "counter", "HTTP/1.1 requests by route.");
+	help(out, "kiln_http_request_errors_total", "counter", "HTTP requests answered 5xx.");
+	help(out, "kiln_http_request_duration_seconds", "histogram", "HTTP request latency.");
+	for (size_t i = 0; i < server_n_http_routes; i++)
+		render_route(out, "http", "route", server_http_routes[i].path, &m->http[i]);
+	render_route(out, "http", "route", "unknown", &m->unknown_http);
+
+	if (s->store)
+		store_get_stats(s->store, &st);
+	const struct {
+		const char *name, *type, *help;
+		uint64_t v;
+	} gauges[] = {
+	    {"kiln_store_series", "gauge", "Series in the store.", st.series},
+	    {"kiln_store_sample_rows", "gauge", "Sample rows (head and blocks).", st.sample_rows},
+	    {"kiln_store_head_rows", "gauge", "Sample rows in the in-memory head.", st.head_rows},
+	    {"kiln_store_blocks", "gauge", "Immutable blocks on disk.", st.blocks},
+	    {"kiln_store_disk_bytes", "gauge", "Bytes on disk (blocks and WAL).", st.disk_bytes},
+	    {"kiln_store_wal_bytes", "gauge", "Bytes in the write-ahead log.", st.wal_bytes},
+	    {"kiln_store_stacks", "gauge", "Distinct stacks in the metastore.", st.stacks},
+	    {"kiln_store_locations", "gauge", "Distinct locations in the metastore.", st.locations},
+	};
+	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
+		help(out, gauges[i].name, gauges[i].type, gauges[i].help);
+		buf_printf(out, "%s %lu\n", gauges[i].name, (unsigned long)gauges[i].v);
+	}
+	help(out, "kiln_wal_fsync_duration_seconds", "summary", "WAL fsync latency.");
+	buf_printf(out, "kiln_wal_fsync_duration_seconds_sum %.9f\n",
+		   (double)st.wal_fsync_ns_total / 1e9);
+	buf_printf(out, "kiln_wal_fsync_duration_seconds_count %lu\n",
+		   (unsigned long)st.wal_fsyncs);
+	help(out, "kiln_ready", "gauge", "1 while the server is ready.");
+	buf_printf(out, "kiln_ready %d\n", atomic_load(&s->ready) ? 1 : 0);
+	return 0;
+}

@@ -1,0 +1,187 @@
+/*
+ * qexec.c — query execution shared by gRPC and HTTP (see qexec.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/internal.h"
+#include "server/qexec.h"
+#include "store/store.h"
+
+struct type_check {
+	const char *want;
+	bool found;
+	struct buf known;
+	size_t n;
+};
+
+static void collect_type(void *ctx, const char *t)
+{
+	struct type_check *tc = ctx;
+	if (strcmp(t, tc->want) == 0)
+		tc->found = true;
+	if (tc->n < 8)
+		buf_printf(&tc->known, "%s%s", tc->n ? ", " : "", t);
+	tc->n++;
+}
+
+int qexec_check_type(struct server *s, const char *profile_type, struct kiln_error *err)
+{
+	struct type_check tc = {.want = profile_type};
+	int rc = store_profile_types(server_store(s), INT64_MIN, INT64_MAX, collect_type, &tc, err);
+	if (rc == 0 && !tc.found) {
+		buf_terminate(&tc.known);
+		rc = kiln_error_set(err, ENOENT, "unknown profile type \"%s\"; known types: %s%s",
+				    profile_type, tc.n ? (const char *)tc.known.data : "(none yet)",
+				    tc.n > 8 ? ", ..." : "");
+	}
+	buf_free(&tc.known);
+	return rc;
+}
+
+/* Parses, checks and merges one selection. *out stays NULL when nothing
+ * matched. */
+static int select_merge(struct server *s, const struct qexec_side *side, struct pprof_profile **out,
+			struct query_profile_type *type, long *pos, struct kiln_error *err)
+{
+	struct query_selector sel = {0};
+	struct pprof_builder *b = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = query_parse_compiled(side->query ? side->query : "", 0, &sel, err);
+	if (rc) {
+		*pos = sel.error_position;
+		goto out;
+	}
+	rc = qexec_check_type(s, sel.profile_type, err);
+	if (rc)
+		goto out;
+	if (type && !type->storage) {
+		rc = query_profile_type_parse(sel.profile_type, type, err);
+		if (rc)
+			goto out;
+	}
+	struct store_selector ss;
+	query_selector_to_store(&sel, side->start_ms, side->end_ms, &ss);
+	b = pprof_builder_new();
+	if (!b) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = store_merge(server_store(s), &ss, b, err);
+	if (rc == 0 && pprof_builder_sample_count(b) > 0)
+		rc = pprof_builder_to_profile(b, out, err);
+out:
+	pprof_builder_free(b);
+	query_selector_release(&sel);
+	return rc;
+}
+
+int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_result *out,
+	      struct kiln_error *err)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->error_position = -1;
+	if (r->a.start_ms > r->a.end_ms || (r->mode == QEXEC_DIFF && r->b.start_ms > r->b.end_ms))
+		return kiln_error_set(err, EINVAL, "time range: start is after end");
+	rc = select_merge(s, &r->a, &out->a, &out->type, &out->error_position, err);
+	if (rc) {
+		if (r->mode == QEXEC_DIFF) {
+			out->error_side = 'a';
+			kiln_error_prefix(err, "a: ");
+		}
+		return rc;
+	}
+	if (r->mode == QEXEC_DIFF) {
+		rc = select_merge(s, &r->b, &out->b, NULL, &out->error_position, err);
+		if (rc) {
+			out->error_side = 'b';
+			kiln_error_prefix(err, "b: ");
+		}
+	}
+	return rc;
+}
+
+int qexec_build_tree(const struct qexec_request *r, struct qexec_result *res,
+		     struct kiln_error *err)
+{
+	struct query_tree_options o = {
+	    .diff = r->mode == QEXEC_DIFF,
+	    .filter = r->filter,
+	    .hide_binaries = r->hide_binaries,
+	    .n_hide_binaries = r->n_hide_binaries,
+	    .trim_fraction = r->trim_fraction,
+	};
+	int rc = 0;
+
+	res->tree = query_tree_new(&o);
+	if (!res->tree)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	if (r->mode == QEXEC_DIFF) {
+		if (res->a)
+			rc = query_tree_add(res->tree, res->a, -1, QUERY_SIDE_BASE, err);
+		if (rc == 0 && res->b)
+			rc = query_tree_add(res->tree, res->b, -1, QUERY_SIDE_COMPARE, err);
+	} else if (res->a) {
+		rc = query_tree_add(res->tree, res->a, -1, QUERY_SIDE_SINGLE, err);
+	}
+	if (rc == 0)
+		rc = query_tree_finish(res->tree, err);
+	return rc;
+}
+
+int64_t qexec_profile_total(const struct pprof_profile *p)
+{
+	if (!p)
+		return 0;
+	int idx = pprof_sample_type_index(p, NULL, NULL);
+	if (idx < 0)
+		return 0;
+	const pprof_msg *m = pprof_profile_msg(p);
+	int64_t total = 0;
+	for (size_t i = 0; i < m->n_sample; i++)
+		if ((size_t)idx < m->sample[i]->n_value)
+			total += m->sample[i]->value[idx];
+	return total;
+}
+
+int qexec_pprof(const struct qexec_request *r, const struct qexec_result *res, struct buf *out,
+		struct kiln_error *err)
+{
+	const struct query_profile_type *t = &res->type;
+	int rc = 0;
+
+	if (r->mode != QEXEC_DIFF && res->a)
+		return pprof_encode(pprof_profile_msg(res->a), true, out);
+
+	struct pprof_builder *b = pprof_builder_new();
+	if (!b)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	if (res->a && r->mode == QEXEC_DIFF)
+		rc = pprof_builder_merge_scaled(b, res->a, -1.0, err);
+	if (rc == 0 && res->b)
+		rc = pprof_builder_merge(b, res->b, err);
+	if (rc == 0 && pprof_builder_sample_count(b) == 0 && t->storage) {
+		/* Nothing matched: an empty profile that still says what it is. */
+		pprof_builder_add_sample_type(b, t->sample_type, t->sample_unit);
+		pprof_builder_set_period(b, t->period_type, t->period_unit, 0);
+	}
+	if (rc == 0)
+		rc = pprof_builder_encode(b, true, out);
+	pprof_builder_free(b);
+	return rc;
+}
+
+void qexec_result_release(struct qexec_result *res)
+{
+	pprof_profile_free(res->a);
+	pprof_profile_free(res->b);
+	query_profile_type_release(&res->type);
+	query_tree_free(res->tree);
+	memset(res, 0, sizeof(*res));
+}

@@ -1,0 +1,65 @@
+/*
+ * qexec.h — query execution shared by the gRPC QueryService and the HTTP
+ * JSON API: parse the selector(s), check the profile type exists, merge
+ * the matching samples from the store, and build the flame graph tree.
+ *
+ * Single is a merge over [t, t]; diff merges two selections (A = base,
+ * B = comparison; diff values are B - A).
+ */
+#ifndef KILN_SERVER_QEXEC_H
+#define KILN_SERVER_QEXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "pprof/pprof.h"
+#include "query/query.h"
+#include "server/server.h"
+
+enum qexec_mode { QEXEC_SINGLE, QEXEC_MERGE, QEXEC_DIFF };
+
+struct qexec_side {
+	const char *query;
+	int64_t start_ms; /* single: start == end == the profile's time */
+	int64_t end_ms;
+};
+
+struct qexec_request {
+	enum qexec_mode mode;
+	struct qexec_side a; /* single/merge: the selection; diff: the base */
+	struct qexec_side b; /* diff only: the comparison */
+	const char *filter;  /* function-name substring; NULL = none */
+	const char *const *hide_binaries;
+	size_t n_hide_binaries;
+	double trim_fraction;
+};
+
+struct qexec_result {
+	struct pprof_profile *a;	/* merged A (or the only one); NULL when empty */
+	struct pprof_profile *b;	/* merged B (diff); NULL when empty */
+	struct query_profile_type type; /* of A */
+	struct query_tree *tree;	/* after qexec_build_tree */
+	long error_position;		/* parse errors: byte offset in the failing query */
+	char error_side;		/* 'a' or 'b' for diff parse errors, else 0 */
+};
+
+/* Runs the selection(s). -EINVAL (bad query: error_position set), -ENOENT
+ * (unknown profile type), or a store error. Release with
+ * qexec_result_release even on failure. */
+int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_result *out,
+	      struct kiln_error *err);
+int qexec_build_tree(const struct qexec_request *r, struct qexec_result *res,
+		     struct kiln_error *err);
+/* The gzipped pprof: the merge, or for a diff B merged with A scaled by -1. */
+int qexec_pprof(const struct qexec_request *r, const struct qexec_result *res, struct buf *out,
+		struct kiln_error *err);
+/* Sum of the default sample values of p (0 for NULL). */
+int64_t qexec_profile_total(const struct pprof_profile *p);
+void qexec_result_release(struct qexec_result *res);
+
+/* Checks that a parsed profile type has data; -ENOENT lists known types. */
+int qexec_check_type(struct server *s, const char *profile_type, struct kiln_error *err);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * rpc_ingest.c — ProfileStoreService/WriteRaw: ingest_prepare (ingest.c)
+ * validates the whole request, then every profile is written to the store,
+ * each acknowledged only once durable (store_write_profile).
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "server/handlers.h"
+#include "server/ingest.h"
+#include "server/internal.h"
+
+int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_error *err)
+{
+	for (size_t i = 0; i < b->n_profiles; i++) {
+		const struct ingest_profile *ip = &b->profiles[i];
+		const struct ingest_series *se = &b->series[ip->series];
+		int rc = store_write_profile(s, se->labels, se->n_labels, ip->profile,
+					     ip->timestamp_ms, ip->delta, err);
+		if (rc) {
+			kiln_error_prefix(err, "series[%zu]: ", ip->series);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rpc_write_raw(struct grpc_call *c)
+{
+	struct server *s = c->srv;
+	struct server_metrics *m = server_metrics(s);
+	struct kiln_error err = {0};
+	struct ingest_batch b = {0};
+	struct ingest_limits lim = {.max_inflate = server_config(s)->max_profile_inflate,
+				    .now_ms = now_ms()};
+	struct arena *a = arena_new(0);
+	int rc;
+
+	if (!a) {
+		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	rc = ingest_prepare(c->req, c->req_len, &lim, a, &b, &err);
+	if (rc == 0)
+		rc = ingest_commit(server_store(s), &b, &err);
+	if (rc) {
+		atomic_fetch_add(&m->ingest_errors, 1);
+		int code = rc == -EFBIG ? GRPC_RESOURCE_EXHAUSTED : grpc_code_from_errno(rc);
+		grpc_fail(c, code, "%s", err.msg[0] ? err.msg : "write failed");
+		log_debug("WriteRaw: %s", err.msg);
+	} else {
+		atomic_fetch_add(&m->ingested_profiles, b.n_profiles);
+		atomic_fetch_add(&m->ingested_samples, b.total_samples);
+		atomic_fetch_add(&m->ingested_bytes, b.total_bytes);
+		/* WriteRawResponse is empty: zero bytes. */
+	}
+	ingest_batch_release(&b);
+	arena_free(a);
+}

@@ -1,0 +1,249 @@
+/*
+ * server.c — the server's lifetime: start-up in dependency order (store,
+ * pools, HTTP/1.1 daemon, TLS, listener, extensions), serving, and the
+ * graceful stop that server_run performs after server_stop.
+ *
+ * Stop sequence: stop accepting; mark `stopping` so that new gRPC calls get
+ * UNAVAILABLE and HTTP/2 connections receive GOAWAY; wait (bounded) for the
+ * connection threads, which leave once their in-flight calls are answered;
+ * stop libmicrohttpd; drain the pools; stop extensions; close the store.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/internal.h"
+#include "store/store.h"
+
+#define DRAIN_TIMEOUT_S 10
+
+void server_config_defaults(struct server_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->http_address = ":7070";
+	c->storage_path = "./data";
+	c->retention_ms = 15LL * 24 * 3600 * 1000;
+	c->grpc_max_msg_bytes = 64u << 20;
+	c->max_profile_inflate = 256u << 20;
+	c->ingest_threads = 2;
+	c->query_threads = 2;
+	c->max_connections = 1024;
+	c->idle_timeout_s = 300;
+}
+
+struct store *server_store(struct server *s)
+{
+	return s->store;
+}
+
+const struct server_config *server_config(const struct server *s)
+{
+	return &s->cfg;
+}
+
+bool server_stopping(const struct server *s)
+{
+	return atomic_load(&s->stopping);
+}
+
+struct server_metrics *server_metrics(struct server *s)
+{
+	return &s->metrics;
+}
+
+int server_port(const struct server *s)
+{
+	return s->port;
+}
+
+int grpc_fail(struct grpc_call *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+	c->status = code;
+	va_start(ap, fmt);
+	vsnprintf(c->message, sizeof(c->message), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int grpc_code_from_errno(int e)
+{
+	switch (e) {
+	case 0:
+		return GRPC_OK;
+	case -EINVAL:
+	case -EBADMSG:
+	case -ERANGE:
+		return GRPC_INVALID_ARGUMENT;
+	case -ENOENT:
+		return GRPC_NOT_FOUND;
+	case -EFBIG:
+	case -E2BIG:
+	case -ENOMEM:
+	case -ENOSPC:
+		return GRPC_RESOURCE_EXHAUSTED;
+	case -ESHUTDOWN:
+		return GRPC_UNAVAILABLE;
+	case -ETIMEDOUT:
+		return GRPC_DEADLINE_EXCEEDED;
+	case -ENOSYS:
+		return GRPC_UNIMPLEMENTED;
+	default:
+		return GRPC_INTERNAL;
+	}
+}
+
+const char *grpc_code_name(int code)
+{
+	static const char *const names[] = {"OK",
+					    "CANCELLED",
+					    "UNKNOWN",
+					    "INVALID_ARGUMENT",
+					    "DEADLINE_EXCEEDED",
+					    "NOT_FOUND",
+					    "ALREADY_EXISTS",
+					    "PERMISSION_DENIED",
+					    "RESOURCE_EXHAUSTED",
+					    "FAILED_PRECONDITION",
+					    "ABORTED",
+					    "OUT_OF_RANGE",
+					    "UNIMPLEMENTED",
+					    "INTERNAL",
+					    "UNAVAILABLE",
+					    "DATA_LOSS",
+					    "UNAUTHENTICATED"};
+	return code >= 0 && code < 17 ? names[code] : "?";
+}
+
+int server_new(const struct server_config *c, struct server **out, struct kiln_error *err)
+{
+	struct server *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	s->cfg = *c;
+	s->listen_fd = -1;
+	pthread_mutex_init(&s->conn_lock, NULL);
+	pthread_cond_init(&s->conn_cond, NULL);
+	rc = metrics_init(&s->metrics);
+	if (rc) {
+		kiln_error_set(err, -rc, "out of memory for metrics");
+		goto fail;
+	}
+	/* Bind first: a taken port should fail before the store replays its WAL. */
+	rc = listener_open(s, err);
+	if (rc)
+		goto fail;
+	struct store_options so = {.path = c->storage_path, .retention_ms = c->retention_ms};
+	rc = store_open(&so, &s->store, err);
+	if (rc) {
+		kiln_error_prefix(err, "--storage-path=%s: ", c->storage_path);
+		goto fail;
+	}
+	s->ingest_pool = pool_new("ingest", c->ingest_threads);
+	s->query_pool = pool_new("query", c->query_threads);
+	if (!s->ingest_pool || !s->query_pool) {
+		rc = kiln_error_set(err, ENOMEM, "cannot start worker threads");
+		goto fail;
+	}
+	rc = http1_start(s, err);
+	if (rc)
+		goto fail;
+	if (c->tls_cert_file && c->tls_key_file) {
+		rc = tls_init(s, err);
+		if (rc)
+			goto fail;
+	}
+	s->ext_state = calloc(server_n_extensions + 1, sizeof(void *));
+	if (!s->ext_state) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < server_n_extensions; i++) {
+		rc = server_extensions[i].start(s, c->config_path, &s->ext_state[i], err);
+		if (rc) {
+			kiln_error_prefix(err, "%s: ", server_extensions[i].name);
+			goto fail;
+		}
+	}
+	atomic_store(&s->ready, true);
+	*out = s;
+	return 0;
+fail:
+	server_free(s);
+	return rc < 0 ? rc : -EIO;
+}
+
+void server_stop(struct server *s)
+{
+	s->stop_requested = 1;
+}
+
+int server_run(struct server *s)
+{
+	log_info("listening on %s (port %d, %s), storage %s", s->cfg.http_address, s->port,
+		 s->tls ? "TLS" : "plaintext", s->cfg.storage_path);
+	listener_run(s);
+
+	log_info("shutting down: finishing in-flight requests");
+	atomic_store(&s->stopping, true);
+	atomic_store(&s->ready, false);
+	close(s->listen_fd);
+	s->listen_fd = -1;
+
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += DRAIN_TIMEOUT_S;
+	pthread_mutex_lock(&s->conn_lock);
+	while (s->n_conns > 0) {
+		if (pthread_cond_timedwait(&s->conn_cond, &s->conn_lock, &until) == ETIMEDOUT) {
+			log_warn("shutdown: %d connection(s) still open after %ds", s->n_conns,
+				 DRAIN_TIMEOUT_S);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->conn_lock);
+	log_debug("shutdown: connections drained");
+	return 0;
+}
+
+void server_free(struct server *s)
+{
+	if (!s)
+		return;
+	atomic_store(&s->stopping, true);
+	/* MHD first: its connection threads run handlers that use the store. */
+	http1_stop(s);
+	log_debug("shutdown: HTTP/1.1 daemon stopped");
+	/* Connection threads that outlived the drain timeout still reference s
+	 * and may have jobs on the pools: wait for them (an HTTP/2 connection
+	 * gives up on a peer that stopped reading within seconds). */
+	pthread_mutex_lock(&s->conn_lock);
+	while (s->n_conns > 0)
+		pthread_cond_wait(&s->conn_cond, &s->conn_lock);
+	pthread_mutex_unlock(&s->conn_lock);
+	pool_free(s->ingest_pool);
+	pool_free(s->query_pool);
+	if (s->ext_state) {
+		for (size_t i = server_n_extensions; i-- > 0;)
+			if (s->ext_state[i] && server_extensions[i].stop)
+				server_extensions[i].stop(s->ext_state[i]);
+		free(s->ext_state);
+	}
+	log_debug("shutdown: extensions stopped; closing the store");
+	store_close(s->store);
+	if (s->tls)
+		SSL_CTX_free(s->tls);
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	metrics_release(&s->metrics);
+	pthread_mutex_destroy(&s->conn_lock);
+	pthread_cond_destroy(&s->conn_cond);
+	free(s);
+}

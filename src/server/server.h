@@ -1,0 +1,184 @@
+/*
+ * server.h — the kiln server: one TCP port, gRPC and HTTP/1.1 on it.
+ *
+ * Shape (see docs/ARCHITECTURE.md, "server"):
+ *
+ *   listener.c   accepts; a connection thread peeks at the first bytes. The
+ *                HTTP/2 connection preface means gRPC (h2.c, nghttp2);
+ *                anything else is handed to libmicrohttpd (http1.c). TLS
+ *                (tls.c) is terminated first when configured, ALPN decides.
+ *   h2.c         one thread per HTTP/2 connection runs the nghttp2 session;
+ *                complete gRPC requests go to a worker pool (pool.c), one
+ *                pool for ingestion and one for queries, so that a slow
+ *                query never delays a WriteRaw.
+ *   http1.c      libmicrohttpd in thread-per-connection mode.
+ *   routes.c     THE tables: every gRPC method and HTTP route is one line.
+ *   rpc_*.c, http_*.c  the handlers; metrics.c the Prometheus registry.
+ *
+ * Adding an endpoint: write a handler with the signature below and add one
+ * line to server_grpc_methods[] or server_http_routes[] in routes.c. A
+ * subsystem with its own lifetime (the scrape manager, the debuginfo store)
+ * adds one line to server_extensions[] there.
+ *
+ * Ownership: struct server owns the store, pools, metrics and listener; it
+ * outlives every connection thread (server_run waits for them).
+ */
+#ifndef KILN_SERVER_H
+#define KILN_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+
+struct server;
+struct store;
+
+struct server_config {
+	const char *http_address;   /* "[host]:port"; ":7070" */
+	const char *storage_path;   /* "./data" */
+	int64_t retention_ms;	    /* 15 days */
+	const char *cors_origins;   /* comma-separated, "*" = any, NULL/"" = no CORS */
+	size_t grpc_max_msg_bytes;  /* request and response message limit */
+	size_t max_profile_inflate; /* gzip bomb guard for one pprof */
+	const char *ui_path;	    /* directory with index.html; NULL = none */
+	const char *config_path;    /* for extensions (scrape config); may be NULL */
+	const char *tls_cert_file;  /* both set = TLS on the port */
+	const char *tls_key_file;
+	int ingest_threads; /* worker pool sizes */
+	int query_threads;
+	int max_connections;
+	int idle_timeout_s; /* a connection with nothing in flight is closed after this */
+};
+
+/* Fills defaults (the values documented above). */
+void server_config_defaults(struct server_config *c);
+
+/* Opens the store, binds the port, starts the pools and extensions. */
+int server_new(const struct server_config *c, struct server **out, struct kiln_error *err);
+/* Serves until server_stop is called (from a signal handler: it only sets a
+ * flag). Then drains: refuses new gRPC calls with UNAVAILABLE, finishes the
+ * ones in flight, closes connections and the store. */
+int server_run(struct server *s);
+/* Async-signal-safe. */
+void server_stop(struct server *s);
+void server_free(struct server *s);
+
+/* The bound port (useful with ":0"). */
+int server_port(const struct server *s);
+
+/* Accessors for handlers. */
+struct store *server_store(struct server *s);
+const struct server_config *server_config(const struct server *s);
+bool server_stopping(const struct server *s);
+struct server_metrics *server_metrics(struct server *s);
+
+/* ---- gRPC ----------------------------------------------------------------- */
+
+/* gRPC status codes (grpc/doc/statuscodes.md). */
+enum grpc_code {
+	GRPC_OK = 0,
+	GRPC_CANCELLED = 1,
+	GRPC_UNKNOWN = 2,
+	GRPC_INVALID_ARGUMENT = 3,
+	GRPC_DEADLINE_EXCEEDED = 4,
+	GRPC_NOT_FOUND = 5,
+	GRPC_RESOURCE_EXHAUSTED = 8,
+	GRPC_FAILED_PRECONDITION = 9,
+	GRPC_UNIMPLEMENTED = 12,
+	GRPC_INTERNAL = 13,
+	GRPC_UNAVAILABLE = 14,
+};
+
+/* One unary call. The handler reads req, appends the serialized response
+ * message (without the 5-byte gRPC prefix) to resp, and sets status and
+ * message on failure (use grpc_fail). */
+struct grpc_call {
+	struct server *srv;
+	const uint8_t *req;
+	size_t req_len;
+	struct buf resp;
+	int status;
+	char message[512];
+	int64_t deadline_ns; /* CLOCK_MONOTONIC; 0 = none */
+};
+typedef void (*grpc_handler_fn)(struct grpc_call *call);
+
+enum server_pool { POOL_INGEST, POOL_QUERY };
+
+struct grpc_method {
+	const char *path; /* "/package.Service/Method" */
+	enum server_pool pool;
+	grpc_handler_fn handler;
+};
+
+/* Records a failure; returns code. */
+int grpc_fail(struct grpc_call *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Maps a negative errno to the status a client should see. */
+int grpc_code_from_errno(int neg_errno);
+const char *grpc_code_name(int code);
+
+/* ---- HTTP/1.1 ---------------------------------------------------------------- */
+
+struct http_request {
+	struct server *srv;
+	const char *method;
+	const char *path;
+	const uint8_t *body;
+	size_t body_len;
+	void *mhd_conn; /* for http_arg over HTTP/1.1 ... */
+	/* ... or, over HTTP/2, the decoded query-string arguments */
+	char **arg_names;
+	char **arg_values;
+	size_t n_args;
+};
+
+struct http_response {
+	int status;
+	const char *content_type; /* static string */
+	struct buf body;
+	char disposition[128]; /* Content-Disposition when not empty */
+};
+
+typedef void (*http_handler_fn)(const struct http_request *req, struct http_response *resp);
+
+struct http_route {
+	const char *method; /* "GET", "POST" */
+	const char *path;
+	bool prefix; /* path matches as a prefix */
+	http_handler_fn handler;
+};
+
+/* A query-string argument, or NULL. */
+const char *http_arg(const struct http_request *req, const char *name);
+/* Sets a JSON error body {"error":msg[,"position":N]}; position < 0 = omitted. */
+void http_error(struct http_response *resp, int status, long position, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Maps a negative errno to an HTTP status. */
+int http_status_from_errno(int neg_errno);
+
+/* ---- the tables (routes.c) ------------------------------------------------------- */
+
+struct server_extension {
+	const char *name;
+	/* Called after the store is open; config_path may be NULL. */
+	int (*start)(struct server *s, const char *config_path, void **state,
+		     struct kiln_error *err);
+	void (*stop)(void *state);
+};
+
+extern const struct grpc_method server_grpc_methods[];
+extern const size_t server_n_grpc_methods;
+extern const struct http_route server_http_routes[];
+extern const size_t server_n_http_routes;
+extern const struct server_extension server_extensions[];
+extern const size_t server_n_extensions;
+
+/* Looks a method or route up; NULL = unknown. The index is for metrics. */
+const struct grpc_method *server_find_grpc(const char *path, size_t *index);
+const struct http_route *server_find_http(const char *method, const char *path, size_t *index);
+
+#endif

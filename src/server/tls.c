@@ -1,0 +1,148 @@
+/*
+ * tls.c — optional TLS on the server port (OpenSSL).
+ *
+ * ALPN picks the protocol: "h2" goes to the nghttp2 loop over the SSL
+ * object; "http/1.1" (or no ALPN) is relayed in plaintext to libmicrohttpd
+ * through a socketpair, since libmicrohttpd here is built against GnuTLS
+ * rather than OpenSSL and is simplest fed decrypted bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/internal.h"
+
+#define HANDSHAKE_TIMEOUT_S 10
+
+static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+		       const unsigned char *in, unsigned int inlen, void *arg)
+{
+	static const unsigned char prefs[][9] = {"\x02h2", "\x08http/1.1"};
+	for (size_t p = 0; p < 2; p++) {
+		for (unsigned i = 0; i < inlen; i += 1u + in[i]) {
+			if (in[i] == prefs[p][0] && i + 1u + in[i] <= inlen &&
+			    memcmp(in + i + 1, prefs[p] + 1, in[i]) == 0) {
+				*out = in + i + 1;
+				*outlen = in[i];
+				return SSL_TLSEXT_ERR_OK;
+			}
+		}
+	}
+	return SSL_TLSEXT_ERR_NOACK;
+}
+
+int tls_init(struct server *s, struct kiln_error *err)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx)
+		return kiln_error_set(err, ENOMEM, "TLS: cannot create a context");
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+	if (SSL_CTX_use_certificate_chain_file(ctx, s->cfg.tls_cert_file) != 1) {
+		SSL_CTX_free(ctx);
+		return kiln_error_set(err, EINVAL, "--tls-cert-file=%s: %s", s->cfg.tls_cert_file,
+				      ERR_reason_error_string(ERR_get_error()));
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, s->cfg.tls_key_file, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		SSL_CTX_free(ctx);
+		return kiln_error_set(err, EINVAL, "--tls-key-file=%s: %s", s->cfg.tls_key_file,
+				      ERR_reason_error_string(ERR_get_error()));
+	}
+	SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
+	s->tls = ctx;
+	return 0;
+}
+
+int tls_accept(struct server *s, int fd, SSL **out, bool *h2)
+{
+	struct timeval tv = {.tv_sec = HANDSHAKE_TIMEOUT_S};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	SSL *ssl = SSL_new(s->tls);
+	if (!ssl)
+		return -ENOMEM;
+	SSL_set_fd(ssl, fd);
+	if (SSL_accept(ssl) != 1) {
+		log_debug("TLS handshake failed: %s", ERR_reason_error_string(ERR_get_error()));
+		SSL_free(ssl);
+		return -EPROTO;
+	}
+	struct timeval zero = {0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof(zero));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero));
+	const unsigned char *proto = NULL;
+	unsigned len = 0;
+	SSL_get0_alpn_selected(ssl, &proto, &len);
+	*h2 = len == 2 && memcmp(proto, "h2", 2) == 0;
+	*out = ssl;
+	return 0;
+}
+
+/* Writes all of buf to a non-blocking stream, waiting as needed. */
+static int write_all(struct conn_io *io, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = conn_write(io, buf, len);
+		if (n == -EAGAIN) {
+			struct pollfd p = {.fd = io->fd, .events = POLLOUT | POLLIN};
+			if (poll(&p, 1, 30000) <= 0)
+				return -ETIMEDOUT;
+			continue;
+		}
+		if (n <= 0)
+			return -EIO;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void tls_relay_http1(struct server *s, struct conn_io *io)
+{
+	int sv[2];
+	uint8_t b[16384];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		conn_close(io);
+		return;
+	}
+	if (http1_add_connection(s, sv[1]) != 0) { /* it closed sv[1] */
+		close(sv[0]);
+		conn_close(io);
+		return;
+	}
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	struct conn_io plain = {.fd = sv[0]};
+	for (;;) {
+		bool pending = SSL_pending(io->ssl) > 0;
+		struct pollfd p[2] = {{.fd = io->fd, .events = POLLIN},
+				      {.fd = sv[0], .events = POLLIN}};
+		if (!pending && poll(p, 2, 1000) < 0 && errno != EINTR)
+			break;
+		if (server_stopping(s) && !pending && !(p[0].revents | p[1].revents))
+			break;
+		if (pending || (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t n = conn_read(io, b, sizeof(b));
+			if (n == 0 || (n < 0 && n != -EAGAIN))
+				break;
+			if (n > 0 && write_all(&plain, b, (size_t)n))
+				break;
+		}
+		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t n = conn_read(&plain, b, sizeof(b));
+			if (n == 0 || (n < 0 && n != -EAGAIN))
+				break;
+			if (n > 0 && write_all(io, b, (size_t)n))
+				break;
+		}
+	}
+	close(sv[0]);
+	conn_close(io);
+}

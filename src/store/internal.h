@@ -1,0 +1,368 @@
+/*
+ * internal.h — what the files behind store.h share; not part of the API.
+ *
+ * Layers, each talking only to the ones below it:
+ *   store.c   open/close, the write path, cut/compaction/retention thread
+ *   query.c   series selection, query_range, merge, symbolization
+ *   block.c   immutable block files: write, open, decode, compact
+ *   head.c    the in-memory head (rows not yet in a block)
+ *   wal.c     WAL segments and the metastore log, group commit, replay
+ *   meta.c    the metastore: strings, mappings, functions, locations, stacks
+ *   series.c  series, label validation, postings, matchers
+ *   codec.c   varints, checksums, append-only chunked arrays
+ *
+ * Locks (always taken in this order, never the other way):
+ *   wal.mu  ->  head_lock  ->  series_lock  ->  meta.mu
+ * Readers take head_lock (read) briefly; metastore entries are read without
+ * any lock (append-only, published with a release store of the count).
+ */
+#ifndef KILN_STORE_INTERNAL_H
+#define KILN_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/htab.h"
+#include "store/store.h"
+
+/* ---- codec.c ----------------------------------------------------------- */
+
+int put_uvarint(struct buf *b, uint64_t v);
+int put_svarint(struct buf *b, int64_t v);
+int put_u32le(struct buf *b, uint32_t v);
+int put_u64le(struct buf *b, uint64_t v);
+uint32_t get_u32le(const uint8_t *p);
+uint64_t get_u64le(const uint8_t *p);
+
+/* A bounds-checked reader: once bad is set every read returns 0. */
+struct rd {
+	const uint8_t *p, *end;
+	bool bad;
+};
+uint64_t rd_uvarint(struct rd *r);
+int64_t rd_svarint(struct rd *r);
+/* rd_uvarint, and bad unless the value is < limit. */
+uint64_t rd_below(struct rd *r, uint64_t limit);
+const uint8_t *rd_bytes(struct rd *r, size_t n);
+
+/* The checksum of every record and frame: low 32 bits of XXH3-64. */
+uint32_t store_checksum(const void *p, size_t n);
+
+/* Appends a framed record: u32 payload length, u32 checksum, payload. */
+#define RECORD_HEADER 8
+#define RECORD_MAX    (256u << 20)
+int record_append(struct buf *out, const void *payload, size_t len);
+
+/* An append-only array whose elements never move: a two-level table of
+ * fixed-size chunks (2048 x 2048 chunks of 1024 elements). One writer
+ * (holding the owner's lock) pushes; readers read any index below
+ * chunked_count() without a lock, because a chunk and the table entries
+ * leading to it are written before the count that makes them reachable. */
+#define CHUNK_SHIFT 10
+#define CHUNK_LEN   (1u << CHUNK_SHIFT)
+#define DIR_SHIFT   11
+#define DIR_LEN	    (1u << DIR_SHIFT)
+struct chunked {
+	size_t elem;
+	uint8_t ***dir;
+	_Atomic size_t count;
+};
+int chunked_init(struct chunked *c, size_t elem);
+void chunked_free(struct chunked *c);
+/* Zeroed slot at index count (not yet visible), or NULL on out-of-memory. */
+void *chunked_slot(struct chunked *c);
+/* Makes the slot returned by chunked_slot visible. */
+void chunked_publish(struct chunked *c);
+static inline size_t chunked_count(const struct chunked *c)
+{
+	return atomic_load_explicit(&((struct chunked *)c)->count, memory_order_acquire);
+}
+static inline void *chunked_at(const struct chunked *c, size_t i)
+{
+	size_t ch = i >> CHUNK_SHIFT;
+
+	return c->dir[ch >> DIR_SHIFT][ch & (DIR_LEN - 1)] + (i & (CHUNK_LEN - 1)) * c->elem;
+}
+
+/* ---- meta.c ------------------------------------------------------------ */
+
+enum meta_record {
+	MREC_STRING = 1,
+	MREC_MAPPING,
+	MREC_FUNCTION,
+	MREC_LOCATION,
+	MREC_STACK,
+	MREC_SERIES,
+	MREC_SYMBOLIZED,
+};
+
+struct meta_mapping {
+	uint64_t start, limit, offset;
+	uint32_t filename, build_id; /* string ids */
+	uint32_t flags;		     /* bit 0..3: has_functions, filenames, line numbers, inline */
+};
+struct meta_function {
+	uint32_t name, system_name, filename;
+	int64_t start_line;
+};
+struct meta_line {
+	uint32_t function;
+	int64_t line;
+};
+struct meta_lines {
+	uint32_t n;
+	struct meta_line l[];
+};
+enum meta_sym { SYM_NONE = 0, SYM_PENDING, SYM_DONE, SYM_FAILED };
+struct meta_location {
+	uint64_t address;
+	uint32_t mapping; /* 0 = none */
+	_Atomic(struct meta_lines *) lines;
+	_Atomic int sym; /* enum meta_sym */
+};
+struct meta_stack {
+	uint32_t n;
+	const uint32_t *locs; /* leaf first */
+};
+
+/* Every table has a dummy entry 0 (string 0 is "", stack 0 the empty stack),
+ * so that id 0 can mean "none". */
+struct meta {
+	pthread_mutex_t mu; /* writers; readers use chunked_count/chunked_at */
+	struct arena *arena;
+	struct chunked strings; /* const char * */
+	struct chunked mappings, functions, locations, stacks;
+	struct htab *string_ix, *mapping_ix, *function_ix, *location_ix, *stack_ix;
+	struct htab *fp_ix;  /* stack fingerprint (store.c) -> stack id; memory only */
+	struct buf pending;  /* records for the metastore log, not yet written */
+	struct buf key;	     /* scratch */
+	uint32_t *sym_queue; /* locations waiting for symbolization */
+	size_t n_sym_queue, cap_sym_queue, sym_cursor;
+};
+
+int meta_init(struct meta *m);
+void meta_destroy(struct meta *m);
+/* Interning; the caller holds m->mu. Return the id (> 0 except string "")
+ * or a negative errno. New objects append a record to m->pending. */
+int64_t meta_string(struct meta *m, const char *s, size_t len);
+int64_t meta_mapping(struct meta *m, const struct meta_mapping *mp);
+int64_t meta_function(struct meta *m, const struct meta_function *f);
+int64_t meta_location(struct meta *m, uint32_t mapping, uint64_t address,
+		      const struct meta_line *lines, uint32_t n_lines);
+int64_t meta_stack(struct meta *m, const uint32_t *locs, uint32_t n);
+/* Records a symbolization result (n == 0 with failed: no symbols). */
+int meta_set_symbolized(struct meta *m, uint32_t loc, const struct meta_line *lines, uint32_t n,
+			bool failed);
+/* Replays one metastore log record; -EBADMSG if it is inconsistent. */
+struct store;
+int meta_replay_record(struct store *s, const uint8_t *p, size_t len);
+
+static inline const char *meta_str(const struct meta *m, uint32_t id)
+{
+	return id < chunked_count(&m->strings) ? *(const char **)chunked_at(&m->strings, id) : "";
+}
+
+/* ---- series.c ---------------------------------------------------------- */
+
+struct series {
+	uint32_t id;
+	const char *type; /* full profile type string */
+	const char *name, *sample_type, *sample_unit, *period_type, *period_unit;
+	int64_t period;
+	bool delta;
+	size_t n_labels;
+	struct store_label *labels; /* sorted by name, without __name__ */
+	_Atomic int64_t min_ts, max_ts;
+};
+
+struct postings {
+	uint32_t *ids;
+	size_t n, cap;
+};
+
+struct series_index {
+	pthread_rwlock_t lock;
+	struct chunked series; /* struct series */
+	struct htab *key_ix;   /* canonical key -> id */
+	struct htab *post_ix;  /* "name\0value" or "\1type" -> postings index */
+	struct postings *posts;
+	size_t n_posts, cap_posts;
+	struct buf key;
+};
+
+int series_index_init(struct series_index *x);
+void series_index_destroy(struct series_index *x);
+/* Validates labels (names, __name__, count) into a sorted copy. */
+int series_check_labels(const struct store_label *in, size_t n, size_t max, struct store_label *out,
+			const char **name, struct kiln_error *err);
+/* Finds or creates the series; the caller holds x->lock for writing and
+ * m->mu. Returns the id or a negative errno. */
+int64_t series_get(struct series_index *x, struct meta *m, const char *name, const char *type,
+		   const char *st, const char *su, const char *pt, const char *pu, int64_t period,
+		   bool delta, const struct store_label *labels, size_t n_labels);
+/* Adds an existing record's series (replay); caller holds the locks. */
+int series_add(struct series_index *x, struct meta *m, uint32_t id, uint32_t type_sid,
+	       uint32_t pt_sid, uint32_t pu_sid, int64_t period, const uint32_t *label_sids,
+	       size_t n_labels);
+static inline struct series *series_at(const struct series_index *x, uint32_t id)
+{
+	return (struct series *)chunked_at(&x->series, id);
+}
+/* Ids (sorted) of series matching sel (profile_type may be NULL) whose time
+ * range overlaps [start_ms, end_ms]. *ids is malloc'ed. */
+int series_select(struct series_index *x, const struct store_selector *sel, uint32_t **ids,
+		  size_t *n, struct kiln_error *err);
+void series_note_time(struct series *se, int64_t ts);
+
+/* ---- head.c ------------------------------------------------------------ */
+
+/* One series' rows: profiles (timestamp, total, rows[off, off+n)) and rows
+ * (stack id, value), rows of a profile sorted by stack id. Also the shape in
+ * which block.c takes and returns a series. */
+struct series_rows {
+	int64_t *ts, *total;
+	uint32_t *off, *n;
+	size_t np, cap_p;
+	uint32_t *stacks;
+	int64_t *values;
+	size_t nr, cap_r;
+};
+void series_rows_free(struct series_rows *r);
+void series_rows_reset(struct series_rows *r);
+int series_rows_add_profile(struct series_rows *r, int64_t ts, const uint32_t *stacks,
+			    const int64_t *values, size_t n);
+
+struct head {
+	struct series_rows **series; /* indexed by series id; NULL when absent */
+	size_t cap_series;
+	size_t n_rows, n_profiles;
+	int64_t min_ts, max_ts;
+	uint64_t seg;	   /* frozen: the WAL segment that holds exactly this data */
+	struct head *next; /* frozen heads: a list, newest first */
+};
+struct head *head_new(void);
+void head_free(struct head *h);
+struct series_rows *head_series(struct head *h, uint32_t id, bool create);
+
+/* ---- block.c ----------------------------------------------------------- */
+
+struct block_series {
+	uint32_t id;
+	int64_t min_ts, max_ts;
+	uint64_t n_profiles, n_rows;
+	uint64_t off[3], len[3]; /* frames: summary, rollup, rows */
+	uint32_t sum[3];
+};
+
+struct block {
+	_Atomic int refs;
+	char *path;
+	uint64_t seq, cut_seg;
+	int64_t min_ts, max_ts;
+	uint64_t n_rows, file_size;
+	uint64_t *sources;
+	size_t n_sources;
+	struct block_series *series; /* sorted by id */
+	size_t n_series;
+	const uint8_t *map;
+	size_t map_len;
+};
+
+/* Writes series (indexed by id, NULL = absent) restricted to [lo, hi) into
+ * DIR/b-SEQ.kb atomically. Returns 0 with *out set (NULL if nothing was in
+ * range) or a negative errno (-ENOSPC on a full disk). */
+/* Series come from get(ctx, id), for every id < n_series: it returns NULL
+ * when the series has no data, or rows valid until the next call. */
+typedef const struct series_rows *(*block_series_fn)(void *ctx, uint32_t id, int *rc);
+int block_write(const char *dir, uint64_t seq, uint64_t cut_seg, const uint64_t *sources,
+		size_t n_sources, block_series_fn get, void *ctx, size_t n_series, int64_t lo,
+		int64_t hi, uint32_t n_stacks, struct block **out, struct kiln_error *err);
+int block_open(const char *path, uint32_t n_stacks, struct block **out, struct kiln_error *err);
+void block_ref(struct block *b);
+void block_unref(struct block *b);
+const struct block_series *block_find(const struct block *b, uint32_t id);
+/* Appends the series' profiles and rows to out. */
+int block_read_rows(const struct block *b, const struct block_series *bs, uint32_t n_stacks,
+		    struct series_rows *out, struct kiln_error *err);
+/* Profile timestamps and totals only. */
+int block_read_summary(const struct block *b, const struct block_series *bs, int64_t **ts,
+		       int64_t **total, struct kiln_error *err);
+/* The series' per-stack sums over the whole block. */
+int block_read_rollup(const struct block *b, const struct block_series *bs, uint32_t n_stacks,
+		      uint32_t **stacks, int64_t **sums, size_t *n, struct kiln_error *err);
+
+/* ---- wal.c ------------------------------------------------------------- */
+
+struct wal_waiter {
+	uint64_t seq;
+	int rc;
+	bool done;
+	struct kiln_error err;
+	struct wal_waiter *next;
+};
+
+struct wal {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	char *dir;	 /* DIR/wal */
+	int fd, meta_fd; /* active segment; metastore log */
+	uint64_t seg;	 /* active segment number */
+	uint64_t seg_len, meta_len;
+	struct buf pending;
+	struct wal_waiter *waiters, **waiters_tail;
+	uint64_t enq_seq;
+	bool leader;
+	int applying; /* acknowledged, not yet applied to the head */
+	uint64_t fsyncs, fsync_ns, bytes;
+};
+
+/* ---- store.c ----------------------------------------------------------- */
+
+struct store {
+	struct store_options opts;
+	struct store_symbolizer symbolizer;
+	bool has_symbolizer;
+	char *dir, *block_dir;
+	int lock_fd;
+	struct meta meta;
+	struct series_index sx;
+	struct wal wal;
+
+	pthread_rwlock_t head_lock; /* head, frozen list, blocks array */
+	struct head *head;	    /* active */
+	struct head *frozen;	    /* being written into blocks */
+	struct block **blocks;	    /* sorted by min_ts */
+	size_t n_blocks;
+	uint64_t next_block_seq, checkpoint_seg;
+
+	pthread_mutex_t maint_mu; /* one cut/compaction at a time */
+	pthread_mutex_t bg_mu;
+	pthread_cond_t bg_cond;
+	bool bg_stop, bg_kick;
+	pthread_t bg_thread;
+	bool bg_started;
+	_Atomic bool closing;
+	_Atomic uint64_t compactions;
+	_Atomic uint64_t total_rows;
+};
+
+int wal_open(struct store *s, struct kiln_error *err);
+void wal_close(struct wal *w);
+/* Appends one record (and any pending metastore records), fsyncs and
+ * returns once durable. On success the caller must apply the record and
+ * then call wal_applied. */
+int wal_commit(struct store *s, const void *rec, size_t len, struct kiln_error *err);
+void wal_applied(struct wal *w);
+/* Waits for in-flight commits to be applied, then starts segment seg+1.
+ * Called with head_lock NOT held; calls freeze(ctx) with wal.mu held. */
+int wal_rotate(struct store *s, void (*freeze)(struct store *s), struct kiln_error *err);
+/* Deletes segments <= seg. */
+void wal_drop_upto(struct wal *w, uint64_t seg);
+/* Replays the metastore log and segments > s->checkpoint_seg into the head. */
+int wal_replay(struct store *s, struct kiln_error *err);
+/* Applies a decoded WAL samples record to the active head (head_lock held). */
+int store_apply_record(struct store *s, const uint8_t *p, size_t len);
+
+#endif

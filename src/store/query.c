@@ -1,0 +1,661 @@
+/*
+ * query.c — reads: profile types, label names and values, range queries,
+ * merges, and symbolization.
+ *
+ * A read takes head_lock (read) only to scan the head and the frozen heads
+ * and to take a reference on each block; blocks are then read without any
+ * lock. The head and the block list are changed together under the write
+ * lock, so a read sees every row exactly once.
+ *
+ * Merge: values are first summed per stack id in a dense array indexed by
+ * stack id (blocks whose time range lies inside the query contribute their
+ * precomputed per-stack rollup instead of their rows), then each distinct
+ * stack is resolved once into the builder, with per-query caches from
+ * metastore ids to builder ids.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "store/internal.h"
+
+#define MAX_SYM_LINES 64
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorts strs, calls cb once per distinct string. */
+static void emit_sorted(const char **strs, size_t n, void (*cb)(void *, const char *), void *ctx)
+{
+	if (n)
+		qsort(strs, n, sizeof(*strs), cmp_str);
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || strcmp(strs[i], strs[i - 1]) != 0)
+			cb(ctx, strs[i]);
+}
+
+int store_profile_types(struct store *s, int64_t start_ms, int64_t end_ms,
+			void (*cb)(void *ctx, const char *profile_type), void *ctx,
+			struct kiln_error *err)
+{
+	struct store_selector sel = {.start_ms = start_ms, .end_ms = end_ms};
+	uint32_t *ids;
+	size_t n;
+	int rc = series_select(&s->sx, &sel, &ids, &n, err);
+
+	if (rc)
+		return rc;
+	const char **strs = calloc(n + 1, sizeof(*strs));
+	if (!strs) {
+		free(ids);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		strs[i] = series_at(&s->sx, ids[i])->type;
+	emit_sorted(strs, n, cb, ctx);
+	free(strs);
+	free(ids);
+	return 0;
+}
+
+static int collect_labels(struct store *s, const struct store_selector *sel, const char *name,
+			  void (*cb)(void *ctx, const char *), void *ctx, struct kiln_error *err)
+{
+	uint32_t *ids;
+	size_t n, k = 0, cap = 0;
+	const char **strs = NULL;
+	int rc = series_select(&s->sx, sel, &ids, &n, err);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		const struct series *se = series_at(&s->sx, ids[i]);
+
+		cap += se->n_labels + 1;
+	}
+	strs = calloc(cap + 1, sizeof(*strs));
+	if (!strs) {
+		free(ids);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct series *se = series_at(&s->sx, ids[i]);
+
+		if (name && strcmp(name, "__name__") == 0) {
+			strs[k++] = se->name;
+			continue;
+		}
+		for (size_t j = 0; j < se->n_labels; j++) {
+			if (!name)
+				strs[k++] = se->labels[j].name;
+			else if (strcmp(se->labels[j].name, name) == 0)
+				strs[k++] = se->labels[j].value;
+		}
+	}
+	emit_sorted(strs, k, cb, ctx);
+	free(strs);
+	free(ids);
+	return 0;
+}
+
+int store_label_names(struct store *s, const struct store_selector *sel,
+		      void (*cb)(void *ctx, const char *name), void *ctx, struct kiln_error *err)
+{
+	return collect_labels(s, sel, NULL, cb, ctx, err);
+}
+
+int store_label_values(struct store *s, const struct store_selector *sel, const char *name,
+		       void (*cb)(void *ctx, const char *value), void *ctx, struct kiln_error *err)
+{
+	if (!name)
+		return kiln_error_set(err, EINVAL, "label values: no label name");
+	return collect_labels(s, sel, name, cb, ctx, err);
+}
+
+/* ---- snapshots ---------------------------------------------------------- */
+
+struct snapshot {
+	struct block **blocks;
+	size_t n_blocks;
+	uint32_t n_stacks;
+};
+
+/* Calls visit(ctx, head) for the active and the frozen heads under the read
+ * lock and takes a reference on every block overlapping [lo, hi]. */
+static int snapshot_take(struct store *s, int64_t lo, int64_t hi,
+			 void (*visit)(void *ctx, const struct head *h), void *ctx,
+			 struct snapshot *snap)
+{
+	memset(snap, 0, sizeof(*snap));
+	pthread_rwlock_rdlock(&s->head_lock);
+	snap->n_stacks = (uint32_t)chunked_count(&s->meta.stacks);
+	visit(ctx, s->head);
+	for (const struct head *h = s->frozen; h; h = h->next)
+		visit(ctx, h);
+	snap->blocks = calloc(s->n_blocks + 1, sizeof(*snap->blocks));
+	for (size_t i = 0; snap->blocks && i < s->n_blocks; i++) {
+		struct block *b = s->blocks[i];
+
+		if (b->max_ts < lo || b->min_ts > hi)
+			continue;
+		block_ref(b);
+		snap->blocks[snap->n_blocks++] = b;
+	}
+	pthread_rwlock_unlock(&s->head_lock);
+	return snap->blocks ? 0 : -ENOMEM;
+}
+
+static void snapshot_release(struct snapshot *snap)
+{
+	for (size_t i = 0; i < snap->n_blocks; i++)
+		block_unref(snap->blocks[i]);
+	free(snap->blocks);
+}
+
+/* ---- query_range ---------------------------------------------------------- */
+
+struct point_list {
+	struct store_point *p;
+	size_t n, cap;
+};
+
+static int points_add(struct point_list *l, int64_t ts, int64_t v)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct store_point *p = realloc(l->p, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		l->p = p;
+		l->cap = cap;
+	}
+	l->p[l->n++] = (struct store_point){ts, v};
+	return 0;
+}
+
+static int cmp_point(const void *a, const void *b)
+{
+	const struct store_point *x = a, *y = b;
+
+	return x->timestamp_ms < y->timestamp_ms ? -1 : x->timestamp_ms > y->timestamp_ms;
+}
+
+struct range_ctx {
+	const struct store_selector *sel;
+	const uint32_t *ids;
+	size_t n_ids;
+	struct point_list *pts; /* one per selected series */
+	int rc;
+};
+
+static void range_visit(void *ctx, const struct head *h)
+{
+	struct range_ctx *c = ctx;
+
+	for (size_t i = 0; i < c->n_ids && !c->rc; i++) {
+		const struct series_rows *r =
+		    c->ids[i] < h->cap_series ? h->series[c->ids[i]] : NULL;
+
+		for (size_t p = 0; r && p < r->np && !c->rc; p++)
+			if (r->ts[p] >= c->sel->start_ms && r->ts[p] <= c->sel->end_ms)
+				c->rc = points_add(&c->pts[i], r->ts[p], r->total[p]);
+	}
+}
+
+int store_query_range(struct store *s, const struct store_selector *sel,
+		      void (*cb)(void *ctx, const struct store_label *labels, size_t n_labels,
+				 const struct store_point *points, size_t n_points),
+		      void *ctx, struct kiln_error *err)
+{
+	struct range_ctx c = {.sel = sel};
+	struct snapshot snap;
+	uint32_t *ids;
+	size_t n;
+	int rc = series_select(&s->sx, sel, &ids, &n, err);
+
+	if (rc)
+		return rc;
+	c.ids = ids;
+	c.n_ids = n;
+	c.pts = calloc(n + 1, sizeof(*c.pts));
+	if (!c.pts) {
+		free(ids);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	rc = snapshot_take(s, sel->start_ms, sel->end_ms, range_visit, &c, &snap);
+	rc = rc ?: c.rc;
+	if (rc)
+		kiln_error_set(err, -rc, "out of memory");
+	for (size_t b = 0; b < snap.n_blocks && !rc; b++) {
+		for (size_t i = 0; i < n && !rc; i++) {
+			const struct block_series *bs = block_find(snap.blocks[b], ids[i]);
+			int64_t *ts, *tot;
+
+			if (!bs || bs->max_ts < sel->start_ms || bs->min_ts > sel->end_ms)
+				continue;
+			rc = block_read_summary(snap.blocks[b], bs, &ts, &tot, err);
+			for (size_t p = 0; !rc && p < bs->n_profiles; p++)
+				if (ts[p] >= sel->start_ms && ts[p] <= sel->end_ms)
+					rc = points_add(&c.pts[i], ts[p], tot[p]);
+			if (!rc) {
+				free(ts);
+				free(tot);
+			}
+		}
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct point_list *l = &c.pts[i];
+		size_t k = 0;
+
+		if (!l->n)
+			continue;
+		qsort(l->p, l->n, sizeof(*l->p), cmp_point);
+		for (size_t j = 0; j < l->n; j++) {
+			if (k && l->p[k - 1].timestamp_ms == l->p[j].timestamp_ms)
+				l->p[k - 1].value += l->p[j].value;
+			else
+				l->p[k++] = l->p[j];
+		}
+		const struct series *se = series_at(&s->sx, ids[i]);
+		cb(ctx, se->labels, se->n_labels, l->p, k);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(c.pts[i].p);
+	free(c.pts);
+	free(ids);
+	snapshot_release(&snap);
+	return rc;
+}
+
+/* ---- symbolization ------------------------------------------------------- */
+
+/* Resolves one pending location with the symbolizer and records the result.
+ * Returns 1 if resolved, 0 if nothing to do, or a negative errno. */
+static int symbolize_one(struct store *s, uint32_t loc)
+{
+	struct meta *m = &s->meta;
+	struct meta_location *ml = chunked_at(&m->locations, loc);
+	struct store_line_out out[MAX_SYM_LINES];
+	struct meta_line lines[MAX_SYM_LINES];
+	struct store_mapping_info info;
+	size_t n = 0;
+	int rc;
+
+	if (!s->has_symbolizer || atomic_load(&ml->sym) != SYM_PENDING)
+		return 0;
+	const struct meta_mapping *mp = chunked_at(&m->mappings, ml->mapping);
+	info.memory_start = mp->start;
+	info.memory_limit = mp->limit;
+	info.file_offset = mp->offset;
+	info.filename = meta_str(m, mp->filename);
+	info.build_id = meta_str(m, mp->build_id);
+	memset(out, 0, sizeof(out));
+	rc = s->symbolizer.resolve(s->symbolizer.ctx, &info, ml->address, out, MAX_SYM_LINES, &n);
+	if (rc < 0)
+		return rc;
+	if (n > MAX_SYM_LINES)
+		n = MAX_SYM_LINES;
+	pthread_mutex_lock(&m->mu);
+	if (atomic_load(&ml->sym) != SYM_PENDING) {
+		pthread_mutex_unlock(&m->mu);
+		return 0;
+	}
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		const char *fn = out[i].function_name ? out[i].function_name : "";
+		const char *sn = out[i].system_name ? out[i].system_name : fn;
+		const char *file = out[i].filename ? out[i].filename : "";
+		int64_t a = meta_string(m, fn, strlen(fn)), b = meta_string(m, sn, strlen(sn)),
+			c = meta_string(m, file, strlen(file));
+		struct meta_function f = {0};
+
+		if (a < 0 || b < 0 || c < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		f.name = (uint32_t)a;
+		f.system_name = (uint32_t)b;
+		f.filename = (uint32_t)c;
+		int64_t id = meta_function(m, &f);
+		if (id < 0)
+			rc = (int)id;
+		lines[i].function = (uint32_t)(id < 0 ? 0 : id);
+		lines[i].line = out[i].line;
+	}
+	if (rc >= 0)
+		rc = meta_set_symbolized(m, loc, lines, (uint32_t)n, n == 0);
+	pthread_mutex_unlock(&m->mu);
+	return rc < 0 ? rc : 1;
+}
+
+int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err)
+{
+	size_t done = 0;
+	int rc = 0;
+
+	if (!s->has_symbolizer)
+		return 0;
+	while (max == 0 || done < max) {
+		uint32_t loc;
+
+		pthread_mutex_lock(&s->meta.mu);
+		if (s->meta.sym_cursor >= s->meta.n_sym_queue) {
+			pthread_mutex_unlock(&s->meta.mu);
+			break;
+		}
+		loc = s->meta.sym_queue[s->meta.sym_cursor++];
+		pthread_mutex_unlock(&s->meta.mu);
+		rc = symbolize_one(s, loc);
+		if (rc < 0 && rc != -ENOMEM) {
+			/* Transient: tried again after the next restart. */
+			log_debug("store: symbolizing location %u: %s", loc, strerror(-rc));
+			rc = 0;
+			continue;
+		}
+		if (rc < 0)
+			break;
+		done += (size_t)rc;
+	}
+	if (rc < 0)
+		return kiln_error_set(err, -rc, "symbolization: %s", strerror(-rc));
+	/* Make the results durable (an empty commit writes pending metastore
+	 * records). */
+	if (done) {
+		rc = wal_commit(s, NULL, 0, err);
+		if (rc)
+			return rc;
+		wal_applied(&s->wal);
+	}
+	return (int)(done > INT32_MAX ? INT32_MAX : done);
+}
+
+/* ---- merge ----------------------------------------------------------------- */
+
+struct agg {
+	int64_t *sum;  /* by stack id */
+	uint8_t *seen; /* by stack id */
+	uint32_t *touched;
+	size_t n_touched, cap_touched;
+	uint32_t n_stacks;
+	int64_t min_ts, max_ts;
+	int rc;
+};
+
+static inline void agg_add(struct agg *a, uint32_t st, int64_t v)
+{
+	if (st >= a->n_stacks)
+		return; /* cannot happen for blocks we wrote; never trust them */
+	if (!a->seen[st]) {
+		if (a->n_touched == a->cap_touched) {
+			size_t cap = a->cap_touched ? a->cap_touched * 2 : 1024;
+			uint32_t *t = realloc(a->touched, cap * sizeof(*t));
+
+			if (!t) {
+				a->rc = -ENOMEM;
+				return;
+			}
+			a->touched = t;
+			a->cap_touched = cap;
+		}
+		a->seen[st] = 1;
+		a->touched[a->n_touched++] = st;
+	}
+	a->sum[st] += v;
+}
+
+static void agg_rows(struct agg *a, const struct series_rows *r, int64_t lo, int64_t hi)
+{
+	for (size_t p = 0; p < r->np; p++) {
+		if (r->ts[p] < lo || r->ts[p] > hi)
+			continue;
+		if (r->ts[p] < a->min_ts)
+			a->min_ts = r->ts[p];
+		if (r->ts[p] > a->max_ts)
+			a->max_ts = r->ts[p];
+		for (uint32_t j = 0; j < r->n[p]; j++)
+			agg_add(a, r->stacks[r->off[p] + j], r->values[r->off[p] + j]);
+	}
+}
+
+struct merge_ctx {
+	struct store *s;
+	struct agg *agg;
+	const struct store_selector *sel;
+	const uint32_t *ids;
+	size_t n_ids;
+};
+
+static void merge_visit(void *ctx, const struct head *h)
+{
+	struct merge_ctx *c = ctx;
+
+	if (!c->agg->sum) {
+		/* First visit, under the head lock: every stack id in the head
+		 * or in a published block is below this count. */
+		c->agg->n_stacks = (uint32_t)chunked_count(&c->s->meta.stacks);
+		c->agg->sum = calloc(c->agg->n_stacks + 1, sizeof(*c->agg->sum));
+		c->agg->seen = calloc(c->agg->n_stacks + 1, 1);
+		if (!c->agg->sum || !c->agg->seen) {
+			c->agg->rc = -ENOMEM;
+			return;
+		}
+	}
+	for (size_t i = 0; i < c->n_ids; i++) {
+		const struct series_rows *r =
+		    c->ids[i] < h->cap_series ? h->series[c->ids[i]] : NULL;
+
+		if (r)
+			agg_rows(c->agg, r, c->sel->start_ms, c->sel->end_ms);
+	}
+}
+
+struct resolver {
+	struct store *s;
+	struct pprof_builder *b;
+	uint64_t *loc, *func, *map; /* metastore id -> builder id (0 = not yet) */
+	size_t n_loc, n_func, n_map;
+	struct pprof_line_desc lines[256];
+};
+
+static uint64_t resolve_mapping(struct resolver *r, uint32_t id)
+{
+	struct meta *m = &r->s->meta;
+
+	if (id == 0 || id >= r->n_map)
+		return 0;
+	if (!r->map[id]) {
+		const struct meta_mapping *mp = chunked_at(&m->mappings, id);
+		struct pprof_mapping_desc d = {
+		    .memory_start = mp->start,
+		    .memory_limit = mp->limit,
+		    .file_offset = mp->offset,
+		    .filename = meta_str(m, mp->filename),
+		    .build_id = meta_str(m, mp->build_id),
+		    .has_functions = mp->flags & 1,
+		    .has_filenames = mp->flags & 2,
+		    .has_line_numbers = mp->flags & 4,
+		    .has_inline_frames = mp->flags & 8,
+		};
+		r->map[id] = pprof_builder_mapping(r->b, &d);
+	}
+	return r->map[id];
+}
+
+static uint64_t resolve_function(struct resolver *r, uint32_t id)
+{
+	struct meta *m = &r->s->meta;
+
+	if (id >= r->n_func) {
+		/* Symbolization added functions since the cache was sized. */
+		size_t n = chunked_count(&m->functions);
+		uint64_t *f = id < n ? realloc(r->func, (n + 1) * sizeof(*f)) : NULL;
+
+		if (!f)
+			return 0;
+		memset(f + r->n_func, 0, (n + 1 - r->n_func) * sizeof(*f));
+		r->func = f;
+		r->n_func = n;
+	}
+	if (id == 0)
+		return 0;
+	if (!r->func[id]) {
+		const struct meta_function *f = chunked_at(&m->functions, id);
+
+		r->func[id] =
+		    pprof_builder_function(r->b, meta_str(m, f->name), meta_str(m, f->system_name),
+					   meta_str(m, f->filename), f->start_line);
+	}
+	return r->func[id];
+}
+
+static uint64_t resolve_location(struct resolver *r, uint32_t id)
+{
+	struct meta *m = &r->s->meta;
+
+	if (id == 0 || id >= r->n_loc)
+		return 0;
+	if (r->loc[id])
+		return r->loc[id];
+	struct meta_location *l = chunked_at(&m->locations, id);
+	if (atomic_load(&l->sym) == SYM_PENDING)
+		symbolize_one(r->s, id); /* failures leave it unsymbolized */
+	const struct meta_lines *ls = atomic_load(&l->lines);
+	uint32_t n = ls->n < 256 ? ls->n : 256;
+	for (uint32_t i = 0; i < n; i++) {
+		r->lines[i].function_id = resolve_function(r, ls->l[i].function);
+		r->lines[i].line = ls->l[i].line;
+		r->lines[i].column = 0;
+	}
+	r->loc[id] =
+	    pprof_builder_location(r->b, resolve_mapping(r, l->mapping), l->address, r->lines, n);
+	return r->loc[id];
+}
+
+int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
+		struct kiln_error *err)
+{
+	struct agg a = {.min_ts = INT64_MAX, .max_ts = INT64_MIN};
+	struct merge_ctx c = {.s = s, .agg = &a, .sel = sel};
+	struct resolver res = {.s = s, .b = out};
+	struct series_rows tmp = {0};
+	struct snapshot snap = {0};
+	uint64_t *stack_ids = NULL;
+	size_t cap_stack = 0;
+	uint32_t *ids = NULL;
+	size_t n;
+	int rc;
+
+	if (!sel->profile_type)
+		return kiln_error_set(err, EINVAL, "merge: no profile type");
+	rc = series_select(&s->sx, sel, &ids, &n, err);
+	if (rc)
+		return rc;
+	if (!n)
+		goto out;
+	c.ids = ids;
+	c.n_ids = n;
+	rc = snapshot_take(s, sel->start_ms, sel->end_ms, merge_visit, &c, &snap);
+	if (rc || a.rc) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t b = 0; b < snap.n_blocks && !rc; b++) {
+		const struct block *bl = snap.blocks[b];
+
+		for (size_t i = 0; i < n && !rc; i++) {
+			const struct block_series *bs = block_find(bl, ids[i]);
+
+			if (!bs || bs->max_ts < sel->start_ms || bs->min_ts > sel->end_ms)
+				continue;
+			if (bs->min_ts >= sel->start_ms && bs->max_ts <= sel->end_ms) {
+				uint32_t *st;
+				int64_t *sums;
+				size_t nd;
+
+				rc = block_read_rollup(bl, bs, a.n_stacks, &st, &sums, &nd, err);
+				if (rc)
+					break;
+				for (size_t k = 0; k < nd; k++)
+					agg_add(&a, st[k], sums[k]);
+				if (bs->min_ts < a.min_ts)
+					a.min_ts = bs->min_ts;
+				if (bs->max_ts > a.max_ts)
+					a.max_ts = bs->max_ts;
+				free(st);
+				free(sums);
+			} else {
+				series_rows_reset(&tmp);
+				rc = block_read_rows(bl, bs, a.n_stacks, &tmp, err);
+				if (!rc)
+					agg_rows(&a, &tmp, sel->start_ms, sel->end_ms);
+			}
+		}
+	}
+	if (rc)
+		goto out;
+	if (a.rc) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (!a.n_touched)
+		goto out;
+
+	/* Resolve each distinct stack once. */
+	const struct series *se = series_at(&s->sx, ids[0]);
+	if (pprof_builder_add_sample_type(out, se->sample_type, se->sample_unit) ||
+	    pprof_builder_set_period(out, se->period_type, se->period_unit, se->period)) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	pprof_builder_set_time(out, a.min_ts * 1000000, (a.max_ts - a.min_ts) * 1000000);
+	res.n_loc = chunked_count(&s->meta.locations);
+	res.n_func = chunked_count(&s->meta.functions);
+	res.n_map = chunked_count(&s->meta.mappings);
+	res.loc = calloc(res.n_loc + 1, sizeof(*res.loc));
+	res.func = calloc(res.n_func + 1, sizeof(*res.func));
+	res.map = calloc(res.n_map + 1, sizeof(*res.map));
+	if (!res.loc || !res.func || !res.map) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t t = 0; t < a.n_touched && !rc; t++) {
+		uint32_t st = a.touched[t];
+		int64_t v = a.sum[st];
+		const struct meta_stack *stk = chunked_at(&s->meta.stacks, st);
+
+		if (v == 0)
+			continue;
+		if (stk->n > cap_stack) {
+			uint64_t *x = realloc(stack_ids, stk->n * sizeof(*x));
+			if (!x) {
+				rc = -ENOMEM;
+				break;
+			}
+			stack_ids = x;
+			cap_stack = stk->n;
+		}
+		for (uint32_t j = 0; j < stk->n; j++) {
+			stack_ids[j] = resolve_location(&res, stk->locs[j]);
+			if (!stack_ids[j])
+				rc = -ENOMEM;
+		}
+		rc = rc ?: pprof_builder_add_sample(out, stack_ids, stk->n, &v, NULL, 0);
+	}
+	if (rc)
+		rc = kiln_error_set(err, -rc, "merge: cannot build the profile: %s", strerror(-rc));
+out:
+	snapshot_release(&snap);
+	series_rows_free(&tmp);
+	free(a.sum);
+	free(a.seen);
+	free(a.touched);
+	free(res.loc);
+	free(res.func);
+	free(res.map);
+	free(stack_ids);
+	free(ids);
+	return rc;
+}

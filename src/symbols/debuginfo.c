@@ -1,0 +1,497 @@
+/*
+ * debuginfo.c — the content-addressed debuginfo store and debuginfod fetcher.
+ *
+ * Layout: <storage>/debuginfo/<build-id>/debuginfo, build IDs lowercase hex
+ * (validated before they become a path). Writes go to a temporary file in
+ * the same directory, are fsync'd and renamed, so a crash leaves either the
+ * whole file or none.
+ *
+ * debuginfod fetching runs on one thread owned by the store: lookups only
+ * enqueue a build ID and return -EAGAIN, so nothing on the ingest or query
+ * path waits for the network. Each build ID has one state in `state`:
+ * pending (queued or being fetched) or negative until a deadline (every
+ * upstream said no or failed); a success simply becomes a stored file.
+ */
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/htab.h"
+#include "common/log.h"
+#include "symbols/debuginfo.h"
+#include "symbols/symbols.h"
+
+enum { ST_PENDING = 1, ST_NEGATIVE = 2 };
+
+struct fetch {
+	struct fetch *next;
+	char build_id[SYMBOLS_BUILD_ID_MAX + 1];
+};
+
+struct debuginfo_store {
+	char *dir;	 /* <storage>/debuginfo, or NULL */
+	char *local_dir; /* /usr/lib/debug */
+	char **upstreams;
+	size_t nupstreams;
+	int timeout;
+	size_t max_upload;
+	int negative_ttl;
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct htab *state; /* build ID -> (deadline << 2) | ST_* */
+	struct fetch *queue;
+	bool stop, thread_started;
+	pthread_t thread;
+};
+
+static void lower(char *dst, const char *src, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < n && src[i]; i++)
+		dst[i] = (char)(src[i] >= 'A' && src[i] <= 'F' ? src[i] - 'A' + 'a' : src[i]);
+	dst[i] = '\0';
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[4096];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static void stored_path(const struct debuginfo_store *d, const char *id, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s/debuginfo", d->dir, id);
+}
+
+static bool is_file(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Moves the file at tmp into the store as id's debuginfo after checking that
+ * it is an ELF file with that build ID. Unlinks tmp on failure. */
+static int adopt_file(struct debuginfo_store *d, const char *id, const char *tmp,
+		      struct kiln_error *e)
+{
+	struct elfinfo info;
+	char final[4096];
+	int rc;
+
+	rc = elfinfo_read_file(tmp, &info, e);
+	if (rc < 0) {
+		rc = kiln_error_set(e, EINVAL, "debuginfo for %s is not an ELF file", id);
+		goto fail;
+	}
+	if (strcasecmp(info.build_id, id) != 0) {
+		rc = kiln_error_set(e, EINVAL,
+				    "debuginfo build ID mismatch: file has %s, expected %s",
+				    info.build_id[0] ? info.build_id : "none", id);
+		goto fail;
+	}
+	stored_path(d, id, final, sizeof(final));
+	if (rename(tmp, final) < 0) {
+		rc = kiln_error_set(e, errno, "rename %s: %s", final, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	unlink(tmp);
+	return rc;
+}
+
+static int make_tmp(struct debuginfo_store *d, const char *id, char *tmp, size_t n,
+		    struct kiln_error *e)
+{
+	char dir[4096];
+	int fd, rc;
+
+	snprintf(dir, sizeof(dir), "%s/%s", d->dir, id);
+	rc = mkdir_p(dir);
+	if (rc < 0)
+		return kiln_error_set(e, -rc, "mkdir %s: %s", dir, strerror(-rc));
+	if (snprintf(tmp, n, "%s/.tmp-XXXXXX", dir) >= (int)n)
+		return kiln_error_set(e, ENAMETOOLONG, "%s: path too long", dir);
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return kiln_error_set(e, errno, "create %s: %s", tmp, strerror(errno));
+	return fd;
+}
+
+int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const void *data,
+			size_t size, struct kiln_error *e)
+{
+	char id[SYMBOLS_BUILD_ID_MAX + 1], tmp[4096];
+	struct elfinfo info;
+	const char *p = data;
+	size_t left = size;
+	int fd, rc;
+
+	if (!d->dir)
+		return kiln_error_set(e, ENOTSUP, "no storage path for debuginfo");
+	if (!symbols_build_id_valid(build_id))
+		return kiln_error_set(e, EINVAL, "invalid build ID \"%.80s\"",
+				      build_id ? build_id : "");
+	lower(id, build_id, sizeof(id));
+	if (size > d->max_upload)
+		return kiln_error_set(e, EFBIG, "debuginfo for %s is %zu bytes, limit %zu", id,
+				      size, d->max_upload);
+	/* Check before touching the disk: most bad uploads are cheap to spot. */
+	if (elfinfo_read_mem(data, size, &info, NULL) < 0)
+		return kiln_error_set(e, EINVAL, "debuginfo for %s is not an ELF file", id);
+	if (strcasecmp(info.build_id, id) != 0)
+		return kiln_error_set(e, EINVAL,
+				      "debuginfo build ID mismatch: file has %s, expected %s",
+				      info.build_id[0] ? info.build_id : "none", id);
+	fd = make_tmp(d, id, tmp, sizeof(tmp), e);
+	if (fd < 0)
+		return fd;
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = kiln_error_set(e, errno, "write %s: %s", tmp, strerror(errno));
+			close(fd);
+			unlink(tmp);
+			return rc;
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	if (fsync(fd) < 0) {
+		rc = kiln_error_set(e, errno, "fsync %s: %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		return rc;
+	}
+	close(fd);
+	rc = adopt_file(d, id, tmp, e);
+	if (rc == 0) {
+		pthread_mutex_lock(&d->lock);
+		htab_put(d->state, id, strlen(id), 0);
+		pthread_mutex_unlock(&d->lock);
+	}
+	return rc;
+}
+
+bool debuginfo_store_has(struct debuginfo_store *d, const char *build_id)
+{
+	char id[SYMBOLS_BUILD_ID_MAX + 1], path[4096];
+
+	if (!d->dir || !symbols_build_id_valid(build_id))
+		return false;
+	lower(id, build_id, sizeof(id));
+	stored_path(d, id, path, sizeof(path));
+	return is_file(path);
+}
+
+size_t debuginfo_store_max_upload(const struct debuginfo_store *d)
+{
+	return d->max_upload;
+}
+
+int debuginfo_store_list(struct debuginfo_store *d,
+			 void (*fn)(void *arg, const char *build_id, uint64_t size, time_t mtime),
+			 void *arg)
+{
+	DIR *dir;
+	struct dirent *de;
+
+	if (!d->dir)
+		return 0;
+	dir = opendir(d->dir);
+	if (!dir)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(dir)) != NULL) {
+		char path[4096];
+		struct stat st;
+
+		if (!symbols_build_id_valid(de->d_name))
+			continue;
+		stored_path(d, de->d_name, path, sizeof(path));
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+			fn(arg, de->d_name, (uint64_t)st.st_size, st.st_mtime);
+	}
+	closedir(dir);
+	return 0;
+}
+
+/* --- debuginfod ------------------------------------------------------------ */
+
+static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	int fd = *(int *)arg;
+	size_t n = size * nmemb, done = 0;
+
+	while (done < n) {
+		ssize_t w = write(fd, ptr + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return 0; /* aborts the transfer */
+		done += (size_t)w;
+	}
+	return n;
+}
+
+/* Fetches one build ID from the upstreams in order; 0 when stored. */
+static int fetch_one(struct debuginfo_store *d, const char *id)
+{
+	for (size_t i = 0; i < d->nupstreams; i++) {
+		char url[4096], tmp[4096];
+		struct kiln_error e = {0};
+		long status = 0;
+		CURLcode cc;
+		CURL *curl;
+		int fd;
+
+		snprintf(url, sizeof(url), "%s%sbuildid/%s/debuginfo", d->upstreams[i],
+			 d->upstreams[i][strlen(d->upstreams[i]) - 1] == '/' ? "" : "/", id);
+		fd = make_tmp(d, id, tmp, sizeof(tmp), &e);
+		if (fd < 0) {
+			log_warn("debuginfod: %s", e.msg);
+			return fd;
+		}
+		curl = curl_easy_init();
+		if (!curl) {
+			close(fd);
+			unlink(tmp);
+			return -ENOMEM;
+		}
+		curl_easy_setopt(curl, CURLOPT_URL, url);
+		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_cb);
+		curl_easy_setopt(curl, CURLOPT_WRITEDATA, &fd);
+		curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)d->timeout);
+		curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+		curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)d->max_upload);
+		curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+		cc = curl_easy_perform(curl);
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_cleanup(curl);
+		close(fd);
+		if (cc != CURLE_OK || status != 200) {
+			log_debug("debuginfod: %s: %s (HTTP %ld)", url, curl_easy_strerror(cc),
+				  status);
+			unlink(tmp);
+			continue;
+		}
+		if (adopt_file(d, id, tmp, &e) < 0) {
+			log_warn("debuginfod: %s: %s", url, e.msg);
+			continue;
+		}
+		log_info("debuginfod: fetched %s from %s", id, d->upstreams[i]);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static void *fetch_thread(void *arg)
+{
+	struct debuginfo_store *d = arg;
+
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop) {
+		struct fetch *f = d->queue;
+
+		if (!f) {
+			pthread_cond_wait(&d->wake, &d->lock);
+			continue;
+		}
+		d->queue = f->next;
+		pthread_mutex_unlock(&d->lock);
+		int rc = fetch_one(d, f->build_id);
+		pthread_mutex_lock(&d->lock);
+		uint64_t v =
+		    rc == 0 ? 0 : ((uint64_t)(time(NULL) + d->negative_ttl) << 2) | ST_NEGATIVE;
+		htab_put(d->state, f->build_id, strlen(f->build_id), v);
+		free(f);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* Queues a fetch unless one is pending or a recent one failed. Returns
+ * -EAGAIN (queued/pending) or -ENOENT (negative). */
+static int request_fetch(struct debuginfo_store *d, const char *id)
+{
+	uint64_t v = 0;
+	int rc = -EAGAIN;
+
+	pthread_mutex_lock(&d->lock);
+	if (htab_get(d->state, id, strlen(id), &v) && v) {
+		if ((v & 3) == ST_PENDING)
+			goto out;
+		if ((time_t)(v >> 2) > time(NULL)) {
+			rc = -ENOENT;
+			goto out;
+		}
+	}
+	struct fetch *f = calloc(1, sizeof(*f));
+	if (!f) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	snprintf(f->build_id, sizeof(f->build_id), "%s", id);
+	/* Appended, so that fetches happen in the order they were asked. */
+	struct fetch **tail = &d->queue;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = f;
+	htab_put(d->state, id, strlen(id), ST_PENDING);
+	pthread_cond_signal(&d->wake);
+out:
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint,
+			 char *out, size_t outsz)
+{
+	char id[SYMBOLS_BUILD_ID_MAX + 1], path[4096];
+	struct elfinfo info;
+	bool hint_matches = false;
+	int rc;
+
+	if (!symbols_build_id_valid(build_id))
+		return -EINVAL;
+	lower(id, build_id, sizeof(id));
+	if (d->dir) {
+		stored_path(d, id, path, sizeof(path));
+		if (is_file(path))
+			goto found;
+	}
+	snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", d->local_dir, id, id + 2);
+	if (is_file(path))
+		goto found;
+	if (path_hint && *path_hint && elfinfo_read_file(path_hint, &info, NULL) == 0 &&
+	    strcasecmp(info.build_id, id) == 0) {
+		hint_matches = true;
+		snprintf(path, sizeof(path), "%s", path_hint);
+		/* A binary with its own symbols is good enough; a stripped one
+		 * only after the upstreams had their chance. */
+		if (info.has_debug_info || info.has_symtab)
+			goto found;
+	}
+	if (d->nupstreams && d->dir) {
+		rc = request_fetch(d, id);
+		if (rc != -ENOENT || !hint_matches)
+			return rc;
+	}
+	if (!hint_matches)
+		return -ENOENT;
+found:
+	snprintf(out, outsz, "%s", path);
+	return 0;
+}
+
+struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *c, struct kiln_error *e)
+{
+	struct debuginfo_store *d = calloc(1, sizeof(*d));
+	char buf[4096];
+
+	if (!d)
+		goto nomem;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->wake, NULL);
+	d->timeout = c->http_timeout_seconds > 0 ? c->http_timeout_seconds : 30;
+	d->max_upload = c->max_upload_bytes ? c->max_upload_bytes : ((size_t)1 << 30);
+	d->negative_ttl = c->negative_ttl_seconds > 0 ? c->negative_ttl_seconds : 600;
+	d->local_dir = strdup(c->local_debug_dir ? c->local_debug_dir : "/usr/lib/debug");
+	d->state = htab_new(64);
+	if (!d->local_dir || !d->state)
+		goto nomem;
+	if (c->storage_path) {
+		snprintf(buf, sizeof(buf), "%s/debuginfo", c->storage_path);
+		int rc = mkdir_p(buf);
+		if (rc < 0) {
+			kiln_error_set(e, -rc, "mkdir %s: %s", buf, strerror(-rc));
+			goto err;
+		}
+		d->dir = strdup(buf);
+		if (!d->dir)
+			goto nomem;
+	}
+	for (const char *const *u = c->upstreams; u && *u; u++) {
+		if (!**u)
+			continue;
+		char **nu = realloc(d->upstreams, (d->nupstreams + 1) * sizeof(*nu));
+		if (!nu)
+			goto nomem;
+		d->upstreams = nu;
+		d->upstreams[d->nupstreams] = strdup(*u);
+		if (!d->upstreams[d->nupstreams])
+			goto nomem;
+		d->nupstreams++;
+	}
+	if (d->nupstreams && d->dir) {
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		if (pthread_create(&d->thread, NULL, fetch_thread, d) != 0) {
+			kiln_error_set(e, EAGAIN, "debuginfod: cannot start fetch thread");
+			goto err;
+		}
+		d->thread_started = true;
+	}
+	return d;
+nomem:
+	kiln_error_set(e, ENOMEM, "debuginfo store: out of memory");
+err:
+	debuginfo_store_free(d);
+	return NULL;
+}
+
+void debuginfo_store_free(struct debuginfo_store *d)
+{
+	if (!d)
+		return;
+	if (d->thread_started) {
+		pthread_mutex_lock(&d->lock);
+		d->stop = true;
+		pthread_cond_signal(&d->wake);
+		pthread_mutex_unlock(&d->lock);
+		pthread_join(d->thread, NULL);
+	}
+	while (d->queue) {
+		struct fetch *f = d->queue;
+
+		d->queue = f->next;
+		free(f);
+	}
+	for (size_t i = 0; i < d->nupstreams; i++)
+		free(d->upstreams[i]);
+	free(d->upstreams);
+	htab_free(d->state);
+	free(d->dir);
+	free(d->local_dir);
+	pthread_cond_destroy(&d->wake);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}

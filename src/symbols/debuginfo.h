@@ -1,0 +1,73 @@
+/*
+ * debuginfo.h — where debug files come from, by GNU build ID.
+ *
+ * A content-addressed store under <storage>/debuginfo/<build-id>/: uploaded
+ * files land there as "debuginfo" after validation (an ELF file whose build
+ * ID is the one named, within the size limit), and files fetched from
+ * debuginfod upstreams are cached there too. debuginfo_store_find looks in
+ * this order:
+ *
+ *   1. <storage>/debuginfo/<build-id>/debuginfo (uploaded or fetched before)
+ *   2. /usr/lib/debug/.build-id/xx/yyyy.debug (local debug packages)
+ *   3. the binary at the hinted path, if its build ID matches
+ *   4. debuginfod upstreams — never inline: the lookup queues a fetch on the
+ *      store's own thread and returns -EAGAIN; the caller retries later.
+ *      Failed fetches are remembered (negative cache) for
+ *      negative_ttl_seconds so a missing build ID is not asked for on every
+ *      location.
+ *
+ * Thread-safe. Ingestion never waits on it: only the symbolizer (running
+ * off the ingest path) calls debuginfo_store_find.
+ */
+#ifndef KILN_SYMBOLS_DEBUGINFO_H
+#define KILN_SYMBOLS_DEBUGINFO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/error.h"
+
+struct debuginfo_config {
+	const char *storage_path;     /* files go to <storage_path>/debuginfo; NULL: no store */
+	const char *const *upstreams; /* debuginfod base URLs, NULL-terminated; NULL: none */
+	int http_timeout_seconds;     /* per debuginfod request; 0: 30 */
+	size_t max_upload_bytes;      /* 0: 1 GiB */
+	int negative_ttl_seconds;     /* 0: 600 */
+	const char *local_debug_dir;  /* NULL: /usr/lib/debug */
+};
+
+struct debuginfo_store;
+
+struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *config,
+					    struct kiln_error *e);
+/* Stops the fetch thread (waiting for an in-flight request up to its timeout). */
+void debuginfo_store_free(struct debuginfo_store *d);
+
+/* Finds a debug file for build_id (path_hint: the binary's path, may be NULL)
+ * and copies its path into out. Returns 0; -EAGAIN while a debuginfod fetch
+ * is queued or running; -ENOENT when nothing is known (and, with upstreams,
+ * they said no within the negative TTL). */
+int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint,
+			 char *out, size_t outsz);
+
+/* Whether the store has a file for build_id that was uploaded or fetched. */
+bool debuginfo_store_has(struct debuginfo_store *d, const char *build_id);
+
+/* Validates and stores an upload: data must be an ELF file whose GNU build ID
+ * is build_id, at most max_upload_bytes. Written to a temporary file and
+ * renamed, so readers never see a partial file. Returns 0, -EINVAL (not ELF,
+ * build ID mismatch), -EFBIG, or an I/O -errno, with detail in e. */
+int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const void *data,
+			size_t size, struct kiln_error *e);
+
+/* The maximum upload size. */
+size_t debuginfo_store_max_upload(const struct debuginfo_store *d);
+
+/* Calls fn for every stored build ID (size in bytes, mtime). */
+int debuginfo_store_list(struct debuginfo_store *d,
+			 void (*fn)(void *arg, const char *build_id, uint64_t size, time_t mtime),
+			 void *arg);
+
+#endif

@@ -1,0 +1,186 @@
+/*
+ * elfinfo.c — the ELF facts the rest of Kiln needs, read with libelf.
+ *
+ * Used on trusted binaries (the agent's mappings, local debug files) and on
+ * untrusted bytes (uploads, fuzzing), so every count and offset from the
+ * file is checked by libelf or here before use, and nothing is kept open.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <elfutils/libdwelf.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "symbols/symbols.h"
+
+static void hex_encode(const uint8_t *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/* Fills out from an open Elf handle. */
+static int elfinfo_from_elf(Elf *elf, struct elfinfo *out, const char *what, struct kiln_error *e)
+{
+	GElf_Ehdr ehdr;
+	size_t phnum, shstrndx;
+	const void *id;
+	ssize_t idlen;
+	const char *link;
+	GElf_Word crc = 0;
+	Elf_Scn *scn = NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &ehdr))
+		return kiln_error_set(e, ENOEXEC, "%s: not an ELF file", what);
+	out->type = ehdr.e_type;
+	out->machine = ehdr.e_machine;
+
+	if (elf_getphdrnum(elf, &phnum) != 0)
+		return kiln_error_set(e, ENOEXEC, "%s: bad program headers: %s", what,
+				      elf_errmsg(-1));
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph))
+			return kiln_error_set(e, ENOEXEC, "%s: bad program header %zu", what, i);
+		if (ph.p_type != PT_LOAD || out->nloads == ELFINFO_MAX_LOADS)
+			continue;
+		out->loads[out->nloads++] = (struct elfinfo_load){
+		    .vaddr = ph.p_vaddr,
+		    .offset = ph.p_offset,
+		    .filesz = ph.p_filesz,
+		    .memsz = ph.p_memsz,
+		    .align = ph.p_align,
+		    .flags = ph.p_flags,
+		};
+	}
+
+	idlen = dwelf_elf_gnu_build_id(elf, &id);
+	if (idlen > 0 && (size_t)idlen * 2 <= SYMBOLS_BUILD_ID_MAX)
+		hex_encode(id, (size_t)idlen, out->build_id);
+
+	link = dwelf_elf_gnu_debuglink(elf, &crc);
+	if (link) {
+		snprintf(out->debuglink, sizeof(out->debuglink), "%s", link);
+		out->debuglink_crc = crc;
+	}
+
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0; /* no section names: still usable through program headers */
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			out->has_symtab = true;
+		else if (sh.sh_type == SHT_DYNSYM)
+			out->has_dynsym = true;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && sh.sh_type == SHT_PROGBITS &&
+		    (strcmp(name, ".debug_info") == 0 || strcmp(name, ".zdebug_info") == 0))
+			out->has_debug_info = true;
+	}
+	return 0;
+}
+
+int elfinfo_read_file(const char *path, struct elfinfo *out, struct kiln_error *e)
+{
+	int fd, rc;
+	Elf *elf;
+
+	elf_version(EV_CURRENT);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf) {
+		rc = kiln_error_set(e, ENOEXEC, "%s: %s", path, elf_errmsg(-1));
+		goto out;
+	}
+	rc = elfinfo_from_elf(elf, out, path, e);
+	elf_end(elf);
+out:
+	close(fd);
+	return rc;
+}
+
+int elfinfo_read_mem(const void *data, size_t size, struct elfinfo *out, struct kiln_error *e)
+{
+	Elf *elf;
+	int rc;
+
+	elf_version(EV_CURRENT);
+	/* elf_memory takes a non-const pointer but only reads with ELF_C_READ. */
+	elf = elf_memory((char *)data, size);
+	if (!elf)
+		return kiln_error_set(e, ENOEXEC, "ELF data: %s", elf_errmsg(-1));
+	rc = elfinfo_from_elf(elf, out, "ELF data", e);
+	elf_end(elf);
+	return rc;
+}
+
+bool symbols_build_id_valid(const char *s)
+{
+	size_t n = 0;
+
+	if (!s)
+		return false;
+	for (; s[n]; n++) {
+		char c = s[n];
+
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+			return false;
+		if (n >= SYMBOLS_BUILD_ID_MAX)
+			return false;
+	}
+	return n >= 2 && n % 2 == 0;
+}
+
+int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,
+		      uint64_t map_limit, uint64_t map_offset, uint64_t *vaddr)
+{
+	uint64_t off;
+
+	if (addr < map_start || (map_limit && addr >= map_limit)) {
+		*vaddr = addr;
+		return -ERANGE;
+	}
+	off = addr - map_start + map_offset;
+	/* The segment whose file bytes hold this offset. The kernel maps whole
+	 * pages, so a mapping starts at the page below p_offset; the exact
+	 * offset still falls inside [p_offset, p_offset + p_filesz). */
+	for (size_t i = 0; i < info->nloads; i++) {
+		const struct elfinfo_load *l = &info->loads[i];
+
+		if (off >= l->offset &&
+		    off - l->offset < (l->memsz > l->filesz ? l->memsz : l->filesz)) {
+			*vaddr = off - l->offset + l->vaddr;
+			return 0;
+		}
+	}
+	/* In the page-rounding slack before a segment: use the executable
+	 * segment's relation, which is what a return address lands in. */
+	for (size_t i = 0; i < info->nloads; i++) {
+		const struct elfinfo_load *l = &info->loads[i];
+		uint64_t page = l->align > 1 ? l->align : 4096;
+
+		if ((l->flags & PF_X) && off >= (l->offset & ~(page - 1)) &&
+		    off < l->offset + l->filesz) {
+			*vaddr = off - l->offset + l->vaddr;
+			return 0;
+		}
+	}
+	*vaddr = off;
+	return -ERANGE;
+}

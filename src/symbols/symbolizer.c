@@ -1,0 +1,764 @@
+/*
+ * symbolizer.c — ELF virtual address -> frames, with libdw and libelf.
+ *
+ * One `symfile` per object (keyed by build ID, else path): the open debug
+ * file, its Dwarf handle (if it has DWARF), a sorted table of function
+ * symbols from .symtab (or .dynsym), and a cache from address to the
+ * resolved frames. Lookups:
+ *
+ *   1. result cache (one hash probe: the warm path);
+ *   2. DWARF: dwarf_addrdie finds the CU, dwarf_getsrc_die the line,
+ *      dwarf_getscopes the chain of inlined_subroutine scopes up to the
+ *      enclosing subprogram. Frame i+1's file:line is the DW_AT_call_file /
+ *      DW_AT_call_line of inlined scope i — where the callee was inlined;
+ *   3. the symbol table, by binary search (name only, no file:line).
+ *
+ * Names from libdw and libelf point into the mapped file and live as long as
+ * the symfile; demangled names are interned in the symfile's arena. A symfile
+ * that is forgotten (newer debuginfo) is retired, not freed, so strings
+ * already handed out stay valid until symbolizer_free.
+ */
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "common/arena.h"
+#include "common/htab.h"
+#include "common/log.h"
+#include "symbols/debuginfo.h"
+#include "symbols/symbols.h"
+
+struct fsym {
+	uint64_t addr, size;
+	const char *name;
+};
+
+struct cached {
+	uint32_t nframes;
+	struct symbols_frame frames[];
+};
+
+struct symfile {
+	struct symfile *next_retired;
+	int fd;
+	Elf *elf;
+	Dwarf *dwarf; /* NULL: symbol table only */
+	struct fsym *syms;
+	size_t nsyms;
+	struct htab *results; /* 8-byte address -> struct cached * */
+	struct htab *names;   /* raw name -> interned display name */
+	struct htab *cus;     /* CU DIE offset -> struct cu_index * */
+	struct arena *arena;
+};
+
+struct symbolizer {
+	pthread_mutex_t lock;
+	struct debuginfo_store *debuginfo;
+	size_t max_cached;
+	struct htab *files; /* key -> struct symfile * (0: open failed) */
+	struct symfile *retired;
+};
+
+struct cu_index;
+static void cu_index_free(struct cu_index *idx);
+
+static void symfile_free(struct symfile *f)
+{
+	if (!f)
+		return;
+	if (f->dwarf)
+		dwarf_end(f->dwarf);
+	if (f->elf)
+		elf_end(f->elf);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f->syms);
+	if (f->cus) {
+		size_t it = 0, kl;
+		const void *k;
+		uint64_t v;
+
+		while (htab_next(f->cus, &it, &k, &kl, &v))
+			cu_index_free((struct cu_index *)(uintptr_t)v);
+		htab_free(f->cus);
+	}
+	htab_free(f->results);
+	htab_free(f->names);
+	arena_free(f->arena);
+	free(f);
+}
+
+static int fsym_cmp(const void *a, const void *b)
+{
+	const struct fsym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* Prefer the sized (and global) symbol among aliases: sorted first. */
+	return x->size > y->size ? -1 : x->size < y->size;
+}
+
+/* Loads STT_FUNC symbols of one symbol table section. */
+static int load_symtab(struct symfile *f, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t n, cap;
+
+	if (!data || sh->sh_entsize == 0 || sh->sh_type == SHT_NOBITS)
+		return 0;
+	n = sh->sh_size / sh->sh_entsize;
+	if (n > data->d_size / gelf_fsize(f->elf, ELF_T_SYM, 1, EV_CURRENT))
+		n = data->d_size / gelf_fsize(f->elf, ELF_T_SYM, 1, EV_CURRENT);
+	cap = f->nsyms + n;
+	if (cap == 0)
+		return 0;
+	struct fsym *syms = realloc(f->syms, cap * sizeof(*syms));
+	if (!syms)
+		return -ENOMEM;
+	f->syms = syms;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *name;
+		int type;
+
+		if (!gelf_getsym(data, (int)i, &sym))
+			break;
+		type = GELF_ST_TYPE(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+		    sym.st_value == 0)
+			continue;
+		name = elf_strptr(f->elf, sh->sh_link, sym.st_name);
+		if (!name || !*name)
+			continue;
+		f->syms[f->nsyms++] = (struct fsym){sym.st_value, sym.st_size, name};
+	}
+	return 0;
+}
+
+static int load_symbols(struct symfile *f)
+{
+	Elf_Scn *scn = NULL, *dynsym = NULL;
+	GElf_Shdr dynsh;
+	bool have_symtab = false;
+	int rc;
+
+	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB) {
+			rc = load_symtab(f, scn, &sh);
+			if (rc < 0)
+				return rc;
+			have_symtab = true;
+		} else if (sh.sh_type == SHT_DYNSYM) {
+			dynsym = scn;
+			dynsh = sh;
+		}
+	}
+	if (!have_symtab && dynsym) {
+		rc = load_symtab(f, dynsym, &dynsh);
+		if (rc < 0)
+			return rc;
+	}
+	if (f->nsyms)
+		qsort(f->syms, f->nsyms, sizeof(*f->syms), fsym_cmp);
+	return 0;
+}
+
+static struct symfile *symfile_open(const char *path, struct kiln_error *e)
+{
+	struct symfile *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0) {
+		kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
+		goto err;
+	}
+	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
+	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
+		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
+		goto err;
+	}
+	f->results = htab_new(1024);
+	f->names = htab_new(256);
+	f->arena = arena_new(64 * 1024);
+	f->cus = htab_new(256);
+	if (!f->results || !f->names || !f->arena || !f->cus) {
+		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
+		goto err;
+	}
+	if (load_symbols(f) < 0) {
+		kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
+		goto err;
+	}
+	/* No DWARF is fine: the symbol table still names functions. */
+	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
+	return f;
+err:
+	symfile_free(f);
+	return NULL;
+}
+
+/* Display name for a raw name: demangled and interned, or raw itself. */
+static const char *display_name(struct symfile *f, const char *raw)
+{
+	uint64_t v;
+	size_t len;
+	char *dem, *copy;
+
+	if (!raw || raw[0] != '_' || (raw[1] != 'Z' && raw[1] != 'R'))
+		return raw;
+	len = strlen(raw);
+	if (htab_get(f->names, raw, len, &v))
+		return (const char *)(uintptr_t)v;
+	dem = symbols_demangle(raw);
+	copy = dem ? arena_strdup(f->arena, dem) : NULL;
+	free(dem);
+	if (!copy)
+		return raw;
+	htab_put(f->names, raw, len, (uint64_t)(uintptr_t)copy);
+	return copy;
+}
+
+static void die_names(struct symfile *f, Dwarf_Die *die, struct symbols_frame *fr)
+{
+	Dwarf_Attribute attr;
+	const char *raw = NULL, *name;
+	Dwarf_Word decl = 0;
+
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+		raw = dwarf_formstring(&attr);
+	name = dwarf_attr_integrate(die, DW_AT_name, &attr) ? dwarf_formstring(&attr) : NULL;
+	if (!raw)
+		raw = name;
+	fr->system_name = raw;
+	fr->function = raw ? display_name(f, raw) : NULL;
+	if (dwarf_attr_integrate(die, DW_AT_decl_line, &attr) && dwarf_formudata(&attr, &decl) == 0)
+		fr->start_line = (int64_t)decl;
+}
+
+static const struct fsym *symtab_lookup(const struct symfile *f, uint64_t addr)
+{
+	size_t lo = 0, hi = f->nsyms;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* lo is the first symbol above addr; walk back over aliases at the
+	 * same address to the one sorted first (largest size). */
+	if (lo == 0)
+		return NULL;
+	size_t i = lo - 1;
+	while (i > 0 && f->syms[i - 1].addr == f->syms[i].addr)
+		i--;
+	const struct fsym *s = &f->syms[i];
+	if (s->size ? addr - s->addr < s->size : (lo < f->nsyms || addr - s->addr < 4096))
+		return s;
+	return NULL;
+}
+
+#define MAX_DIE_DEPTH 64
+
+/* --- per-CU index ---------------------------------------------------------
+ *
+ * Walking a CU's DIE tree for every address (what dwarf_getscopes does)
+ * dominates cold symbolization: libc's CUs have thousands of top-level
+ * DIEs. So the first address in a CU walks it once and keeps:
+ *   nodes:    one per subprogram / inlined_subroutine with code, with its
+ *             names, declaration line, call site and enclosing node;
+ *   segments: disjoint address intervals, each mapped to the innermost node
+ *             covering it (a sweep over every node's ranges).
+ * A lookup is then a binary search plus a walk up the parent links. */
+
+struct cu_node {
+	const char *function, *system_name, *call_file;
+	int64_t start_line, call_line;
+	int32_t parent; /* -1: outermost */
+	bool inlined;
+};
+
+struct cu_segment {
+	uint64_t low, high;
+	int32_t node;
+};
+
+struct cu_index {
+	Dwarf_Die cudie;
+	struct cu_node *nodes;
+	size_t nnodes, cap_nodes;
+	struct cu_segment *segs;
+	size_t nsegs;
+};
+
+struct cu_range {
+	uint64_t low, high;
+	int32_t node, depth;
+};
+
+struct cu_build {
+	struct symfile *f;
+	struct cu_index *idx;
+	Dwarf_Files *files;
+	struct cu_range *ranges;
+	size_t nranges, cap_ranges;
+	bool oom;
+};
+
+static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool inlined)
+{
+	struct cu_index *idx = b->idx;
+	struct symbols_frame fr = {0};
+	Dwarf_Attribute attr;
+	Dwarf_Word w;
+
+	if (idx->nnodes == idx->cap_nodes) {
+		size_t cap = idx->cap_nodes ? idx->cap_nodes * 2 : 64;
+		struct cu_node *n = realloc(idx->nodes, cap * sizeof(*n));
+
+		if (!n) {
+			b->oom = true;
+			return -1;
+		}
+		idx->nodes = n;
+		idx->cap_nodes = cap;
+	}
+	struct cu_node *node = &idx->nodes[idx->nnodes];
+	memset(node, 0, sizeof(*node));
+	die_names(b->f, die, &fr);
+	node->function = fr.function;
+	node->system_name = fr.system_name;
+	node->start_line = fr.start_line;
+	node->parent = parent;
+	node->inlined = inlined;
+	if (inlined) {
+		if (dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &w) == 0 &&
+		    (b->files || dwarf_getsrcfiles(&idx->cudie, &b->files, NULL) == 0))
+			node->call_file = dwarf_filesrc(b->files, w, NULL, NULL);
+		if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &w) == 0)
+			node->call_line = (int64_t)w;
+	}
+	return (int32_t)idx->nnodes++;
+}
+
+static void add_range(struct cu_build *b, uint64_t low, uint64_t high, int32_t node, int32_t depth)
+{
+	if (high <= low)
+		return;
+	if (b->nranges == b->cap_ranges) {
+		size_t cap = b->cap_ranges ? b->cap_ranges * 2 : 128;
+		struct cu_range *r = realloc(b->ranges, cap * sizeof(*r));
+
+		if (!r) {
+			b->oom = true;
+			return;
+		}
+		b->ranges = r;
+		b->cap_ranges = cap;
+	}
+	b->ranges[b->nranges++] = (struct cu_range){low, high, node, depth};
+}
+
+static void index_children(struct cu_build *b, Dwarf_Die *parent_die, int32_t parent, int depth)
+{
+	Dwarf_Die child;
+
+	if (depth > MAX_DIE_DEPTH || b->oom || dwarf_child(parent_die, &child) != 0)
+		return;
+	do {
+		int tag = dwarf_tag(&child);
+
+		switch (tag) {
+		case DW_TAG_subprogram:
+		case DW_TAG_inlined_subroutine:
+		case DW_TAG_entry_point: {
+			Dwarf_Addr base, low, high;
+			ptrdiff_t off = 0;
+			int32_t node = -1;
+
+			while ((off = dwarf_ranges(&child, off, &base, &low, &high)) > 0) {
+				if (node < 0)
+					node = add_node(b, &child, parent,
+							tag == DW_TAG_inlined_subroutine);
+				if (node < 0)
+					return;
+				add_range(b, low, high, node, depth);
+			}
+			/* Without code (declarations, abstract instances)
+			 * nothing below can hold an address either. */
+			if (node >= 0)
+				index_children(b, &child, node, depth + 1);
+			break;
+		}
+		case DW_TAG_lexical_block:
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+		case DW_TAG_class_type:
+		case DW_TAG_structure_type:
+		case DW_TAG_union_type:
+			index_children(b, &child, parent, depth + 1);
+			break;
+		default:
+			break;
+		}
+	} while (!b->oom && dwarf_siblingof(&child, &child) == 0);
+}
+
+struct cu_event {
+	uint64_t addr;
+	int32_t range; /* index into ranges */
+	bool start;
+};
+
+static int event_cmp(const void *a, const void *b)
+{
+	const struct cu_event *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return (int)x->start - (int)y->start; /* ends before starts */
+}
+
+/* Turns the (possibly nested) ranges into disjoint innermost segments. */
+static int build_segments(struct cu_build *b)
+{
+	size_t nev = b->nranges * 2, nactive = 0;
+	struct cu_event *ev = malloc((nev ? nev : 1) * sizeof(*ev));
+	int32_t *active = malloc((b->nranges ? b->nranges : 1) * sizeof(*active));
+	struct cu_segment *segs = malloc((nev ? nev : 1) * sizeof(*segs));
+	size_t nsegs = 0;
+
+	if (!ev || !active || !segs) {
+		free(ev);
+		free(active);
+		free(segs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < b->nranges; i++) {
+		ev[2 * i] = (struct cu_event){b->ranges[i].low, (int32_t)i, true};
+		ev[2 * i + 1] = (struct cu_event){b->ranges[i].high, (int32_t)i, false};
+	}
+	qsort(ev, nev, sizeof(*ev), event_cmp);
+	for (size_t i = 0; i < nev;) {
+		uint64_t at = ev[i].addr;
+
+		for (; i < nev && ev[i].addr == at; i++) {
+			if (ev[i].start) {
+				active[nactive++] = ev[i].range;
+				continue;
+			}
+			for (size_t k = 0; k < nactive; k++)
+				if (active[k] == ev[i].range) {
+					active[k] = active[--nactive];
+					break;
+				}
+		}
+		if (nactive == 0 || i == nev)
+			continue;
+		int32_t best = active[0];
+		for (size_t k = 1; k < nactive; k++)
+			if (b->ranges[active[k]].depth > b->ranges[best].depth)
+				best = active[k];
+		int32_t node = b->ranges[best].node;
+		if (nsegs && segs[nsegs - 1].high == at && segs[nsegs - 1].node == node)
+			segs[nsegs - 1].high = ev[i].addr;
+		else
+			segs[nsegs++] = (struct cu_segment){at, ev[i].addr, node};
+	}
+	free(ev);
+	free(active);
+	b->idx->segs = segs;
+	b->idx->nsegs = nsegs;
+	return 0;
+}
+
+static void cu_index_free(struct cu_index *idx)
+{
+	if (!idx)
+		return;
+	free(idx->nodes);
+	free(idx->segs);
+	free(idx);
+}
+
+/* The index of the CU whose DIE is cudie, built on first use. */
+static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
+{
+	Dwarf_Off off = dwarf_dieoffset(cudie);
+	struct cu_build b = {.f = f};
+	uint64_t v;
+
+	if (htab_get(f->cus, &off, sizeof(off), &v))
+		return (struct cu_index *)(uintptr_t)v;
+	b.idx = calloc(1, sizeof(*b.idx));
+	if (!b.idx)
+		return NULL;
+	b.idx->cudie = *cudie;
+	index_children(&b, cudie, -1, 0);
+	if (b.oom || build_segments(&b) < 0 ||
+	    htab_put(f->cus, &off, sizeof(off), (uint64_t)(uintptr_t)b.idx) < 0) {
+		free(b.ranges);
+		cu_index_free(b.idx);
+		return NULL;
+	}
+	free(b.ranges);
+	return b.idx;
+}
+
+static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint64_t addr)
+{
+	size_t lo = 0, hi = idx->nsegs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (idx->segs[mid].high <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < idx->nsegs && idx->segs[lo].low <= addr ? &idx->segs[lo] : NULL;
+}
+
+/* Resolves with DWARF; returns the number of frames (0: no DWARF here). */
+static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames)
+{
+	Dwarf_Die cudie;
+	Dwarf_Line *line;
+	const char *file = NULL;
+	int lineno = 0;
+	size_t n = 0;
+	struct cu_index *idx;
+	const struct cu_segment *seg;
+
+	if (!f->dwarf || !dwarf_addrdie(f->dwarf, addr, &cudie))
+		return 0;
+	line = dwarf_getsrc_die(&cudie, addr);
+	if (line) {
+		file = dwarf_linesrc(line, NULL, NULL);
+		dwarf_lineno(line, &lineno);
+	}
+	idx = cu_index_get(f, &cudie);
+	seg = idx ? segment_lookup(idx, addr) : NULL;
+	/* Innermost first; each inlined node's call site is the position of
+	 * the frame that follows it. */
+	for (int32_t k = seg ? seg->node : -1; k >= 0 && n < SYMBOLS_MAX_FRAMES;
+	     k = idx->nodes[k].parent) {
+		const struct cu_node *node = &idx->nodes[k];
+
+		frames[n++] = (struct symbols_frame){.function = node->function,
+						     .system_name = node->system_name,
+						     .file = file,
+						     .line = lineno,
+						     .start_line = node->start_line};
+		if (!node->inlined)
+			break;
+		file = node->call_file;
+		lineno = (int)node->call_line;
+	}
+	if (n == 0 && line) {
+		/* A line but no function DIE (assembly, stripped DIEs): name
+		 * from the symbol table, place from the line table. */
+		const struct fsym *s = symtab_lookup(f, addr);
+
+		if (s) {
+			frames[0] = (struct symbols_frame){.function = display_name(f, s->name),
+							   .system_name = s->name,
+							   .file = file,
+							   .line = lineno};
+			n = 1;
+		}
+	}
+	/* A subprogram DIE without a name (rare): borrow the symbol's. */
+	if (n > 0 && !frames[n - 1].function) {
+		const struct fsym *s = symtab_lookup(f, addr);
+
+		if (s) {
+			frames[n - 1].function = display_name(f, s->name);
+			frames[n - 1].system_name = s->name;
+		}
+	}
+	return n;
+}
+
+static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t addr,
+			   struct symbols_location *out)
+{
+	uint64_t v;
+	struct cached *c;
+	size_t n;
+
+	if (htab_get(f->results, &addr, sizeof(addr), &v)) {
+		c = (struct cached *)(uintptr_t)v;
+		out->nframes = c->nframes;
+		memcpy(out->frames, c->frames, c->nframes * sizeof(c->frames[0]));
+		return 0;
+	}
+	n = resolve_dwarf(f, addr, out->frames);
+	if (n == 0) {
+		const struct fsym *sym = symtab_lookup(f, addr);
+
+		if (sym) {
+			out->frames[0] = (struct symbols_frame){
+			    .function = display_name(f, sym->name), .system_name = sym->name};
+			n = 1;
+		}
+	}
+	out->nframes = n;
+	if (htab_count(f->results) >= s->max_cached)
+		return 0; /* full: still correct, just not cached */
+	c = arena_alloc(f->arena, sizeof(*c) + n * sizeof(c->frames[0]));
+	if (!c)
+		return 0;
+	c->nframes = (uint32_t)n;
+	memcpy(c->frames, out->frames, n * sizeof(c->frames[0]));
+	htab_put(f->results, &addr, sizeof(addr), (uint64_t)(uintptr_t)c);
+	return 0;
+}
+
+struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	elf_version(EV_CURRENT);
+	pthread_mutex_init(&s->lock, NULL);
+	s->debuginfo = config ? config->debuginfo : NULL;
+	s->max_cached =
+	    config && config->max_cached_results ? config->max_cached_results : (1u << 20);
+	s->files = htab_new(64);
+	if (!s->files) {
+		symbolizer_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	size_t it = 0;
+	const void *k;
+	size_t kl;
+	uint64_t v;
+
+	if (!s)
+		return;
+	while (s->files && htab_next(s->files, &it, &k, &kl, &v))
+		symfile_free((struct symfile *)(uintptr_t)v);
+	htab_free(s->files);
+	while (s->retired) {
+		struct symfile *next = s->retired->next_retired;
+
+		symfile_free(s->retired);
+		s->retired = next;
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* Picks the file to open for obj: the debuginfo store's by build ID, else the
+ * path (when its build ID matches, or none was given). */
+static int locate(struct symbolizer *s, const struct symbols_object *obj, char *out, size_t outsz,
+		  struct kiln_error *e)
+{
+	bool has_id = obj->build_id && *obj->build_id;
+	bool has_path = obj->path && *obj->path;
+	int rc = -ENOENT;
+
+	if (has_id && s->debuginfo) {
+		rc = debuginfo_store_find(s->debuginfo, obj->build_id, obj->path, out, outsz);
+		if (rc == 0 || rc == -EAGAIN)
+			return rc == 0 ? 0
+				       : kiln_error_set(e, EAGAIN, "debuginfo %s: being fetched",
+							obj->build_id);
+	}
+	if (has_path) {
+		struct elfinfo info;
+
+		if (elfinfo_read_file(obj->path, &info, e) < 0)
+			return -ENOENT;
+		if (has_id && strcasecmp(info.build_id, obj->build_id) != 0)
+			return kiln_error_set(e, ENOENT, "%s: build ID %s, want %s", obj->path,
+					      info.build_id[0] ? info.build_id : "none",
+					      obj->build_id);
+		snprintf(out, outsz, "%s", obj->path);
+		return 0;
+	}
+	return kiln_error_set(e, ENOENT, "no debuginfo for build ID %s",
+			      has_id ? obj->build_id : "(none)");
+}
+
+int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
+		       struct symbols_location *out, struct kiln_error *e)
+{
+	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
+	struct symfile *f;
+	uint64_t v;
+	int rc;
+
+	out->nframes = 0;
+	if (!key || !*key)
+		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
+	pthread_mutex_lock(&s->lock);
+	if (htab_get(s->files, key, strlen(key), &v) && v) {
+		f = (struct symfile *)(uintptr_t)v;
+	} else {
+		char path[4096];
+
+		rc = locate(s, obj, path, sizeof(path), e);
+		if (rc < 0)
+			goto out; /* not cached: may appear later */
+		f = symfile_open(path, e);
+		if (!f) {
+			rc = -ENOENT;
+			goto out;
+		}
+		rc = htab_put(s->files, key, strlen(key), (uint64_t)(uintptr_t)f);
+		if (rc < 0) {
+			symfile_free(f);
+			goto out;
+		}
+	}
+	rc = symfile_resolve(s, f, addr, out);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void symbolizer_forget(struct symbolizer *s, const char *build_id)
+{
+	uint64_t *slot;
+
+	if (!build_id || !*build_id)
+		return;
+	pthread_mutex_lock(&s->lock);
+	slot = htab_lookup(s->files, build_id, strlen(build_id));
+	if (slot && *slot) {
+		struct symfile *f = (struct symfile *)(uintptr_t)*slot;
+
+		/* htab has no delete: a zero slot means "look again". */
+		f->next_retired = s->retired;
+		s->retired = f;
+		*slot = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+}

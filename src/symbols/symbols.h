@@ -1,0 +1,148 @@
+/*
+ * symbols.h — from a sampled address to function, file and line.
+ *
+ * Three layers, each usable on its own:
+ *
+ *  1. ELF facts (elfinfo_*): GNU build ID, PT_LOAD program headers, ELF type,
+ *     .gnu_debuglink, whether .symtab / .debug_info are present. Read with
+ *     libelf from a file or from memory (uploads are validated this way).
+ *
+ *  2. Address normalization (symbols_normalize): a process address plus the
+ *     mapping it fell in (start, limit, file offset) becomes the ELF virtual
+ *     address that DWARF and the symbol tables speak. The sampled address is
+ *     first turned into a file offset (addr - start + offset), then mapped
+ *     through the PT_LOAD segment holding that offset. One rule serves
+ *     non-PIE executables (where it is the identity), PIE executables and
+ *     shared libraries, whatever their load bias.
+ *
+ *  3. The symbolizer (symbolizer_*): resolves ELF virtual addresses of an
+ *     object, identified by GNU build ID and/or path, to a symbols_location:
+ *     one or more frames, innermost first (an address inside code inlined
+ *     into f gives the inlined callee first and f last, each with its
+ *     file:line — the order of pprof's Location.line). DWARF via libdw first;
+ *     .symtab/.dynsym when there is no DWARF for the address. C++ and Rust
+ *     names are demangled for display; the raw name is kept as system_name.
+ *     Each object is opened once and kept with its symbol table and a result
+ *     cache, so repeated addresses cost one hash lookup.
+ *
+ * Where the debug file comes from is the debuginfo store's job (see
+ * debuginfo.h): the symbolizer asks it for a path by build ID and falls back
+ * to the path it was given.
+ *
+ * Ownership: strings in a symbols_location belong to the symbolizer and stay
+ * valid until symbolizer_free. A symbolizer is thread-safe (one lock): the
+ * server's background thread and a query may share one.
+ */
+#ifndef KILN_SYMBOLS_SYMBOLS_H
+#define KILN_SYMBOLS_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+/* --- 1. ELF facts ------------------------------------------------------- */
+
+#define ELFINFO_MAX_LOADS    16
+#define SYMBOLS_BUILD_ID_MAX 64 /* hex digits; GNU build IDs are 20 bytes = 40 */
+
+struct elfinfo_load {
+	uint64_t vaddr, offset, filesz, memsz, align;
+	uint32_t flags; /* PF_X | PF_W | PF_R */
+};
+
+struct elfinfo {
+	char build_id[SYMBOLS_BUILD_ID_MAX + 1]; /* lowercase hex, "" if none */
+	uint16_t type;				 /* ET_EXEC, ET_DYN, ... */
+	uint16_t machine;
+	size_t nloads;
+	struct elfinfo_load loads[ELFINFO_MAX_LOADS];
+	char debuglink[256]; /* .gnu_debuglink file name, "" if none */
+	uint32_t debuglink_crc;
+	bool has_symtab, has_dynsym, has_debug_info;
+};
+
+/* Reads the facts of the ELF file at path / in [data, data+size). Returns 0,
+ * -ENOEXEC when it is not a well-formed ELF file, or another -errno. */
+int elfinfo_read_file(const char *path, struct elfinfo *out, struct kiln_error *e);
+int elfinfo_read_mem(const void *data, size_t size, struct elfinfo *out, struct kiln_error *e);
+
+/* True when s is a plausible build ID: 2..SYMBOLS_BUILD_ID_MAX lowercase or
+ * uppercase hex digits, even length. Used to validate untrusted input before
+ * it becomes part of a path. */
+bool symbols_build_id_valid(const char *s);
+
+/* Writes to out_path what `eu-strip --only-keep-debug` keeps: all section
+ * headers, but only the bytes of .symtab/.strtab, notes and .debug_*; other
+ * sections become SHT_NOBITS. The build ID and addresses are unchanged, so
+ * the result symbolizes like the original. Written to out_path.tmp and
+ * renamed. Returns 0 or -errno (-ENOEXEC: not ELF). */
+int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct kiln_error *e);
+
+/* --- 2. Address normalization -------------------------------------------- */
+
+/* Turns a sampled address inside the mapping [map_start, map_limit) mapped
+ * from file offset map_offset into the ELF virtual address of info's object.
+ * Returns 0 and *vaddr, or -ERANGE when addr is outside the mapping or in no
+ * PT_LOAD segment (then *vaddr is the file offset, for display). */
+int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,
+		      uint64_t map_limit, uint64_t map_offset, uint64_t *vaddr);
+
+/* --- 3. Symbolizer ------------------------------------------------------- */
+
+#define SYMBOLS_MAX_FRAMES 16
+
+struct symbols_frame {
+	const char *function;	 /* display name (demangled); NULL when unresolved */
+	const char *system_name; /* raw (mangled) name; NULL when unresolved */
+	const char *file;	 /* source file; NULL when unknown (symbol table only) */
+	int64_t line;		 /* 0 when unknown */
+	int64_t start_line;	 /* the function's declaration line, 0 when unknown */
+};
+
+struct symbols_location {
+	size_t nframes; /* 0: unresolved — show "[binary] +0xaddr" */
+	struct symbols_frame frames[SYMBOLS_MAX_FRAMES];
+};
+
+struct debuginfo_store; /* debuginfo.h */
+
+struct symbolizer_config {
+	/* Where debug files come from by build ID; NULL to use only paths. */
+	struct debuginfo_store *debuginfo;
+	/* Results cached per object; 0 means the default (1 << 20). */
+	size_t max_cached_results;
+};
+
+struct symbolizer;
+
+struct symbolizer *symbolizer_new(const struct symbolizer_config *config);
+void symbolizer_free(struct symbolizer *s);
+
+/* Identifies one object file: by build ID (preferred: the debuginfo store is
+ * asked for it) and/or by a path readable here. Either may be NULL/"". */
+struct symbols_object {
+	const char *build_id;
+	const char *path;
+};
+
+/* Resolves the ELF virtual address addr in obj into *out. Returns 0 (with
+ * out->nframes == 0 if the address is in no known function), -ENOENT when no
+ * file for obj can be found or opened (retrying later may help: the debuginfo
+ * may be uploaded or fetched meanwhile), or another -errno. */
+int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
+		       struct symbols_location *out, struct kiln_error *e);
+
+/* Forgets what is known about obj (a newer debug file arrived). */
+void symbolizer_forget(struct symbolizer *s, const char *build_id);
+
+/* Formats the display of an unresolved frame, "[libc.so.6] +0x1234", into
+ * buf. Returns buf. */
+char *symbols_format_unresolved(char *buf, size_t size, const char *path, uint64_t addr);
+
+/* Demangles a C++ or Rust symbol for display; returns a malloc'd string or
+ * NULL when name is not mangled. */
+char *symbols_demangle(const char *name);
+
+#endif

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The kiln server against a third-party gRPC client (Debian's python3-grpcio,
+# messages generated from proto/ at test time) and real Go runtime/pprof
+# profiles: WriteRaw, then every QueryService RPC; merged totals must equal
+# the sums of the ingested values exactly; the PPROF report must be read by
+# `go tool pprof`; kilnctl query renders the same data; SIGTERM exits cleanly.
+source "$(dirname "$0")/server_lib.bash"
+server_setup
+server_start
+
+P=$T/prof
+client write --name kiln_test --label job=grpc --label node=n1 \
+	--profiles "$P/cpu-0.pb.gz" "$P/heap-0.pb.gz" || die "WriteRaw 0"
+client write --name kiln_test --label job=grpc --label node=n1 \
+	--profiles "$P/cpu-1.pb.gz" "$P/heap-1.pb.gz" || die "WriteRaw 1"
+# Another series that the matchers must exclude.
+client write --name kiln_test --label job=other --label node=n2 \
+	--profiles "$P/cpu-0.pb.gz" || die "WriteRaw other"
+
+mkdir -p "$T/out"
+client check --name kiln_test --label job=grpc --label node=n1 \
+	--profiles "$P/cpu-0.pb.gz" "$P/heap-0.pb.gz" "$P/cpu-1.pb.gz" "$P/heap-1.pb.gz" \
+	--out "$T/out" || die "QueryService checks"
+
+# go tool pprof reads the PPROF report and finds the Go program's functions.
+CPU=$T/out/kiln_test_cpu_nanoseconds_cpu_nanoseconds_delta.pb.gz
+[ -s "$CPU" ] || die "no PPROF report saved"
+go tool pprof -top "$CPU" >"$T/top.txt" 2>&1 || { cat "$T/top.txt"; die "go tool pprof failed"; }
+grep -q 'main.spinAlpha' "$T/top.txt" || { cat "$T/top.txt"; die "pprof top lacks main.spinAlpha"; }
+# Its total equals the ingested total (go tool pprof -raw lists every sample).
+go tool pprof -raw "$CPU" >"$T/raw.txt" 2>&1 || die "go tool pprof -raw failed"
+grep -q 'Samples:' "$T/raw.txt" || die "pprof -raw output unexpected"
+
+# kilnctl query: the same profile, top and folded and pprof.
+Q='kiln_test:cpu:nanoseconds:cpu:nanoseconds:delta{job="grpc"}'
+"$KILNCTL" query --address="$ADDR" "$Q" --since=24h --output=top >"$T/ktop.txt" ||
+	die "kilnctl query top"
+grep -q 'main.spinAlpha' "$T/ktop.txt" || { cat "$T/ktop.txt"; die "kilnctl top lacks spinAlpha"; }
+"$KILNCTL" query --address="$ADDR" "$Q" --since=24h --output=folded >"$T/folded.txt" ||
+	die "kilnctl query folded"
+"$KILNCTL" query --address="$ADDR" "$Q" --since=24h --output=pprof -o "$T/k.pb.gz" ||
+	die "kilnctl query pprof"
+go tool pprof -top "$T/k.pb.gz" >/dev/null 2>&1 || die "go tool pprof cannot read kilnctl's pprof"
+# Folded values sum to the same total as the gRPC PPROF report.
+$PY - "$STUBS" "$CPU" "$T/folded.txt" "$T/k.pb.gz" <<'PYEOF' || die "kilnctl totals differ"
+import gzip, sys
+sys.path.insert(0, sys.argv[1])
+from pprof import profile_pb2
+def total(path):
+    p = profile_pb2.Profile(); p.ParseFromString(gzip.decompress(open(path, "rb").read()))
+    return sum(s.value[0] for s in p.sample)
+want = total(sys.argv[2])
+folded = sum(int(l.rsplit(" ", 1)[1]) for l in open(sys.argv[3]) if l.strip())
+got = total(sys.argv[4])
+if folded != want or got != want:
+    sys.exit("folded %d, kilnctl pprof %d, gRPC pprof %d" % (folded, got, want))
+print("kilnctl totals ok:", want)
+PYEOF
+# A malformed query is an error pointing at the position, exit status 1.
+if "$KILNCTL" query --address="$ADDR" 'kiln_test:cpu{' --since=1h 2>"$T/err.txt"; then
+	die "kilnctl accepted a malformed query"
+fi
+grep -q '\^' "$T/err.txt" || { cat "$T/err.txt"; die "kilnctl error lacks a position caret"; }
+
+# Metrics counted the ingestion and the calls.
+curl -sf "http://$ADDR/metrics" >"$T/metrics.txt" || die "/metrics"
+grep -Eq '^kiln_ingested_profiles_total 5$' "$T/metrics.txt" || die "ingested_profiles != 5"
+grep -Eq '^kiln_grpc_requests_total\{method="/parca.query.v1alpha1.QueryService/Query"\} [1-9]' \
+	"$T/metrics.txt" || die "Query calls not counted"
+# Graceful shutdown under load: SIGTERM while a client streams writes. The
+# client sees UNAVAILABLE (never another error), the server exits 0, and
+# after a restart every acknowledged write is there.
+client hammer --name kiln_stop --what s1 --profile "$P/cpu-0.pb.gz" --out "$T/acked.txt" \
+	>"$T/hammer.txt" 2>&1 &
+hpid=$!
+sleep 1
+server_stop
+wait "$hpid"
+grep -q 'UNAVAILABLE' "$T/hammer.txt" || { cat "$T/hammer.txt"; die "writer did not see UNAVAILABLE"; }
+grep -q 'stopped' "$T/server.log" || die "no clean stop in the log"
+server_start
+client verify --name kiln_stop --profile "$P/cpu-0.pb.gz" --out "$T/acked.txt" ||
+	die "acknowledged writes lost over a graceful restart"
+server_stop
+echo "server_grpc: ok"

@@ -1,0 +1,3 @@
+module kiln.test/peers
+
+go 1.19

@@ -1,0 +1,307 @@
+/*
+ * test_ingest.c — unit tests for the server's request decoders: gRPC message
+ * framing, grpc-timeout, and WriteRaw's decode/validate (ingest_prepare),
+ * with requests built by protobuf-c and profiles by the pprof builder.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gzip.h"
+#include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
+#include "server/ingest.h"
+#include "server/internal.h"
+
+/* ---- framing -------------------------------------------------------------- */
+
+static void frame(struct buf *b, uint8_t flag, const void *msg, size_t len)
+{
+	uint8_t p[5] = {flag, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+			(uint8_t)len};
+	buf_reset(b);
+	buf_append(b, p, 5);
+	buf_append(b, msg, len);
+}
+
+static void test_frame_plain_and_gzip(void **state)
+{
+	struct buf b = {0}, z = {0};
+	struct grpc_frame f;
+	struct kiln_error err = {0};
+	(void)state;
+
+	frame(&b, 0, "hello", 5);
+	assert_int_equal(grpc_frame_unwrap(b.data, b.len, false, 100, &f, &err), 0);
+	assert_int_equal(f.len, 5);
+	assert_memory_equal(f.msg, "hello", 5);
+	assert_null(f.owned);
+
+	assert_int_equal(gzip_deflate("hello", 5, 6, &z), 0);
+	frame(&b, 1, z.data, z.len);
+	assert_int_equal(grpc_frame_unwrap(b.data, b.len, true, 100, &f, &err), 0);
+	assert_int_equal(f.len, 5);
+	assert_memory_equal(f.msg, "hello", 5);
+	free(f.owned);
+	/* Compressed without grpc-encoding: gzip. */
+	assert_int_equal(grpc_frame_unwrap(b.data, b.len, false, 100, &f, &err), -ENOSYS);
+	buf_free(&b);
+	buf_free(&z);
+}
+
+static void test_frame_malformed(void **state)
+{
+	struct buf b = {0};
+	struct grpc_frame f;
+	struct kiln_error err = {0};
+	(void)state;
+
+	assert_int_equal(grpc_frame_unwrap((const uint8_t *)"\0\0", 2, false, 100, &f, &err),
+			 -EBADMSG);
+	assert_non_null(strstr(err.msg, "5-byte prefix"));
+	frame(&b, 0, "abc", 3);
+	b.data[4] = 9; /* prefix claims 9 bytes, 3 follow */
+	kiln_error_clear(&err);
+	assert_int_equal(grpc_frame_unwrap(b.data, b.len, false, 100, &f, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "prefix says 9"));
+	frame(&b, 2, "abc", 3);
+	assert_int_equal(grpc_frame_unwrap(b.data, b.len, false, 100, &f, &err), -EBADMSG);
+	frame(&b, 0, "abcdef", 6);
+	assert_int_equal(grpc_frame_unwrap(b.data, b.len, false, 5, &f, &err), -EFBIG);
+	buf_free(&b);
+}
+
+static void test_frame_gzip_bomb(void **state)
+{
+	struct buf b = {0}, z = {0};
+	struct grpc_frame f;
+	struct kiln_error err = {0};
+	size_t big = 8 << 20;
+	char *zeros = calloc(1, big);
+	(void)state;
+
+	assert_int_equal(gzip_deflate(zeros, big, 9, &z), 0);
+	frame(&b, 1, z.data, z.len);
+	assert_int_equal(grpc_frame_unwrap(b.data, b.len, true, 1 << 20, &f, &err), -EFBIG);
+	free(zeros);
+	buf_free(&b);
+	buf_free(&z);
+}
+
+static void test_timeout_parse(void **state)
+{
+	(void)state;
+	assert_int_equal(grpc_timeout_parse("100m", 4), 100000000LL);
+	assert_int_equal(grpc_timeout_parse("5S", 2), 5000000000LL);
+	assert_int_equal(grpc_timeout_parse("1H", 2), 3600000000000LL);
+	assert_int_equal(grpc_timeout_parse("7n", 2), 7);
+	assert_int_equal(grpc_timeout_parse("99999999u", 9), 99999999000LL);
+	assert_int_equal(grpc_timeout_parse("m", 1), -1);
+	assert_int_equal(grpc_timeout_parse("123456789S", 10), -1); /* 9 digits */
+	assert_int_equal(grpc_timeout_parse("1x", 2), -1);
+	assert_int_equal(grpc_timeout_parse("-1S", 3), -1);
+}
+
+/* ---- WriteRaw --------------------------------------------------------------- */
+
+/* A small CPU-like profile: 2 sample types, 3 samples. */
+static void make_profile(struct buf *out, bool gzip)
+{
+	struct pprof_builder *b = pprof_builder_new();
+	assert_non_null(b);
+	pprof_builder_add_sample_type(b, "samples", "count");
+	pprof_builder_add_sample_type(b, "cpu", "nanoseconds");
+	pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000);
+	pprof_builder_set_time(b, 1700000000123000000LL, 10000000000LL);
+	uint64_t fa = pprof_builder_function(b, "main", "main", "main.c", 1);
+	uint64_t fb = pprof_builder_function(b, "work", "work", "main.c", 10);
+	struct pprof_line_desc la = {.function_id = fa, .line = 3};
+	struct pprof_line_desc lb = {.function_id = fb, .line = 12};
+	uint64_t a = pprof_builder_location(b, 0, 0x1000, &la, 1);
+	uint64_t c = pprof_builder_location(b, 0, 0x2000, &lb, 1);
+	uint64_t stack1[] = {c, a}, stack2[] = {a};
+	int64_t v1[] = {3, 30000000}, v2[] = {1, 10000000};
+	assert_int_equal(pprof_builder_add_sample(b, stack1, 2, v1, NULL, 0), 0);
+	assert_int_equal(pprof_builder_add_sample(b, stack2, 1, v2, NULL, 0), 0);
+	assert_int_equal(pprof_builder_add_sample(b, stack1, 2, v2, NULL, 0), 0);
+	assert_int_equal(pprof_builder_encode(b, gzip, out), 0);
+	pprof_builder_free(b);
+}
+
+/* Serializes a WriteRawRequest with one series (labels as "k=v" strings). */
+static void make_request(struct buf *out, const char *const *labels, size_t n_labels,
+			 const struct buf *profile)
+{
+	Parca__Profilestore__V1alpha1__Label l[128];
+	Parca__Profilestore__V1alpha1__Label *lp[128];
+	char names[128][64];
+	Parca__Profilestore__V1alpha1__LabelSet ls = PARCA__PROFILESTORE__V1ALPHA1__LABEL_SET__INIT;
+	Parca__Profilestore__V1alpha1__RawSample rs =
+	    PARCA__PROFILESTORE__V1ALPHA1__RAW_SAMPLE__INIT;
+	Parca__Profilestore__V1alpha1__RawSample *rsp = &rs;
+	Parca__Profilestore__V1alpha1__RawProfileSeries se =
+	    PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
+	Parca__Profilestore__V1alpha1__RawProfileSeries *sep = &se;
+	Parca__Profilestore__V1alpha1__WriteRawRequest req =
+	    PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
+
+	for (size_t i = 0; i < n_labels; i++) {
+		parca__profilestore__v1alpha1__label__init(&l[i]);
+		const char *eq = strchr(labels[i], '=');
+		snprintf(names[i], sizeof(names[i]), "%.*s", (int)(eq - labels[i]), labels[i]);
+		l[i].name = names[i];
+		l[i].value = (char *)eq + 1;
+		lp[i] = &l[i];
+	}
+	ls.n_labels = n_labels;
+	ls.labels = lp;
+	rs.raw_profile.data = profile->data;
+	rs.raw_profile.len = profile->len;
+	se.labels = &ls;
+	se.n_samples = 1;
+	se.samples = &rsp;
+	req.n_series = 1;
+	req.series = &sep;
+	size_t n = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+	buf_reset(out);
+	buf_reserve(out, n);
+	out->len = parca__profilestore__v1alpha1__write_raw_request__pack(&req, out->data);
+}
+
+static int prepare(const struct buf *req, struct ingest_batch *b, struct kiln_error *err)
+{
+	struct arena *a = arena_new(0);
+	struct ingest_limits lim = {.max_inflate = 1 << 20, .now_ms = 42};
+	int rc = ingest_prepare(req->data, req->len, &lim, a, b, err);
+	if (rc == 0) {
+		assert_int_equal(b->n_series, 1);
+		assert_string_equal(b->series[0].labels[0].name, "__name__");
+		ingest_batch_release(b);
+	}
+	arena_free(a);
+	return rc;
+}
+
+static void test_writeraw_valid(void **state)
+{
+	struct buf prof = {0}, req = {0};
+	struct kiln_error err = {0};
+	struct arena *a = arena_new(0);
+	struct ingest_batch b;
+	struct ingest_limits lim = {.now_ms = 42};
+	const char *labels[] = {"job=api", "__name__=parca_agent", "node=n1"};
+	(void)state;
+
+	make_profile(&prof, true);
+	make_request(&req, labels, 3, &prof);
+	assert_int_equal(ingest_prepare(req.data, req.len, &lim, a, &b, &err), 0);
+	assert_int_equal(b.n_profiles, 1);
+	assert_int_equal(b.series[0].n_labels, 3);
+	assert_string_equal(b.series[0].labels[0].value, "parca_agent");
+	assert_int_equal(b.profiles[0].timestamp_ms, 1700000000123LL);
+	assert_true(b.profiles[0].delta);     /* period type cpu */
+	assert_int_equal(b.total_samples, 4); /* 2 distinct stacks x 2 sample types */
+	assert_int_equal(b.total_bytes, prof.len);
+	ingest_batch_release(&b);
+	arena_free(a);
+	buf_free(&prof);
+	buf_free(&req);
+}
+
+static void expect_invalid(const char *const *labels, size_t n, const struct buf *prof,
+			   const char *needle)
+{
+	struct buf req = {0};
+	struct ingest_batch b;
+	struct kiln_error err = {0};
+	make_request(&req, labels, n, prof);
+	assert_int_equal(prepare(&req, &b, &err), -EINVAL);
+	if (!strstr(err.msg, needle))
+		fail_msg("error \"%s\" lacks \"%s\"", err.msg, needle);
+	buf_free(&req);
+}
+
+static void test_writeraw_label_errors(void **state)
+{
+	struct buf prof = {0};
+	(void)state;
+	make_profile(&prof, false);
+
+	const char *no_name[] = {"job=x"};
+	expect_invalid(no_name, 1, &prof, "missing __name__");
+	const char *bad_name[] = {"__name__=a", "bad-name=x"};
+	expect_invalid(bad_name, 2, &prof, "invalid label name \"bad-name\"");
+	const char *digit[] = {"__name__=a", "1x=x"};
+	expect_invalid(digit, 2, &prof, "invalid label name \"1x\"");
+	const char *reserved[] = {"__name__=a", "__x=y"};
+	expect_invalid(reserved, 2, &prof, "reserved");
+	const char *dup[] = {"__name__=a", "k=1", "k=2"};
+	expect_invalid(dup, 3, &prof, "duplicate label name \"k\"");
+	const char *bad_metric[] = {"__name__=not-a-metric"};
+	expect_invalid(bad_metric, 1, &prof, "invalid __name__");
+	const char *bad_utf8[] = {"__name__=a", "k=\xff\xfe"};
+	expect_invalid(bad_utf8, 2, &prof, "UTF-8");
+
+	static char storage[100][16];
+	const char *many[100];
+	many[0] = "__name__=a";
+	for (int i = 1; i < 100; i++) {
+		snprintf(storage[i], sizeof(storage[i]), "l%d=v", i);
+		many[i] = storage[i];
+	}
+	expect_invalid(many, 100, &prof, "labels");
+	buf_free(&prof);
+}
+
+static void test_writeraw_bad_profiles(void **state)
+{
+	struct buf garbage = {0}, bomb = {0}, req = {0};
+	struct ingest_batch b;
+	struct kiln_error err = {0};
+	const char *labels[] = {"__name__=a"};
+	(void)state;
+
+	buf_append(&garbage, "\x0a\xff\xff\xffgarbage", 11);
+	make_request(&req, labels, 1, &garbage);
+	int rc = prepare(&req, &b, &err);
+	assert_true(rc == -EINVAL || rc == -EBADMSG);
+	assert_non_null(strstr(err.msg, "series[0].samples[0]"));
+
+	size_t big = 4 << 20;
+	char *zeros = calloc(1, big);
+	assert_int_equal(gzip_deflate(zeros, big, 9, &bomb), 0);
+	make_request(&req, labels, 1, &bomb);
+	kiln_error_clear(&err);
+	assert_int_equal(prepare(&req, &b, &err), -EFBIG); /* limit 1 MiB */
+
+	/* Not a WriteRawRequest at all. */
+	struct arena *a = arena_new(0);
+	struct ingest_limits lim = {0};
+	kiln_error_clear(&err);
+	assert_int_equal(ingest_prepare((const uint8_t *)"\xff\xff\xff", 3, &lim, a, &b, &err),
+			 -EINVAL);
+	arena_free(a);
+	free(zeros);
+	buf_free(&garbage);
+	buf_free(&bomb);
+	buf_free(&req);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_frame_plain_and_gzip),
+	    cmocka_unit_test(test_frame_malformed),
+	    cmocka_unit_test(test_frame_gzip_bomb),
+	    cmocka_unit_test(test_timeout_parse),
+	    cmocka_unit_test(test_writeraw_valid),
+	    cmocka_unit_test(test_writeraw_label_errors),
+	    cmocka_unit_test(test_writeraw_bad_profiles),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
