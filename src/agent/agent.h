@@ -299,6 +299,20 @@ struct agent_sink {
  * atomically. Creates dir if needed. */
 int sink_local_new(const char *dir, struct agent_sink **out, struct kiln_error *err);
 
+/* The push sink (issue 5): each window's profiles as one
+ * ProfileStoreService/WriteRaw request, labels beside each profile plus
+ * __name__="parca_agent"; queued in memory (bounded) and sent by its own
+ * thread with retries, so sampling never waits for the network. */
+struct sink_remote_config {
+	const char *address; /* host:port or URL */
+	bool insecure;	     /* cleartext HTTP/2 */
+	bool insecure_skip_verify;
+	const char *bearer_token; /* NULL: none */
+	size_t buffer_bytes;	  /* 0: 64 MiB */
+};
+int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
+		    struct agent_sink **out, struct kiln_error *err);
+
 /* ---- the agent (agent.c) -------------------------------------------------- */
 
 struct agent_config {
