@@ -104,13 +104,14 @@ static void test_endpoint_merge_and_alias(void **state)
 static void test_errors_name_line_and_column(void **state)
 {
 	(void)state;
-	expect_error("scrape_configs:\n  - job_name: a\n    scrape_intervall: 10s\n", "t.yaml:3:5:",
-		     "unknown field \"scrape_intervall\"");
-	expect_error("scrape_configs:\n  - job_name: a\n    scrape_interval: soon\n", "t.yaml:3:22:",
-		     "not a duration");
-	expect_error("scrape_configs:\n  - static_configs: []\n", "t.yaml:2:5:", "job_name is required");
-	expect_error("scrape_configs:\n  - job_name: a\n  - job_name: a\n", "t.yaml:3:5:",
-		     "used twice");
+	expect_error("scrape_configs:\n  - job_name: a\n    scrape_intervall: 10s\n",
+		     "t.yaml:3:5:", "unknown field \"scrape_intervall\"");
+	expect_error("scrape_configs:\n  - job_name: a\n    scrape_interval: soon\n",
+		     "t.yaml:3:22:", "not a duration");
+	expect_error("scrape_configs:\n  - static_configs: []\n",
+		     "t.yaml:2:5:", "job_name is required");
+	expect_error("scrape_configs:\n  - job_name: a\n  - job_name: a\n",
+		     "t.yaml:3:5:", "used twice");
 	expect_error("scrape_configs:\n  - job_name: a\n    static_configs:\n"
 		     "      - targets: ['http://x:1/metrics']\n",
 		     "t.yaml:4:19:", "not a valid host:port");
@@ -130,8 +131,8 @@ static void test_errors_name_line_and_column(void **state)
 		     "      pprof_config:\n        custom: {enabled: true}\n",
 		     "t.yaml:5:9:", "custom profile \"custom\" needs a path");
 	expect_error("scrape_configs:\n  - job_name: [a\n", "t.yaml:3:1:", "");
-	expect_error("object_storage:\n  bucket:\n    type: S3\n", "t.yaml:3:11:",
-		     "only FILESYSTEM");
+	expect_error("object_storage:\n  bucket:\n    type: S3\n",
+		     "t.yaml:3:11:", "only FILESYSTEM");
 	expect_error("scrape_configs:\n  - job_name: a\n    profiling_config:\n"
 		     "      pprof_config:\n        memory: {enabled: maybe}\n",
 		     "t.yaml:5:27:", "not a boolean");

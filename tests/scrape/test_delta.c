@@ -41,7 +41,8 @@ static struct pprof_profile *make(const struct stack_value *sv, size_t n, int64_
 		struct pprof_line_desc l2 = {.function_id = f2, .line = 20};
 		/* Addresses derive from the names: the same code in both scrapes. */
 		uint64_t a1 = 0x1000 + 16 * (uint64_t)strlen(sv[i].leaf) + (uint8_t)sv[i].leaf[5];
-		uint64_t a2 = 0x2000 + 16 * (uint64_t)strlen(sv[i].caller) + (uint8_t)sv[i].caller[5];
+		uint64_t a2 =
+		    0x2000 + 16 * (uint64_t)strlen(sv[i].caller) + (uint8_t)sv[i].caller[5];
 		uint64_t loc[2] = {pprof_builder_location(b, 0, a1, &l1, 1),
 				   pprof_builder_location(b, 0, a2, &l2, 1)};
 		int64_t v[2] = {sv[i].count, sv[i].bytes};

@@ -64,8 +64,8 @@ static void test_replace_with_groups(void **state)
 	struct scrape_labels l;
 	(void)state;
 	base(&l);
-	struct relabel_config r =
-	    rule(RELABEL_REPLACE, "__address__,env", "([^.]+)\\.[^:]+:(\\d+);(.*)", "host", "${1}_$2");
+	struct relabel_config r = rule(RELABEL_REPLACE, "__address__,env",
+				       "([^.]+)\\.[^:]+:(\\d+);(.*)", "host", "${1}_$2");
 	assert_int_equal(relabel_apply(&r, 1, &l), 1);
 	assert_string_equal(scrape_labels_get(&l, "host"), "web-1_8080");
 	release(&r);
