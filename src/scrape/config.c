@@ -496,7 +496,7 @@ static int walk_endpoint(struct walker *w, yaml_node_t *k, yaml_node_t *n,
 	yaml_node_t *k2, *v2;
 	const char *name = scalar(k);
 	int rc;
-	bool has_path = false;
+	bool has_path = false, has_delta = false;
 
 	if (strcmp(name, "memory_allocs") == 0)
 		name = "memory"; /* older Parca name for the same endpoint */
@@ -523,6 +523,7 @@ static int walk_endpoint(struct walker *w, yaml_node_t *k, yaml_node_t *n,
 				return fail_at(w, v2, "path: \"%s\" must start with /", e->path);
 		} else if (strcmp(key, "delta") == 0) {
 			rc = get_bool(w, v2, "delta", &e->delta);
+			has_delta = true;
 		} else if (strcmp(key, "seconds") == 0) {
 			uint64_t s;
 			rc = get_uint(w, v2, "seconds", &s);
@@ -539,6 +540,12 @@ static int walk_endpoint(struct walker *w, yaml_node_t *k, yaml_node_t *n,
 			return rc;
 	}
 defaults:
+	/* Unlike Parca, an entry that does not say `delta` keeps the standard
+	 * endpoint's default, so `process_cpu: {enabled: true}` still asks for
+	 * ?seconds=N instead of Go's 30 s default. */
+	for (size_t i = 0; !has_delta && i < N_DEFAULT_ENDPOINTS; i++)
+		if (strcmp(default_endpoints[i].name, name) == 0)
+			e->delta = default_endpoints[i].delta;
 	if (!has_path) {
 		for (size_t i = 0; i < N_DEFAULT_ENDPOINTS; i++)
 			if (strcmp(default_endpoints[i].name, name) == 0 &&

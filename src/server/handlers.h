@@ -42,10 +42,14 @@ void http_query_range(const struct http_request *req, struct http_response *resp
 void http_query(const struct http_request *req, struct http_response *resp);
 void http_ui(const struct http_request *req, struct http_response *resp);
 
-/* --config-path: checked for readability here; the scrape manager (pull
- * mode) replaces this extension with its own. */
-int ext_config_start(struct server *s, const char *config_path, void **state,
+/* Pull mode (handlers_scrape.c): the scrape extension and targets. */
+void rpc_scrape_targets(struct grpc_call *c);
+void http_targets(const struct http_request *req, struct http_response *resp);
+int ext_scrape_start(struct server *s, const char *config_path, void **state,
 		     struct kiln_error *err);
-void ext_config_stop(void *state);
+void ext_scrape_stop(void *state);
+
+/* Self-profiling (selfprof.c): CPU profile of the server's own threads. */
+void http_debug_pprof_profile(const struct http_request *req, struct http_response *resp);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * http_basic.c — the endpoints that are not the profile API: /healthy,
- * /ready, /metrics, the static web UI, and the --config-path hook.
+ * /ready, /metrics, the static web UI.
  *
  * The UI is a built single-page app: files under --ui-path are served with
  * their content type; any other path that is not under /api/ gets
@@ -113,18 +113,4 @@ void http_ui(const struct http_request *req, struct http_response *resp)
 		return;
 	}
 	resp->content_type = content_type_for(file);
-}
-
-int ext_config_start(struct server *s, const char *config_path, void **state,
-		     struct kiln_error *err)
-{
-	*state = NULL;
-	if (config_path && access(config_path, R_OK) != 0)
-		return kiln_error_set(err, errno, "--config-path=%s: %s", config_path,
-				      strerror(errno));
-	return 0;
-}
-
-void ext_config_stop(void *state)
-{
 }

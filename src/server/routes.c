@@ -29,6 +29,7 @@ const struct grpc_method server_grpc_methods[] = {
     {"/parca.debuginfo.v1alpha1.DebuginfoService/Upload", POOL_QUERY, rpc_debuginfo_upload},
     {"/parca.debuginfo.v1alpha1.DebuginfoService/MarkUploadFinished", POOL_QUERY,
      rpc_debuginfo_mark_finished},
+    {"/parca.scrape.v1alpha1.ScrapeService/Targets", POOL_QUERY, rpc_scrape_targets},
 };
 const size_t server_n_grpc_methods = sizeof(server_grpc_methods) / sizeof(server_grpc_methods[0]);
 
@@ -56,14 +57,16 @@ const struct http_route server_http_routes[] = {
     {"GET", "/api/v1/query_range", false, http_query_range},
     {"GET", "/api/v1/query", false, http_query},
     {"GET", "/api/v1/debuginfo", false, http_debuginfo_list},
+    {"GET", "/api/v1/targets", false, http_targets},
+    {"GET", "/debug/pprof/profile", false, http_debug_pprof_profile},
     {"GET", "/", true, http_ui},
 };
 const size_t server_n_http_routes = sizeof(server_http_routes) / sizeof(server_http_routes[0]);
 
 /* Subsystems started with the server (the scrape manager joins here). */
 const struct server_extension server_extensions[] = {
-    {"config", ext_config_start, ext_config_stop},
     {"debuginfo", ext_debuginfo_start, ext_debuginfo_stop},
+    {"scrape", ext_scrape_start, ext_scrape_stop},
 };
 const size_t server_n_extensions = sizeof(server_extensions) / sizeof(server_extensions[0]);
 

@@ -1,0 +1,348 @@
+/*
+ * handlers_scrape.c — pull mode inside the server: the "scrape" extension
+ * (loads --config-path, runs the scrape manager with the store as its ingest
+ * target, reloads on SIGHUP) and the targets endpoints:
+ * parca.scrape.v1alpha1.ScrapeService/Targets and GET /api/v1/targets.
+ *
+ * SIGHUP: the extension installs a handler that only sets a flag; a small
+ * watcher thread polls it (every 200 ms) and reloads. A config that does not
+ * load keeps the old one running and the reason is logged; the targets that
+ * stay keep their delta baselines and health (scrape_manager_apply).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "common/log.h"
+#include "parca/scrape/v1alpha1/scrape.pb-c.h"
+#include "scrape/scrape.h"
+#include "server/handlers.h"
+#include "store/store.h"
+
+struct scrape_ext {
+	struct server *srv;
+	struct scrape_manager *manager;
+	char *config_path;
+	pthread_t watcher;
+	atomic_bool stop;
+};
+
+/* Signal flag (the sanctioned kind of global): set by SIGHUP. */
+static volatile sig_atomic_t reload_requested;
+
+static void on_sighup(int sig)
+{
+	(void)sig;
+	reload_requested = 1;
+}
+
+static int ingest_to_store(void *ctx, const struct store_label *labels, size_t n,
+			   const struct pprof_profile *p, int64_t ts, bool delta,
+			   struct kiln_error *err)
+{
+	struct scrape_ext *e = ctx;
+	return store_write_profile(server_store(e->srv), labels, n, p, ts, delta, err);
+}
+
+static void reload(struct scrape_ext *e)
+{
+	struct kiln_error err = {0};
+	struct scrape_config *cfg;
+	if (scrape_config_load_file(e->config_path, &cfg, &err) < 0) {
+		log_error("SIGHUP: config not reloaded, the old one stays in effect: %s", err.msg);
+		return;
+	}
+	if (scrape_manager_apply(e->manager, cfg, &err) < 0) {
+		log_error("SIGHUP: config not reloaded, the old one stays in effect: %s", err.msg);
+		scrape_config_free(cfg);
+		return;
+	}
+	log_info("SIGHUP: reloaded %s", e->config_path);
+}
+
+static void *watch_reload(void *arg)
+{
+	struct scrape_ext *e = arg;
+	while (!atomic_load(&e->stop)) {
+		struct timespec ts = {0, 200 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+		if (reload_requested) {
+			reload_requested = 0;
+			reload(e);
+		}
+	}
+	return NULL;
+}
+
+int ext_scrape_start(struct server *s, const char *config_path, void **state,
+		     struct kiln_error *err)
+{
+	struct scrape_config *cfg;
+	struct scrape_ext *e;
+	int rc;
+
+	*state = NULL;
+	if (!config_path)
+		return 0; /* no pull mode */
+	if ((rc = scrape_config_load_file(config_path, &cfg, err)) < 0)
+		return rc;
+	if (!(e = calloc(1, sizeof(*e))) || !(e->config_path = strdup(config_path))) {
+		free(e);
+		scrape_config_free(cfg);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	e->srv = s;
+	struct scrape_manager_options o = {
+	    .ingest = ingest_to_store,
+	    .ingest_ctx = e,
+	    .max_body_bytes = server_config(s)->max_profile_inflate < (64u << 20)
+				  ? server_config(s)->max_profile_inflate
+				  : (64u << 20),
+	};
+	if ((rc = scrape_manager_new(&o, cfg, &e->manager, err)) < 0) {
+		scrape_config_free(cfg);
+		free(e->config_path);
+		free(e);
+		return rc;
+	}
+	struct sigaction sa = {.sa_handler = on_sighup};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	if (pthread_create(&e->watcher, NULL, watch_reload, e) != 0) {
+		scrape_manager_free(e->manager);
+		free(e->config_path);
+		free(e);
+		return kiln_error_set(err, EAGAIN, "cannot start the reload watcher");
+	}
+	*state = e;
+	return 0;
+}
+
+void ext_scrape_stop(void *state)
+{
+	struct scrape_ext *e = state;
+	if (!e)
+		return;
+	atomic_store(&e->stop, true);
+	pthread_join(e->watcher, NULL);
+	scrape_manager_free(e->manager);
+	free(e->config_path);
+	free(e);
+}
+
+/* Snapshot of the targets; empty when pull mode is off. */
+static int snapshot(struct server *s, struct scrape_target_info **t, size_t *n)
+{
+	struct scrape_ext *e = server_extension_state(s, "scrape");
+	*t = NULL;
+	*n = 0;
+	return e ? scrape_manager_targets(e->manager, t, n) : 0;
+}
+
+/* ---- GET /api/v1/targets ------------------------------------------------------ */
+
+static void json_labels(struct json_writer *w, const struct scrape_labels *l)
+{
+	json_begin_object(w);
+	for (size_t i = 0; i < l->n; i++) {
+		json_key(w, l->v[i].name);
+		json_string(w, l->v[i].value);
+	}
+	json_end_object(w);
+}
+
+static void json_targets(struct json_writer *w, const struct scrape_target_info *t, size_t n,
+			 bool active)
+{
+	json_begin_array(w);
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].active != active)
+			continue;
+		json_begin_object(w);
+		json_key(w, "job");
+		json_string(w, t[i].job);
+		json_key(w, "url");
+		json_string(w, t[i].url);
+		json_key(w, "labels");
+		json_labels(w, &t[i].labels);
+		json_key(w, "discovered_labels");
+		json_labels(w, &t[i].discovered);
+		json_key(w, "health");
+		json_string(w, scrape_health_name(t[i].health));
+		json_key(w, "last_scrape");
+		json_int(w, t[i].last_scrape_ms);
+		json_key(w, "last_scrape_duration_ms");
+		json_int(w, t[i].last_duration_ms);
+		json_key(w, "last_error");
+		json_string(w, t[i].last_error);
+		json_end_object(w);
+	}
+	json_end_array(w);
+}
+
+void http_targets(const struct http_request *req, struct http_response *resp)
+{
+	const char *state = http_arg(req, "state");
+	struct scrape_target_info *t;
+	size_t n;
+	struct json_writer w;
+
+	if (!state || !*state)
+		state = "any";
+	if (strcmp(state, "active") && strcmp(state, "dropped") && strcmp(state, "any"))
+		return http_error(resp, 400, -1, "state: \"%s\" is not active, dropped or any",
+				  state);
+	if (snapshot(req->srv, &t, &n) < 0)
+		return http_error(resp, 500, -1, "out of memory");
+	json_writer_init(&w, &resp->body);
+	json_begin_object(&w);
+	if (strcmp(state, "dropped") != 0) {
+		json_key(&w, "active");
+		json_targets(&w, t, n, true);
+	}
+	if (strcmp(state, "active") != 0) {
+		json_key(&w, "dropped");
+		json_targets(&w, t, n, false);
+	}
+	json_end_object(&w);
+	scrape_targets_free(t, n);
+	if (json_writer_error(&w))
+		return http_error(resp, 500, -1, "out of memory writing the response");
+	buf_append_str(&resp->body, "\n");
+	resp->content_type = "application/json";
+}
+
+/* ---- ScrapeService/Targets ------------------------------------------------------ */
+
+/* A LabelSet in one allocation (the set, its pointer array, its items);
+ * strings point into l. Free with free(). */
+static Parca__Profilestore__V1alpha1__LabelSet *proto_labels(const struct scrape_labels *l)
+{
+	struct block {
+		Parca__Profilestore__V1alpha1__LabelSet set;
+		Parca__Profilestore__V1alpha1__Label *ptrs[];
+	} *b = calloc(1, sizeof(*b) + l->n * (sizeof(b->ptrs[0]) +
+					      sizeof(Parca__Profilestore__V1alpha1__Label)));
+	if (!b)
+		return NULL;
+	Parca__Profilestore__V1alpha1__Label *items = (void *)&b->ptrs[l->n];
+	parca__profilestore__v1alpha1__label_set__init(&b->set);
+	for (size_t i = 0; i < l->n; i++) {
+		parca__profilestore__v1alpha1__label__init(&items[i]);
+		items[i].name = (char *)l->v[i].name;
+		items[i].value = (char *)l->v[i].value;
+		b->ptrs[i] = &items[i];
+	}
+	b->set.labels = b->ptrs;
+	b->set.n_labels = l->n;
+	return &b->set;
+}
+
+static bool wanted(const struct scrape_target_info *t, int state)
+{
+	return state == 0 || (state == 1 && t->active) || (state == 2 && !t->active);
+}
+
+void rpc_scrape_targets(struct grpc_call *c)
+{
+	Parca__Scrape__V1alpha1__TargetsRequest *req =
+	    parca__scrape__v1alpha1__targets_request__unpack(NULL, c->req_len, c->req);
+	struct scrape_target_info *t = NULL;
+	size_t n = 0;
+
+	if (!req)
+		return (void)grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed TargetsRequest");
+	int state = req->state; /* 0 any, 1 active, 2 dropped */
+	parca__scrape__v1alpha1__targets_request__free_unpacked(req, NULL);
+	if (snapshot(c->srv, &t, &n) < 0)
+		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+
+	Parca__Scrape__V1alpha1__Target *pt = calloc(n + 1, sizeof(*pt));
+	Parca__Scrape__V1alpha1__Target **ptp = calloc(n + 1, sizeof(*ptp));
+	Google__Protobuf__Timestamp *ts = calloc(n + 1, sizeof(*ts));
+	Google__Protobuf__Duration *du = calloc(n + 1, sizeof(*du));
+	Parca__Scrape__V1alpha1__TargetsResponse__TargetsEntry *entries =
+	    calloc(n + 1, sizeof(*entries));
+	Parca__Scrape__V1alpha1__TargetsResponse__TargetsEntry **entp =
+	    calloc(n + 1, sizeof(*entp));
+	Parca__Scrape__V1alpha1__Targets *groups = calloc(n + 1, sizeof(*groups));
+	size_t n_entries = 0, k = 0;
+	bool oom = !pt || !ptp || !ts || !du || !entries || !entp || !groups;
+
+	/* The response is a map by job name: one entry per job, its targets
+	 * contiguous in ptp. */
+	for (size_t j = 0; !oom && j < n; j++) {
+		if (!wanted(&t[j], state))
+			continue;
+		bool seen = false;
+		for (size_t g = 0; g < n_entries && !seen; g++)
+			seen = strcmp(entries[g].key, t[j].job) == 0;
+		if (seen)
+			continue;
+		size_t g = n_entries++;
+		parca__scrape__v1alpha1__targets_response__targets_entry__init(&entries[g]);
+		parca__scrape__v1alpha1__targets__init(&groups[g]);
+		entries[g].key = t[j].job;
+		entries[g].value = &groups[g];
+		entp[g] = &entries[g];
+		groups[g].targets = &ptp[k];
+		for (size_t i = j; i < n && !oom; i++) {
+			if (!wanted(&t[i], state) || strcmp(t[i].job, t[j].job) != 0)
+				continue;
+			Parca__Scrape__V1alpha1__Target *x = &pt[k];
+			parca__scrape__v1alpha1__target__init(x);
+			google__protobuf__timestamp__init(&ts[k]);
+			google__protobuf__duration__init(&du[k]);
+			ts[k].seconds = t[i].last_scrape_ms / 1000;
+			ts[k].nanos = (int32_t)(t[i].last_scrape_ms % 1000) * 1000000;
+			du[k].seconds = t[i].last_duration_ms / 1000;
+			du[k].nanos = (int32_t)(t[i].last_duration_ms % 1000) * 1000000;
+			x->last_scrape = &ts[k];
+			x->last_scrape_duration = &du[k];
+			x->url = t[i].url;
+			x->last_error = t[i].last_error;
+			x->health =
+			    t[i].health == SCRAPE_HEALTH_UP
+				? PARCA__SCRAPE__V1ALPHA1__TARGET__HEALTH__HEALTH_GOOD
+			    : t[i].health == SCRAPE_HEALTH_DOWN
+				? PARCA__SCRAPE__V1ALPHA1__TARGET__HEALTH__HEALTH_BAD
+				: PARCA__SCRAPE__V1ALPHA1__TARGET__HEALTH__HEALTH_UNKNOWN_UNSPECIFIED;
+			x->labels = proto_labels(&t[i].labels);
+			x->discovered_labels = proto_labels(&t[i].discovered);
+			oom = !x->labels || !x->discovered_labels;
+			ptp[k++] = x;
+			groups[g].n_targets++;
+		}
+	}
+	if (oom) {
+		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+	} else {
+		Parca__Scrape__V1alpha1__TargetsResponse resp =
+		    PARCA__SCRAPE__V1ALPHA1__TARGETS_RESPONSE__INIT;
+		resp.n_targets = n_entries;
+		resp.targets = entp;
+		size_t len = protobuf_c_message_get_packed_size(&resp.base);
+		if (buf_reserve(&c->resp, len) < 0)
+			grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		else
+			c->resp.len = protobuf_c_message_pack(&resp.base, c->resp.data);
+	}
+	for (size_t i = 0; pt && i < k; i++) {
+		free(pt[i].labels);
+		free(pt[i].discovered_labels);
+	}
+	free(pt);
+	free(ptp);
+	free(ts);
+	free(du);
+	free(entries);
+	free(entp);
+	free(groups);
+	scrape_targets_free(t, n);
+}
