@@ -3,7 +3,7 @@
 # synthetic profiles with ~10k, 100k and 500k tree nodes, next to `go tool
 # pprof -top` and `-traces` on the same profile files (the peer).
 #
-# Prints, per size: tree build time, JSON bytes per node and write time, and
+# Prints, per size: tree build and JSON write CPU time, JSON bytes per node, and
 # wall times of whole processes: `bench_query top` vs `go tool pprof -top`,
 # `bench_query folded` vs `go tool pprof -traces` (ratio = go / kiln).
 # Figures only; never fails on time. SIZES="10000 100000" to choose sizes.
@@ -48,5 +48,5 @@ for n in $SIZES; do
 		"$kf" "$gf" "$(awk "BEGIN{print $gf/($kf>0?$kf:1)}")"
 	unset m
 done
-echo "(build/json: in-process best of 3; top/fold vs go: whole-process wall time best of 3,"
-echo " each including decoding the gzipped profile; ratio = go tool pprof / kiln)"
+echo "(build/json: in-process thread CPU time, best of 3; top/fold vs go: whole-process wall time,"
+echo " best of 3, each including decoding the gzipped profile; ratio = go tool pprof / kiln)"

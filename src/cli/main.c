@@ -1,39 +1,54 @@
 /*
- * main.c — kilnctl: a table of subcommands.
+ * main.c — kilnctl, the Kiln command-line client: a dispatcher over the
+ * command groups in cmd_*.c. Adding a group is one line in commands[].
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/log.h"
 
-struct command {
-	const char *name;
-	int (*run)(int argc, char **argv);
-	const char *help;
-};
-
-static const struct command commands[] = {
-    {"query", cmd_query, "query a kiln server (top, folded or pprof)"},
+static const struct cli_command commands[] = {
+    {"pprof", "work with pprof files: folded, top, merge, validate", cmd_pprof},
+    {"query", "query a kiln server: top, folded or pprof", cmd_query},
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: kilnctl COMMAND [flags]\n\nCommands:\n");
+	fprintf(f, "usage: kilnctl [--log-level=LEVEL] COMMAND [ARGS...]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-	fprintf(f, "\nRun kilnctl COMMAND --help for its flags.\n");
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nRun `kilnctl COMMAND --help` for a command's options.\n");
 }
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	int i = 1;
+
+	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+		if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		}
+		if (strncmp(argv[i], "--log-level=", 12) == 0 &&
+		    log_set_level_name(argv[i] + 12) == 0)
+			continue;
+		fprintf(stderr, "kilnctl: unknown option %s\n", argv[i]);
+		usage(stderr);
+		return 2;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].run(argc - 1, argv + 1);
-	fprintf(stderr, "kilnctl: unknown command \"%s\"\n", argv[1]);
+	if (i >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[i], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
+		if (strcmp(argv[i], commands[c].name) == 0)
+			return commands[c].run(argc - i, argv + i);
+	fprintf(stderr, "kilnctl: unknown command \"%s\"\n", argv[i]);
 	usage(stderr);
 	return 2;
 }

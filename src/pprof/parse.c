@@ -16,6 +16,7 @@
 #include "pprof/wire.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 struct parse {
@@ -24,11 +25,18 @@ struct parse {
 	struct kiln_error *err;
 };
 
+/* i == SIZE_MAX: what is not an array element. */
 static int malformed(struct parse *ps, const struct wire *w, const char *what, size_t i)
 {
+	size_t at = (size_t)(w->p - ps->base);
+
+	if (i == SIZE_MAX)
+		return kiln_error_set(
+		    ps->err, EBADMSG,
+		    "malformed protobuf in %s near byte %zu (truncated or corrupt)", what, at);
 	return kiln_error_set(ps->err, EBADMSG,
 			      "malformed protobuf in %s[%zu] near byte %zu (truncated or corrupt)",
-			      what, i, (size_t)(w->p - ps->base));
+			      what, i, at);
 }
 
 static int oom(struct parse *ps)
@@ -400,7 +408,7 @@ static int count_top(struct parse *ps, struct wire w, struct top_counts *c)
 		bool ok;
 
 		if (!wire_key(&w, &f, &t))
-			return malformed(ps, &w, "profile", 0);
+			return malformed(ps, &w, "profile", SIZE_MAX);
 		if (f >= 1 && f <= 6) {
 			ok = t == WIRE_LEN && wire_bytes(&w, &sub);
 			if (f == 1)
@@ -427,7 +435,7 @@ static int count_top(struct parse *ps, struct wire w, struct top_counts *c)
 			ok = wire_skip(&w, t);
 		}
 		if (!ok)
-			return malformed(ps, &w, "profile", 0);
+			return malformed(ps, &w, "profile", SIZE_MAX);
 	}
 	return 0;
 }

@@ -73,6 +73,39 @@ int pprof_sample_type_index(const struct pprof_profile *p, const char *name,
 /* Number of samples (same as pprof_profile_msg(p)->n_sample). */
 size_t pprof_sample_count(const struct pprof_profile *p);
 
+/* ---- reports ----------------------------------------------------------- */
+
+/* Frames are named by function name; a location without lines (not
+ * symbolized) is named by its address, "0x4a3f20". Inlined frames are
+ * expanded: a location with lines [inner, outer] contributes outer;inner. */
+
+/* Appends folded stacks for sample type index ti: "root;...;leaf VALUE\n",
+ * one line per distinct stack (samples whose frame names are equal are
+ * summed, whatever their labels), sorted by stack, stacks summing to 0
+ * left out. Returns 0 or -ENOMEM. */
+int pprof_folded(const struct pprof_profile *p, int ti, struct buf *out);
+
+struct pprof_top_entry {
+	const char *name; /* valid while both the profile and the table live */
+	int64_t flat;	  /* value of samples whose leaf frame is this function */
+	int64_t cum;	  /* value of samples with this function anywhere (once each) */
+};
+
+struct arena;
+
+struct pprof_top {
+	struct pprof_top_entry *entries;
+	size_t n;
+	int64_t total;	     /* sum of the values of all samples */
+	struct arena *names; /* names made for unsymbolized frames */
+};
+
+/* Flat/cum per function name for sample type index ti, sorted like
+ * `go tool pprof -top`: by flat, then cum (absolute, descending), then name.
+ * Returns 0 or -ENOMEM; free with pprof_top_free. */
+int pprof_top(const struct pprof_profile *p, int ti, struct pprof_top *out);
+void pprof_top_free(struct pprof_top *t);
+
 /* ---- encoding ----------------------------------------------------------- */
 
 /* Appends the serialized message to out, gzip-compressed when gzip is true. */

@@ -19,11 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Compiled matchers exist only after query_selector_compile, which calls
- * into the store; a weak reference keeps programs that only parse (the
- * fuzzer, unit tests) from having to link the store. */
-void store_matcher_release(struct store_matcher *m) __attribute__((weak));
-
 struct parser {
 	const char *s;
 	size_t len;
@@ -333,7 +328,10 @@ static int check_regex(struct parser *p, const char *re, size_t literal_start, s
 	PCRE2_UCHAR msg[160];
 	size_t at = literal_start;
 
-	code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &errcode, &erroff,
+	/* the store's flags (store/series.c), so that exactly the patterns it
+	 * would refuse are refused here, with a position */
+	code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
+			     PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_DOTALL, &errcode, &erroff,
 			     NULL);
 	if (code) {
 		pcre2_code_free(code);
@@ -547,7 +545,7 @@ void query_selector_release(struct query_selector *sel)
 	if (!sel)
 		return;
 	for (size_t i = 0; i < sel->n_matchers; i++) {
-		if (sel->matchers[i].compiled && store_matcher_release)
+		if (sel->matchers[i].compiled)
 			store_matcher_release(&sel->matchers[i]);
 		free(sel->matchers[i].name);
 		free(sel->matchers[i].value);

@@ -123,6 +123,16 @@ int query_tree_write_json(const struct query_tree *t, struct buf *out)
 		use_string(remap, order, &n_used, t->frames[n->frame].file);
 	}
 
+	/* one reservation for the likely size: growing a buffer of tens of
+	 * megabytes by doubling copies it several times */
+	{
+		size_t guess = t->n_nodes * 48 + 256;
+
+		for (size_t i = 0; i < n_used; i++)
+			guess += strlen(t->strs[order[i]]) + 3;
+		if (buf_reserve(out, guess))
+			goto out;
+	}
 	rc = buf_append_str(out, "{\"unit\":");
 	if (!rc)
 		rc = json_append_string(out, t->strs[t->unit]);

@@ -669,7 +669,7 @@ void h2_serve(struct server *s, struct conn_io *io)
 {
 	struct h2_conn c = {.srv = s, .io = *io};
 	bool read_closed = false, goaway = false, terminated = false;
-	int64_t stop_seen_ns = 0;
+	int64_t stop_seen_ns = 0, start_ns = mono_ns();
 	uint8_t rbuf[16384];
 
 	pthread_mutex_init(&c.lock, NULL);
@@ -783,6 +783,8 @@ out:
 	}
 	if (c.efd >= 0)
 		close(c.efd);
+	log_debug("h2: connection closed after %lld ms",
+		  (long long)((mono_ns() - start_ns) / 1000000));
 	pthread_mutex_destroy(&c.lock);
 	conn_close(&c.io);
 }

@@ -155,13 +155,13 @@ int listener_open(struct server *s, struct kiln_error *err)
 
 /* Waits until the peer has sent enough to decide. Returns 1 for HTTP/2, 0
  * for HTTP/1.x, -1 to drop the connection (closed, error, or stalled). */
-static int sniff_protocol(int fd)
+static int sniff_protocol(struct server *s, int fd)
 {
 	char b[H2_PREFACE_LEN];
 	int64_t deadline = mono_ns() + (int64_t)PEEK_TIMEOUT_MS * 1000000;
 
 	for (;;) {
-		ssize_t n = recv(fd, b, sizeof(b), MSG_PEEK);
+		ssize_t n = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno != EAGAIN)
@@ -175,13 +175,15 @@ static int sniff_protocol(int fd)
 				return 1;
 		}
 		int64_t left = (deadline - mono_ns()) / 1000000;
-		if (left <= 0)
+		if (left <= 0 || server_stopping(s))
 			return -1;
+		if (left > 250)
+			left = 250; /* notice shutdown */
 		/* A partial preface stays readable: wait a little, then peek again. */
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (n > 0) {
 			usleep(5000);
-		} else if (poll(&p, 1, (int)left) <= 0) {
+		} else if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
 			return -1;
 		}
 	}
@@ -221,7 +223,13 @@ static void *conn_thread(void *arg)
 			tls_relay_http1(s, &io);
 		goto done;
 	}
-	int proto = sniff_protocol(io.fd);
+	int64_t t0 = mono_ns();
+	int proto = sniff_protocol(s, io.fd);
+	log_debug("connection: %s after %lld ms",
+		  proto < 0 ? "dropped"
+		  : proto   ? "HTTP/2"
+			    : "HTTP/1.x",
+		  (long long)((mono_ns() - t0) / 1000000));
 	if (proto < 0) {
 		conn_close(&io);
 	} else if (proto == 1) {

@@ -209,6 +209,7 @@ int server_run(struct server *s)
 		}
 	}
 	pthread_mutex_unlock(&s->conn_lock);
+	log_debug("shutdown: connections drained");
 	return 0;
 }
 
@@ -219,6 +220,7 @@ void server_free(struct server *s)
 	atomic_store(&s->stopping, true);
 	/* MHD first: its connection threads run handlers that use the store. */
 	http1_stop(s);
+	log_debug("shutdown: HTTP/1.1 daemon stopped");
 	/* Connection threads that outlived the drain timeout still reference s
 	 * and may have jobs on the pools: wait for them (an HTTP/2 connection
 	 * gives up on a peer that stopped reading within seconds). */
@@ -234,6 +236,7 @@ void server_free(struct server *s)
 				server_extensions[i].stop(s->ext_state[i]);
 		free(s->ext_state);
 	}
+	log_debug("shutdown: extensions stopped; closing the store");
 	store_close(s->store);
 	if (s->tls)
 		SSL_CTX_free(s->tls);

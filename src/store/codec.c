@@ -124,32 +124,38 @@ int chunked_init(struct chunked *c, size_t elem)
 {
 	c->elem = elem;
 	atomic_store(&c->count, 0);
-	/* A fixed table: chunks never move, so readers need no lock. calloc of
-	 * this size is lazily zero-mapped by the kernel. */
-	c->chunks = calloc(CHUNK_MAX, sizeof(*c->chunks));
-	return c->chunks ? 0 : -ENOMEM;
+	c->dir = calloc(DIR_LEN, sizeof(*c->dir));
+	return c->dir ? 0 : -ENOMEM;
 }
 
 void chunked_free(struct chunked *c)
 {
-	if (!c->chunks)
+	if (!c->dir)
 		return;
-	for (size_t i = 0; i < CHUNK_MAX && c->chunks[i]; i++)
-		free(c->chunks[i]);
-	free(c->chunks);
-	c->chunks = NULL;
+	for (size_t i = 0; i < DIR_LEN && c->dir[i]; i++) {
+		for (size_t j = 0; j < DIR_LEN && c->dir[i][j]; j++)
+			free(c->dir[i][j]);
+		free(c->dir[i]);
+	}
+	free(c->dir);
+	c->dir = NULL;
 }
 
 void *chunked_slot(struct chunked *c)
 {
 	size_t i = atomic_load_explicit(&c->count, memory_order_relaxed);
-	size_t ci = i >> CHUNK_SHIFT;
+	size_t ch = i >> CHUNK_SHIFT, d = ch >> DIR_SHIFT;
 
-	if (ci >= CHUNK_MAX)
+	if (d >= DIR_LEN)
 		return NULL;
-	if (!c->chunks[ci]) {
-		c->chunks[ci] = calloc(CHUNK_LEN, c->elem);
-		if (!c->chunks[ci])
+	if (!c->dir[d]) {
+		c->dir[d] = calloc(DIR_LEN, sizeof(**c->dir));
+		if (!c->dir[d])
+			return NULL;
+	}
+	if (!c->dir[d][ch & (DIR_LEN - 1)]) {
+		c->dir[d][ch & (DIR_LEN - 1)] = calloc(CHUNK_LEN, c->elem);
+		if (!c->dir[d][ch & (DIR_LEN - 1)])
 			return NULL;
 	}
 	return chunked_at(c, i);

@@ -55,15 +55,18 @@ uint32_t store_checksum(const void *p, size_t n);
 #define RECORD_MAX    (256u << 20)
 int record_append(struct buf *out, const void *payload, size_t len);
 
-/* An append-only array whose elements never move: a fixed table of chunk
- * pointers. One writer (holding the owner's lock) pushes; readers read any
- * index below chunked_count() without a lock. */
-#define CHUNK_SHIFT 12
+/* An append-only array whose elements never move: a two-level table of
+ * fixed-size chunks (2048 x 2048 chunks of 1024 elements). One writer
+ * (holding the owner's lock) pushes; readers read any index below
+ * chunked_count() without a lock, because a chunk and the table entries
+ * leading to it are written before the count that makes them reachable. */
+#define CHUNK_SHIFT 10
 #define CHUNK_LEN   (1u << CHUNK_SHIFT)
-#define CHUNK_MAX   (1u << 20)
+#define DIR_SHIFT   11
+#define DIR_LEN	    (1u << DIR_SHIFT)
 struct chunked {
 	size_t elem;
-	uint8_t **chunks;
+	uint8_t ***dir;
 	_Atomic size_t count;
 };
 int chunked_init(struct chunked *c, size_t elem);
@@ -78,7 +81,9 @@ static inline size_t chunked_count(const struct chunked *c)
 }
 static inline void *chunked_at(const struct chunked *c, size_t i)
 {
-	return c->chunks[i >> CHUNK_SHIFT] + (i & (CHUNK_LEN - 1)) * c->elem;
+	size_t ch = i >> CHUNK_SHIFT;
+
+	return c->dir[ch >> DIR_SHIFT][ch & (DIR_LEN - 1)] + (i & (CHUNK_LEN - 1)) * c->elem;
 }
 
 /* ---- meta.c ------------------------------------------------------------ */
@@ -130,6 +135,7 @@ struct meta {
 	struct chunked strings; /* const char * */
 	struct chunked mappings, functions, locations, stacks;
 	struct htab *string_ix, *mapping_ix, *function_ix, *location_ix, *stack_ix;
+	struct htab *fp_ix;  /* stack fingerprint (store.c) -> stack id; memory only */
 	struct buf pending;  /* records for the metastore log, not yet written */
 	struct buf key;	     /* scratch */
 	uint32_t *sym_queue; /* locations waiting for symbolization */

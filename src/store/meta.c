@@ -30,13 +30,14 @@ int meta_init(struct meta *m)
 	memset(m, 0, sizeof(*m));
 	pthread_mutex_init(&m->mu, NULL);
 	m->arena = arena_new(1 << 20);
-	m->string_ix = htab_new(1024);
+	m->string_ix = htab_new(64);
 	m->mapping_ix = htab_new(64);
-	m->function_ix = htab_new(1024);
-	m->location_ix = htab_new(4096);
-	m->stack_ix = htab_new(4096);
+	m->function_ix = htab_new(64);
+	m->location_ix = htab_new(64);
+	m->stack_ix = htab_new(64);
+	m->fp_ix = htab_new(64);
 	if (!m->arena || !m->string_ix || !m->mapping_ix || !m->function_ix || !m->location_ix ||
-	    !m->stack_ix)
+	    !m->stack_ix || !m->fp_ix)
 		return -ENOMEM;
 	if (chunked_init(&m->strings, sizeof(const char *)) ||
 	    chunked_init(&m->mappings, sizeof(struct meta_mapping)) ||
@@ -81,6 +82,7 @@ void meta_destroy(struct meta *m)
 	htab_free(m->function_ix);
 	htab_free(m->location_ix);
 	htab_free(m->stack_ix);
+	htab_free(m->fp_ix);
 	arena_free(m->arena);
 	buf_free(&m->pending);
 	buf_free(&m->key);

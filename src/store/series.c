@@ -185,7 +185,7 @@ int series_index_init(struct series_index *x)
 
 void series_index_destroy(struct series_index *x)
 {
-	size_t n = x->series.chunks ? chunked_count(&x->series) : 0;
+	size_t n = x->series.dir ? chunked_count(&x->series) : 0;
 
 	for (size_t i = 0; i < n; i++)
 		free(series_at(x, (uint32_t)i)->labels);

@@ -43,6 +43,9 @@
 #include "pprof/pprof.h"
 #include "store/internal.h"
 
+#include <stddef.h>
+#include <xxhash.h>
+
 #define DEFAULT_BLOCK_MS  (2 * 3600 * 1000LL)
 #define DEFAULT_MAX_LABEL 64
 #define DEFAULT_HEAD_ROWS (2u << 20)
@@ -184,40 +187,168 @@ static uint32_t idmap_get(const struct idmap *m, uint64_t id)
 	return (uint32_t)v;
 }
 
-static int64_t intern_str(struct meta *m, const struct pprof_profile *p, int64_t idx)
-{
-	const char *str = pprof_string(p, idx);
+/* Ingestion fast path. Interning every function and location of every
+ * profile costs a hash-table probe per object, ~15 per sample row for agent
+ * profiles. Instead each object gets a 128-bit content hash (pure
+ * computation over the profile), a stack's fingerprint is the hash of its
+ * locations' hashes, and meta.fp_ix maps fingerprints to stack ids: a stack
+ * seen before costs one probe. Only new stacks intern their locations (and
+ * those their functions, mappings and strings), lazily, through the caches
+ * below. Fingerprints live in memory only; after a restart the first sight
+ * of each stack takes the slow path once. */
+struct ingest {
+	const struct pprof_profile *p;
+	const pprof_msg *msg;
+	struct idmap fn_ix, map_ix, loc_ix; /* pprof id -> position + 1 */
+	XXH128_hash_t *fn_hash, *map_hash, *loc_hash;
+	uint32_t *fn_meta, *map_meta, *loc_meta, *str_meta; /* 0 = not interned yet */
+	struct buf key;
+};
 
-	return meta_string(m, str, strlen(str));
+static void ingest_free(struct ingest *in)
+{
+	idmap_free(&in->fn_ix);
+	idmap_free(&in->map_ix);
+	idmap_free(&in->loc_ix);
+	free(in->fn_hash);
+	free(in->map_hash);
+	free(in->loc_hash);
+	free(in->fn_meta);
+	free(in->map_meta);
+	free(in->loc_meta);
+	free(in->str_meta);
+	buf_free(&in->key);
 }
 
-/* Interns every mapping, function and location of p; fills locs (pprof
- * location id -> metastore location id). Caller holds meta.mu. */
-static int intern_profile(struct meta *m, const struct pprof_profile *p, struct idmap *locs)
+static uint64_t max_id_of(void **items, size_t n, size_t id_offset)
 {
-	const pprof_msg *msg = pprof_profile_msg(p);
-	struct idmap maps = {0}, funcs = {0};
-	struct meta_line *lines = NULL;
 	uint64_t max = 0;
-	size_t cap = 0;
-	int rc = 0;
 
-	for (size_t i = 0; i < msg->n_mapping; i++)
-		max = msg->mapping[i]->id > max ? msg->mapping[i]->id : max;
-	rc = idmap_init(&maps, max, msg->n_mapping);
-	max = 0;
-	for (size_t i = 0; i < msg->n_function; i++)
-		max = msg->function[i]->id > max ? msg->function[i]->id : max;
-	rc = rc ?: idmap_init(&funcs, max, msg->n_function);
-	max = 0;
-	for (size_t i = 0; i < msg->n_location; i++)
-		max = msg->location[i]->id > max ? msg->location[i]->id : max;
-	rc = rc ?: idmap_init(locs, max, msg->n_location);
-	for (size_t i = 0; i < msg->n_mapping && !rc; i++) {
-		const pprof_mapping_msg *mp = msg->mapping[i];
+	for (size_t i = 0; i < n; i++) {
+		uint64_t id = *(const uint64_t *)((const uint8_t *)items[i] + id_offset);
+
+		max = id > max ? id : max;
+	}
+	return max;
+}
+
+static int build_ix(struct idmap *m, void **items, size_t n, size_t id_offset)
+{
+	int rc = idmap_init(m, max_id_of(items, n, id_offset), n);
+
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = idmap_put(m, *(const uint64_t *)((const uint8_t *)items[i] + id_offset),
+			       (uint32_t)(i + 1));
+	return rc;
+}
+
+static int key_str(struct buf *k, const struct pprof_profile *p, int64_t idx)
+{
+	const char *s = pprof_string(p, idx);
+
+	return buf_append(k, s, strlen(s) + 1);
+}
+
+/* Hashes every function, mapping and location of the profile. */
+static int ingest_prepare(struct ingest *in, const struct pprof_profile *p)
+{
+	const pprof_msg *m = pprof_profile_msg(p);
+	struct buf *k = &in->key;
+	int rc;
+
+	in->p = p;
+	in->msg = m;
+	rc = build_ix(&in->fn_ix, (void **)m->function, m->n_function,
+		      offsetof(pprof_function_msg, id));
+	rc = rc
+		 ?: build_ix(&in->map_ix, (void **)m->mapping, m->n_mapping,
+			     offsetof(pprof_mapping_msg, id));
+	rc = rc
+		 ?: build_ix(&in->loc_ix, (void **)m->location, m->n_location,
+			     offsetof(pprof_location_msg, id));
+	if (rc)
+		return rc;
+	in->fn_hash = calloc(m->n_function + 1, sizeof(*in->fn_hash));
+	in->map_hash = calloc(m->n_mapping + 1, sizeof(*in->map_hash));
+	in->loc_hash = calloc(m->n_location + 1, sizeof(*in->loc_hash));
+	in->fn_meta = calloc(m->n_function + 1, sizeof(*in->fn_meta));
+	in->map_meta = calloc(m->n_mapping + 1, sizeof(*in->map_meta));
+	in->loc_meta = calloc(m->n_location + 1, sizeof(*in->loc_meta));
+	in->str_meta = calloc(m->n_string_table + 1, sizeof(*in->str_meta));
+	if (!in->fn_hash || !in->map_hash || !in->loc_hash || !in->fn_meta || !in->map_meta ||
+	    !in->loc_meta || !in->str_meta)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->n_function && !rc; i++) {
+		const pprof_function_msg *f = m->function[i];
+
+		buf_reset(k);
+		rc = key_str(k, p, f->name);
+		rc = rc ?: key_str(k, p, f->system_name);
+		rc = rc ?: key_str(k, p, f->filename);
+		rc = rc ?: buf_append(k, &f->start_line, sizeof(f->start_line));
+		in->fn_hash[i] = XXH3_128bits(k->data, k->len);
+	}
+	for (size_t i = 0; i < m->n_mapping && !rc; i++) {
+		const pprof_mapping_msg *mp = m->mapping[i];
+		uint64_t v[3] = {mp->memory_start, mp->memory_limit, mp->file_offset};
+		uint8_t flags = (uint8_t)(mp->has_functions | mp->has_filenames << 1 |
+					  mp->has_line_numbers << 2 | mp->has_inline_frames << 3);
+
+		buf_reset(k);
+		rc = buf_append(k, v, sizeof(v));
+		rc = rc ?: key_str(k, p, mp->filename);
+		rc = rc ?: key_str(k, p, mp->build_id);
+		rc = rc ?: buf_append(k, &flags, 1);
+		in->map_hash[i] = XXH3_128bits(k->data, k->len);
+	}
+	for (size_t i = 0; i < m->n_location && !rc; i++) {
+		const pprof_location_msg *l = m->location[i];
+		uint32_t mi = idmap_get(&in->map_ix, l->mapping_id);
+		XXH128_hash_t zero = {0, 0};
+
+		buf_reset(k);
+		rc = buf_append(k, mi ? &in->map_hash[mi - 1] : &zero, sizeof(zero));
+		rc = rc ?: buf_append(k, &l->address, sizeof(l->address));
+		for (size_t j = 0; j < l->n_line && !rc; j++) {
+			uint32_t fi = idmap_get(&in->fn_ix, l->line[j]->function_id);
+
+			rc = buf_append(k, fi ? &in->fn_hash[fi - 1] : &zero, sizeof(zero));
+			rc = rc ?: buf_append(k, &l->line[j]->line, sizeof(l->line[j]->line));
+		}
+		in->loc_hash[i] = XXH3_128bits(k->data, k->len);
+	}
+	return rc;
+}
+
+static int64_t ingest_string(struct ingest *in, struct meta *m, int64_t idx)
+{
+	if (idx <= 0 || (size_t)idx >= in->msg->n_string_table)
+		return 0;
+	if (!in->str_meta[idx]) {
+		const char *s = in->msg->string_table[idx];
+		int64_t id = meta_string(m, s, strlen(s));
+
+		if (id < 0)
+			return id;
+		in->str_meta[idx] = (uint32_t)id;
+	}
+	return in->str_meta[idx];
+}
+
+static int64_t ingest_mapping(struct ingest *in, struct meta *m, uint64_t pprof_id)
+{
+	uint32_t mi = idmap_get(&in->map_ix, pprof_id);
+
+	if (!mi)
+		return 0;
+	if (!in->map_meta[mi - 1]) {
+		const pprof_mapping_msg *mp = in->msg->mapping[mi - 1];
 		struct meta_mapping mm;
-		int64_t fn = intern_str(m, p, mp->filename), bid = intern_str(m, p, mp->build_id);
+		int64_t fn = ingest_string(in, m, mp->filename),
+			bid = ingest_string(in, m, mp->build_id);
 
+		if (fn < 0 || bid < 0)
+			return -ENOMEM;
 		memset(&mm, 0, sizeof(mm));
 		mm.start = mp->memory_start;
 		mm.limit = mp->memory_limit;
@@ -227,50 +358,101 @@ static int intern_profile(struct meta *m, const struct pprof_profile *p, struct 
 		mm.flags = (uint32_t)mp->has_functions | (uint32_t)mp->has_filenames << 1 |
 			   (uint32_t)mp->has_line_numbers << 2 |
 			   (uint32_t)mp->has_inline_frames << 3;
-		int64_t id = fn < 0 || bid < 0 ? -ENOMEM : meta_mapping(m, &mm);
-		rc = id < 0 ? (int)id : idmap_put(&maps, mp->id, (uint32_t)id);
+		int64_t id = meta_mapping(m, &mm);
+		if (id < 0)
+			return id;
+		in->map_meta[mi - 1] = (uint32_t)id;
 	}
-	for (size_t i = 0; i < msg->n_function && !rc; i++) {
-		const pprof_function_msg *f = msg->function[i];
-		struct meta_function mf = {0};
-		int64_t a = intern_str(m, p, f->name), b = intern_str(m, p, f->system_name),
-			c = intern_str(m, p, f->filename);
+	return in->map_meta[mi - 1];
+}
 
-		if (a < 0 || b < 0 || c < 0) {
-			rc = -ENOMEM;
-			break;
-		}
+static int64_t ingest_function(struct ingest *in, struct meta *m, uint64_t pprof_id)
+{
+	uint32_t fi = idmap_get(&in->fn_ix, pprof_id);
+
+	if (!fi)
+		return 0;
+	if (!in->fn_meta[fi - 1]) {
+		const pprof_function_msg *f = in->msg->function[fi - 1];
+		struct meta_function mf = {0};
+		int64_t a = ingest_string(in, m, f->name), b = ingest_string(in, m, f->system_name),
+			c = ingest_string(in, m, f->filename);
+
+		if (a < 0 || b < 0 || c < 0)
+			return -ENOMEM;
 		mf.name = (uint32_t)a;
 		mf.system_name = (uint32_t)b;
 		mf.filename = (uint32_t)c;
 		mf.start_line = f->start_line;
 		int64_t id = meta_function(m, &mf);
-		rc = id < 0 ? (int)id : idmap_put(&funcs, f->id, (uint32_t)id);
+		if (id < 0)
+			return id;
+		in->fn_meta[fi - 1] = (uint32_t)id;
 	}
-	for (size_t i = 0; i < msg->n_location && !rc; i++) {
-		const pprof_location_msg *l = msg->location[i];
+	return in->fn_meta[fi - 1];
+}
 
-		if (l->n_line > cap) {
-			struct meta_line *nl = realloc(lines, l->n_line * sizeof(*nl));
-			if (!nl) {
-				rc = -ENOMEM;
-				break;
-			}
-			lines = nl;
-			cap = l->n_line;
-		}
+static int64_t ingest_location(struct ingest *in, struct meta *m, uint32_t li)
+{
+	if (!in->loc_meta[li]) {
+		const pprof_location_msg *l = in->msg->location[li];
+		struct meta_line lines[64], *ls = lines;
+		int64_t mp = ingest_mapping(in, m, l->mapping_id), id;
+
+		if (mp < 0)
+			return mp;
+		if (l->n_line > 64 && !(ls = malloc(l->n_line * sizeof(*ls))))
+			return -ENOMEM;
 		for (size_t j = 0; j < l->n_line; j++) {
-			lines[j].function = idmap_get(&funcs, l->line[j]->function_id);
-			lines[j].line = l->line[j]->line;
+			int64_t f = ingest_function(in, m, l->line[j]->function_id);
+
+			if (f < 0) {
+				if (ls != lines)
+					free(ls);
+				return f;
+			}
+			ls[j].function = (uint32_t)f;
+			ls[j].line = l->line[j]->line;
 		}
-		int64_t id = meta_location(m, idmap_get(&maps, l->mapping_id), l->address, lines,
-					   (uint32_t)l->n_line);
-		rc = id < 0 ? (int)id : idmap_put(locs, l->id, (uint32_t)id);
+		id = meta_location(m, (uint32_t)mp, l->address, ls, (uint32_t)l->n_line);
+		if (ls != lines)
+			free(ls);
+		if (id < 0)
+			return id;
+		in->loc_meta[li] = (uint32_t)id;
 	}
-	free(lines);
-	idmap_free(&maps);
-	idmap_free(&funcs);
-	return rc;
+	return in->loc_meta[li];
+}
+
+/* The stack id of a sample: by fingerprint, else by interning. Caller holds
+ * meta.mu; scratch holds at least n_location_id entries. */
+static int64_t ingest_stack(struct ingest *in, struct meta *m, const pprof_sample_msg *sm,
+			    XXH128_hash_t *hs, uint32_t *locs)
+{
+	uint64_t id;
+
+	for (size_t j = 0; j < sm->n_location_id; j++) {
+		uint32_t li = idmap_get(&in->loc_ix, sm->location_id[j]);
+
+		hs[j] = in->loc_hash[li ? li - 1 : 0];
+	}
+	XXH128_hash_t fp = XXH3_128bits(hs, sm->n_location_id * sizeof(*hs));
+	if (htab_get(m->fp_ix, &fp, sizeof(fp), &id))
+		return (int64_t)id;
+	for (size_t j = 0; j < sm->n_location_id; j++) {
+		uint32_t li = idmap_get(&in->loc_ix, sm->location_id[j]);
+		int64_t l = li ? ingest_location(in, m, li - 1) : 0;
+
+		if (l < 0)
+			return l;
+		locs[j] = (uint32_t)l;
+	}
+	int64_t st = meta_stack(m, locs, (uint32_t)sm->n_location_id);
+	if (st < 0)
+		return st;
+	if (htab_put(m->fp_ix, &fp, sizeof(fp), (uint64_t)st))
+		return -ENOMEM;
+	return st;
 }
 
 struct srow {
@@ -291,7 +473,8 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 	const pprof_msg *msg;
 	struct store_label *sorted = NULL;
 	const char *name;
-	struct idmap locs = {0};
+	struct ingest in = {0};
+	XXH128_hash_t *hashes = NULL;
 	struct srow *rows = NULL;
 	uint32_t *stack = NULL, *sids = NULL;
 	struct buf rec = {0}, type = {0};
@@ -319,6 +502,11 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		goto out;
 	}
 
+	rc = ingest_prepare(&in, p);
+	if (rc) {
+		rc = kiln_error_set(err, -rc, "out of memory");
+		goto out;
+	}
 	/* Metadata: series, then everything the samples refer to. */
 	pthread_rwlock_wrlock(&s->sx.lock);
 	pthread_mutex_lock(&s->meta.mu);
@@ -341,22 +529,24 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		else
 			sids[t] = (uint32_t)id;
 	}
-	rc = rc ?: intern_profile(&s->meta, p, &locs);
 	for (size_t i = 0; i < msg->n_sample && !rc; i++) {
 		const pprof_sample_msg *sm = msg->sample[i];
 
 		if (sm->n_location_id > cap_stack) {
 			uint32_t *a = realloc(stack, sm->n_location_id * sizeof(*a));
-			if (!a) {
+			XXH128_hash_t *h = realloc(hashes, sm->n_location_id * sizeof(*h));
+
+			if (a)
+				stack = a;
+			if (h)
+				hashes = h;
+			if (!a || !h) {
 				rc = -ENOMEM;
 				break;
 			}
-			stack = a;
 			cap_stack = sm->n_location_id;
 		}
-		for (size_t j = 0; j < sm->n_location_id; j++)
-			stack[j] = idmap_get(&locs, sm->location_id[j]);
-		int64_t id = meta_stack(&s->meta, stack, (uint32_t)sm->n_location_id);
+		int64_t id = ingest_stack(&in, &s->meta, sm, hashes, stack);
 		if (id < 0)
 			rc = (int)id;
 		rows[i] = (struct srow){(uint32_t)id, (uint32_t)i};
@@ -427,7 +617,8 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		pthread_mutex_unlock(&s->bg_mu);
 	}
 out:
-	idmap_free(&locs);
+	ingest_free(&in);
+	free(hashes);
 	free(sorted);
 	free(rows);
 	free(stack);
@@ -885,17 +1076,26 @@ static int load_blocks(struct store *s, struct kiln_error *err)
 		all[n++] = b;
 	}
 	closedir(d);
-	/* Recovery invariants 1 and 2 (see the top of the file). */
-	size_t k = 0;
+	/* Recovery invariants 1 and 2 (see the top of the file): decide for
+	 * every block first, then drop. */
+	bool *drop = calloc(n + 1, sizeof(*drop));
+	if (!drop) {
+		for (size_t i = 0; i < n; i++)
+			block_unref(all[i]);
+		free(all);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < n; i++) {
-		bool drop = all[i]->cut_seg > s->checkpoint_seg;
-
-		for (size_t j = 0; j < n && !drop; j++)
-			for (size_t x = 0; x < all[j]->n_sources && !drop; x++)
-				drop = all[j]->sources[x] == all[i]->seq && j != i;
+		drop[i] = all[i]->cut_seg > s->checkpoint_seg;
+		for (size_t j = 0; j < n && !drop[i]; j++)
+			for (size_t x = 0; x < all[j]->n_sources && !drop[i]; x++)
+				drop[i] = all[j]->sources[x] == all[i]->seq && j != i;
 		if (all[i]->seq >= s->next_block_seq)
 			s->next_block_seq = all[i]->seq + 1;
-		if (drop) {
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (drop[i]) {
 			log_info(
 			    "store: removing block %s left by an interrupted cut or compaction",
 			    all[i]->path);
@@ -905,6 +1105,7 @@ static int load_blocks(struct store *s, struct kiln_error *err)
 		}
 		all[k++] = all[i];
 	}
+	free(drop);
 	s->blocks = all;
 	s->n_blocks = k;
 	if (k)
@@ -1037,9 +1238,9 @@ void store_close(struct store *s)
 		s->frozen = h->next;
 		head_free(h);
 	}
-	if (s->sx.key_ix || s->sx.series.chunks)
+	if (s->sx.key_ix || s->sx.series.dir)
 		series_index_destroy(&s->sx);
-	if (s->meta.arena || s->meta.strings.chunks)
+	if (s->meta.arena || s->meta.strings.dir)
 		meta_destroy(&s->meta);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);

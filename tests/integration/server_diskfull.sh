@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# A full disk: the store lives on a 3 MiB tmpfs; a writer streams WriteRaw
+# A full disk: the store lives on a 1 MiB tmpfs; a writer streams WriteRaw
 # until the disk fills. The failing write gets RESOURCE_EXHAUSTED with a
 # message (not a crash, not a hang), reads keep being served, and every
 # acknowledged write is queryable exactly once.
 source "$(dirname "$0")/server_lib.bash"
 PROFILE_PAIRS=1 server_setup
 mkdir -p "$T/data"
-mount -t tmpfs -o size=3m tmpfs "$T/data" || die "cannot mount a tmpfs (the test needs root)"
+mount -t tmpfs -o size=1m tmpfs "$T/data" || die "cannot mount a tmpfs (the test needs root)"
 cleanup_mount() {
 	if [ -n "$SPID" ] && kill -0 "$SPID" 2>/dev/null; then
 		kill -KILL "$SPID" 2>/dev/null

@@ -28,7 +28,7 @@ server_cleanup() {
 		kill -KILL "$SPID" 2>/dev/null
 		wait "$SPID" 2>/dev/null
 	fi
-	[ -n "${T:-}" ] && rm -rf "$T"
+	[ -n "${T:-}" ] && [ -z "${KILN_TEST_KEEP:-}" ] && rm -rf "$T"
 }
 
 free_port() {

@@ -227,6 +227,8 @@ static void test_parse_rejects_with_position(void **state)
 	    {TYPE "{a=~\"(\"}", 53, "invalid regular expression"},
 	    {TYPE "{a=~\"x)\"}", 53, "invalid regular expression"},
 	    {TYPE "{a!~\"[z-a]\"}", 55, "invalid regular expression"},
+	    /* refused by PCRE2 without UTF mode, as the store compiles */
+	    {TYPE "{a=~`\\x{100}`}", 58, "too large"},
 	    {"{a=\"x\"}", 0, "missing profile type"},
 	    {"", 0, "missing profile type"},
 	    {"a:b:c:d", 7, "4 parts"},
@@ -340,6 +342,48 @@ static void test_parse_nasty_regexes(void **state)
 	(void)t1; /* no timing assertion: a hang would hit the runner's timeout */
 }
 
+/* Compiled through the store: regexes are fully anchored, and patterns
+ * known for exponential backtracking finish (the match limit stops them)
+ * instead of hanging. */
+static void test_compiled_matchers(void **state)
+{
+	static const struct {
+		const char *query;
+		const char *value;
+		bool want;
+	} cases[] = {
+	    {TYPE "{node=~\"web-.*\"}", "web-1", true},
+	    {TYPE "{node=~\"web-.*\"}", "xweb-1", false},
+	    {TYPE "{node=~\"web\"}", "web-1", false},
+	    {TYPE "{node!~\"web-.*\"}", "db-1", true},
+	    {TYPE "{node!~\"web-.*\"}", "web-2", false},
+	    {TYPE "{node=\"a\"}", "a", true},
+	    {TYPE "{node!=\"a\"}", NULL, true},
+	    {TYPE "{node=\"\"}", NULL, true},
+	    {TYPE "{node=~\"a|b\"}", "b", true},
+	    {TYPE "{node=~\"(a+)+$\"}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", false},
+	    {TYPE "{node=~\"(a|aa)+b\"}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac",
+	     false},
+	    {TYPE "{node=~\"(.*a){20}\"}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
+	     false},
+	    {TYPE "{node=~\"(.*a){3}\"}", "xaxaxa", true},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct query_selector sel;
+		struct kiln_error err = {0};
+
+		if (query_parse_compiled(cases[i].query, 0, &sel, &err))
+			fail_msg("%s: %s", cases[i].query, err.msg);
+		if (store_matcher_matches(&sel.matchers[0], cases[i].value) != cases[i].want)
+			fail_msg("%s on \"%s\": want %d", cases[i].query,
+				 cases[i].value ? cases[i].value : "(absent)", cases[i].want);
+		query_selector_release(&sel);
+		assert_null(sel.matchers);
+	}
+}
+
 static void test_json_appenders(void **state)
 {
 	struct buf b;
@@ -442,6 +486,7 @@ int main(void)
 	    cmocka_unit_test(test_parse_caret_alignment),
 	    cmocka_unit_test(test_parse_limits),
 	    cmocka_unit_test(test_parse_nasty_regexes),
+	    cmocka_unit_test(test_compiled_matchers),
 	    cmocka_unit_test(test_json_appenders),
 	    cmocka_unit_test(test_json_writer),
 	};

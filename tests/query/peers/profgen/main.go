@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +45,14 @@ func allocMany() {
 	allocBig()
 }
 
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: profgen OUTDIR")
@@ -57,8 +66,10 @@ func main() {
 	if err := pprof.StartCPUProfile(cpu); err != nil {
 		panic(err)
 	}
-	deadline := time.Now().Add(400 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// Run until the process has used 300ms of CPU (so the profile has
+	// samples even on a loaded machine), at most 30s of wall time.
+	deadline := time.Now().Add(30 * time.Second)
+	for cpuTime() < 300*time.Millisecond && time.Now().Before(deadline) {
 		spin(100000)
 		recurse(5, 100000)
 		allocMany()

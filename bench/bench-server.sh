@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make bench-server — the embedded store under a synthetic agent fleet
+# (bench/bench_store.c): ingest rate per core, merge latency (1 h of one
+# process; everything), on-disk bytes per sample row, peak RSS; then the same
+# merges done by `go tool pprof -proto` on the same profiles written as
+# files (the peer), with kiln/go totals compared and the time ratio.
+#
+#   SCALE=1 make bench-server      24 h of data (~170M rows; long)
+#   SCALE=0.02 (default)           ~0.5 h of data, about two minutes
+#   THREADS=64                     concurrent writers (group commit)
+# Figures only; never fails on time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=build/bench/bench_store
+[ -x "$bin" ] || { echo "bench-server: $bin missing (run: make bench-server)" >&2; exit 1; }
+command -v go >/dev/null || { echo "bench-server: go not found (make deps installs golang-go)" >&2; exit 1; }
+: "${SCALE:=0.02}" "${THREADS:=64}" "${BENCH_DIR:=}"
+if [ -n "$BENCH_DIR" ]; then dir=$BENCH_DIR; rm -rf "$dir"; mkdir -p "$dir"; else
+	dir=$(mktemp -d /var/tmp/kiln-bench-server-XXXXXX); fi
+trap 'rm -rf "$dir"' EXIT
+
+echo "== kiln store: $bin run $dir --scale $SCALE --threads $THREADS"
+out=$("$bin" run "$dir" --scale "$SCALE" --threads "$THREADS")
+echo "$out" | grep -v '^peer-'
+
+# The peer: go tool pprof -proto merging the same profiles from files.
+peer() { # name, files dir
+	local name=$1 files=("$2"/*.pb.gz) t0 t1 ms gototal kline ktotal kms
+	t0=$(date +%s%N)
+	go tool pprof -proto "${files[@]}" >"$dir/$name.go.pb.gz" 2>/dev/null
+	t1=$(date +%s%N)
+	ms=$(( (t1 - t0) / 1000000 ))
+	gototal=$("$bin" total "$dir/$name.go.pb.gz")
+	kline=$(echo "$out" | grep "^$name ")
+	ktotal=$(echo "$kline" | awk '{print $3}')
+	kms=$(echo "$kline" | awk '{print $5}')
+	echo "peer $name: go tool pprof -proto on ${#files[@]} files: ${ms} ms, total $gototal;" \
+		"kiln merge+encode ${kms} ms, total $ktotal; totals $([ "$gototal" = "$ktotal" ] && echo equal || echo DIFFER);" \
+		"go/kiln = $(awk -v a="$ms" -v b="$kms" 'BEGIN { printf "%.1f", a / (b > 0 ? b : 0.001) }')x"
+}
+echo "== peer: go tool pprof -proto ($(go version | awk '{print $3}'))"
+peer peer-1h "$dir/peer-1h"
+peer peer-node0 "$dir/peer-node0"

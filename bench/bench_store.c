@@ -1,0 +1,456 @@
+/*
+ * bench_store.c — the driver of `make bench-server` (bench/bench-server.sh):
+ * a synthetic fleet of agent-like CPU profiles ingested into the embedded
+ * store, then merged.
+ *
+ * Fleet: 10 nodes x 20 busy processes; one profile per process per 10 s
+ * window; each profile ~100 distinct stacks (depth 10-60) drawn from the
+ * process' pool of 2,000 stacks. The 20 processes are 20 programs that run
+ * on every node (same binary, same addresses), so their locations are
+ * shared across nodes as they would be in a real fleet. --scale S ingests
+ * S x 24 h (1.0 = 24 h, ~170M sample rows).
+ *
+ *   bench_store run DIR [--scale S] [--threads N]
+ *       ingests, prints figures, writes the profiles of two peer cases as
+ *       gzipped pprof files under DIR/peer-1h and DIR/peer-node0 for
+ *       `go tool pprof -proto`, and prints kiln's merge totals for them.
+ *   bench_store total FILE     prints the sum of sample type 0 of a pprof file
+ *
+ * Ingest CPU is the process' CPU time minus the time spent generating the
+ * profiles (measured per thread), so rows per core-second count only the
+ * store's own work (interning, WAL, fsync, head, cuts, compaction).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "pprof/pprof.h"
+#include "store/store.h"
+
+#define NODES	    10
+#define KINDS	    20
+#define POOL	    2000
+#define PER_PROFILE 100
+#define MAX_DEPTH   60
+#define WINDOW_MS   10000
+#define LEVEL_CAP   256
+
+struct kind {
+	char *names[MAX_DEPTH][LEVEL_CAP];
+	uint8_t depth[POOL];
+	char file[64], build_id[64];
+};
+
+static struct kind *kinds; /* read-only after setup */
+
+struct config {
+	int64_t w_begin, w_end; /* the phase being run */
+	const char *dir;
+	double scale;
+	int threads;
+	int64_t t0, n_windows;
+	int64_t peer_1h_windows, peer_node_windows;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	return x ^ (x >> 33);
+}
+
+static int level_size(int j)
+{
+	int m = 2 << (j / 4);
+
+	return m > LEVEL_CAP ? LEVEL_CAP : m;
+}
+
+static void setup_kinds(void)
+{
+	kinds = calloc(KINDS, sizeof(*kinds));
+	for (int k = 0; k < KINDS; k++) {
+		struct kind *kd = &kinds[k];
+
+		snprintf(kd->file, sizeof(kd->file), "/usr/bin/service-%02d", k);
+		snprintf(kd->build_id, sizeof(kd->build_id), "%016llx%016llx",
+			 (unsigned long long)mix(k + 1), (unsigned long long)mix(k + 100));
+		for (int j = 0; j < MAX_DEPTH; j++)
+			for (int i = 0; i < level_size(j); i++) {
+				char b[96];
+
+				snprintf(b, sizeof(b), "service%02d::module%d::function_%d_%d", k,
+					 j / 6, j, i);
+				kd->names[j][i] = strdup(b);
+			}
+		for (int s = 0; s < POOL; s++)
+			kd->depth[s] = (uint8_t)(10 + mix((uint64_t)k * POOL + s) % 51);
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double process_cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
+/* The profile of process (node, kind) in window w. */
+static struct pprof_profile *make_profile(int node, int kind, int64_t w, int64_t ts, size_t *rows)
+{
+	const struct kind *kd = &kinds[kind];
+	struct pprof_builder *b = pprof_builder_new();
+	struct pprof_profile *p = NULL;
+	struct pprof_mapping_desc md = {.memory_start = 0x400000,
+					.memory_limit = 0x4000000,
+					.filename = kd->file,
+					.build_id = kd->build_id,
+					.has_functions = true};
+	uint64_t seed = mix(((uint64_t)node << 40) ^ ((uint64_t)kind << 32) ^ (uint64_t)w);
+	uint64_t locs[MAX_DEPTH];
+
+	pprof_builder_add_sample_type(b, "samples", "count");
+	pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000);
+	pprof_builder_set_time(b, ts * 1000000, (int64_t)WINDOW_MS * 1000000);
+	uint64_t map = pprof_builder_mapping(b, &md);
+	for (int i = 0; i < PER_PROFILE; i++) {
+		int s = (int)(mix(seed + (uint64_t)i) % POOL);
+		int d = kd->depth[s];
+
+		for (int j = 0; j < d; j++) {
+			int idx = s % level_size(j);
+			struct pprof_line_desc line = {0};
+
+			line.function_id = pprof_builder_function(
+			    b, kd->names[j][idx], kd->names[j][idx], "service.c", 0);
+			line.line = 100 + idx;
+			/* leaf first: the deepest frame is location 0 */
+			locs[d - 1 - j] = pprof_builder_location(
+			    b, map, 0x400000 + ((uint64_t)j * LEVEL_CAP + (uint64_t)idx) * 16,
+			    &line, 1);
+		}
+		int64_t v = 1 + (int64_t)(mix(seed ^ (uint64_t)s) % 20);
+		pprof_builder_add_sample(b, locs, (size_t)d, &v, NULL, 0);
+	}
+	*rows = pprof_builder_sample_count(b);
+	pprof_builder_to_profile(b, &p, NULL);
+	pprof_builder_free(b);
+	return p;
+}
+
+struct worker {
+	struct config *cfg;
+	struct store *s;
+	int id;
+	double gen_cpu;
+	uint64_t rows, profiles, failures;
+};
+
+static void write_peer_file(const struct config *cfg, const char *sub, int node, int kind,
+			    int64_t w, const struct pprof_profile *p)
+{
+	struct buf out = {0};
+	char path[4096];
+	FILE *f;
+
+	pprof_encode(pprof_profile_msg(p), true, &out);
+	snprintf(path, sizeof(path), "%s/%s/n%02d-k%02d-%08" PRId64 ".pb.gz", cfg->dir, sub, node,
+		 kind, w);
+	f = fopen(path, "w");
+	if (f) {
+		fwrite(out.data, 1, out.len, f);
+		fclose(f);
+	}
+	buf_free(&out);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct config *cfg = wk->cfg;
+	char node_s[16], comm_s[32];
+
+	for (int64_t w = cfg->w_begin; w < cfg->w_end; w++) {
+		for (int pidx = wk->id; pidx < NODES * KINDS; pidx += cfg->threads) {
+			int node = pidx / KINDS, kind = pidx % KINDS;
+			int64_t ts = cfg->t0 + w * WINDOW_MS + pidx * 37;
+			double c0 = thread_cpu_s();
+			size_t rows;
+			struct pprof_profile *p = make_profile(node, kind, w, ts, &rows);
+			/* peer files: the last hour of process (0, 0); node 0, last peer_node_windows */
+			if (node == 0 && kind == 0 && w >= cfg->n_windows - cfg->peer_1h_windows)
+				write_peer_file(cfg, "peer-1h", node, kind, w, p);
+			if (node == 0 && w >= cfg->n_windows - cfg->peer_node_windows)
+				write_peer_file(cfg, "peer-node0", node, kind, w, p);
+			wk->gen_cpu += thread_cpu_s() - c0;
+
+			snprintf(node_s, sizeof(node_s), "node-%02d", node);
+			snprintf(comm_s, sizeof(comm_s), "service-%02d", kind);
+			struct store_label l[3] = {
+			    {"__name__", "parca_agent"}, {"node", node_s}, {"comm", comm_s}};
+			struct kiln_error err = {0};
+			if (store_write_profile(wk->s, l, 3, p, ts, true, &err)) {
+				if (!wk->failures++)
+					fprintf(stderr, "write failed: %s\n", err.msg);
+			} else {
+				wk->rows += rows;
+				wk->profiles++;
+			}
+			c0 = thread_cpu_s();
+			pprof_profile_free(p);
+			wk->gen_cpu += thread_cpu_s() - c0;
+		}
+	}
+	return NULL;
+}
+
+#define TYPE "parca_agent:samples:count:cpu:nanoseconds:delta"
+
+/* Median of `runs` merges; returns ms, fills samples and total of the last. */
+static double time_merge(struct store *s, const struct store_matcher *m, size_t nm, int64_t lo,
+			 int64_t hi, int runs, size_t *samples, int64_t *total, double *encode_ms)
+{
+	double t[16];
+	struct store_selector sel = {TYPE, m, nm, lo, hi};
+
+	for (int r = 0; r < runs; r++) {
+		struct pprof_builder *b = pprof_builder_new();
+		struct kiln_error err = {0};
+		double t0 = now_s();
+
+		if (store_merge(s, &sel, b, &err))
+			fprintf(stderr, "merge: %s\n", err.msg);
+		t[r] = (now_s() - t0) * 1000;
+		if (r == runs - 1) {
+			struct pprof_profile *p = NULL;
+			struct buf out = {0};
+
+			t0 = now_s();
+			pprof_builder_encode(b, true, &out);
+			*encode_ms = (now_s() - t0) * 1000;
+			buf_free(&out);
+			*samples = pprof_builder_sample_count(b);
+			*total = 0;
+			if (pprof_builder_to_profile(b, &p, NULL) == 0) {
+				const pprof_msg *msg = pprof_profile_msg(p);
+
+				for (size_t i = 0; i < msg->n_sample; i++)
+					*total += msg->sample[i]->value[0];
+				pprof_profile_free(p);
+			}
+		}
+		pprof_builder_free(b);
+	}
+	for (int i = 1; i < runs; i++)
+		for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+			double x = t[j];
+			t[j] = t[j - 1];
+			t[j - 1] = x;
+		}
+	return t[runs / 2];
+}
+
+static uint64_t dir_bytes(const char *dir, const char *suffix)
+{
+	char cmd[4200];
+	uint64_t total = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "find '%s' -type f -name '*%s' -printf '%%s\\n'", dir, suffix);
+	f = popen(cmd, "r");
+	if (!f)
+		return 0;
+	unsigned long long v;
+	while (fscanf(f, "%llu", &v) == 1)
+		total += v;
+	pclose(f);
+	return total;
+}
+
+static int run(const char *dir, double scale, int threads)
+{
+	struct config cfg = {.dir = dir, .scale = scale, .threads = threads};
+	struct store_options o = {0};
+	struct store *s;
+	struct kiln_error err = {0};
+	char path[4096];
+
+	cfg.n_windows = (int64_t)(scale * 24 * 360 + 0.5);
+	if (cfg.n_windows < 1)
+		cfg.n_windows = 1;
+	cfg.peer_1h_windows = cfg.n_windows < 360 ? cfg.n_windows : 360;
+	cfg.peer_node_windows = cfg.peer_1h_windows;
+	/* aligned end so that the last hour is deterministic; recent enough
+	 * that no retention applies */
+	int64_t end = ((int64_t)time(NULL) * 1000 / 3600000) * 3600000;
+	cfg.t0 = end - cfg.n_windows * WINDOW_MS;
+	snprintf(path, sizeof(path), "%s/store", dir);
+	o.path = path;
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/peer-1h", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/peer-node0", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/store", dir);
+	printf("scale: %.4f of 24 h = %.2f h of data: %d nodes x %d processes, one profile per "
+	       "process per 10 s (%" PRId64 " windows), ~%d stacks per profile from a pool of %d, "
+	       "depth 10-60; %d writer threads\n",
+	       scale, cfg.n_windows * WINDOW_MS / 3.6e6, NODES, KINDS, cfg.n_windows, PER_PROFILE,
+	       POOL, threads);
+	setup_kinds();
+	if (store_open(&o, &s, &err)) {
+		fprintf(stderr, "open: %s\n", err.msg);
+		return 1;
+	}
+
+	/* Two phases: the first half of the windows sees most stacks for the
+	 * first time (slow path: interning), the second is the steady state of
+	 * a running fleet. */
+	struct worker *wk = calloc((size_t)threads, sizeof(*wk));
+	pthread_t *th = calloc((size_t)threads, sizeof(*th));
+	uint64_t rows = 0, profiles = 0, failures = 0;
+	double gen = 0, t0 = now_s(), wall = 0, cpu = 0;
+	for (int phase = 0; phase < 2; phase++) {
+		double cpu0 = process_cpu_s(), p0 = now_s();
+		uint64_t prow = 0;
+		double pgen = 0;
+
+		cfg.w_begin = phase ? cfg.n_windows / 2 : 0;
+		cfg.w_end = phase ? cfg.n_windows : cfg.n_windows / 2;
+		for (int i = 0; i < threads; i++) {
+			wk[i] = (struct worker){.cfg = &cfg, .s = s, .id = i};
+			pthread_create(&th[i], NULL, worker_main, &wk[i]);
+		}
+		for (int i = 0; i < threads; i++) {
+			pthread_join(th[i], NULL);
+			prow += wk[i].rows;
+			profiles += wk[i].profiles;
+			failures += wk[i].failures;
+			pgen += wk[i].gen_cpu;
+		}
+		if (phase == 1 && store_flush(s, &err))
+			fprintf(stderr, "flush: %s\n", err.msg);
+		double pcpu = process_cpu_s() - cpu0 - pgen, pwall = now_s() - p0;
+		printf("ingest %s: %" PRIu64
+		       " rows, %.0f sample rows/s per core (store CPU %.1f s; "
+		       "profile generation CPU %.1f s excluded), %.1f s wall\n",
+		       phase ? "steady state (second half, incl. final cut+compaction)"
+			     : "warm-up (first half, new stacks)",
+		       prow, prow / pcpu, pcpu, pgen, pwall);
+		rows += prow;
+		gen += pgen;
+		cpu += pcpu;
+	}
+	wall = now_s() - t0;
+	printf("ingest: %" PRIu64 " sample rows in %" PRIu64 " profiles (%" PRIu64
+	       " failed); %.1f s wall; overall %.0f sample rows/s per core\n",
+	       rows, profiles, failures, wall, rows / cpu);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	printf("wal: %" PRIu64 " fsyncs, mean %.2f ms\n", st.wal_fsyncs,
+	       st.wal_fsyncs ? st.wal_fsync_ns_total / 1e6 / st.wal_fsyncs : 0.0);
+	uint64_t blocks = dir_bytes(path, ".kb"), meta = dir_bytes(path, "meta.log");
+	printf("disk: %" PRIu64 " bytes in %" PRIu64 " blocks = %.2f bytes per sample row; "
+	       "metastore log %" PRIu64 " bytes (%.2f bytes/row); all together %.2f bytes/row; "
+	       "%" PRIu64 " stacks, %" PRIu64 " locations\n",
+	       blocks, st.blocks, (double)blocks / rows, meta, (double)meta / rows,
+	       (double)(blocks + meta) / rows, st.stacks, st.locations);
+
+	size_t samples;
+	int64_t total;
+	double enc;
+	struct store_matcher m1[2] = {{STORE_MATCH_EQ, "node", "node-00", NULL},
+				      {STORE_MATCH_EQ, "comm", "service-00", NULL}};
+	int64_t last = cfg.t0 + cfg.n_windows * WINDOW_MS;
+	int64_t lo1 = last - cfg.peer_1h_windows * WINDOW_MS;
+	double ms = time_merge(s, m1, 2, lo1, last, 7, &samples, &total, &enc);
+	printf("merge one process, last %.2f h: %.2f ms (median of 7; %zu samples, total %" PRId64
+	       "; gzip encode %.2f ms)\n",
+	       (last - lo1) / 3.6e6, ms, samples, total, enc);
+	printf("peer-1h kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
+	ms = time_merge(s, NULL, 0, cfg.t0, last, 3, &samples, &total, &enc);
+	printf("merge everything, %.2f h x %d processes: %.1f ms (median of 3; %zu samples, "
+	       "total %" PRId64 "; gzip encode %.1f ms)\n",
+	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, samples, total, enc);
+	ms = time_merge(s, m1, 1, lo1, last, 3, &samples, &total, &enc);
+	printf("peer-node0 kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
+	store_close(s);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("peak RSS: %.0f MB (whole bench process: store plus profile generator)\n",
+	       ru.ru_maxrss / 1024.0);
+	free(wk);
+	free(th);
+	return failures ? 1 : 0;
+}
+
+static int total(const char *path)
+{
+	struct pprof_profile *p;
+	struct kiln_error err = {0};
+	int64_t t = 0;
+
+	if (pprof_decode_file(path, NULL, &p, &err)) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	const pprof_msg *m = pprof_profile_msg(p);
+	for (size_t i = 0; i < m->n_sample; i++)
+		t += m->sample[i]->value[0];
+	printf("%" PRId64 "\n", t);
+	pprof_profile_free(p);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	double scale = 0.02;
+	int threads = 8;
+
+	log_set_level(LOG_WARN);
+	if (argc == 3 && strcmp(argv[1], "total") == 0)
+		return total(argv[2]);
+	if (argc < 3 || strcmp(argv[1], "run") != 0) {
+		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N]\n"
+				"       bench_store total FILE\n");
+		return 2;
+	}
+	for (int i = 3; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--scale") == 0)
+			scale = atof(argv[i + 1]);
+		else if (strcmp(argv[i], "--threads") == 0)
+			threads = atoi(argv[i + 1]);
+	}
+	if (scale <= 0 || threads < 1)
+		return 2;
+	return run(argv[2], scale, threads);
+}
