@@ -27,7 +27,7 @@ let profileSeq = 0;
 let searchT0 = 0;
 
 const perfLog = () => (window.__kilnPerf ??= { paints: [], frames: [] }) as NonNullable<typeof window.__kilnPerf> & {
-	searches?: { nodes: number; ms: number; bytes: number; parseMs: number; drawMs: number }[];
+	searches?: { nodes: number; ms: number; bytes: number; fetchMs: number; jsonMs: number; parseMs: number; drawMs: number }[];
 };
 
 // ---- theme ---------------------------------------------------------------
@@ -431,7 +431,7 @@ async function loadProfile(): Promise<void> {
 	try {
 		const j = await api.flame(params, ctl.signal);
 		if (seq !== profileSeq) return;
-		const bytes = apiStats.lastBytes;
+		const { lastBytes: bytes, fetchMs, jsonMs } = apiStats;
 		const tp = performance.now();
 		const f = decodeFlame(j);
 		const parseMs = performance.now() - tp;
@@ -463,7 +463,7 @@ async function loadProfile(): Promise<void> {
 		commit();
 		requestAnimationFrame(() => {
 			const log = perfLog();
-			(log.searches ??= []).push({ nodes: f.n, ms: performance.now() - t0, bytes, parseMs, drawMs });
+			(log.searches ??= []).push({ nodes: f.n, ms: performance.now() - t0, bytes, fetchMs, jsonMs, parseMs, drawMs });
 			document.body.dataset.painted = String(seq);
 		});
 		if (state.view !== 'icicle') loadTop();
