@@ -157,6 +157,8 @@ class Side {
 			}
 		} catch (e) {
 			if ((e as Error).name === 'AbortError') return;
+			this.graph.el.hidden = true;
+			this.empty.hidden = true;
 			this.bar.showError(e as Error);
 		} finally {
 			if (this.ctl === ctl) this.loading.stop();
@@ -473,7 +475,7 @@ async function loadProfile(): Promise<void> {
 		content.hidden = true;
 		resultEmpty.hidden = true;
 		resultError.hidden = false;
-		resultError.textContent = 'Query failed: ' + (e as Error).message;
+		resultError.textContent = 'Query failed: ' + (e as Error).message.split('\n')[0];
 		if (e instanceof ApiError && e.position !== undefined) sides.a.bar.showError(e);
 	} finally {
 		if (seq === profileSeq) profileLoading.stop();
