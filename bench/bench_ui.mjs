@@ -63,6 +63,10 @@ for (const size of sizes) {
 		nodes: last.nodes,
 		searchToPaint: med(runs.map((x) => x.ms)),
 		client: med(runs.map((x) => x.parseMs + x.drawMs)),
+		fetch: med(runs.map((x) => x.fetchMs)),
+		json: med(runs.map((x) => x.jsonMs)),
+		layout: med(runs.map((x) => x.parseMs)),
+		draw: med(runs.map((x) => x.drawMs)),
 		bytesPerNode: last.bytes / last.nodes,
 		mb: last.bytes / 1e6,
 		zoomMedian: med(frames),
@@ -91,10 +95,10 @@ await browser.close();
 
 const f = (x, d = 1) => (x == null ? 'timeout' : x.toFixed(d));
 console.log('\nui: Search → painted icicle graph (headless Chromium 1280x800, median of ' + RUNS + ')');
-console.log('size   nodes     search→paint ms  client ms  API MB  bytes/node  zoom frame ms (median/p95/max, n)');
+console.log('size   nodes     search→paint ms  fetch ms  JSON.parse ms  layout ms  first draw ms  API MB  bytes/node  zoom frame ms (median/p95/max, n)');
 for (const r of results) {
 	console.log(
-		`${r.size.padEnd(6)} ${String(r.nodes).padEnd(9)} ${f(r.searchToPaint).padStart(15)}  ${f(r.client).padStart(9)}  ${f(r.mb, 2).padStart(6)}  ${f(r.bytesPerNode).padStart(10)}  ${f(r.zoomMedian, 2)}/${f(r.zoomP95, 2)}/${f(r.zoomMax, 2)}, ${r.frames}`,
+		`${r.size.padEnd(6)} ${String(r.nodes).padEnd(9)} ${f(r.searchToPaint).padStart(15)}  ${f(r.fetch).padStart(8)}  ${f(r.json).padStart(13)}  ${f(r.layout).padStart(9)}  ${f(r.draw).padStart(13)}  ${f(r.mb, 2).padStart(6)}  ${f(r.bytesPerNode).padStart(10)}  ${f(r.zoomMedian, 2)}/${f(r.zoomP95, 2)}/${f(r.zoomMax, 2)}, ${r.frames}`,
 	);
 }
 if (peerResults.length) {

@@ -12,7 +12,7 @@ rm -rf "$SHOTS"
 mkdir -p "$SHOTS" "$T/prof" "$T/out"
 
 (cd "$KILN_ROOT/tests/peers/go/uiload" && go build -o "$T/uiload" main.go) || die "go build uiload"
-"$T/uiload" -out "$T/prof" -n 4 -cpu 800ms || die "uiload"
+"$T/uiload" -out "$T/prof" -n 4 -units 40 || die "uiload"
 
 # Scrape kiln's own pprof endpoint when pull mode is there (targets page).
 cat >"$T/kiln.yaml" <<YAML

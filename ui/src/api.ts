@@ -74,10 +74,11 @@ export function apiUrl(path: string, params: Record<string, string | undefined>)
 }
 
 /** Bytes of the last JSON responses (the bench reads it: API bytes per node). */
-export const apiStats = { lastBytes: 0 };
+export const apiStats = { lastBytes: 0, fetchMs: 0, jsonMs: 0 };
 
 async function getJSON<T>(path: string, params: Record<string, string | undefined>, signal?: AbortSignal): Promise<T> {
 	let res: Response;
+	const t0 = performance.now();
 	try {
 		res = await fetch(apiUrl(path, params), { signal, headers: { Accept: 'application/json' } });
 	} catch (e) {
@@ -86,6 +87,7 @@ async function getJSON<T>(path: string, params: Record<string, string | undefine
 	}
 	const text = await res.text();
 	apiStats.lastBytes = text.length;
+	apiStats.fetchMs = performance.now() - t0;
 	if (!res.ok) {
 		let msg = `HTTP ${res.status}`;
 		let pos: number | undefined;
@@ -99,7 +101,10 @@ async function getJSON<T>(path: string, params: Record<string, string | undefine
 		throw new ApiError(msg, res.status, pos);
 	}
 	try {
-		return JSON.parse(text) as T;
+		const t1 = performance.now();
+		const v = JSON.parse(text) as T;
+		apiStats.jsonMs = performance.now() - t1;
+		return v;
 	} catch {
 		throw new ApiError(`${path}: the server's answer is not JSON`, res.status);
 	}

@@ -5,7 +5,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { Series } from './api';
-import { formatY, toCores, type YMode } from './units';
+import { formatTicks, formatY, toCores, type YMode } from './units';
 import { alignSeries, seriesColor, seriesLabel } from './series';
 export { seriesMatchers } from './series';
 
@@ -93,7 +93,7 @@ export class MetricsGraph {
 					stroke: axisStroke,
 					grid: { stroke: grid },
 					size: 80,
-					values: (_u, splits) => splits.map((v) => formatY(v, unit, ymode)),
+					values: (_u, splits) => formatTicks(splits, unit, ymode),
 				},
 			],
 			series: [

@@ -27,7 +27,7 @@ let profileSeq = 0;
 let searchT0 = 0;
 
 const perfLog = () => (window.__kilnPerf ??= { paints: [], frames: [] }) as NonNullable<typeof window.__kilnPerf> & {
-	searches?: { nodes: number; ms: number; bytes: number; parseMs: number; drawMs: number }[];
+	searches?: { nodes: number; ms: number; bytes: number; fetchMs: number; jsonMs: number; parseMs: number; drawMs: number }[];
 };
 
 // ---- theme ---------------------------------------------------------------
@@ -157,6 +157,8 @@ class Side {
 			}
 		} catch (e) {
 			if ((e as Error).name === 'AbortError') return;
+			this.graph.el.hidden = true;
+			this.empty.hidden = true;
 			this.bar.showError(e as Error);
 		} finally {
 			if (this.ctl === ctl) this.loading.stop();
@@ -431,7 +433,7 @@ async function loadProfile(): Promise<void> {
 	try {
 		const j = await api.flame(params, ctl.signal);
 		if (seq !== profileSeq) return;
-		const bytes = apiStats.lastBytes;
+		const { lastBytes: bytes, fetchMs, jsonMs } = apiStats;
 		const tp = performance.now();
 		const f = decodeFlame(j);
 		const parseMs = performance.now() - tp;
@@ -463,7 +465,7 @@ async function loadProfile(): Promise<void> {
 		commit();
 		requestAnimationFrame(() => {
 			const log = perfLog();
-			(log.searches ??= []).push({ nodes: f.n, ms: performance.now() - t0, bytes, parseMs, drawMs });
+			(log.searches ??= []).push({ nodes: f.n, ms: performance.now() - t0, bytes, fetchMs, jsonMs, parseMs, drawMs });
 			document.body.dataset.painted = String(seq);
 		});
 		if (state.view !== 'icicle') loadTop();
@@ -473,7 +475,7 @@ async function loadProfile(): Promise<void> {
 		content.hidden = true;
 		resultEmpty.hidden = true;
 		resultError.hidden = false;
-		resultError.textContent = 'Query failed: ' + (e as Error).message;
+		resultError.textContent = 'Query failed: ' + (e as Error).message.split('\n')[0];
 		if (e instanceof ApiError && e.position !== undefined) sides.a.bar.showError(e);
 	} finally {
 		if (seq === profileSeq) profileLoading.stop();

@@ -158,7 +158,8 @@ export class QueryBar {
 		this.errEl.replaceChildren();
 		this.errEl.hidden = false;
 		const pos = e instanceof ApiError ? e.position : undefined;
-		this.errEl.append(h('div.query-error-msg', {}, e.message));
+		// The server's message may carry its own caret lines; the first line says what, the caret below says where.
+		this.errEl.append(h('div.query-error-msg', {}, pos !== undefined ? e.message.split('\n')[0] : e.message));
 		if (pos !== undefined) {
 			const q = this.typeSel.value + '{' + this.matchers() + '}';
 			const p = Math.max(0, Math.min(pos, q.length));

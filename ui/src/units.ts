@@ -120,3 +120,12 @@ export function formatAgo(ts: number, now: number): string {
 	if (d < 86400000) return Math.floor(d / 3600000) + ' h ago';
 	return Math.floor(d / 86400000) + ' d ago';
 }
+
+/** Axis tick labels: enough decimals that neighbouring ticks differ (cores and % modes). */
+export function formatTicks(splits: number[], unit: string, mode: YMode): string[] {
+	if (mode === 'raw' || splits.length < 2) return splits.map((v) => formatY(v, unit, mode));
+	const k = mode === 'percent' ? 100 : 1;
+	const step = Math.abs(splits[1] - splits[0]) * k || 1;
+	const dec = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step))));
+	return splits.map((v) => (v * k).toFixed(dec) + (mode === 'percent' ? '%' : ' cores'));
+}

@@ -1,7 +1,7 @@
 // Unit tests of the UI's pure logic, run under Node by vitest
 // (tests/integration/ui_logic.sh).
 import { describe, expect, it } from 'vitest';
-import { formatBytes, formatCount, formatNanos, formatPercent, formatValue, formatY, toCores, cpuYMode, formatAgo } from '../src/units';
+import { formatTicks, formatBytes, formatCount, formatNanos, formatPercent, formatValue, formatY, toCores, cpuYMode, formatAgo } from '../src/units';
 import { decodeState, defaultState, encodeState, freezeRanges, profileRequest, resolveRange, type ViewState } from '../src/state';
 import { decodeFlame, visibleNodes, nodeAt, pathOf, nodeOfPath, searchMask, matchedValue, widestNodeNamed, binaryShares, type FlameJSON } from '../src/flame';
 import { diffBucket, diffKind, diffColor, relativeChange, packageOf, binaryColor, DIFF_STEPS } from '../src/colors';
@@ -50,6 +50,8 @@ describe('units', () => {
 		expect(formatY(1, 'nanoseconds', 'cores')).toBe('1 core');
 		expect(formatY(0.25, 'nanoseconds', 'percent')).toBe('25%');
 		expect(formatY(2048, 'bytes', 'raw')).toBe('2 KiB');
+		expect(formatTicks([0.135, 0.14, 0.145], 'nanoseconds', 'cores')).toEqual(['0.135 cores', '0.140 cores', '0.145 cores']);
+		expect(formatTicks([0.5, 1, 1.5], 'nanoseconds', 'percent')).toEqual(['50%', '100%', '150%']);
 	});
 	it('says how long ago', () => {
 		expect(formatAgo(0, 5)).toBe('never');

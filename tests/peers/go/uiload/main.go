@@ -1,9 +1,10 @@
 // uiload writes real Go runtime/pprof CPU profiles for the web UI tests.
 // Profile k alternates its workload (even k: mostly hashAlpha; odd k: mostly
 // sortBeta), so that comparing two of them shows frames that got worse and
-// frames that got better.
+// frames that got better. The work is a fixed amount of computation, not a
+// wall-clock time, so the CPU shares hold on a loaded machine too.
 //
-//	uiload -out DIR [-cpu 900ms] [-n 4]
+//	uiload -out DIR [-units 60] [-n 4]
 //
 // writes DIR/cpu-K.pb.gz for K in 0..n-1.
 package main
@@ -21,11 +22,14 @@ import (
 
 var sink byte
 
+// One unit of each is roughly 10 ms of CPU on a 2020s x86 core.
+const hashUnit = 1000
+const sortUnit = 100
+
 //go:noinline
-func hashAlpha(d time.Duration) {
-	end := time.Now().Add(d)
+func hashAlpha(units int) {
 	buf := make([]byte, 4096)
-	for time.Now().Before(end) {
+	for n := 0; n < units*hashUnit; n++ {
 		s := sha256.Sum256(buf)
 		buf[0] ^= s[0]
 	}
@@ -33,10 +37,9 @@ func hashAlpha(d time.Duration) {
 }
 
 //go:noinline
-func sortBeta(d time.Duration) {
-	end := time.Now().Add(d)
+func sortBeta(units int) {
 	xs := make([]int, 2048)
-	for time.Now().Before(end) {
+	for n := 0; n < units*sortUnit; n++ {
 		for i := range xs {
 			xs[i] = (i * 7919) % 2048
 		}
@@ -46,19 +49,19 @@ func sortBeta(d time.Duration) {
 }
 
 //go:noinline
-func nested(depth int, d time.Duration) {
+func nested(depth int, units int) {
 	if depth == 0 {
-		sortBeta(d)
+		sortBeta(units)
 		return
 	}
-	nested(depth-1, d)
+	nested(depth-1, units)
 }
 
 //go:noinline
-func work(k int, d time.Duration) {
-	a, b := d*3/4, d/4
+func work(k int, units int) {
+	a, b := units*3/4, units/4
 	if k%2 == 1 {
-		a, b = d/4, d*3/4
+		a, b = units/4, units*3/4
 	}
 	hashAlpha(a)
 	nested(4, b)
@@ -66,7 +69,7 @@ func work(k int, d time.Duration) {
 
 func main() {
 	out := flag.String("out", ".", "output directory")
-	cpu := flag.Duration("cpu", 900*time.Millisecond, "CPU profile duration")
+	units := flag.Int("units", 60, "work per profile, in ~10 ms units of CPU")
 	n := flag.Int("n", 4, "number of profiles")
 	flag.Parse()
 	for k := 0; k < *n; k++ {
@@ -79,7 +82,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		work(k, *cpu)
+		work(k, *units)
 		pprof.StopCPUProfile()
 		f.Close()
 		time.Sleep(300 * time.Millisecond) // distinct timestamps on the graph
