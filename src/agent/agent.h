@@ -101,13 +101,18 @@ void procmaps_free(struct proc_maps *m);
  * it is not ELF, or another negative errno. */
 int buildid_read_file(const char *path, char *hex, size_t hexsz);
 
-/* A cache of build IDs keyed by (device, inode, size, mtime) of the file. */
+/* A cache of build IDs keyed by the file's identity. */
 struct buildid_cache;
 struct buildid_cache *buildid_cache_new(void);
 void buildid_cache_free(struct buildid_cache *c);
 /* Looks up or reads the build ID of path; "" when there is none. The
  * returned string lives as long as the cache. */
 const char *buildid_cache_get(struct buildid_cache *c, const char *path);
+/* The same for a mapped file, keyed by the device and inode that
+ * /proc/PID/maps shows, so that a hit costs no system call (most of a new
+ * process's mappings are libraries already seen). */
+const char *buildid_cache_get_mapped(struct buildid_cache *c, const char *path, unsigned dev_major,
+				     unsigned dev_minor, uint64_t inode);
 
 /* ---- kernel symbols (kallsyms.c) ------------------------------------------ */
 
@@ -169,7 +174,8 @@ void proc_cache_forget(struct proc_cache *c, uint32_t pid);
 /* Drops entries not sampled since before cutoff_ns and not referenced. */
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
 size_t proc_cache_count(const struct proc_cache *c);
-/* Reads /proc/PID/{stat,comm,exe,cgroup,maps} into a fresh entry (exposed for tests). */
+/* Reads /proc/PID/{stat,exe,cgroup,maps} into a fresh entry (exposed for
+ * tests); comm is the name from the sample (NULL: read /proc/PID/comm). */
 struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
 				 struct buildid_cache *bc);
 void proc_info_free(struct proc_info *p);
@@ -292,6 +298,20 @@ struct agent_sink {
 /* The --local-store-directory sink: DIR/TIME_PID_COMM.pb.gz, written
  * atomically. Creates dir if needed. */
 int sink_local_new(const char *dir, struct agent_sink **out, struct kiln_error *err);
+
+/* The push sink (issue 5): each window's profiles as one
+ * ProfileStoreService/WriteRaw request, labels beside each profile plus
+ * __name__="parca_agent"; queued in memory (bounded) and sent by its own
+ * thread with retries, so sampling never waits for the network. */
+struct sink_remote_config {
+	const char *address; /* host:port or URL */
+	bool insecure;	     /* cleartext HTTP/2 */
+	bool insecure_skip_verify;
+	const char *bearer_token; /* NULL: none */
+	size_t buffer_bytes;	  /* 0: 64 MiB */
+};
+int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
+		    struct agent_sink **out, struct kiln_error *err);
 
 /* ---- the agent (agent.c) -------------------------------------------------- */
 

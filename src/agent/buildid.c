@@ -5,8 +5,11 @@
  * every file-backed mapping carries it. Notes are looked up through the
  * program headers first (PT_NOTE is what the loader maps and survives
  * section stripping), then the section headers. Files are identified in
- * the cache by (dev, inode, size, mtime): the same library mapped by 200
- * processes is read once, and a rebuilt binary at the same path is re-read.
+ * the cache by (dev, inode, size, mtime) from stat, or, for mapped files, by
+ * the (dev, inode) that /proc/PID/maps prints, which needs no system call:
+ * the same library mapped by 200 processes is read once. A rebuilt binary
+ * normally gets a new inode (compilers and installers write a new file and
+ * rename it), so it is read again.
  */
 #include "agent/agent.h"
 #include "common/htab.h"
@@ -88,6 +91,7 @@ out:
 }
 
 struct buildid_key {
+	uint64_t kind; /* 1: stat identity, 2: maps identity (mtime/size 0) */
 	uint64_t dev, ino, size;
 	int64_t mtime_sec, mtime_nsec;
 };
@@ -123,22 +127,14 @@ void buildid_cache_free(struct buildid_cache *c)
 	free(c);
 }
 
-const char *buildid_cache_get(struct buildid_cache *c, const char *path)
+static const char *cache_lookup_or_read(struct buildid_cache *c, const struct buildid_key *key,
+					const char *path)
 {
-	struct buildid_key k;
-	struct stat st;
+	struct buildid_key k = *key;
 	char hex[256] = "";
 	uint64_t v;
 	char *s;
 
-	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-		return "";
-	memset(&k, 0, sizeof(k));
-	k.dev = st.st_dev;
-	k.ino = st.st_ino;
-	k.size = (uint64_t)st.st_size;
-	k.mtime_sec = st.st_mtim.tv_sec;
-	k.mtime_nsec = st.st_mtim.tv_nsec;
 	if (htab_get(c->index, &k, sizeof(k), &v))
 		return c->ids[v - 1];
 	if (buildid_read_file(path, hex, sizeof(hex)) != 0)
@@ -162,4 +158,35 @@ const char *buildid_cache_get(struct buildid_cache *c, const char *path)
 		return "";
 	}
 	return s;
+}
+
+const char *buildid_cache_get(struct buildid_cache *c, const char *path)
+{
+	struct buildid_key k;
+	struct stat st;
+
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return "";
+	memset(&k, 0, sizeof(k));
+	k.kind = 1;
+	k.dev = st.st_dev;
+	k.ino = st.st_ino;
+	k.size = (uint64_t)st.st_size;
+	k.mtime_sec = st.st_mtim.tv_sec;
+	k.mtime_nsec = st.st_mtim.tv_nsec;
+	return cache_lookup_or_read(c, &k, path);
+}
+
+const char *buildid_cache_get_mapped(struct buildid_cache *c, const char *path, unsigned dev_major,
+				     unsigned dev_minor, uint64_t inode)
+{
+	struct buildid_key k;
+
+	if (!inode)
+		return buildid_cache_get(c, path);
+	memset(&k, 0, sizeof(k));
+	k.kind = 2;
+	k.dev = ((uint64_t)dev_major << 32) | dev_minor;
+	k.ino = inode;
+	return cache_lookup_or_read(c, &k, path);
 }

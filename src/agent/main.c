@@ -32,6 +32,11 @@ enum {
 	OPT_FREQUENCY,
 	OPT_LOCAL_STORE,
 	OPT_EXTERNAL_LABELS,
+	OPT_REMOTE_ADDRESS,
+	OPT_REMOTE_INSECURE,
+	OPT_REMOTE_SKIP_VERIFY,
+	OPT_REMOTE_TOKEN,
+	OPT_REMOTE_TOKEN_FILE,
 };
 
 static const struct option long_options[] = {
@@ -43,6 +48,16 @@ static const struct option long_options[] = {
     {"profiling-cpu-sampling-frequency", required_argument, NULL, OPT_FREQUENCY},
     {"local-store-directory", required_argument, NULL, OPT_LOCAL_STORE},
     {"metadata-external-labels", required_argument, NULL, OPT_EXTERNAL_LABELS},
+    {"remote-store-address", required_argument, NULL, OPT_REMOTE_ADDRESS},
+    {"store-address", required_argument, NULL, OPT_REMOTE_ADDRESS},
+    {"remote-store-insecure", no_argument, NULL, OPT_REMOTE_INSECURE},
+    {"insecure", no_argument, NULL, OPT_REMOTE_INSECURE},
+    {"remote-store-insecure-skip-verify", no_argument, NULL, OPT_REMOTE_SKIP_VERIFY},
+    {"insecure-skip-verify", no_argument, NULL, OPT_REMOTE_SKIP_VERIFY},
+    {"remote-store-bearer-token", required_argument, NULL, OPT_REMOTE_TOKEN},
+    {"bearer-token", required_argument, NULL, OPT_REMOTE_TOKEN},
+    {"remote-store-bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
+    {"bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
     {NULL, 0, NULL, 0},
 };
 
@@ -69,7 +84,21 @@ static void usage(FILE *f)
 	    "      --local-store-directory=DIR         write gzipped pprof files to DIR\n"
 	    "                                          (default: none)\n"
 	    "      --metadata-external-labels=K=V,...  labels added to every profile\n"
-	    "                                          (default: none)\n");
+	    "                                          (default: none)\n"
+	    "      --remote-store-address=HOST:PORT    push each window to this server with\n"
+	    "                                          WriteRaw (alias --store-address;\n"
+	    "                                          default: none)\n"
+	    "      --remote-store-insecure             cleartext HTTP/2, no TLS (alias\n"
+	    "                                          --insecure; default: false)\n"
+	    "      --remote-store-insecure-skip-verify TLS without certificate checks (alias\n"
+	    "                                          --insecure-skip-verify; default: false)\n"
+	    "      --remote-store-bearer-token=TOKEN   sent as authorization: Bearer TOKEN\n"
+	    "                                          (alias --bearer-token; default: none)\n"
+	    "      --remote-store-bearer-token-file=FILE\n"
+	    "                                          read the token from FILE (alias\n"
+	    "                                          --bearer-token-file; default: none)\n"
+	    "\n"
+	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
 
 /* "10s", "500ms", "1m", "2h", or plain seconds. */
@@ -113,7 +142,9 @@ int main(int argc, char **argv)
 	static struct agent_metrics metrics;
 	struct metrics_server *http = NULL;
 	struct agent_sink *sinks[4];
-	const char *local_dir = NULL;
+	struct sink_remote_config remote = {0};
+	const char *local_dir = NULL, *token_file = NULL;
+	char token[4096];
 	struct kiln_error err = {0};
 	char host[HOST_NAME_MAX + 1] = "";
 	struct sigaction sa;
@@ -155,6 +186,21 @@ int main(int argc, char **argv)
 		case OPT_LOCAL_STORE:
 			local_dir = optarg;
 			break;
+		case OPT_REMOTE_ADDRESS:
+			remote.address = optarg;
+			break;
+		case OPT_REMOTE_INSECURE:
+			remote.insecure = true;
+			break;
+		case OPT_REMOTE_SKIP_VERIFY:
+			remote.insecure_skip_verify = true;
+			break;
+		case OPT_REMOTE_TOKEN:
+			remote.bearer_token = optarg;
+			break;
+		case OPT_REMOTE_TOKEN_FILE:
+			token_file = optarg;
+			break;
 		case OPT_EXTERNAL_LABELS:
 			if (labels_parse_list(&cfg.external, optarg, &err) != 0)
 				die("--metadata-external-labels: %s", err.msg);
@@ -173,8 +219,19 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		die("unexpected argument \"%s\" (see --help)", argv[optind]);
-	if (!local_dir)
-		die("%s", "nothing to write to: give --local-store-directory=DIR");
+	if (!local_dir && !remote.address)
+		die("%s", "nothing to write to: give --local-store-directory=DIR or "
+			  "--remote-store-address=HOST:PORT");
+	if (token_file) {
+		FILE *f = fopen(token_file, "re");
+
+		if (!f || !fgets(token, sizeof(token), f))
+			die("--remote-store-bearer-token-file=%s: cannot read the token",
+			    token_file);
+		fclose(f);
+		token[strcspn(token, "\r\n")] = '\0';
+		remote.bearer_token = token;
+	}
 	if (!cfg.node) {
 		gethostname(host, sizeof(host) - 1);
 		cfg.node = host;
@@ -184,12 +241,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kiln-agent: %s\n", err.msg);
 		return 1;
 	}
-	rc = sink_local_new(local_dir, &sinks[cfg.n_sinks], &err);
-	if (rc) {
-		fprintf(stderr, "kiln-agent: %s\n", err.msg);
-		return 1;
+	if (local_dir) {
+		if (sink_local_new(local_dir, &sinks[cfg.n_sinks], &err) != 0) {
+			fprintf(stderr, "kiln-agent: %s\n", err.msg);
+			rc = 1;
+			goto out;
+		}
+		sinks[cfg.n_sinks++]->metrics = &metrics;
 	}
-	sinks[cfg.n_sinks++]->metrics = &metrics;
+	if (remote.address) {
+		if (sink_remote_new(&remote, &metrics, &sinks[cfg.n_sinks], &err) != 0) {
+			fprintf(stderr, "kiln-agent: %s\n", err.msg);
+			rc = 1;
+			goto out;
+		}
+		cfg.n_sinks++;
+	}
 	cfg.sinks = sinks;
 
 	memset(&sa, 0, sizeof(sa));

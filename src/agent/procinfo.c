@@ -82,7 +82,7 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 		if (m->path[0] != '/' || !bc)
 			continue;
 		snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, p->pid, m->path);
-		id = buildid_cache_get(bc, path);
+		id = buildid_cache_get_mapped(bc, path, m->dev_major, m->dev_minor, m->inode);
 		if (*id) {
 			char *s = strdup(id);
 
@@ -110,7 +110,9 @@ struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char
 	snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
 	if (read_small(proc_root, pid, "stat", &b) == 0)
 		p->start_time = stat_start_time((const char *)b.data);
-	if (read_small(proc_root, pid, "comm", &b) == 0 && b.len) {
+	/* The sample carries the process name (the group leader's comm, what
+	 * /proc/PID/comm holds): one open fewer per new process. */
+	if ((!comm || !comm[0]) && read_small(proc_root, pid, "comm", &b) == 0 && b.len) {
 		b.data[strcspn((char *)b.data, "\n")] = '\0';
 		snprintf(p->comm, sizeof(p->comm), "%s", (char *)b.data);
 	}

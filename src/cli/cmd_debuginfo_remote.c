@@ -1,19 +1,436 @@
 /*
- * cmd_debuginfo_remote.c — `kilnctl debuginfo upload` and `ls` (pending the
- * DebuginfoService proto).
+ * cmd_debuginfo_remote.c — `kilnctl debuginfo upload` and `ls`.
+ *
+ * upload follows Parca's protocol, so it works against Kiln and Parca alike:
+ * ShouldInitiateUpload (does the server want this build ID?), InitiateUpload
+ * (size and hash; the server answers with an upload ID and the gRPC
+ * strategy), the client-streaming Upload (an UploadInfo, then chunks), and
+ * MarkUploadFinished. What is sent is the extracted debug-only file, not the
+ * whole binary. ls reads GET /api/v1/debuginfo (Parca has no list RPC).
  */
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <xxhash.h>
 
 #include "cli/cli.h"
+#include "client/client.h"
+#include "common/buf.h"
+#include "parca/debuginfo/v1alpha1/debuginfo.pb-c.h"
+#include "symbols/symbols.h"
+
+#define SVC	      "/parca.debuginfo.v1alpha1.DebuginfoService/"
+#define CHUNK	      (512 * 1024)
+#define MAX_DEBUGINFO ((size_t)1 << 30)
+
+struct remote_opts {
+	const char *address, *token;
+	bool insecure, skip_verify, force;
+	int timeout_s;
+};
+
+static void remote_usage(FILE *f, const char *cmd)
+{
+	fprintf(
+	    f,
+	    "Usage: kilnctl debuginfo %s --store-address=HOST:PORT [flags]%s\n"
+	    "\n"
+	    "Flags:\n"
+	    "  --store-address=HOST:PORT  kiln (or Parca) server; http:// or https:// prefix ok\n"
+	    "  --insecure                 cleartext HTTP/2 instead of TLS\n"
+	    "  --insecure-skip-verify     TLS without certificate checks\n"
+	    "  --bearer-token=T           sent as authorization metadata\n"
+	    "  --bearer-token-file=FILE   the same, read from FILE\n"
+	    "  --timeout=SECONDS          per request (default 60)\n"
+	    "%s",
+	    cmd, strcmp(cmd, "upload") == 0 ? " PATH..." : "",
+	    strcmp(cmd, "upload") == 0
+		? "  --force                    upload even if the server has it\n"
+		: "");
+}
+
+/* Parses the shared flags; returns optind of the first operand, or -2/-1
+ * for usage errors / --help. */
+static int parse_remote(int argc, char **argv, const char *cmd, struct remote_opts *o,
+			struct buf *token)
+{
+	static const struct option opts[] = {
+	    {"store-address", required_argument, NULL, 'a'},
+	    {"insecure", no_argument, NULL, 'i'},
+	    {"insecure-skip-verify", no_argument, NULL, 'k'},
+	    {"bearer-token", required_argument, NULL, 't'},
+	    {"bearer-token-file", required_argument, NULL, 'T'},
+	    {"force", no_argument, NULL, 'f'},
+	    {"timeout", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int opt;
+
+	*o = (struct remote_opts){.timeout_s = 60};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'a':
+			o->address = optarg;
+			break;
+		case 'i':
+			o->insecure = true;
+			break;
+		case 'k':
+			o->skip_verify = true;
+			break;
+		case 't':
+			o->token = optarg;
+			break;
+		case 'T':
+			if (buf_read_file(token, optarg, 1 << 16) < 0 || buf_terminate(token) < 0) {
+				fprintf(stderr, "kilnctl debuginfo %s: cannot read %s\n", cmd,
+					optarg);
+				return -2;
+			}
+			token->data[strcspn((char *)token->data, "\r\n")] = '\0';
+			o->token = (const char *)token->data;
+			break;
+		case 'f':
+			o->force = true;
+			break;
+		case 'o':
+			o->timeout_s = atoi(optarg);
+			break;
+		case 'h':
+			remote_usage(stdout, cmd);
+			return -1;
+		default:
+			remote_usage(stderr, cmd);
+			return -2;
+		}
+	}
+	if (!o->address) {
+		fprintf(stderr, "kilnctl debuginfo %s: --store-address is required\n", cmd);
+		return -2;
+	}
+	return optind;
+}
+
+/* One unary call: packs req, unpacks the answer with desc. Prints failures. */
+static void *call_unary(struct grpc_client *c, const char *method, const ProtobufCMessage *req,
+			const ProtobufCMessageDescriptor *desc, const char *what)
+{
+	size_t len = protobuf_c_message_get_packed_size(req);
+	uint8_t *packed = malloc(len ? len : 1);
+	struct grpc_status st;
+	struct buf resp = {0};
+	void *out = NULL;
+
+	if (!packed)
+		return NULL;
+	protobuf_c_message_pack(req, packed);
+	grpc_client_unary(c, method, packed, len, &resp, &st);
+	free(packed);
+	if (st.code != GRPC_STATUS_OK)
+		fprintf(stderr, "kilnctl debuginfo upload: %s: %s: %s\n", what,
+			grpc_status_name(st.code), st.message);
+	else if (!(out = protobuf_c_message_unpack(desc, NULL, resp.len, resp.data)))
+		fprintf(stderr, "kilnctl debuginfo upload: %s: malformed response\n", what);
+	buf_free(&resp);
+	return out;
+}
+
+struct upload_stream {
+	const char *build_id, *upload_id;
+	const struct buf *data;
+	size_t off;
+	bool info_sent;
+	uint8_t *packed;
+};
+
+/* Produces the Upload stream: one UploadInfo, then CHUNK-sized chunk_data. */
+static int next_upload_message(void *arg, const void **msg, size_t *len)
+{
+	struct upload_stream *u = arg;
+	Parca__Debuginfo__V1alpha1__UploadRequest req =
+	    PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__INIT;
+	Parca__Debuginfo__V1alpha1__UploadInfo info = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INFO__INIT;
+
+	if (u->info_sent && u->off == u->data->len)
+		return 0;
+	if (!u->info_sent) {
+		info.build_id = (char *)u->build_id;
+		info.upload_id = (char *)u->upload_id;
+		req.data_case = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_INFO;
+		req.info = &info;
+		u->info_sent = true;
+	} else {
+		size_t n = u->data->len - u->off < CHUNK ? u->data->len - u->off : CHUNK;
+
+		req.data_case = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_CHUNK_DATA;
+		req.chunk_data.data = u->data->data + u->off;
+		req.chunk_data.len = n;
+		u->off += n;
+	}
+	free(u->packed);
+	*len = protobuf_c_message_get_packed_size(&req.base);
+	u->packed = malloc(*len ? *len : 1);
+	if (!u->packed)
+		return -ENOMEM;
+	protobuf_c_message_pack(&req.base, u->packed);
+	*msg = u->packed;
+	return 1;
+}
+
+/* Uploads one file; returns 0 on success or skip, 1 on failure. */
+static int upload_one(struct grpc_client *c, const struct remote_opts *o, const char *path)
+{
+	char tmpdir[] = "/tmp/kilnctl-upload-XXXXXX", extracted[64], hash[17];
+	struct kiln_error e = {0};
+	struct elfinfo info;
+	struct buf data = {0};
+	int rc = 1;
+	Parca__Debuginfo__V1alpha1__ShouldInitiateUploadResponse *should = NULL;
+	Parca__Debuginfo__V1alpha1__InitiateUploadResponse *init = NULL;
+	Parca__Debuginfo__V1alpha1__UploadResponse *up = NULL;
+	Parca__Debuginfo__V1alpha1__MarkUploadFinishedResponse *fin = NULL;
+
+	if (elfinfo_read_file(path, &info, &e) < 0) {
+		fprintf(stderr, "kilnctl debuginfo upload: %s\n", e.msg);
+		return 1;
+	}
+	if (!info.build_id[0]) {
+		fprintf(
+		    stderr,
+		    "kilnctl debuginfo upload: %s: no GNU build ID (link with -Wl,--build-id)\n",
+		    path);
+		return 1;
+	}
+	if (!mkdtemp(tmpdir)) {
+		perror("kilnctl debuginfo upload: mkdtemp");
+		return 1;
+	}
+	snprintf(extracted, sizeof(extracted), "%s/debuginfo", tmpdir);
+	if (symbols_extract_debuginfo(path, extracted, &e) < 0 ||
+	    buf_read_file(&data, extracted, MAX_DEBUGINFO) < 0) {
+		fprintf(stderr, "kilnctl debuginfo upload: %s: %s\n", path,
+			e.msg[0] ? e.msg : "cannot read extract");
+		goto out;
+	}
+	snprintf(hash, sizeof(hash), "%016llx",
+		 (unsigned long long)XXH3_64bits(data.data, data.len));
+
+	Parca__Debuginfo__V1alpha1__ShouldInitiateUploadRequest sreq =
+	    PARCA__DEBUGINFO__V1ALPHA1__SHOULD_INITIATE_UPLOAD_REQUEST__INIT;
+	sreq.build_id = info.build_id;
+	sreq.hash = hash;
+	sreq.force = o->force;
+	should =
+	    call_unary(c, SVC "ShouldInitiateUpload", &sreq.base,
+		       &parca__debuginfo__v1alpha1__should_initiate_upload_response__descriptor,
+		       "ShouldInitiateUpload");
+	if (!should)
+		goto out;
+	if (!should->should_initiate_upload) {
+		printf("%s\t%s\tskipped: %s\n", path, info.build_id, should->reason);
+		rc = 0;
+		goto out;
+	}
+
+	Parca__Debuginfo__V1alpha1__InitiateUploadRequest ireq =
+	    PARCA__DEBUGINFO__V1ALPHA1__INITIATE_UPLOAD_REQUEST__INIT;
+	ireq.build_id = info.build_id;
+	ireq.size = (int64_t)data.len;
+	ireq.hash = hash;
+	ireq.force = o->force;
+	init = call_unary(c, SVC "InitiateUpload", &ireq.base,
+			  &parca__debuginfo__v1alpha1__initiate_upload_response__descriptor,
+			  "InitiateUpload");
+	if (!init)
+		goto out;
+	if (!init->upload_instructions ||
+	    init->upload_instructions->upload_strategy !=
+		PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INSTRUCTIONS__UPLOAD_STRATEGY__UPLOAD_STRATEGY_GRPC) {
+		fprintf(stderr,
+			"kilnctl debuginfo upload: %s: server asked for an upload strategy other "
+			"than gRPC\n",
+			path);
+		goto out;
+	}
+
+	struct upload_stream us = {.build_id = info.build_id,
+				   .upload_id = init->upload_instructions->upload_id,
+				   .data = &data};
+	struct grpc_status st;
+	struct buf resp = {0};
+	grpc_client_stream(c, SVC "Upload", next_upload_message, &us, &resp, &st);
+	free(us.packed);
+	if (st.code != GRPC_STATUS_OK) {
+		fprintf(stderr, "kilnctl debuginfo upload: %s: Upload: %s: %s\n", path,
+			grpc_status_name(st.code), st.message);
+		buf_free(&resp);
+		goto out;
+	}
+	up = parca__debuginfo__v1alpha1__upload_response__unpack(NULL, resp.len, resp.data);
+	buf_free(&resp);
+
+	Parca__Debuginfo__V1alpha1__MarkUploadFinishedRequest mreq =
+	    PARCA__DEBUGINFO__V1ALPHA1__MARK_UPLOAD_FINISHED_REQUEST__INIT;
+	mreq.build_id = info.build_id;
+	mreq.upload_id = init->upload_instructions->upload_id;
+	fin = call_unary(c, SVC "MarkUploadFinished", &mreq.base,
+			 &parca__debuginfo__v1alpha1__mark_upload_finished_response__descriptor,
+			 "MarkUploadFinished");
+	if (!fin)
+		goto out;
+	printf("%s\t%s\tuploaded %llu bytes\n", path, info.build_id,
+	       (unsigned long long)(up ? up->size : data.len));
+	rc = 0;
+out:
+	if (should)
+		protobuf_c_message_free_unpacked(&should->base, NULL);
+	if (init)
+		protobuf_c_message_free_unpacked(&init->base, NULL);
+	if (up)
+		protobuf_c_message_free_unpacked(&up->base, NULL);
+	if (fin)
+		protobuf_c_message_free_unpacked(&fin->base, NULL);
+	buf_free(&data);
+	unlink(extracted);
+	rmdir(tmpdir);
+	return rc;
+}
 
 int cmd_debuginfo_upload(int argc, char **argv)
 {
-	fprintf(stderr, "kilnctl debuginfo upload: not available in this build\n");
-	return 1;
+	struct remote_opts o;
+	struct buf token = {0};
+	struct kiln_error e = {0};
+	int first = parse_remote(argc, argv, "upload", &o, &token), failed = 0;
+
+	if (first < 0) {
+		buf_free(&token);
+		return first == -1 ? 0 : 2;
+	}
+	if (first >= argc) {
+		fprintf(stderr, "kilnctl debuginfo upload: no PATH given\n");
+		buf_free(&token);
+		return 2;
+	}
+	struct grpc_client_config cfg = {.address = o.address,
+					 .insecure = o.insecure,
+					 .skip_verify = o.skip_verify,
+					 .bearer_token = o.token,
+					 .timeout_ms = o.timeout_s * 1000};
+	struct grpc_client *c = grpc_client_new(&cfg, &e);
+	if (!c) {
+		fprintf(stderr, "kilnctl debuginfo upload: %s\n", e.msg);
+		buf_free(&token);
+		return 1;
+	}
+	for (int i = first; i < argc; i++)
+		failed += upload_one(c, &o, argv[i]);
+	grpc_client_free(c);
+	buf_free(&token);
+	return failed ? 1 : 0;
+}
+
+static size_t collect(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	return buf_append(arg, ptr, size * nmemb) == 0 ? size * nmemb : 0;
+}
+
+/* The value after "key": in s (a number or the start of a string), or NULL. */
+static const char *json_field(const char *s, const char *end, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = s; p && p + kl + 3 < end; p++) {
+		p = memchr(p, '"', (size_t)(end - p));
+		if (!p || p + kl + 2 >= end)
+			return NULL;
+		if (strncmp(p + 1, key, kl) == 0 && p[kl + 1] == '"') {
+			p += kl + 2;
+			while (p < end && (*p == ':' || *p == ' '))
+				p++;
+			return p;
+		}
+	}
+	return NULL;
 }
 
 int cmd_debuginfo_ls(int argc, char **argv)
 {
-	fprintf(stderr, "kilnctl debuginfo ls: not available in this build\n");
-	return 1;
+	struct remote_opts o;
+	struct buf token = {0}, body = {0};
+	char url[1024], auth[1100];
+	struct curl_slist *hdrs = NULL;
+	long status = 0;
+	int first = parse_remote(argc, argv, "ls", &o, &token), rc = 1;
+	CURL *curl;
+
+	if (first < 0) {
+		buf_free(&token);
+		return first == -1 ? 0 : 2;
+	}
+	if (strncmp(o.address, "http://", 7) == 0 || strncmp(o.address, "https://", 8) == 0)
+		snprintf(url, sizeof(url), "%s/api/v1/debuginfo", o.address);
+	else
+		snprintf(url, sizeof(url), "%s://%s/api/v1/debuginfo",
+			 o.insecure ? "http" : "https", o.address);
+	curl = curl_easy_init();
+	if (!curl)
+		goto out;
+	if (o.token) {
+		snprintf(auth, sizeof(auth), "authorization: Bearer %.1000s", o.token);
+		hdrs = curl_slist_append(hdrs, auth);
+		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+	}
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)o.timeout_s);
+	if (o.skip_verify) {
+		curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	CURLcode cc = curl_easy_perform(curl);
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	if (cc != CURLE_OK || status != 200 || buf_terminate(&body) < 0) {
+		fprintf(stderr, "kilnctl debuginfo ls: %s: %s (HTTP %ld)\n", url,
+			cc != CURLE_OK ? curl_easy_strerror(cc) : "request failed", status);
+		goto out;
+	}
+	/* {"debuginfo":[{"build_id":"..","size":n,"uploaded_at":ms},...]} */
+	printf("%-42s %12s  %s\n", "BUILD_ID", "SIZE", "UPLOADED_AT");
+	const char *end = (const char *)body.data + body.len;
+	for (const char *p = strchr((const char *)body.data, '{'); p && (p = strchr(p + 1, '{'));) {
+		const char *close = strchr(p, '}');
+		const char *id = json_field(p, close ? close : end, "build_id");
+		const char *size = json_field(p, close ? close : end, "size");
+		const char *at = json_field(p, close ? close : end, "uploaded_at");
+		char when[64] = "-";
+
+		if (!id || *id != '"')
+			continue;
+		if (at) {
+			time_t t = (time_t)(strtoll(at, NULL, 10) / 1000);
+			struct tm tm;
+
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+		}
+		printf("%-42.*s %12lld  %s\n", (int)strcspn(id + 1, "\""), id + 1,
+		       size ? strtoll(size, NULL, 10) : 0LL, when);
+	}
+	rc = 0;
+out:
+	curl_slist_free_all(hdrs);
+	if (curl)
+		curl_easy_cleanup(curl);
+	buf_free(&body);
+	buf_free(&token);
+	return rc;
 }

@@ -1,7 +1,9 @@
 /*
  * client.h — a small gRPC client on libcurl (HTTP/2).
  *
- * Used by the agent's push and by kilnctl. Messages are opaque bytes: the
+ * Used by the agent's push and by kilnctl. Names carry a GRPC_STATUS_ prefix so
+ * that this header and server/server.h (which has its own enum) can meet in
+ * one file. Messages are opaque bytes: the
  * caller packs and unpacks them with protobuf-c. On the wire each message is
  * framed as gRPC defines it: a 1-byte compressed flag (always 0 here: we
  * neither send compressed messages nor accept them, and say so with
@@ -34,28 +36,28 @@
 #include "common/buf.h"
 #include "common/error.h"
 
-enum grpc_code {
-	GRPC_OK = 0,
-	GRPC_CANCELLED = 1,
-	GRPC_UNKNOWN = 2,
-	GRPC_INVALID_ARGUMENT = 3,
-	GRPC_DEADLINE_EXCEEDED = 4,
-	GRPC_NOT_FOUND = 5,
-	GRPC_ALREADY_EXISTS = 6,
-	GRPC_PERMISSION_DENIED = 7,
-	GRPC_RESOURCE_EXHAUSTED = 8,
-	GRPC_FAILED_PRECONDITION = 9,
-	GRPC_ABORTED = 10,
-	GRPC_OUT_OF_RANGE = 11,
-	GRPC_UNIMPLEMENTED = 12,
-	GRPC_INTERNAL = 13,
-	GRPC_UNAVAILABLE = 14,
-	GRPC_DATA_LOSS = 15,
-	GRPC_UNAUTHENTICATED = 16,
+enum grpc_status_code {
+	GRPC_STATUS_OK = 0,
+	GRPC_STATUS_CANCELLED = 1,
+	GRPC_STATUS_UNKNOWN = 2,
+	GRPC_STATUS_INVALID_ARGUMENT = 3,
+	GRPC_STATUS_DEADLINE_EXCEEDED = 4,
+	GRPC_STATUS_NOT_FOUND = 5,
+	GRPC_STATUS_ALREADY_EXISTS = 6,
+	GRPC_STATUS_PERMISSION_DENIED = 7,
+	GRPC_STATUS_RESOURCE_EXHAUSTED = 8,
+	GRPC_STATUS_FAILED_PRECONDITION = 9,
+	GRPC_STATUS_ABORTED = 10,
+	GRPC_STATUS_OUT_OF_RANGE = 11,
+	GRPC_STATUS_UNIMPLEMENTED = 12,
+	GRPC_STATUS_INTERNAL = 13,
+	GRPC_STATUS_UNAVAILABLE = 14,
+	GRPC_STATUS_DATA_LOSS = 15,
+	GRPC_STATUS_UNAUTHENTICATED = 16,
 };
 
 struct grpc_status {
-	int code;	   /* enum grpc_code */
+	int code;	   /* enum grpc_status_code */
 	char message[512]; /* decoded grpc-message, "" if none */
 };
 
@@ -102,6 +104,6 @@ int grpc_frame_parse(const uint8_t *data, size_t len, size_t max, const uint8_t 
 void grpc_percent_decode(char *s);
 
 /* The name of a status code ("INVALID_ARGUMENT"). */
-const char *grpc_code_name(int code);
+const char *grpc_status_name(int code);
 
 #endif

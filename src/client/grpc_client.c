@@ -62,7 +62,7 @@ static const char *const code_names[] = {
     "UNAUTHENTICATED",
 };
 
-const char *grpc_code_name(int code)
+const char *grpc_status_name(int code)
 {
 	if (code < 0 || code >= (int)(sizeof(code_names) / sizeof(code_names[0])))
 		return "UNKNOWN";
@@ -211,20 +211,20 @@ static int code_from_http(long http)
 {
 	switch (http) {
 	case 400:
-		return GRPC_INTERNAL;
+		return GRPC_STATUS_INTERNAL;
 	case 401:
-		return GRPC_UNAUTHENTICATED;
+		return GRPC_STATUS_UNAUTHENTICATED;
 	case 403:
-		return GRPC_PERMISSION_DENIED;
+		return GRPC_STATUS_PERMISSION_DENIED;
 	case 404:
-		return GRPC_UNIMPLEMENTED;
+		return GRPC_STATUS_UNIMPLEMENTED;
 	case 429:
 	case 502:
 	case 503:
 	case 504:
-		return GRPC_UNAVAILABLE;
+		return GRPC_STATUS_UNAVAILABLE;
 	default:
-		return GRPC_UNKNOWN;
+		return GRPC_STATUS_UNKNOWN;
 	}
 }
 
@@ -245,7 +245,7 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 	int rc = 0;
 
 	buf_reset(resp);
-	st->code = GRPC_UNKNOWN;
+	st->code = GRPC_STATUS_UNKNOWN;
 	st->message[0] = '\0';
 	call->client = c;
 	call->grpc_status = -1;
@@ -279,18 +279,19 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 	curl_slist_free_all(hdrs);
 	if (call->request_error) {
 		rc = call->request_error;
-		set_status(st, GRPC_CANCELLED, "request aborted: %s", strerror(-rc));
+		set_status(st, GRPC_STATUS_CANCELLED, "request aborted: %s", strerror(-rc));
 		return rc;
 	}
 	if (call->too_large) {
-		set_status(st, GRPC_RESOURCE_EXHAUSTED, "response larger than %s",
+		set_status(st, GRPC_STATUS_RESOURCE_EXHAUSTED, "response larger than %s",
 			   "the client's limit");
 		return -EMSGSIZE;
 	}
 	if (cc != CURLE_OK && call->grpc_status < 0) {
-		set_status(
-		    st, cc == CURLE_OPERATION_TIMEDOUT ? GRPC_DEADLINE_EXCEEDED : GRPC_UNAVAILABLE,
-		    "%s", curl_easy_strerror(cc));
+		set_status(st,
+			   cc == CURLE_OPERATION_TIMEDOUT ? GRPC_STATUS_DEADLINE_EXCEEDED
+							  : GRPC_STATUS_UNAVAILABLE,
+			   "%s", curl_easy_strerror(cc));
 		return cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
 	}
 	if (call->grpc_status < 0) {
@@ -298,7 +299,7 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 
 		snprintf(detail, sizeof(detail), "%ld", call->http_status);
 		set_status(st,
-			   call->http_status == 200 ? GRPC_INTERNAL
+			   call->http_status == 200 ? GRPC_STATUS_INTERNAL
 						    : code_from_http(call->http_status),
 			   call->http_status == 200 ? "no grpc-status in response (HTTP %s)"
 						    : "HTTP status %s",
@@ -315,7 +316,7 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 					  &mlen, &compressed, &used);
 
 		if (pr <= 0 || compressed) {
-			set_status(st, GRPC_INTERNAL, "%s",
+			set_status(st, GRPC_STATUS_INTERNAL, "%s",
 				   compressed ? "compressed response (not negotiated)"
 					      : "truncated response message");
 			return -EPROTO;

@@ -249,7 +249,7 @@ static void test_buildid_matches_loaded_note(void **state)
 static void test_proc_info_of_self(void **state)
 {
 	struct buildid_cache *c = buildid_cache_new();
-	struct proc_info *p = proc_info_read("/proc", (uint32_t)getpid(), "fallback", c);
+	struct proc_info *p = proc_info_read("/proc", (uint32_t)getpid(), NULL, c);
 	const struct proc_mapping *m;
 	char pid[16];
 

@@ -69,8 +69,8 @@ static void test_percent_decode(void **state)
 	(void)state;
 	grpc_percent_decode(s);
 	assert_string_equal(s, "bad input: \xc3\xbc 100% %zz");
-	assert_string_equal(grpc_code_name(3), "INVALID_ARGUMENT");
-	assert_string_equal(grpc_code_name(99), "UNKNOWN");
+	assert_string_equal(grpc_status_name(3), "INVALID_ARGUMENT");
+	assert_string_equal(grpc_status_name(99), "UNKNOWN");
 }
 
 struct peer {
@@ -142,14 +142,14 @@ static void test_unary_with_metadata(void **state)
 	int rc = grpc_client_unary(c, "/kiln.test.Echo/Unary", "ping", 4, &resp, &st);
 	if (rc)
 		fail_msg("%d %s", rc, st.message);
-	assert_int_equal(st.code, GRPC_OK);
+	assert_int_equal(st.code, GRPC_STATUS_OK);
 	assert_int_equal(resp.len, strlen("Bearer s3cret|1|ping"));
 	assert_memory_equal(resp.data, "Bearer s3cret|1|ping", resp.len);
 	/* Same connection, second call. */
 	rc = grpc_client_unary(c, "/kiln.test.Echo/Unary", "", 0, &resp, &st);
 	if (rc)
 		fail_msg("second call: %d %s", rc, st.message);
-	assert_int_equal(st.code, GRPC_OK);
+	assert_int_equal(st.code, GRPC_STATUS_OK);
 	assert_memory_equal(resp.data, "Bearer s3cret|1|", resp.len);
 	buf_free(&resp);
 	grpc_client_free(c);
@@ -162,11 +162,11 @@ static void test_error_status_from_trailers(void **state)
 	struct buf resp = {0};
 
 	assert_int_equal(grpc_client_unary(c, "/kiln.test.Echo/Unary", "fail", 4, &resp, &st), 0);
-	assert_int_equal(st.code, GRPC_INVALID_ARGUMENT);
+	assert_int_equal(st.code, GRPC_STATUS_INVALID_ARGUMENT);
 	assert_string_equal(st.message, "bad input: \xc3\xbc 100%");
 	assert_int_equal(resp.len, 0);
 	assert_int_equal(grpc_client_unary(c, "/kiln.test.Echo/Nope", "x", 1, &resp, &st), 0);
-	assert_int_equal(st.code, GRPC_UNIMPLEMENTED);
+	assert_int_equal(st.code, GRPC_STATUS_UNIMPLEMENTED);
 	buf_free(&resp);
 	grpc_client_free(c);
 }
@@ -198,7 +198,7 @@ static void test_client_streaming(void **state)
 
 	assert_int_equal(
 	    grpc_client_stream(c, "/kiln.test.Echo/Concat", next_chunk, &ch, &resp, &st), 0);
-	assert_int_equal(st.code, GRPC_OK);
+	assert_int_equal(st.code, GRPC_STATUS_OK);
 	assert_int_equal(resp.len, 300 * 4096);
 	for (int i = 0; i < 300; i++)
 		assert_int_equal(resp.data[i * 4096 + 17], 'a' + i % 26);
@@ -213,13 +213,13 @@ static void test_deadline_and_refused(void **state)
 	struct buf resp = {0};
 
 	grpc_client_unary(c, "/kiln.test.Echo/Slow", "x", 1, &resp, &st);
-	assert_int_equal(st.code, GRPC_DEADLINE_EXCEEDED);
+	assert_int_equal(st.code, GRPC_STATUS_DEADLINE_EXCEEDED);
 	grpc_client_free(c);
 
 	struct peer dead = {.port = 1}; /* nothing listens on port 1 */
 	c = client_for(&dead, NULL, 2000);
 	assert_true(grpc_client_unary(c, "/kiln.test.Echo/Unary", "x", 1, &resp, &st) < 0);
-	assert_int_equal(st.code, GRPC_UNAVAILABLE);
+	assert_int_equal(st.code, GRPC_STATUS_UNAVAILABLE);
 	buf_free(&resp);
 	grpc_client_free(c);
 }

@@ -6,7 +6,7 @@
 #     received count, zero ring-buffer drops: the agent's exit line);
 #   - every received sample is in exactly one written profile (the sum over
 #     all files == received);
-#   - each burner's samples summed over its windows ~ 19 Hz x its CPU time.
+#   - the burners' samples summed over their windows ~ 19 Hz x their CPU time.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 agent_build burn
@@ -31,18 +31,25 @@ lost=$(echo "$line" | sed -n 's/.* \([0-9]*\) lost.*/\1/p')
 sum=$(pprof_samples "$out"/*.pb.gz)
 [ "$sum" = "$received" ] || fail "profiles hold $sum samples, agent received $received"
 
+# Per burner within 50% (a gross misattribution), all four within 25%: a
+# burner's ~57 samples vary by ~sqrt(57) when 8 threads share the CPUs, so
+# the sum is the sharp check.
+total_n=0 total_cpu=0
 for i in 0 1 2 3; do
 	pid=${pids[$i]}
 	cpu=$(cat "$AGENT_TMP/cpu.$((i + 1))")
 	files=$(agent_files "$out" "$pid")
 	n=$(pprof_samples $files)
 	windows=$(echo "$files" | wc -w)
-	python3 -c "
-n, cpu = $n, $cpu
-e = 19 * cpu
-print(f'pid $pid: {n} samples in $windows windows, expected ~{e:.0f} from {cpu:.2f} CPU s')
-assert abs(n - e) <= 0.25 * e, 'sample count off by more than 25%'
-" || fail "pid $pid"
+	echo "pid $pid: $n samples in $windows windows, $cpu CPU s"
+	python3 -c "assert abs($n - 19 * $cpu) <= 0.5 * 19 * $cpu" || fail "pid $pid: $n samples"
 	[ "$windows" -ge 2 ] || fail "pid $pid spans only $windows window(s)"
+	total_n=$((total_n + n))
+	total_cpu=$(python3 -c "print($total_cpu + $cpu)")
 done
+python3 -c "
+n, cpu = $total_n, $total_cpu
+print(f'burners: {n} samples, expected ~{19 * cpu:.0f} from {cpu:.2f} CPU s')
+assert abs(n - 19 * cpu) <= 0.25 * 19 * cpu
+" || fail "burners' samples off by more than 25%"
 echo PASS

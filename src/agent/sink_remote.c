@@ -1,0 +1,374 @@
+/*
+ * sink_remote.c — the push sink: each window's profiles go to a Parca-
+ * compatible server as one ProfileStoreService/WriteRaw request.
+ *
+ * The sampler must never wait on the network, so write_window only packs
+ * the request (one RawProfileSeries per process: __name__="parca_agent" plus
+ * the series labels, the gzipped pprof as its one RawSample) and queues it;
+ * a sender thread owns the gRPC client and delivers queued requests oldest
+ * first. The queue is bounded in bytes: when a new window does not fit,
+ * the oldest queued windows are dropped and their profiles counted in
+ * kiln_agent_profiles_dropped_total (the window being sent is not among
+ * them: it keeps its retries). A failed call (no answer, or a
+ * retryable gRPC status) is retried with exponential backoff (0.5 s
+ * doubling to 30 s) and full jitter; a request the server rejects as
+ * invalid is dropped at once (retrying cannot help). On close the thread
+ * gets a few seconds to flush, then what is left is counted as dropped.
+ */
+#include "agent/agent.h"
+#include "client/client.h"
+#include "common/log.h"
+#include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WRITE_RAW "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+#define BACKOFF_MIN_MS 500
+#define BACKOFF_MAX_MS 30000
+#define CLOSE_FLUSH_MS 5000
+
+struct batch {
+	struct batch *next;
+	uint8_t *data; /* serialized WriteRawRequest */
+	size_t len;
+	size_t n_profiles;
+};
+
+struct sink_remote {
+	struct agent_sink sink; /* first: the sink is cast back to this */
+	struct grpc_client_config cfg;
+	char *address, *token;
+	size_t max_bytes;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct batch *head, *tail; /* guarded by lock */
+	size_t queued_bytes;	   /* guarded by lock */
+	size_t inflight_bytes;	   /* the window being sent; guarded by lock */
+	bool closing;		   /* guarded by lock */
+	uint64_t deadline_ms;	   /* flush deadline once closing */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void count_dropped(struct sink_remote *r, size_t n)
+{
+	if (r->sink.metrics)
+		atomic_fetch_add_explicit(&r->sink.metrics->profiles_dropped, n,
+					  memory_order_relaxed);
+}
+
+static void batch_free(struct batch *b)
+{
+	if (!b)
+		return;
+	free(b->data);
+	free(b);
+}
+
+/* Packs one window into a WriteRawRequest. */
+static int pack_window(const struct agent_profile *profiles, size_t n, struct batch **out)
+{
+	Parca__Profilestore__V1alpha1__WriteRawRequest req =
+	    PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
+	Parca__Profilestore__V1alpha1__RawProfileSeries *series = calloc(n, sizeof(*series));
+	Parca__Profilestore__V1alpha1__RawProfileSeries **series_p = calloc(n, sizeof(*series_p));
+	Parca__Profilestore__V1alpha1__LabelSet *sets = calloc(n, sizeof(*sets));
+	Parca__Profilestore__V1alpha1__RawSample *samples = calloc(n, sizeof(*samples));
+	Parca__Profilestore__V1alpha1__RawSample **samples_p = calloc(n, sizeof(*samples_p));
+	Parca__Profilestore__V1alpha1__Label **labels_p = NULL, *labels = NULL;
+	struct batch *b = NULL;
+	size_t n_labels = 0, li = 0;
+	int rc = -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		n_labels += profiles[i].labels->n + 1;
+	labels = calloc(n_labels ? n_labels : 1, sizeof(*labels));
+	labels_p = calloc(n_labels ? n_labels : 1, sizeof(*labels_p));
+	if (!series || !series_p || !sets || !samples || !samples_p || !labels || !labels_p)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct agent_labels *l = profiles[i].labels;
+
+		parca__profilestore__v1alpha1__label_set__init(&sets[i]);
+		sets[i].labels = &labels_p[li];
+		/* Sorted by name: "__name__" sorts before every lower-case name. */
+		parca__profilestore__v1alpha1__label__init(&labels[li]);
+		labels[li].name = "__name__";
+		labels[li].value = "parca_agent";
+		labels_p[li] = &labels[li];
+		li++;
+		for (size_t j = 0; j < l->n; j++, li++) {
+			parca__profilestore__v1alpha1__label__init(&labels[li]);
+			labels[li].name = l->v[j].name;
+			labels[li].value = l->v[j].value;
+			labels_p[li] = &labels[li];
+		}
+		sets[i].n_labels = l->n + 1;
+		parca__profilestore__v1alpha1__raw_sample__init(&samples[i]);
+		samples[i].raw_profile.data = (uint8_t *)profiles[i].pprof;
+		samples[i].raw_profile.len = profiles[i].pprof_len;
+		samples_p[i] = &samples[i];
+		parca__profilestore__v1alpha1__raw_profile_series__init(&series[i]);
+		series[i].labels = &sets[i];
+		series[i].n_samples = 1;
+		series[i].samples = &samples_p[i];
+		series_p[i] = &series[i];
+	}
+	req.n_series = n;
+	req.series = series_p;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		goto out;
+	b->len = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+	b->data = malloc(b->len ? b->len : 1);
+	if (!b->data)
+		goto out;
+	parca__profilestore__v1alpha1__write_raw_request__pack(&req, b->data);
+	b->n_profiles = n;
+	*out = b;
+	b = NULL;
+	rc = 0;
+out:
+	batch_free(b);
+	free(series);
+	free(series_p);
+	free(sets);
+	free(samples);
+	free(samples_p);
+	free(labels);
+	free(labels_p);
+	return rc;
+}
+
+static int remote_write_window(struct agent_sink *s, const struct agent_profile *profiles,
+			       size_t n, struct kiln_error *err)
+{
+	struct sink_remote *r = (struct sink_remote *)s;
+	struct batch *b = NULL, *old;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	rc = pack_window(profiles, n, &b);
+	if (rc)
+		return kiln_error_set(err, -rc, "remote store: packing %zu profiles: out of memory",
+				      n);
+	pthread_mutex_lock(&r->lock);
+	/* Make room by dropping the oldest windows: recent data matters more. */
+	while (r->head && r->queued_bytes + r->inflight_bytes + b->len > r->max_bytes) {
+		old = r->head;
+		r->head = old->next;
+		if (!r->head)
+			r->tail = NULL;
+		r->queued_bytes -= old->len;
+		count_dropped(r, old->n_profiles);
+		log_warn("remote store: buffer full (%zu bytes): dropped a window of %zu profiles",
+			 r->max_bytes, old->n_profiles);
+		batch_free(old);
+	}
+	if (b->len > r->max_bytes) {
+		pthread_mutex_unlock(&r->lock);
+		count_dropped(r, n);
+		batch_free(b);
+		return kiln_error_set(err, EMSGSIZE,
+				      "remote store: a window of %zu profiles is larger than the "
+				      "%zu-byte buffer",
+				      n, r->max_bytes);
+	}
+	if (r->tail)
+		r->tail->next = b;
+	else
+		r->head = b;
+	r->tail = b;
+	r->queued_bytes += b->len;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	/* Queued: the sender thread counts delivery failures as drops. */
+	return (int)n;
+}
+
+static bool retryable(int code)
+{
+	return code == GRPC_STATUS_UNAVAILABLE || code == GRPC_STATUS_DEADLINE_EXCEEDED ||
+	       code == GRPC_STATUS_RESOURCE_EXHAUSTED || code == GRPC_STATUS_ABORTED ||
+	       code == GRPC_STATUS_INTERNAL || code == GRPC_STATUS_UNKNOWN ||
+	       code == GRPC_STATUS_CANCELLED;
+}
+
+/* Waits until ms have passed or the sink is closing past its deadline.
+ * Called with the lock held. */
+static void wait_ms(struct sink_remote *r, uint64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+}
+
+/* Pops the oldest queued window; NULL once closing with nothing left or
+ * past the flush deadline. Called with the lock held. */
+static struct batch *next_batch(struct sink_remote *r)
+{
+	struct batch *b;
+
+	while (!r->head && !r->closing)
+		pthread_cond_wait(&r->cond, &r->lock);
+	if (!r->head || (r->closing && now_ms() > r->deadline_ms))
+		return NULL;
+	b = r->head;
+	r->head = b->next;
+	if (!r->head)
+		r->tail = NULL;
+	r->queued_bytes -= b->len;
+	r->inflight_bytes = b->len;
+	return b;
+}
+
+static void *sender_main(void *arg)
+{
+	struct sink_remote *r = arg;
+	struct kiln_error err = {0};
+	struct grpc_client *client = grpc_client_new(&r->cfg, &err);
+	unsigned seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
+	uint64_t backoff = BACKOFF_MIN_MS;
+	struct batch *b = NULL;
+	struct buf resp = {0};
+
+	if (!client)
+		log_error("remote store %s: %s", r->address, err.msg);
+	pthread_mutex_lock(&r->lock);
+	while (client && (b = next_batch(r)) != NULL) {
+		/* Send this window until it is delivered, refused, or we stop. */
+		for (;;) {
+			struct grpc_status st = {0};
+			uint64_t delay;
+			int rc;
+
+			pthread_mutex_unlock(&r->lock);
+			rc = grpc_client_unary(client, WRITE_RAW, b->data, b->len, &resp, &st);
+			pthread_mutex_lock(&r->lock);
+			if (rc == 0 && st.code == GRPC_STATUS_OK) {
+				backoff = BACKOFF_MIN_MS;
+				break;
+			}
+			if (rc == 0 && !retryable(st.code)) {
+				log_warn("remote store %s: WriteRaw refused (%s: %s): dropping %zu "
+					 "profiles",
+					 r->address, grpc_status_name(st.code), st.message,
+					 b->n_profiles);
+				count_dropped(r, b->n_profiles);
+				break;
+			}
+			/* Full jitter, so that a fleet of agents does not retry in step. */
+			delay = BACKOFF_MIN_MS / 2 + (uint64_t)rand_r(&seed) % backoff;
+			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+			if (r->closing && now_ms() + delay >= r->deadline_ms) {
+				count_dropped(r, b->n_profiles);
+				log_warn("remote store %s: dropping %zu undelivered profiles at exit",
+					 r->address, b->n_profiles);
+				break;
+			}
+			log_warn("remote store %s: WriteRaw failed (%s: %s), retrying in %llu ms",
+				 r->address, grpc_status_name(st.code), st.message,
+				 (unsigned long long)delay);
+			wait_ms(r, delay);
+		}
+		r->inflight_bytes = 0;
+		batch_free(b);
+		b = NULL;
+	}
+	/* Whatever is left could not be delivered in time. */
+	while (r->head) {
+		b = r->head;
+		r->head = b->next;
+		count_dropped(r, b->n_profiles);
+		log_warn("remote store %s: dropping %zu undelivered profiles at exit", r->address,
+			 b->n_profiles);
+		batch_free(b);
+	}
+	r->tail = NULL;
+	r->queued_bytes = 0;
+	pthread_mutex_unlock(&r->lock);
+	buf_free(&resp);
+	grpc_client_free(client);
+	return NULL;
+}
+
+static void remote_close(struct agent_sink *s)
+{
+	struct sink_remote *r = (struct sink_remote *)s;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->closing = true;
+	r->deadline_ms = now_ms() + CLOSE_FLUSH_MS;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+	free(r->address);
+	free(r->token);
+	free(r);
+}
+
+int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
+		    struct agent_sink **out, struct kiln_error *err)
+{
+	struct sink_remote *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	r->address = strdup(cfg->address);
+	r->token = cfg->bearer_token ? strdup(cfg->bearer_token) : NULL;
+	if (!r->address || (cfg->bearer_token && !r->token)) {
+		free(r->address);
+		free(r->token);
+		free(r);
+		return -ENOMEM;
+	}
+	r->cfg.address = r->address;
+	r->cfg.insecure = cfg->insecure;
+	r->cfg.skip_verify = cfg->insecure_skip_verify;
+	r->cfg.bearer_token = r->token;
+	r->cfg.timeout_ms = 10000;
+	r->max_bytes = cfg->buffer_bytes ? cfg->buffer_bytes : (size_t)64 << 20;
+	r->sink.name = "remote";
+	r->sink.series_labels_in_samples = false;
+	r->sink.write_window = remote_write_window;
+	r->sink.close = remote_close;
+	r->sink.metrics = metrics;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	rc = pthread_create(&r->thread, NULL, sender_main, r);
+	if (rc) {
+		pthread_mutex_destroy(&r->lock);
+		pthread_cond_destroy(&r->cond);
+		free(r->address);
+		free(r->token);
+		free(r);
+		return kiln_error_set(err, rc, "remote store: starting the sender thread: %s",
+				      strerror(rc));
+	}
+	*out = &r->sink;
+	return 0;
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The push sink against a real gRPC server (python3 grpcio implementing
+# Parca's ProfileStoreService): each window arrives as one WriteRaw with a
+# series per process, labels __name__="parca_agent" + the series labels in
+# name order, the bearer token as authorization, and a gzipped pprof whose
+# samples `go tool pprof` reads. The server starts only after the first
+# window was cut, so that window must arrive through the retries.
+source "$(dirname "$0")/../lib/agent_test.bash"
+agent_setup
+agent_build burn
+# Debian's python3 has python3-grpcio (a pyenv python earlier in PATH may not).
+py=/usr/bin/python3
+$py -c "import grpc, grpc_tools" 2>/dev/null || fail "precondition: python3-grpcio, python3-grpc-tools"
+stubs="$AGENT_TMP/stubs"
+mkdir -p "$stubs"
+$py -m grpc_tools.protoc -I"$KILN_ROOT/proto" --python_out="$stubs" --grpc_python_out="$stubs" \
+	"$KILN_ROOT/proto/parca/profilestore/v1alpha1/profilestore.proto"
+port=$(free_port)
+received="$AGENT_TMP/received.jsonl"
+echo secret-token >"$AGENT_TMP/token"
+
+"$KILN_BIN/kiln-agent" --remote-store-address=127.0.0.1:$port --remote-store-insecure \
+	--remote-store-bearer-token-file="$AGENT_TMP/token" --profiling-duration=2s \
+	--http-address= >"$AGENT_TMP/agent.log" 2>&1 &
+AGENT_PID=$!
+AGENT_LOG="$AGENT_TMP/agent.log"
+for _ in $(seq 1 200); do grep -q "profiling every CPU" "$AGENT_LOG" && break; sleep 0.1; done
+"$AGENT_TESTBIN/burn" 1 >/dev/null & bpid=$!
+wait $bpid
+# The first windows fail (nobody listens); then the server comes up.
+for _ in $(seq 1 100); do grep -q "WriteRaw failed" "$AGENT_LOG" && break; sleep 0.1; done
+grep -q "WriteRaw failed" "$AGENT_LOG" || fail "no failed attempt logged: $(cat "$AGENT_LOG")"
+$py "$AGENT_PROGS/writeraw_server.py" "$port" "$received" "$stubs" >"$AGENT_TMP/server.log" 2>&1 &
+AGENT_CLEANUP+=("kill $!")
+for _ in $(seq 1 300); do
+	[ -s "$received" ] && grep -q "\"$bpid\"" "$received" && break
+	sleep 0.1
+done
+agent_stop
+grep -q "\"$bpid\"" "$received" || fail "burn's window never arrived: $(cat "$AGENT_LOG")"
+
+python3 - "$received" "$bpid" "$AGENT_TMP" <<'PY'
+import gzip, json, sys
+reqs = [json.loads(l) for l in open(sys.argv[1])]
+pid, tmp = sys.argv[2], sys.argv[3]
+assert all(r["authorization"] == "Bearer secret-token" for r in reqs), reqs[0]["authorization"]
+assert max(len(r["series"]) for r in reqs) > 1, "no request batched several processes"
+found = None
+for r in reqs:
+    for s in r["series"]:
+        names = [n for n, _ in s["labels"]]
+        assert names[0] == "__name__" and s["labels"][0][1] == "parca_agent", s["labels"]
+        assert names == sorted(names), f"labels not sorted: {names}"
+        labels = dict(s["labels"])
+        for k in ("node", "pid", "comm", "kernel_release", "cgroup"):
+            assert k in labels, f"missing {k}: {labels}"
+        if labels["pid"] == pid:
+            found = s
+assert found and dict(found["labels"])["comm"] == "burn"
+assert dict(found["labels"])["executable"].endswith("/burn")
+raw = bytes.fromhex(found["profiles"][0])
+assert raw[:2] == b"\x1f\x8b", "profile is not gzipped"
+open(f"{tmp}/pushed.pb.gz", "wb").write(raw)
+PY
+n=$(pprof_samples "$AGENT_TMP/pushed.pb.gz")
+[ "${n:-0}" -gt 0 ] || fail "pushed profile has no samples"
+# Pushed profiles keep series labels beside the profile, not in samples.
+go tool pprof -raw "$AGENT_TMP/pushed.pb.gz" 2>/dev/null | grep -q "thread_name:\[burn\]" ||
+	fail "pushed profile lacks per-sample thread labels"
+if go tool pprof -raw "$AGENT_TMP/pushed.pb.gz" 2>/dev/null | grep -q "comm:\["; then
+	fail "pushed profile repeats series labels in samples"
+fi
+echo PASS
