@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#define WRITE_RAW "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+#define WRITE_RAW      "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
 #define CLOSE_FLUSH_MS 5000
@@ -151,8 +151,8 @@ out:
 	return rc;
 }
 
-static int remote_write_window(struct agent_sink *s, const struct agent_profile *profiles,
-			       size_t n, struct kiln_error *err)
+static int remote_write_window(struct agent_sink *s, const struct agent_profile *profiles, size_t n,
+			       struct kiln_error *err)
 {
 	struct sink_remote *r = (struct sink_remote *)s;
 	struct batch *b = NULL, *old;
@@ -281,8 +281,9 @@ static void *sender_main(void *arg)
 			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 			if (r->closing && now_ms() + delay >= r->deadline_ms) {
 				count_dropped(r, b->n_profiles);
-				log_warn("remote store %s: dropping %zu undelivered profiles at exit",
-					 r->address, b->n_profiles);
+				log_warn(
+				    "remote store %s: dropping %zu undelivered profiles at exit",
+				    r->address, b->n_profiles);
 				break;
 			}
 			log_warn("remote store %s: WriteRaw failed (%s: %s), retrying in %llu ms",

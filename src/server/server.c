@@ -262,11 +262,3 @@ void server_free(struct server *s)
 	pthread_cond_destroy(&s->conn_cond);
 	free(s);
 }
-
-void *server_extension_state(struct server *s, const char *name)
-{
-	for (size_t i = 0; s->ext_state && i < server_n_extensions; i++)
-		if (strcmp(server_extensions[i].name, name) == 0)
-			return s->ext_state[i];
-	return NULL;
-}

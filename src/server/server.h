@@ -187,9 +187,6 @@ extern const size_t server_n_http_routes;
 extern const struct server_extension server_extensions[];
 extern const size_t server_n_extensions;
 
-/* The state that extension `name`'s start returned (NULL if none). */
-void *server_extension_state(struct server *s, const char *name);
-
 /* Looks a method or route up; NULL = unknown. The index is for metrics. */
 const struct grpc_method *server_find_grpc(const char *path, size_t *index);
 const struct http_route *server_find_http(const char *method, const char *path, size_t *index);
