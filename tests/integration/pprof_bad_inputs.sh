@@ -80,6 +80,14 @@ for i in $(seq 0 39); do
 	fi
 done
 
+# Well-formed protobuf that breaks the invariants: the message names the field.
+printf '\x32\x00\x12\x03\x0a\x01\x05' >"$WORK/badref.pb" # sample -> location 5, none exist
+expect_all "$WORK/badref.pb"
+grep -qF 'sample[0].location_id[0]: no location with id 5' "$WORK/err" || die "badref: $(cat "$WORK/err")"
+printf '\x32\x01x' >"$WORK/badstr.pb" # string_table[0] = "x"
+expect_all "$WORK/badstr.pb"
+grep -qF 'string_table[0]' "$WORK/err" || die "badstr: $(cat "$WORK/err")"
+
 # Unknown sample type: error naming the file and listing the types.
 rc=0
 "$KILNCTL" pprof folded --sample-type=nope "$WORK/good.pb.gz" >/dev/null 2>"$WORK/err" || rc=$?
