@@ -87,6 +87,7 @@ static int resize(struct htab *h, size_t cap)
 
 	if (!slots)
 		return -ENOMEM;
+	mem_populate(slots, cap * sizeof(*slots));
 	h->slots = slots;
 	h->cap = cap;
 	for (i = 0; i < old_cap; i++) {
