@@ -24,6 +24,8 @@ void *arena_alloc(struct arena *a, size_t n);
 void *arena_calloc(struct arena *a, size_t n, size_t size);
 char *arena_strdup(struct arena *a, const char *s);
 char *arena_strndup(struct arena *a, const char *s, size_t n);
+/* Faults in [p, p+len) at once if it spans at least 1 MiB (advice only). */
+void mem_populate(void *p, size_t len);
 /* Bytes handed out so far (for memory accounting). */
 size_t arena_used(const struct arena *a);
 /* A protobuf-c allocator backed by a; frees are no-ops. */

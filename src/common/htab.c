@@ -79,22 +79,39 @@ static struct htab_slot *find_slot(const struct htab *h, uint64_t hash, const vo
 	}
 }
 
-static int grow(struct htab *h)
+static int resize(struct htab *h, size_t cap)
 {
 	struct htab_slot *old = h->slots;
 	size_t old_cap = h->cap, i;
-	struct htab_slot *slots = calloc(old_cap * 2, sizeof(*slots));
+	struct htab_slot *slots = calloc(cap, sizeof(*slots));
 
 	if (!slots)
 		return -ENOMEM;
+	mem_populate(slots, cap * sizeof(*slots));
 	h->slots = slots;
-	h->cap = old_cap * 2;
+	h->cap = cap;
 	for (i = 0; i < old_cap; i++) {
 		if (old[i].key)
 			*find_slot(h, old[i].hash, old[i].key, old[i].len) = old[i];
 	}
 	free(old);
 	return 0;
+}
+
+static int grow(struct htab *h)
+{
+	return resize(h, h->cap * 2);
+}
+
+int htab_reserve(struct htab *h, size_t n)
+{
+	size_t cap = h->cap;
+
+	if (n > SIZE_MAX / 4 - h->count)
+		return -ENOMEM;
+	while ((h->count + n) > cap * 3 / 4)
+		cap *= 2;
+	return cap == h->cap ? 0 : resize(h, cap);
 }
 
 static int insert(struct htab *h, uint64_t hash, const void *key, size_t len, uint64_t value,
@@ -166,6 +183,21 @@ uint64_t *htab_lookup(struct htab *h, const void *key, size_t len)
 	struct htab_slot *s = find_slot(h, htab_hash(key, len), key, len);
 
 	return s->key ? &s->value : NULL;
+}
+
+uint64_t *htab_lookup_hashed(struct htab *h, uint64_t hash, const void *key, size_t len)
+{
+	struct htab_slot *s = find_slot(h, hash, key, len);
+
+	return s->key ? &s->value : NULL;
+}
+
+const void *htab_insert_hashed(struct htab *h, uint64_t hash, const void *key, size_t len,
+			       uint64_t value)
+{
+	struct htab_slot *s;
+
+	return insert(h, hash, key, len, value, &s) ? NULL : s->key;
 }
 
 size_t htab_count(const struct htab *h)

@@ -33,6 +33,16 @@ bool htab_get(const struct htab *h, const void *key, size_t len, uint64_t *value
 /* Pointer to the stored value (valid until the next insert), or NULL. */
 uint64_t *htab_lookup(struct htab *h, const void *key, size_t len);
 size_t htab_count(const struct htab *h);
+/* The same with the hash already computed by htab_hash, for callers that
+ * probe and then insert the same key (one hash instead of two). */
+uint64_t *htab_lookup_hashed(struct htab *h, uint64_t hash, const void *key, size_t len);
+/* Inserts a key known to be absent; returns the table's own copy of the key
+ * (valid until htab_free, so callers may keep pointers into it instead of a
+ * second copy), or NULL on out-of-memory. */
+const void *htab_insert_hashed(struct htab *h, uint64_t hash, const void *key, size_t len,
+			       uint64_t value);
+/* Makes room for n more keys without rehashing. Returns 0 or -ENOMEM. */
+int htab_reserve(struct htab *h, size_t n);
 
 /* Iterates: start with *iter = 0; returns false when done. Order is
  * unspecified. The key pointer stays valid until htab_free. */

@@ -81,16 +81,17 @@ void pprof_builder_free(struct pprof_builder *b)
 
 int64_t pprof_builder_string_n(struct pprof_builder *b, const char *s, size_t len)
 {
-	uint64_t idx;
+	uint64_t hash = htab_hash(s, len), *idx;
 	char *copy;
 
 	/* Look up before inserting so that a failed copy leaves no entry behind. */
-	if (htab_get(b->string_ix, s, len, &idx))
-		return (int64_t)idx;
+	idx = htab_lookup_hashed(b->string_ix, hash, s, len);
+	if (idx)
+		return (int64_t)*idx;
 	if (grow((void **)&b->strings, &b->cap_strings, b->n_strings, sizeof(char *)))
 		return -1;
 	copy = arena_strndup(b->arena, s, len);
-	if (!copy || htab_put(b->string_ix, s, len, b->n_strings))
+	if (!copy || !htab_insert_hashed(b->string_ix, hash, s, len, b->n_strings))
 		return -1;
 	b->strings[b->n_strings] = copy;
 	return (int64_t)b->n_strings++;
@@ -269,7 +270,7 @@ uint64_t pprof_builder_location(struct pprof_builder *b, uint64_t mapping_id, ui
 				const struct pprof_line_desc *lines, size_t n_lines)
 {
 	pprof_location_msg l = PERFTOOLS__PROFILES__LOCATION__INIT;
-	uint64_t idx;
+	uint64_t hash, *idx;
 	size_t i;
 
 	if (mapping_id > b->n_mappings)
@@ -285,8 +286,10 @@ uint64_t pprof_builder_location(struct pprof_builder *b, uint64_t mapping_id, ui
 		    buf_append(&b->key, &lines[i].column, 8))
 			return 0;
 	}
-	if (htab_get(b->location_ix, b->key.data, b->key.len, &idx))
-		return idx + 1;
+	hash = htab_hash(b->key.data, b->key.len);
+	idx = htab_lookup_hashed(b->location_ix, hash, b->key.data, b->key.len);
+	if (idx)
+		return *idx + 1;
 	if (grow((void **)&b->locations, &b->cap_locations, b->n_locations, sizeof(l)))
 		return 0;
 	l.id = b->n_locations + 1;
@@ -307,7 +310,7 @@ uint64_t pprof_builder_location(struct pprof_builder *b, uint64_t mapping_id, ui
 		}
 		l.n_line = n_lines;
 	}
-	if (htab_put(b->location_ix, b->key.data, b->key.len, b->n_locations))
+	if (!htab_insert_hashed(b->location_ix, hash, b->key.data, b->key.len, b->n_locations))
 		return 0;
 	b->locations[b->n_locations++] = l;
 	return l.id;
@@ -370,7 +373,8 @@ int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, 
 				 size_t n_labels)
 {
 	pprof_sample_msg s = PERFTOOLS__PROFILES__SAMPLE__INIT;
-	uint64_t *slot;
+	const unsigned char *stored;
+	uint64_t *slot, hash;
 	size_t i;
 
 	for (i = 0; i < n_locs; i++)
@@ -379,7 +383,8 @@ int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, 
 	if (sample_key(b, locs, n_locs, labels, n_labels) ||
 	    grow((void **)&b->samples, &b->cap_samples, b->n_samples, sizeof(s)))
 		return -ENOMEM;
-	slot = htab_lookup(b->sample_ix, b->key.data, b->key.len);
+	hash = htab_hash(b->key.data, b->key.len);
+	slot = htab_lookup_hashed(b->sample_ix, hash, b->key.data, b->key.len);
 	if (slot) {
 		int64_t *v = b->samples[*slot].value;
 
@@ -387,13 +392,10 @@ int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, 
 			v[i] = pprof_add(v[i], values[i]);
 		return 0;
 	}
-	s.n_location_id = n_locs;
-	s.location_id = arena_alloc(b->arena, (n_locs ? n_locs : 1) * sizeof(uint64_t));
 	s.n_value = b->n_types;
 	s.value = arena_alloc(b->arena, (b->n_types ? b->n_types : 1) * sizeof(int64_t));
-	if (!s.location_id || !s.value)
+	if (!s.value)
 		goto oom;
-	memcpy(s.location_id, locs, n_locs * sizeof(uint64_t));
 	memcpy(s.value, values, b->n_types * sizeof(int64_t));
 	if (n_labels) {
 		Perftools__Profiles__Label *ls = arena_alloc(b->arena, n_labels * sizeof(*ls));
@@ -411,12 +413,35 @@ int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, 
 		}
 		s.n_label = n_labels;
 	}
-	if (htab_put(b->sample_ix, b->key.data, b->key.len, b->n_samples))
+	/* The key starts with the stack (see sample_key), and the table keeps
+	 * its copy until the builder dies: the sample points into it rather than
+	 * holding a second copy of every stack. */
+	stored = htab_insert_hashed(b->sample_ix, hash, b->key.data, b->key.len, b->n_samples);
+	if (!stored)
 		goto oom;
+	s.n_location_id = n_locs;
+	s.location_id = n_locs ? (uint64_t *)(void *)(stored + 8) : NULL;
 	b->samples[b->n_samples++] = s;
 	return 0;
 oom:
 	return -ENOMEM;
+}
+
+int pprof_builder_reserve_samples(struct pprof_builder *b, size_t n)
+{
+	size_t want = b->n_samples + n;
+
+	if (want > b->cap_samples) {
+		/* Doubling, so that many small reservations stay amortized O(1). */
+		size_t cap = want > b->cap_samples * 2 ? want : b->cap_samples * 2;
+		void *p = realloc(b->samples, cap * sizeof(*b->samples));
+
+		if (!p)
+			return -ENOMEM;
+		b->samples = p;
+		b->cap_samples = cap;
+	}
+	return htab_reserve(b->sample_ix, n);
 }
 
 int pprof_builder_add_sample(struct pprof_builder *b, const uint64_t *location_ids,

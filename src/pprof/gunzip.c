@@ -5,8 +5,11 @@
  * libdeflate inflates a whole member at about three times zlib's speed,
  * which matters when decoding is the server's hot path. The output size is
  * guessed from the gzip trailer (ISIZE, exact for the usual single member)
- * and doubled on a short guess; the max_out bound stops a gzip bomb before
- * it allocates more. Concatenated members are allowed, as gzip(1) does.
+ * and doubled on a short guess. Both the guess and the doubling are capped
+ * by what the input can possibly hold (deflate expands at most ~1032:1) and
+ * by max_out, so corrupt or hostile input never makes us allocate more than
+ * a constant times its own size. Concatenated members are allowed, as
+ * gzip(1) does.
  */
 #include "pprof/internal.h"
 
@@ -15,7 +18,19 @@
 #include <errno.h>
 #include <libdeflate.h>
 
-static size_t guess_size(const uint8_t *data, size_t len, size_t max_out)
+/* Deflate's best case is a 258-byte match per 2 bits (~1032:1); a member of
+ * len bytes cannot inflate to more than this, however it is corrupted. */
+#define DEFLATE_MAX_RATIO 1032
+
+static size_t inflate_bound(size_t len, size_t max_out)
+{
+	size_t bound =
+	    len > SIZE_MAX / DEFLATE_MAX_RATIO - 1 ? SIZE_MAX : len * DEFLATE_MAX_RATIO + 1;
+
+	return bound > max_out ? max_out : bound;
+}
+
+static size_t guess_size(const uint8_t *data, size_t len, size_t bound)
 {
 	size_t isize = 0, guess;
 
@@ -31,7 +46,7 @@ static size_t guess_size(const uint8_t *data, size_t len, size_t max_out)
 		guess = len * 8;
 	if (guess < 4096)
 		guess = 4096;
-	return guess > max_out ? max_out : guess;
+	return guess > bound ? bound : guess;
 }
 
 int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
@@ -45,7 +60,8 @@ int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
 	if (!d)
 		return kiln_error_set(err, ENOMEM, "gzip: out of memory");
 	while (off < len) {
-		size_t avail = guess_size(in + off, len - off, max_out - (out->len - start));
+		size_t bound = inflate_bound(len - off, max_out - (out->len - start));
+		size_t avail = guess_size(in + off, len - off, bound);
 		size_t used_in = 0, got = 0;
 		enum libdeflate_result r;
 
@@ -66,16 +82,20 @@ int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
 			    d, in + off, len - off, out->data + out->len, avail, &used_in, &got);
 			if (r != LIBDEFLATE_INSUFFICIENT_SPACE)
 				break;
-			if (out->len - start + avail >= max_out) {
-				rc = kiln_error_set(err, EFBIG,
-						    "gzip: inflated size exceeds the limit of %zu "
-						    "bytes",
-						    max_out);
+			if (avail >= bound) {
+				if (out->len - start + avail >= max_out)
+					rc = kiln_error_set(err, EFBIG,
+							    "gzip: inflated size exceeds the limit "
+							    "of %zu bytes",
+							    max_out);
+				else
+					rc = kiln_error_set(err, EBADMSG,
+							    "gzip: corrupt data in the member at "
+							    "offset %zu: inflates past %zu bytes",
+							    off, avail);
 				goto out;
 			}
-			avail *= 2;
-			if (out->len - start + avail > max_out)
-				avail = max_out - (out->len - start);
+			avail = avail > bound / 2 ? bound : avail * 2;
 		}
 		if (r != LIBDEFLATE_SUCCESS) {
 			rc = kiln_error_set(err, EBADMSG,

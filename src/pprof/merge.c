@@ -212,7 +212,7 @@ static int merge_samples(struct pprof_builder *b, const struct pprof_profile *p,
 	int rc = -ENOMEM;
 
 	values = malloc((m->n_sample_type + 1) * sizeof(*values));
-	if (!values)
+	if (!values || pprof_builder_reserve_samples(b, m->n_sample))
 		goto out;
 	for (i = 0; i < m->n_sample; i++) {
 		const pprof_sample_msg *s = m->sample[i];

@@ -91,6 +91,40 @@ static void test_htab_interns_many_keys(void **state)
 	htab_free(h);
 }
 
+/* The hashed variants on a reserved table: each returned key copy is the
+ * table's own and still holds the key after every later insert. */
+static void test_htab_hashed_and_reserve(void **state)
+{
+	struct htab *h = htab_new(0);
+	const void *copies[1000];
+	char key[32];
+	uint64_t *slot;
+
+	(void)state;
+	assert_non_null(h);
+	assert_int_equal(htab_reserve(h, 1000), 0);
+	for (int i = 0; i < 1000; i++) {
+		int n = snprintf(key, sizeof(key), "stack-%d", i);
+		uint64_t hash = htab_hash(key, (size_t)n);
+
+		assert_null(htab_lookup_hashed(h, hash, key, (size_t)n));
+		copies[i] = htab_insert_hashed(h, hash, key, (size_t)n, (uint64_t)i);
+		assert_non_null(copies[i]);
+		assert_ptr_not_equal(copies[i], key);
+		assert_memory_equal(copies[i], key, (size_t)n);
+	}
+	for (int i = 0; i < 1000; i++) {
+		int n = snprintf(key, sizeof(key), "stack-%d", i);
+
+		slot = htab_lookup_hashed(h, htab_hash(key, (size_t)n), key, (size_t)n);
+		assert_non_null(slot);
+		assert_int_equal(*slot, (uint64_t)i);
+		assert_memory_equal(copies[i], key, (size_t)n);
+	}
+	assert_int_equal(htab_count(h), 1000);
+	htab_free(h);
+}
+
 static void test_arena_alignment_and_big_blocks(void **state)
 {
 	struct arena *a = arena_new(1024);
@@ -167,6 +201,7 @@ int main(void)
 	    cmocka_unit_test(test_buf_grows_and_formats),
 	    cmocka_unit_test(test_buf_file_roundtrip),
 	    cmocka_unit_test(test_htab_interns_many_keys),
+	    cmocka_unit_test(test_htab_hashed_and_reserve),
 	    cmocka_unit_test(test_arena_alignment_and_big_blocks),
 	    cmocka_unit_test(test_gzip_roundtrip_and_limits),
 	    cmocka_unit_test(test_error_keeps_first_and_prefixes),

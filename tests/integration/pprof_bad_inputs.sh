@@ -8,24 +8,32 @@ gen=$(build_go_peer)
 "$gen" cpu -o "$WORK/good.pb.gz" -seconds 0.3
 gunzip -c "$WORK/good.pb.gz" >"$WORK/good.pb"
 
-# Expects failure: exit 1, exactly one stderr line that names the file.
+# Expects failure: exit 1, exactly one stderr line that names the file (for
+# merge: next to a good file, and nothing written).
 expect_error() { # file [subcommand]
-	local f=$1 sub=${2:-validate} rc=0
-	"$KILNCTL" pprof "$sub" "$f" >/dev/null 2>"$WORK/err" || rc=$?
+	local f=$1 sub=${2:-validate} rc=0 args=("$1")
+	[ "$sub" = merge ] && args=(-o "$WORK/merged.pb.gz" "$WORK/good.pb.gz" "$f")
+	"$KILNCTL" pprof "$sub" "${args[@]}" >/dev/null 2>"$WORK/err" || rc=$?
 	[ "$rc" -eq 1 ] || die "$sub $f: exit $rc (want 1): $(head -3 "$WORK/err")"
 	[ "$(wc -l <"$WORK/err")" -eq 1 ] || die "$sub $f: not one line: $(head -5 "$WORK/err")"
 	grep -qF "$f" "$WORK/err" || die "$sub $f: message does not name the file: $(cat "$WORK/err")"
+	[ ! -e "$WORK/merged.pb.gz" ] || die "merge with $f wrote its output"
+}
+# One line naming the file and the problem, from every subcommand.
+expect_all() { # file
+	local sub
+	for sub in validate folded top merge; do expect_error "$1" "$sub"; done
 }
 
 "$KILNCTL" pprof validate "$WORK/good.pb.gz" "$WORK/good.pb" >/dev/null || die "good file rejected"
 
 : >"$WORK/empty"
-expect_error "$WORK/empty"
-expect_error "$WORK/does-not-exist.pb.gz"
-expect_error "$WORK/does-not-exist.pb.gz" folded
+expect_all "$WORK/empty"
+grep -q "empty" "$WORK/err" || die "empty file: $(cat "$WORK/err")"
+expect_all "$WORK/does-not-exist.pb.gz"
+grep -qi "no such file" "$WORK/err" || die "missing file: $(cat "$WORK/err")"
 head -c 1000000 /dev/urandom >"$WORK/random"
-expect_error "$WORK/random"
-expect_error "$WORK/random" top
+expect_all "$WORK/random"
 
 size=$(stat -c %s "$WORK/good.pb.gz")
 raw_size=$(stat -c %s "$WORK/good.pb")
@@ -33,8 +41,9 @@ raw_size=$(stat -c %s "$WORK/good.pb")
 for cut in 1 2 10 $((size / 3)) $((size / 2)) $((size - 9)) $((size - 1)); do
 	head -c "$cut" "$WORK/good.pb.gz" >"$WORK/trunc$cut.pb.gz"
 	expect_error "$WORK/trunc$cut.pb.gz"
-	expect_error "$WORK/trunc$cut.pb.gz" folded
 done
+expect_all "$WORK/trunc$((size / 2)).pb.gz"
+grep -q "gzip" "$WORK/err" || die "truncated gzip: $(cat "$WORK/err")"
 # Truncated raw protobuf: an error or (cut between fields) a valid profile,
 # never a crash.
 for cut in 1 7 $((raw_size / 4)) $((raw_size / 2)) $((raw_size - 3)); do
@@ -70,6 +79,14 @@ for i in $(seq 0 39); do
 			die "raw bit flip $i: bad message: $(head -3 "$WORK/err")"
 	fi
 done
+
+# Well-formed protobuf that breaks the invariants: the message names the field.
+printf '\x32\x00\x12\x03\x0a\x01\x05' >"$WORK/badref.pb" # sample -> location 5, none exist
+expect_all "$WORK/badref.pb"
+grep -qF 'sample[0].location_id[0]: no location with id 5' "$WORK/err" || die "badref: $(cat "$WORK/err")"
+printf '\x32\x01x' >"$WORK/badstr.pb" # string_table[0] = "x"
+expect_all "$WORK/badstr.pb"
+grep -qF 'string_table[0]' "$WORK/err" || die "badstr: $(cat "$WORK/err")"
 
 # Unknown sample type: error naming the file and listing the types.
 rc=0

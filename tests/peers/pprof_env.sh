@@ -3,7 +3,7 @@
 # Sets ROOT, KILNCTL and WORK (a temporary directory removed on exit), and
 # offers build_go_peer (the Go profile generator, built offline from the
 # standard library) and setup_node_peer (pprof-format from the npm registry,
-# pinned by tests/peers/node/package-lock.json).
+# pinned by tests/peers/node/package-lock.json, see tests/peers/node/install.sh).
 ROOT=${KILN_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 KILNCTL=${KILN_BIN:-$ROOT/build/san/bin}/kilnctl
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-pprof.XXXXXX")
@@ -25,18 +25,12 @@ build_go_peer() {
 	echo "$ROOT/build/go/pprofgen"
 }
 
-# Installs pprof-format into build/node-peer (once per lock file); sets NODE_PATH.
+# Installs pprof-format into build/node-peer (a no-op once `make test` has
+# done it for this lock file); sets NODE_PATH.
 setup_node_peer() {
-	local dir=$ROOT/build/node-peer
-	command -v node >/dev/null && command -v npm >/dev/null || die "node/npm not installed"
-	if ! cmp -s "$ROOT/tests/peers/node/package-lock.json" "$dir/package-lock.json" ||
-		[ ! -d "$dir/node_modules/pprof-format" ]; then
-		rm -rf "$dir" && mkdir -p "$dir"
-		cp "$ROOT/tests/peers/node/package.json" "$ROOT/tests/peers/node/package-lock.json" "$dir/"
-		(cd "$dir" && npm ci --no-audit --no-fund --silent >/dev/null 2>&1) ||
-			die "npm ci of tests/peers/node failed"
-	fi
-	export NODE_PATH=$dir/node_modules
+	command -v node >/dev/null || die "node not installed (run: make deps)"
+	"$ROOT/tests/peers/node/install.sh" || die "cannot install the Node peer"
+	export NODE_PATH=$ROOT/build/node-peer/node_modules
 }
 
 # go tool pprof with a private cache/home so that tests do not share state.
