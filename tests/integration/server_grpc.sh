@@ -20,16 +20,39 @@ client write --name kiln_test --label job=other --label node=n2 \
 mkdir -p "$T/out"
 client check --name kiln_test --label job=grpc --label node=n1 \
 	--profiles "$P/cpu-0.pb.gz" "$P/heap-0.pb.gz" "$P/cpu-1.pb.gz" "$P/heap-1.pb.gz" \
-	--out "$T/out" || die "QueryService checks"
+	--other job=other --other node=n2 --out "$T/out" || die "QueryService checks"
 
 # go tool pprof reads the PPROF report and finds the Go program's functions.
 CPU=$T/out/kiln_test_cpu_nanoseconds_cpu_nanoseconds_delta.pb.gz
 [ -s "$CPU" ] || die "no PPROF report saved"
 go tool pprof -top "$CPU" >"$T/top.txt" 2>&1 || { cat "$T/top.txt"; die "go tool pprof failed"; }
 grep -q 'main.spinAlpha' "$T/top.txt" || { cat "$T/top.txt"; die "pprof top lacks main.spinAlpha"; }
-# Its total equals the ingested total (go tool pprof -raw lists every sample).
-go tool pprof -raw "$CPU" >"$T/raw.txt" 2>&1 || die "go tool pprof -raw failed"
-grep -q 'Samples:' "$T/raw.txt" || die "pprof -raw output unexpected"
+# Every PPROF report (SINGLE, MERGE, DIFF of every type) is read by
+# `go tool pprof -raw`, and the values it lists sum to the ingested total.
+[ -s "$T/out/manifest.txt" ] || die "no PPROF manifest"
+n=0
+while read -r f want; do
+	go tool pprof -raw "$T/out/$f" >"$T/raw.txt" 2>&1 || { cat "$T/raw.txt"; die "go tool pprof -raw $f"; }
+	got=$($PY - "$T/raw.txt" <<'PYEOF'
+import re, sys
+total, on = 0, False
+for line in open(sys.argv[1]):
+    if line.startswith("Samples:"):
+        on = True
+        continue
+    if on and re.match(r"^(Locations|Mappings)", line):
+        break
+    m = re.match(r"^\s*(-?\d+)(\s+-?\d+)*:\s", line) if on else None
+    if m:
+        total += int(m.group(1))
+print(total)
+PYEOF
+	)
+	[ "$got" = "$want" ] || die "go tool pprof -raw $f: values sum to $got, ingested $want"
+	n=$((n + 1))
+done <"$T/out/manifest.txt"
+[ "$n" -ge 12 ] || die "only $n PPROF reports checked"
+echo "go tool pprof read $n PPROF reports; every total exact"
 
 # kilnctl query: the same profile, top and folded and pprof.
 Q='kiln_test:cpu:nanoseconds:cpu:nanoseconds:delta{job="grpc"}'
