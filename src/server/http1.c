@@ -59,8 +59,7 @@ static enum MHD_Result arg_all_cb(void *cls, enum MHD_ValueKind kind, const char
 	return MHD_YES;
 }
 
-size_t http_arg_all(const struct http_request *req, const char *name, const char **out,
-		    size_t max)
+size_t http_arg_all(const struct http_request *req, const char *name, const char **out, size_t max)
 {
 	struct arg_all aa = {.name = name, .out = out, .max = max};
 	if (req->mhd_conn) {
