@@ -85,11 +85,52 @@ if "$KILNCTL" query --address="$ADDR" 'kiln_test:cpu{' --since=1h 2>"$T/err.txt"
 fi
 grep -q '\^' "$T/err.txt" || { cat "$T/err.txt"; die "kilnctl error lacks a position caret"; }
 
-# Metrics counted the ingestion and the calls.
+# Metrics counted the ingestion and the calls, exactly: 5 profiles, their
+# sample rows (samples x sample types) and raw bytes; 3 WriteRaw calls with
+# their latencies; store sizes and WAL fsyncs are reported.
 curl -sf "http://$ADDR/metrics" >"$T/metrics.txt" || die "/metrics"
-grep -Eq '^kiln_ingested_profiles_total 5$' "$T/metrics.txt" || die "ingested_profiles != 5"
-grep -Eq '^kiln_grpc_requests_total\{method="/parca.query.v1alpha1.QueryService/Query"\} [1-9]' \
-	"$T/metrics.txt" || die "Query calls not counted"
+$PY - "$STUBS" "$T/metrics.txt" "$P/cpu-0.pb.gz" "$P/heap-0.pb.gz" "$P/cpu-1.pb.gz" \
+	"$P/heap-1.pb.gz" "$P/cpu-0.pb.gz" <<'PYEOF' || die "/metrics figures"
+import gzip, os, re, sys
+sys.path.insert(0, sys.argv[1])
+from pprof import profile_pb2
+m = {}
+for line in open(sys.argv[2]):
+    if line.startswith("#") or not line.strip():
+        continue
+    k, v = line.rsplit(" ", 1)
+    m[k] = float(v)
+rows = nbytes = 0
+for f in sys.argv[3:]:
+    p = profile_pb2.Profile()
+    p.ParseFromString(gzip.decompress(open(f, "rb").read()))
+    rows += len(p.sample) * len(p.sample_type)
+    nbytes += os.path.getsize(f)
+w = 'method="/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"'
+want = {
+    "kiln_ingested_profiles_total": 5,
+    "kiln_ingested_samples_total": rows,
+    "kiln_ingested_bytes_total": nbytes,
+    "kiln_grpc_requests_total{%s}" % w: 3,
+    "kiln_grpc_request_duration_seconds_count{%s}" % w: 3,
+}
+for k, v in want.items():
+    if m.get(k) != v:
+        sys.exit("%s = %s, want %s" % (k, m.get(k), v))
+if m.get('kiln_grpc_request_duration_seconds_bucket{%s,le="+Inf"}' % w) != 3:
+    sys.exit("WriteRaw latency histogram lacks its +Inf bucket of 3")
+if not m.get("kiln_grpc_request_duration_seconds_sum{%s}" % w, 0) > 0:
+    sys.exit("WriteRaw latency sum is 0")
+q = 'kiln_grpc_requests_total{method="/parca.query.v1alpha1.QueryService/Query"}'
+if not m.get(q, 0) >= 60:
+    sys.exit("%s = %s, want >= 60" % (q, m.get(q)))
+for k in ("kiln_store_series", "kiln_store_sample_rows", "kiln_store_disk_bytes",
+          "kiln_store_stacks", "kiln_store_locations", "kiln_wal_fsync_duration_seconds_count",
+          "kiln_wal_fsync_duration_seconds_sum"):
+    if not m.get(k, 0) > 0:
+        sys.exit("%s = %s, want > 0" % (k, m.get(k)))
+print("metrics ok: %d sample rows, %d bytes" % (rows, nbytes))
+PYEOF
 # Graceful shutdown under load: SIGTERM while a client streams writes. The
 # client sees UNAVAILABLE (never another error), the server exits 0, and
 # after a restart every acknowledged write is there.
