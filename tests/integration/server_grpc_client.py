@@ -144,6 +144,12 @@ def labels_values(q, args, expected, labels, start, end):
         extra = [n for n in names([t + '{%s="%s"}' % other[0]]) if n != "__name__"]
         if sorted(extra) != sorted(set(k for k, _ in other)):
             fail("Labels(%s) = %s, want %s" % (other[0], extra, [k for k, _ in other]))
+    # No match entry at all: every series.
+    if not set(k for k, _ in labels + other) <= set(names([])):
+        fail("Labels without match lacks %s: %s" % (labels + other, names([])))
+    k = labels[-1][0]
+    if dict(labels)[k] not in values(k, []):
+        fail("Values(%s) without match lacks %s" % (k, dict(labels)[k]))
     # Nothing matches: empty, not an error.
     if names([t + '{%s="no-such-value"}' % labels[0][0]]) != []:
         fail("Labels with a matcher that selects nothing is not empty")
