@@ -5,9 +5,10 @@
 # merges done by `go tool pprof -proto` on the same profiles written as
 # files (the peer), with kiln/go totals compared and the time ratio.
 #
-#   SCALE=1 make bench-server      24 h of data (~170M rows; long)
-#   SCALE=0.02 (default)           ~0.5 h of data, about two minutes
-#   THREADS=64                     concurrent writers (group commit)
+#   make bench-server SCALE=1       24 h of data (~170M rows; long)
+#   bench/bench-server.sh --scale 1 the same, straight from the script
+#   SCALE=0.02 (default)            ~0.5 h of data, about two minutes
+#   THREADS=64 / --threads 64       concurrent writers (group commit)
 # Figures only; never fails on time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,15 @@ bin=build/bench/bench_store
 [ -x "$bin" ] || { echo "bench-server: $bin missing (run: make bench-server)" >&2; exit 1; }
 command -v go >/dev/null || { echo "bench-server: go not found (make deps installs golang-go)" >&2; exit 1; }
 : "${SCALE:=0.02}" "${THREADS:=64}" "${BENCH_DIR:=}"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--scale) SCALE=$2; shift 2 ;;
+	--scale=*) SCALE=${1#*=}; shift ;;
+	--threads) THREADS=$2; shift 2 ;;
+	--threads=*) THREADS=${1#*=}; shift ;;
+	*) echo "usage: $0 [--scale S] [--threads N]" >&2; exit 2 ;;
+	esac
+done
 if [ -n "$BENCH_DIR" ]; then dir=$BENCH_DIR; rm -rf "$dir"; mkdir -p "$dir"; else
 	dir=$(mktemp -d /var/tmp/kiln-bench-server-XXXXXX); fi
 trap 'rm -rf "$dir"' EXIT

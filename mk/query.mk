@@ -11,3 +11,8 @@ bench-query: $(OUT)/bench/bench_query
 # link. Harmless to every other module; belongs in the Makefile proper.
 FUZZ_OBJ_CFLAGS += -MMD -MP
 -include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)
+# The fuzz programs themselves (fuzz/fuzz_X.c compiled and linked in one step)
+# include headers too: build/fuzz/fuzz_X.d lists them. tests/run.sh and
+# `make fuzz` skip names with a dot, so the .d files are never run.
+FUZZ_CFLAGS += -MMD -MP -MF $@.d -MT $@
+-include $(wildcard build/fuzz/fuzz_*.d)

@@ -57,8 +57,10 @@ for t in $(ls tests/integration/*.sh 2>/dev/null | sort); do
 done
 
 # Short fuzz runs: the long ones are `make fuzz`.
-for f in $(ls "$KILN_FUZZBIN"/fuzz_* 2>/dev/null | grep -v '\.' | sort); do
+for f in "$KILN_FUZZBIN"/fuzz_*; do
 	n=$(basename "$f"); name=fuzz/$n
+	# Programs only: skip the .d dependency files (and a missing build).
+	[[ "$n" == *.* || ! -x "$f" || -d "$f" ]] && continue
 	[[ -n "$TEST_FILTER" && "$name" != *"$TEST_FILTER"* ]] && continue
 	log="$logdir/fuzz_$n.log"; corpus="$root/build/fuzz/corpus/$n"; mkdir -p "$corpus"
 	seeds=(); [ -d "fuzz/corpus/$n" ] && seeds=("fuzz/corpus/$n")

@@ -41,6 +41,36 @@ const char *http_arg(const struct http_request *req, const char *name)
 	return NULL;
 }
 
+struct arg_all {
+	const char *name;
+	const char **out;
+	size_t max, n;
+};
+
+static enum MHD_Result arg_all_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	struct arg_all *aa = cls;
+	if (key && strcmp(key, aa->name) == 0) {
+		if (aa->n < aa->max)
+			aa->out[aa->n] = value ? value : "";
+		aa->n++;
+	}
+	return MHD_YES;
+}
+
+size_t http_arg_all(const struct http_request *req, const char *name, const char **out, size_t max)
+{
+	struct arg_all aa = {.name = name, .out = out, .max = max};
+	if (req->mhd_conn) {
+		MHD_get_connection_values(req->mhd_conn, MHD_GET_ARGUMENT_KIND, arg_all_cb, &aa);
+		return aa.n;
+	}
+	for (size_t i = 0; i < req->n_args; i++)
+		arg_all_cb(&aa, MHD_GET_ARGUMENT_KIND, req->arg_names[i], req->arg_values[i]);
+	return aa.n;
+}
+
 void http_error(struct http_response *resp, int status, long position, const char *fmt, ...)
 {
 	char msg[512];

@@ -100,51 +100,98 @@ void http_profile_types(const struct http_request *req, struct http_response *re
 
 /* ---- labels / values ------------------------------------------------------------ */
 
-struct strings_json {
-	struct json_writer *w;
+#define MAX_MATCH_ARGS 32
+
+struct strings_list {
+	char **items;
+	size_t n, cap;
+	int rc;
 };
 
-static void write_string(void *ctx, const char *s)
+static void add_string(void *ctx, const char *s)
 {
-	json_string(((struct strings_json *)ctx)->w, s);
+	struct strings_list *sl = ctx;
+	if (sl->rc)
+		return;
+	if (sl->n == sl->cap) {
+		size_t cap = sl->cap ? sl->cap * 2 : 32;
+		char **p = realloc(sl->items, cap * sizeof(*p));
+		if (!p) {
+			sl->rc = -ENOMEM;
+			return;
+		}
+		sl->items = p;
+		sl->cap = cap;
+	}
+	if (!(sl->items[sl->n] = strdup(s)))
+		sl->rc = -ENOMEM;
+	else
+		sl->n++;
 }
 
+static int cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Label names or values of the series matching ANY `query` argument (repeat
+ * it for a union, like the gRPC API's match[]; none = every series), sorted
+ * and deduplicated. */
 static void list_strings(const struct http_request *req, struct http_response *resp,
 			 const char *label, const char *key)
 {
 	struct kiln_error err = {0};
-	struct query_selector sel = {0};
+	struct strings_list sl = {0};
 	struct json_writer w;
+	const char *qs[MAX_MATCH_ARGS];
 	int64_t start, end;
-	int rc;
+	int rc = 0;
 
 	if (arg_int(req, resp, "start", INT64_MIN, &start) ||
 	    arg_int(req, resp, "end", INT64_MAX, &end))
 		return;
-	const char *q = http_arg(req, "query");
-	rc = query_parse_compiled(q ? q : "", QUERY_PARSE_TYPE_OPTIONAL, &sel, &err);
-	if (rc) {
-		fail(resp, rc, &err, sel.error_position);
+	size_t nq = http_arg_all(req, "query", qs, MAX_MATCH_ARGS);
+	if (nq > MAX_MATCH_ARGS)
+		return http_error(resp, 400, -1, "at most %d query arguments", MAX_MATCH_ARGS);
+	if (nq == 0)
+		qs[nq++] = "";
+	for (size_t i = 0; rc == 0 && sl.rc == 0 && i < nq; i++) {
+		struct query_selector sel = {0};
+		rc = query_parse_compiled(qs[i], QUERY_PARSE_TYPE_OPTIONAL, &sel, &err);
+		if (rc) {
+			if (nq > 1)
+				kiln_error_prefix(&err, "query #%zu: ", i + 1);
+			fail(resp, rc, &err, nq > 1 ? -1 : sel.error_position);
+			query_selector_release(&sel);
+			goto out;
+		}
+		struct store_selector ss;
+		query_selector_to_store(&sel, start, end, &ss);
+		rc = label ? store_label_values(server_store(req->srv), &ss, label, add_string, &sl,
+						&err)
+			   : store_label_names(server_store(req->srv), &ss, add_string, &sl, &err);
+		query_selector_release(&sel);
+	}
+	if (rc || sl.rc) {
+		fail(resp, rc ? rc : sl.rc, &err, -1);
 		goto out;
 	}
-	struct store_selector ss;
-	query_selector_to_store(&sel, start, end, &ss);
+	if (sl.n > 1)
+		qsort(sl.items, sl.n, sizeof(*sl.items), cmp_cstr);
 	json_writer_init(&w, &resp->body);
 	json_begin_object(&w);
 	json_key(&w, key);
 	json_begin_array(&w);
-	struct strings_json sj = {.w = &w};
-	rc = label ? store_label_values(server_store(req->srv), &ss, label, write_string, &sj, &err)
-		   : store_label_names(server_store(req->srv), &ss, write_string, &sj, &err);
-	if (rc) {
-		fail(resp, rc, &err, -1);
-		goto out;
-	}
+	for (size_t i = 0; i < sl.n; i++)
+		if (i == 0 || strcmp(sl.items[i], sl.items[i - 1]) != 0)
+			json_string(&w, sl.items[i]);
 	json_end_array(&w);
 	json_end_object(&w);
 	json_done(resp, &w);
 out:
-	query_selector_release(&sel);
+	for (size_t i = 0; i < sl.n; i++)
+		free(sl.items[i]);
+	free(sl.items);
 }
 
 void http_labels(const struct http_request *req, struct http_response *resp)

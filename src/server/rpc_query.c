@@ -161,23 +161,48 @@ static void add_string(void *ctx, const char *s)
 	sc->n++;
 }
 
-/* Label names or values of series matching `match` (Parca sends the profile
- * type, optionally with matchers; several are unioned in the store's order
- * of the first one only, which is how Parca's UI uses it). */
+static int cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Label names or values of the series matching ANY of `match` (Prometheus'
+ * match[] semantics, which Parca follows: each entry is a profile type and/or
+ * matchers; the results are unioned), restricted to [start, end]. No entry
+ * means every series. The union is sorted and deduplicated here because the
+ * store sorts per call only. */
 static int list_strings(struct server *s, char **match, size_t n_match, const char *label,
 			int64_t start, int64_t end, struct strings_ctx *sc, struct kiln_error *err)
 {
-	struct query_selector sel = {0};
-	const char *q = n_match ? match[0] : "";
-	int rc = query_parse_compiled(q, QUERY_PARSE_TYPE_OPTIONAL, &sel, err);
-	if (rc == 0) {
-		struct store_selector ss;
-		query_selector_to_store(&sel, start, end, &ss);
-		rc = label ? store_label_values(server_store(s), &ss, label, add_string, sc, err)
-			   : store_label_names(server_store(s), &ss, add_string, sc, err);
+	size_t passes = n_match ? n_match : 1;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && sc->rc == 0 && i < passes; i++) {
+		struct query_selector sel = {0};
+		const char *q = n_match ? match[i] : "";
+		rc = query_parse_compiled(q, QUERY_PARSE_TYPE_OPTIONAL, &sel, err);
+		if (rc == 0) {
+			struct store_selector ss;
+			query_selector_to_store(&sel, start, end, &ss);
+			rc = label ? store_label_values(server_store(s), &ss, label, add_string, sc,
+							err)
+				   : store_label_names(server_store(s), &ss, add_string, sc, err);
+		} else if (n_match > 1) {
+			kiln_error_prefix(err, "match[%zu]: ", i);
+		}
+		query_selector_release(&sel);
 	}
-	query_selector_release(&sel);
-	return rc ? rc : sc->rc;
+	if (rc || sc->rc)
+		return rc ? rc : sc->rc;
+	if (n_match > 1 && sc->n > 1) {
+		qsort(sc->items, sc->n, sizeof(*sc->items), cmp_cstr);
+		size_t k = 1;
+		for (size_t i = 1; i < sc->n; i++)
+			if (strcmp(sc->items[i], sc->items[k - 1]) != 0)
+				sc->items[k++] = sc->items[i];
+		sc->n = k;
+	}
+	return 0;
 }
 
 void rpc_labels(struct grpc_call *c)

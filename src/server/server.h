@@ -164,6 +164,9 @@ struct http_route {
 
 /* A query-string argument, or NULL. */
 const char *http_arg(const struct http_request *req, const char *name);
+/* Every value of a repeated query-string argument (?q=a&q=b), in order, at
+ * most max of them; returns how many there are (may exceed max). */
+size_t http_arg_all(const struct http_request *req, const char *name, const char **out, size_t max);
 /* Sets a JSON error body {"error":msg[,"position":N]}; position < 0 = omitted. */
 void http_error(struct http_response *resp, int status, long position, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

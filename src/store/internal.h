@@ -215,6 +215,10 @@ static inline struct series *series_at(const struct series_index *x, uint32_t id
 int series_select(struct series_index *x, const struct store_selector *sel, uint32_t **ids,
 		  size_t *n, struct kiln_error *err);
 void series_note_time(struct series *se, int64_t ts);
+/* After retention deleted everything before cutoff: no series claims data
+ * before it any more, so one whose data is all gone (min > max) stops
+ * matching selections (label names and values, profile types). */
+void series_forget_before(struct series_index *x, int64_t cutoff);
 
 /* ---- head.c ------------------------------------------------------------ */
 

@@ -411,6 +411,20 @@ void series_note_time(struct series *se, int64_t ts)
 		;
 }
 
+void series_forget_before(struct series_index *x, int64_t cutoff)
+{
+	pthread_rwlock_rdlock(&x->lock);
+	size_t n = chunked_count(&x->series);
+	for (size_t i = 0; i < n; i++) {
+		struct series *se = series_at(x, (uint32_t)i);
+		int64_t cur = atomic_load(&se->min_ts);
+
+		while (cur < cutoff && !atomic_compare_exchange_weak(&se->min_ts, &cur, cutoff))
+			;
+	}
+	pthread_rwlock_unlock(&x->lock);
+}
+
 static const char *label_value(const struct series *se, const char *name)
 {
 	if (strcmp(name, "__name__") == 0)
@@ -467,8 +481,10 @@ int series_select(struct series_index *x, const struct store_selector *sel, uint
 
 		if (ok && sel->profile_type && strcmp(se->type, sel->profile_type) != 0)
 			ok = false;
-		if (ok && (atomic_load(&se->max_ts) < sel->start_ms ||
-			   atomic_load(&se->min_ts) > sel->end_ms))
+		int64_t lo = atomic_load(&se->min_ts), hi = atomic_load(&se->max_ts);
+		/* lo > hi: no data left (retention removed it, or a restart found
+		 * the series' record but none of its rows). */
+		if (ok && (lo > hi || hi < sel->start_ms || lo > sel->end_ms))
 			ok = false;
 		for (size_t i = 0; ok && i < sel->n_matchers; i++)
 			ok = store_matcher_matches(

@@ -946,6 +946,7 @@ static void apply_retention(struct store *s)
 		if (bs[i]->max_ts < cutoff)
 			old[k++] = bs[i];
 	if (k && publish(s, NULL, 0, old, k, NULL) == 0) {
+		series_forget_before(&s->sx, cutoff);
 		for (size_t i = 0; i < k; i++) {
 			log_info("store: retention: deleting block %s (data up to %" PRId64 ")",
 				 old[i]->path, old[i]->max_ts);

@@ -104,6 +104,72 @@ def flame_sum_self(node):
     return total + node.cumulative - kids
 
 
+def labels_values(q, args, expected, labels, start, end):
+    """Labels and Values honour every match[] entry (a union, like
+    Prometheus' match[]) and the time range."""
+    other = [tuple(l.split("=", 1)) for l in args.other]
+    cpu = sorted(k for k in expected if ":samples:count:cpu:nanoseconds" in k)
+    t = cpu[0] if cpu else sorted(expected)[0]
+    mine = t + "{" + ",".join('%s="%s"' % kv for kv in labels) + "}"
+
+    def names(match, s=start, e=end):
+        return list(q.Labels(q_pb2.LabelsRequest(match=match, start=ts(s), end=ts(e)),
+                             timeout=30).label_names)
+
+    def values(name, match, s=start, e=end):
+        return list(q.Values(q_pb2.ValuesRequest(label_name=name, match=match, start=ts(s),
+                                                 end=ts(e)), timeout=30).label_values)
+
+    got = names([t])
+    for k, _ in labels + other:
+        if k not in got:
+            fail("Labels(%s): %s not in %s" % (t, k, got))
+    if got != sorted(set(got)):
+        fail("Labels: not sorted and unique: %s" % got)
+    for k, v in labels:
+        got = values(k, [mine])
+        if got != [v]:
+            fail("Values(%s, %s) = %s, want [%s]" % (k, mine, got, v))
+    if other:
+        theirs = t + "{" + ",".join('%s="%s"' % kv for kv in other) + "}"
+        k = labels[-1][0]
+        both = sorted({dict(labels)[k], dict(other)[k]})
+        got = values(k, [mine, theirs])
+        if got != both:
+            fail("Values(%s) over two matchers = %s, want the union %s" % (k, got, both))
+        got = values(k, [t])
+        if got != both:
+            fail("Values(%s, %s) = %s, want %s" % (k, t, got, both))
+        # A matcher on another label narrows the names too.
+        extra = [n for n in names([t + '{%s="%s"}' % other[0]]) if n != "__name__"]
+        if sorted(extra) != sorted(set(k for k, _ in other)):
+            fail("Labels(%s) = %s, want %s" % (other[0], extra, [k for k, _ in other]))
+    # No match entry at all: every series.
+    if not set(k for k, _ in labels + other) <= set(names([])):
+        fail("Labels without match lacks %s: %s" % (labels + other, names([])))
+    k = labels[-1][0]
+    if dict(labels)[k] not in values(k, []):
+        fail("Values(%s) without match lacks %s" % (k, dict(labels)[k]))
+    # Nothing matches: empty, not an error.
+    if names([t + '{%s="no-such-value"}' % labels[0][0]]) != []:
+        fail("Labels with a matcher that selects nothing is not empty")
+    if values(labels[0][0], ["no_such:a:b:c:d"]) != []:
+        fail("Values for an unknown profile type is not empty")
+    # The time range: an hour before the first profile holds nothing.
+    if names([t], start - 7200000, start - 3600000) != []:
+        fail("Labels over an empty time range is not empty")
+    if values(labels[0][0], [mine], start - 7200000, start - 3600000) != []:
+        fail("Values over an empty time range is not empty")
+    # A malformed matcher anywhere is INVALID_ARGUMENT naming the entry.
+    try:
+        names([t, t + "{job=}"])
+        fail("Labels accepted a malformed second matcher")
+    except grpc.RpcError as e:
+        if e.code() != grpc.StatusCode.INVALID_ARGUMENT or "match[1]" not in e.details():
+            fail("Labels malformed match[1]: %s %s" % (e.code(), e.details()))
+    print("Labels/Values ok (matcher union, time range, errors)")
+
+
 def check(args):
     ch = channel(args.addr)
     q = q_grpc.QueryServiceStub(ch)
@@ -136,19 +202,7 @@ def check(args):
     print("ProfileTypes ok: %d types" % len(r.types))
 
     start, end = min(times) - 1000, max(times) + 1000
-    some_type = sorted(expected)[0]
-    # Labels and Values.
-    r = q.Labels(q_pb2.LabelsRequest(match=[some_type], start=ts(start), end=ts(end)),
-                 timeout=30)
-    for k, _ in labels:
-        if k not in r.label_names:
-            fail("Labels: %s not in %s" % (k, list(r.label_names)))
-    for k, v in labels:
-        r = q.Values(q_pb2.ValuesRequest(label_name=k, match=[some_type], start=ts(start),
-                                         end=ts(end)), timeout=30)
-        if v not in r.label_values:
-            fail("Values(%s): %s not in %s" % (k, v, list(r.label_values)))
-    print("Labels/Values ok")
+    labels_values(q, args, expected, labels, start, end)
 
     for k, want in sorted(expected.items()):
         query = k + sel
@@ -162,69 +216,74 @@ def check(args):
         if npoints != npoints_want[k]:
             fail("QueryRange %s: %d points for %d profiles" % (k, npoints, npoints_want[k]))
 
+        # Every mode with every report type. SINGLE: each profile alone, at its
+        # time; MERGE: everything; DIFF: a = the first profile, b = the merge.
         merge = q_pb2.MergeProfile(query=query, start=ts(start), end=ts(end))
-        # MERGE + PPROF: gzipped pprof whose values sum exactly.
-        r = q.Query(q_pb2.QueryRequest(mode=q_pb2.QueryRequest.MODE_MERGE, merge=merge,
-                                       report_type=q_pb2.QueryRequest.REPORT_TYPE_PPROF),
-                    timeout=30)
-        if r.pprof[:2] != b"\x1f\x8b":
-            fail("PPROF report is not gzipped")
-        mp = parse_profile(r.pprof)
-        if sums(mp) != [want]:
-            fail("MERGE PPROF %s: sums %s, ingested %d" % (k, sums(mp), want))
-        if r.total != want:
-            fail("MERGE PPROF %s: total %d, want %d" % (k, r.total, want))
-        safe = k.replace(":", "_")
-        with open(os.path.join(args.out, safe + ".pb.gz"), "wb") as f:
-            f.write(r.pprof)
-        # MERGE + FLAMEGRAPH_TABLE: root cumulative and leaf sum.
-        r = q.Query(q_pb2.QueryRequest(
-            mode=q_pb2.QueryRequest.MODE_MERGE, merge=merge,
-            report_type=q_pb2.QueryRequest.REPORT_TYPE_FLAMEGRAPH_TABLE), timeout=30)
-        fg = r.flamegraph
-        if fg.root.cumulative != want or r.total != want or r.filtered != 0:
-            fail("FLAMEGRAPH %s: root %d total %d filtered %d, want %d" %
-                 (k, fg.root.cumulative, r.total, r.filtered, want))
-        if flame_sum_self(fg.root) != want:
-            fail("FLAMEGRAPH %s: self values sum to %d" % (k, flame_sum_self(fg.root)))
-        # MERGE + TOP: flat values add up.
-        r = q.Query(q_pb2.QueryRequest(mode=q_pb2.QueryRequest.MODE_MERGE, merge=merge,
-                                       report_type=q_pb2.QueryRequest.REPORT_TYPE_TOP),
-                    timeout=30)
-        if sum(n.flat for n in r.top.list) != want or r.total != want:
-            fail("TOP %s: flats sum %d, total %d, want %d" %
-                 (k, sum(n.flat for n in r.top.list), r.total, want))
-        print("%s: QueryRange, MERGE PPROF/FLAMEGRAPH/TOP ok (total %d)" % (k, want))
-
-        # SINGLE: each profile alone, at its time.
-        for p, t in zip(profiles, times):
-            idx = [i for i in range(len(p.sample_type)) if type_key(args.name, p, i) == k]
-            if not idx:
-                continue
-            single_want = sums(p)[idx[0]]
-            r = q.Query(q_pb2.QueryRequest(
-                mode=q_pb2.QueryRequest.MODE_SINGLE_UNSPECIFIED,
-                single=q_pb2.SingleProfile(query=query, time=ts(t)),
-                report_type=q_pb2.QueryRequest.REPORT_TYPE_FLAMEGRAPH_TABLE), timeout=30)
-            if r.total != single_want:
-                fail("SINGLE %s @%d: total %d, want %d" % (k, t, r.total, single_want))
-        # DIFF: A = first profile, B = merge of all; diff at the root = B - A.
-        if len(times) >= 2:
+        selections = []
+        for i, (p, t) in enumerate(zip(profiles, times)):
+            idx = [j for j in range(len(p.sample_type)) if type_key(args.name, p, j) == k]
+            if idx:
+                selections.append(("single%d" % i, q_pb2.QueryRequest.MODE_SINGLE_UNSPECIFIED,
+                                   dict(single=q_pb2.SingleProfile(query=query, time=ts(t))),
+                                   sums(p)[idx[0]], 0))
+        selections.append(("merge", q_pb2.QueryRequest.MODE_MERGE, dict(merge=merge), want, 0))
+        first = selections[0]
+        if len(selections) > 2:
             a_sel = q_pb2.ProfileDiffSelection(
                 mode=q_pb2.ProfileDiffSelection.MODE_SINGLE_UNSPECIFIED,
-                single=q_pb2.SingleProfile(query=query, time=ts(times[0])))
+                single=first[2]["single"])
             b_sel = q_pb2.ProfileDiffSelection(mode=q_pb2.ProfileDiffSelection.MODE_MERGE,
                                                merge=merge)
+            selections.append(("diff", q_pb2.QueryRequest.MODE_DIFF,
+                               dict(diff=q_pb2.DiffProfile(a=a_sel, b=b_sel)), want, first[3]))
+        safe = k.replace(":", "_")
+        for label, mode, opts, b_total, a_total in selections:
+            what = "%s %s" % (k, label)
+            # PPROF: a gzipped profile whose values sum exactly (b - a for DIFF).
+            r = q.Query(q_pb2.QueryRequest(mode=mode, report_type=q_pb2.QueryRequest.REPORT_TYPE_PPROF,
+                                           **opts), timeout=30)
+            if r.WhichOneof("report") != "pprof" or r.pprof[:2] != b"\x1f\x8b":
+                fail("%s PPROF: not a gzipped pprof report" % what)
+            mp = parse_profile(r.pprof)
+            if sums(mp) != [b_total - a_total]:
+                fail("%s PPROF: sums %s, ingested %d" % (what, sums(mp), b_total - a_total))
+            if r.total != b_total:
+                fail("%s PPROF: total %d, want %d" % (what, r.total, b_total))
+            name = "%s.%s.pb.gz" % (safe, label)
+            with open(os.path.join(args.out, name), "wb") as f:
+                f.write(r.pprof)
+            with open(os.path.join(args.out, "manifest.txt"), "a") as f:
+                f.write("%s %d\n" % (name, b_total - a_total))
+            if label == "merge":  # the name server_grpc.sh reads with go tool pprof -top
+                with open(os.path.join(args.out, safe + ".pb.gz"), "wb") as f:
+                    f.write(r.pprof)
+            # FLAMEGRAPH_TABLE: root cumulative, leaf sum, root diff.
             r = q.Query(q_pb2.QueryRequest(
-                mode=q_pb2.QueryRequest.MODE_DIFF, diff=q_pb2.DiffProfile(a=a_sel, b=b_sel),
-                report_type=q_pb2.QueryRequest.REPORT_TYPE_FLAMEGRAPH_TABLE), timeout=30)
-            a_total = sum(sums(profiles[0])[i] for i in range(len(profiles[0].sample_type))
-                          if type_key(args.name, profiles[0], i) == k)
-            if r.flamegraph.root.cumulative != want or r.flamegraph.root.diff != want - a_total:
-                fail("DIFF %s: root cum %d diff %d, want %d and %d" %
-                     (k, r.flamegraph.root.cumulative, r.flamegraph.root.diff, want,
-                      want - a_total))
-            print("%s: SINGLE and DIFF ok" % k)
+                mode=mode, report_type=q_pb2.QueryRequest.REPORT_TYPE_FLAMEGRAPH_TABLE, **opts),
+                timeout=30)
+            fg = r.flamegraph
+            if r.WhichOneof("report") != "flamegraph":
+                fail("%s FLAMEGRAPH_TABLE: report is %s" % (what, r.WhichOneof("report")))
+            if fg.root.cumulative != b_total or r.total != b_total or r.filtered != 0:
+                fail("%s FLAMEGRAPH: root %d total %d filtered %d, want %d" %
+                     (what, fg.root.cumulative, r.total, r.filtered, b_total))
+            if flame_sum_self(fg.root) != b_total:
+                fail("%s FLAMEGRAPH: self values sum to %d" % (what, flame_sum_self(fg.root)))
+            if mode == q_pb2.QueryRequest.MODE_DIFF and fg.root.diff != b_total - a_total:
+                fail("%s FLAMEGRAPH: root diff %d, want %d" % (what, fg.root.diff, b_total - a_total))
+            # TOP: flat values add up; DIFF rows carry the change.
+            r = q.Query(q_pb2.QueryRequest(mode=mode, report_type=q_pb2.QueryRequest.REPORT_TYPE_TOP,
+                                           **opts), timeout=30)
+            if r.WhichOneof("report") != "top":
+                fail("%s TOP: report is %s" % (what, r.WhichOneof("report")))
+            flats = sum(n.flat for n in r.top.list)
+            if flats != b_total or r.total != b_total or r.top.reported != len(r.top.list):
+                fail("%s TOP: flats sum %d, total %d, want %d" % (what, flats, r.total, b_total))
+            if mode == q_pb2.QueryRequest.MODE_DIFF and not any(n.diff for n in r.top.list) \
+                    and b_total != a_total:
+                fail("%s TOP: no row carries a diff" % what)
+        print("%s: QueryRange and %s x PPROF/FLAMEGRAPH_TABLE/TOP ok (total %d)" %
+              (k, "/".join(x[0] for x in selections), want))
 
     # A filter keeps only stacks through a function.
     cpu = [k for k in expected if k.endswith(":cpu:nanoseconds:delta") and ":cpu:nanoseconds:cpu" in k]
@@ -363,6 +422,7 @@ def main():
     ap.add_argument("--addr", required=True)
     ap.add_argument("--name", default="kiln_test")
     ap.add_argument("--label", action="append", default=[])
+    ap.add_argument("--other", action="append", default=[])
     ap.add_argument("--profiles", nargs="*", default=[])
     ap.add_argument("--out", default=".")
     ap.add_argument("--code")

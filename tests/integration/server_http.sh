@@ -31,6 +31,20 @@ for path in /api/v1/profile-types "/api/v1/labels?query=kiln_http:samples:count:
 	[ "$(get "$K$path" "$T/$n.json")" = 200 ] || die "GET $path"
 done
 T_CPU='kiln_http:samples:count:cpu:nanoseconds:delta'
+# Repeated query arguments are a union (like the gRPC match[]); each alone
+# narrows; a malformed one is a 400 naming it.
+u() { $PY -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+QA=$(u "$T_CPU{node=\"a\"}") QB=$(u "$T_CPU{node=\"b\"}")
+[ "$(curl -sf "$K/api/v1/values?label=node&query=$QA&query=$QB")" = '{"values":["a","b"]}' ] ||
+	die "values over two queries is not the union"
+[ "$(curl -sf "$K/api/v1/values?label=node&query=$QB")" = '{"values":["b"]}' ] ||
+	die "values with one matcher"
+[ "$(curl -sf "$K/api/v1/labels?query=$QA&query=$QB")" = '{"names":["job","node"]}' ] ||
+	die "labels over two queries"
+[ "$(curl -sf "$K/api/v1/values?label=node&query=$QA&start=0&end=1")" = '{"values":[]}' ] ||
+	die "values outside the time range is not empty"
+code=$(get "$K/api/v1/labels?query=$QA&query=$(u '{node=}')" "$T/badq.json")
+[ "$code" = 400 ] && grep -q 'query #2' "$T/badq.json" || die "bad second query: $code $(cat "$T/badq.json")"
 code=$(get "$K/api/v1/query_range?query=$T_CPU&start=0&end=9999999999999" "$T/range.json")
 [ "$code" = 200 ] || die "query_range $code"
 code=$(get "$K/api/v1/query_range?query=$T_CPU&start=0&end=9999999999999&step=3600000" "$T/range_step.json")

@@ -339,11 +339,24 @@ static void test_retention(void **state)
 	reopen(f);
 	write_one(f->s, "nginx", "a", a, now - 10 * 3600 * 1000);
 	write_one(f->s, "nginx", "a", a, now);
+	write_one(f->s, "gone", "b", a, now - 10 * 3600 * 1000); /* a series with old data only */
 	assert_int_equal(store_flush(f->s, NULL), 0);
 	store_get_stats(f->s, &st);
 	assert_int_equal(st.blocks, 1); /* the old block is gone */
 	assert_int_equal(merged_total(f->s, CPU_TYPE, NULL, 0, 0, INT64_MAX, NULL),
 			 profile_total(a, 0));
+	/* The emptied series no longer shows in label values, before and after
+	 * a restart (which finds its record but none of its rows). */
+	struct store_selector all = {CPU_TYPE, NULL, 0, INT64_MIN, INT64_MAX};
+	struct buf out = {0};
+	for (int round = 0; round < 2; round++) {
+		buf_reset(&out);
+		assert_int_equal(store_label_values(f->s, &all, "comm", collect, &out, NULL), 0);
+		buf_terminate(&out);
+		assert_string_equal((char *)out.data, "nginx,");
+		reopen(f);
+	}
+	buf_free(&out);
 	pprof_profile_free(a);
 }
 
