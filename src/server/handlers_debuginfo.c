@@ -113,6 +113,25 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 	return 0;
 }
 
+/* "[binary] +0xOFFSET" for a location whose debuginfo is not (yet) at
+ * hand: the offset is the file-relative address when the object's headers
+ * are known, else the offset into the file the mapping says. */
+void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, uint64_t address,
+				 char *name, size_t size)
+{
+	struct debuginfo_state *st = state_of(ctx);
+	struct symbols_object obj = {m->build_id, m->filename};
+	uint64_t vaddr = address;
+
+	if (m->memory_limit > m->memory_start && address >= m->memory_start &&
+	    address < m->memory_limit) {
+		if (!st || symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
+						m->memory_limit, m->file_offset, &vaddr, NULL) < 0)
+			vaddr = address - m->memory_start + m->file_offset;
+	}
+	symbols_format_unresolved(name, size, m->filename[0] ? m->filename : m->build_id, vaddr);
+}
+
 static void *symbolize_loop(void *arg)
 {
 	struct debuginfo_state *st = arg;
