@@ -229,6 +229,15 @@ static int find_note(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+/* The load bias of the main program (the first object dl_iterate_phdr
+ * reports). */
+static int main_bias(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(uint64_t *)arg = info->dlpi_addr;
+	return 1;
+}
+
 static void test_buildid_matches_loaded_note(void **state)
 {
 	char want[256] = "", got[256] = "";
@@ -265,6 +274,18 @@ static void test_proc_info_of_self(void **state)
 	assert_string_equal(m->path, p->executable);
 	assert_true(strlen(m->build_id) >= 16);
 	assert_true(p->start_time > 0);
+	/* executable_info: normalizing a code address through the mapping and
+	 * its load segment gives the link-time address (address minus the
+	 * load bias the dynamic linker reports). */
+	{
+		uint64_t addr = (uint64_t)(uintptr_t)&test_proc_info_of_self, bias = 0;
+		uint64_t file_off = addr - m->start + m->offset;
+
+		assert_true(m->elf_type == ET_DYN || m->elf_type == ET_EXEC);
+		assert_true(m->has_load);
+		assert_int_equal(dl_iterate_phdr(main_bias, &bias), 1);
+		assert_int_equal(file_off - m->load_offset + m->load_vaddr, addr - bias);
+	}
 	proc_info_free(p);
 	buildid_cache_free(c);
 }
@@ -280,6 +301,7 @@ static void test_window_becomes_profile(void **state)
 	struct kiln_error err = {0};
 	const pprof_msg *msg;
 	struct buf out = {0};
+	struct agent_exec_infos exec = {0};
 
 	(void)state;
 	p->pid = 42;
@@ -291,7 +313,11 @@ static void test_window_becomes_profile(void **state)
 					     .offset = 0x1000,
 					     .exec = true,
 					     .path = strdup("/usr/bin/app"),
-					     .build_id = strdup("abcd")};
+					     .build_id = strdup("abcd"),
+					     .elf_type = 3,
+					     .has_load = true,
+					     .load_offset = 0x1000,
+					     .load_vaddr = 0x1000};
 	p->maps.n = p->maps.cap = 1;
 	labels_set(&p->labels, "pid", "42");
 	labels_set(&p->labels, "comm", "app");
@@ -315,7 +341,14 @@ static void test_window_becomes_profile(void **state)
 
 	assert_int_equal(profile_series_labels(&env, p, &series), 0);
 	assert_string_equal(labels_get(&series, "node"), "n1");
-	assert_int_equal(profile_build(&env, w, &w->procs[0], &series, &out, &err), 0);
+	assert_int_equal(profile_build(&env, w, &w->procs[0], &series, &out, &exec, &err), 0);
+	/* One executable_info per mapping, in mapping order. */
+	assert_int_equal(exec.n, 1);
+	assert_int_equal(exec.v[0].elf_type, 3);
+	assert_true(exec.v[0].has_load);
+	assert_int_equal(exec.v[0].load_offset, 0x1000);
+	assert_int_equal(exec.v[0].load_vaddr, 0x1000);
+	agent_exec_infos_free(&exec);
 	assert_int_equal(pprof_decode(out.data, out.len, NULL, &prof, &err), 0);
 	msg = pprof_profile_msg(prof);
 	assert_int_equal(msg->n_sample_type, 2);

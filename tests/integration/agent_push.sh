@@ -2,8 +2,8 @@
 # The push sink against a real gRPC server (python3 grpcio implementing
 # Parca's ProfileStoreService): each window arrives as one WriteRaw with a
 # series per process, labels __name__="parca_agent" + the series labels in
-# name order, the bearer token as authorization, and a gzipped pprof whose
-# samples `go tool pprof` reads. The server starts only after the first
+# name order, the bearer token as authorization, a gzipped pprof whose
+# samples `go tool pprof` reads, and one executable_info per mapping. The server starts only after the first
 # window was cut, so that window must arrive through the retries.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
@@ -14,7 +14,8 @@ $py -c "import grpc, grpc_tools" 2>/dev/null || fail "precondition: python3-grpc
 stubs="$AGENT_TMP/stubs"
 mkdir -p "$stubs"
 $py -m grpc_tools.protoc -I"$KILN_ROOT/proto" --python_out="$stubs" --grpc_python_out="$stubs" \
-	"$KILN_ROOT/proto/parca/profilestore/v1alpha1/profilestore.proto"
+	"$KILN_ROOT/proto/parca/profilestore/v1alpha1/profilestore.proto" \
+	"$KILN_ROOT/proto/pprof/profile.proto"
 port=$(free_port)
 received="$AGENT_TMP/received.jsonl"
 echo secret-token >"$AGENT_TMP/token"
@@ -61,6 +62,31 @@ assert dict(found["labels"])["executable"].endswith("/burn")
 raw = bytes.fromhex(found["profiles"][0])
 assert raw[:2] == b"\x1f\x8b", "profile is not gzipped"
 open(f"{tmp}/pushed.pb.gz", "wb").write(raw)
+json.dump(found["executable_info"][0], open(f"{tmp}/exec_info.json", "w"))
+PY
+# executable_info: one entry per mapping of the pushed profile, in mapping
+# order; burn's says ET_DYN (a PIE) and names its executable PT_LOAD as
+# readelf reads it.
+readelf -lW "$AGENT_TESTBIN/burn" >"$AGENT_TMP/phdrs.txt"
+$py - "$AGENT_TMP" "$stubs" <<'PY'
+import gzip, json, sys
+tmp = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from pprof import profile_pb2
+ei = json.load(open(f"{tmp}/exec_info.json"))
+prof = profile_pb2.Profile()
+prof.ParseFromString(gzip.decompress(open(f"{tmp}/pushed.pb.gz", "rb").read()))
+assert [m.id for m in prof.mapping] == list(range(1, len(prof.mapping) + 1))
+maps = [prof.string_table[m.filename] for m in prof.mapping]
+assert len(ei) == len(maps), f"{len(ei)} executable_info for {len(maps)} mappings"
+i = next(i for i, m in enumerate(maps) if m.endswith("/agent-test/burn"))
+load = next(l.split() for l in open(f"{tmp}/phdrs.txt") if l.split()[:1] == ["LOAD"] and "E" in l.split()[6:])
+want = [3, True, int(load[1], 16), int(load[2], 16)]
+print(f"burn mapping {i + 1}: executable_info {ei[i]}, readelf {want}")
+assert ei[i] == want, f"executable_info {ei[i]}, want {want}"
+for m, e in zip(maps, ei):
+    if m == "[kernel.kallsyms]":
+        assert e[0] == 0 and not e[1], e
 PY
 n=$(pprof_samples "$AGENT_TMP/pushed.pb.gz")
 [ "${n:-0}" -gt 0 ] || fail "pushed profile has no samples"

@@ -2,7 +2,8 @@
 
 Usage: writeraw_server.py PORT OUT.jsonl STUBS_DIR
 Appends one JSON line per WriteRaw request: the authorization metadata and,
-per series, its labels (in order) and the raw profiles (hex of the bytes).
+per series, its labels (in order), the raw profiles (hex of the bytes) and
+each profile's executable_info as [elf_type, has_load_segment, offset, vaddr].
 """
 import json
 import sys
@@ -21,6 +22,9 @@ class Store(profilestore_pb2_grpc.ProfileStoreServiceServicer):
             rec["series"].append({
                 "labels": [[l.name, l.value] for l in s.labels.labels],
                 "profiles": [r.raw_profile.hex() for r in s.samples],
+                "executable_info": [[[e.elf_type, e.HasField("load_segment"),
+                                      e.load_segment.offset, e.load_segment.vaddr]
+                                     for e in r.executable_info] for r in s.samples],
             })
         with open(sys.argv[2], "a") as f:
             f.write(json.dumps(rec) + "\n")
