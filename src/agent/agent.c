@@ -178,6 +178,20 @@ static void window_emit(struct agent *a, struct window *w)
 			p->n_exec_info = v ? 0 : execs[i].n;
 		}
 	}
+	/* Every file a profile points into is a debuginfo candidate (the
+	 * uploader remembers which it has handled, so this is a lookup). */
+	for (size_t i = 0; cfg->uploader && need[0] && i < w->n; i++) {
+		for (size_t j = 0; j < execs[i].n; j++) {
+			const struct proc_mapping *m = execs[i].v[j].mapping;
+			char path[4096];
+
+			if (!m || !m->build_id[0] || m->path[0] != '/')
+				continue;
+			snprintf(path, sizeof(path), "%s/%u/root%s", cfg->proc_root,
+				 w->procs[i].info->pid, m->path);
+			debuginfo_uploader_offer(cfg->uploader, m->build_id, path);
+		}
+	}
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		struct agent_sink *s = cfg->sinks[i];
 		int v = s->series_labels_in_samples ? 1 : 0;

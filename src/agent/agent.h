@@ -272,6 +272,7 @@ struct agent_exec_info {
 	uint32_t elf_type;
 	bool has_load;
 	uint64_t load_offset, load_vaddr;
+	const struct proc_mapping *mapping; /* NULL for the kernel */
 };
 struct agent_exec_infos {
 	struct agent_exec_info *v; /* v[i] describes mapping id i + 1 */
@@ -306,6 +307,9 @@ struct agent_metrics {
 	atomic_uint_least64_t window_read_ns_last;
 	atomic_uint_least64_t window_read_ns_total;
 	atomic_uint_least64_t processes_tracked;
+	atomic_uint_least64_t debuginfo_uploaded;   /* build IDs uploaded */
+	atomic_uint_least64_t debuginfo_not_wanted; /* the server had them */
+	atomic_uint_least64_t debuginfo_failed;	    /* attempts that failed */
 };
 
 struct metrics_server;
@@ -368,6 +372,28 @@ struct sink_remote_config {
 int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
 		    struct agent_sink **out, struct kiln_error *err);
 
+/* ---- debuginfo upload (debuginfo_uploader.c) ------------------------------ */
+
+/* Uploads the debug info of profiled binaries to the server in background
+ * threads (Parca's DebuginfoService; see client.h debuginfo_upload_file):
+ * each build ID is asked about once, retried with backoff after failures. */
+struct debuginfo_uploader_config {
+	const char *address; /* the remote store */
+	bool insecure, insecure_skip_verify;
+	const char *bearer_token;
+	size_t max_parallel;	       /* worker threads; 0: 2 */
+	int timeout_ms;		       /* per gRPC call; 0: 120 s */
+	uint64_t max_bytes_per_second; /* per upload; 0: unlimited */
+	const char *temp_dir;	       /* for extracts; NULL: /tmp */
+};
+struct debuginfo_uploader;
+struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploader_config *cfg,
+						  struct agent_metrics *m, struct kiln_error *err);
+/* Never blocks on the network: queues build_id (file at path) unless it
+ * was handled already or is waiting for its retry. */
+void debuginfo_uploader_offer(struct debuginfo_uploader *u, const char *build_id, const char *path);
+void debuginfo_uploader_free(struct debuginfo_uploader *u);
+
 /* ---- the agent (agent.c) -------------------------------------------------- */
 
 struct agent_config {
@@ -380,6 +406,7 @@ struct agent_config {
 	size_t ringbuf_bytes;	      /* 0 = sized from the CPU count */
 	struct agent_sink **sinks;
 	size_t n_sinks;
+	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
 };
 
 /* Checks root, BTF and perf events before anything else and explains what

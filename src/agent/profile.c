@@ -84,6 +84,7 @@ static int exec_info_note(struct agent_exec_infos *e, uint64_t mid, const struct
 	ei = &e->v[e->n++];
 	memset(ei, 0, sizeof(*ei));
 	if (m) {
+		ei->mapping = m;
 		ei->elf_type = m->elf_type;
 		ei->has_load = m->has_load;
 		ei->load_offset = m->load_offset;

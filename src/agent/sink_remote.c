@@ -234,10 +234,13 @@ static bool retryable(int code)
 	       code == GRPC_STATUS_CANCELLED;
 }
 
-/* Waits until ms have passed or the sink is closing past its deadline.
+/* Waits until ms have passed or the sink starts closing (then the last
+ * attempt is made at once). New windows signal the same condition, so the
+ * wait loops: the backoff must not shrink because data keeps coming.
  * Called with the lock held. */
 static void wait_ms(struct sink_remote *r, uint64_t ms)
 {
+	uint64_t until = now_ms() + ms;
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -247,7 +250,9 @@ static void wait_ms(struct sink_remote *r, uint64_t ms)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	while (!r->closing && now_ms() < until)
+		if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) == ETIMEDOUT)
+			break;
 }
 
 /* Pops the oldest queued window; NULL once closing with nothing left or
