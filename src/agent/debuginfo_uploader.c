@@ -70,10 +70,10 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-#define ADD(f, v)                                                                                 \
-	do {                                                                                      \
-		if (u->m)                                                                         \
-			atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed);          \
+#define ADD(f, v)                                                                                  \
+	do {                                                                                       \
+		if (u->m)                                                                          \
+			atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed);            \
 	} while (0)
 
 /* Whether a failure may go away by itself (retry later) or is final. */
@@ -125,9 +125,9 @@ static void *worker_main(void *arg)
 		}
 		r = calloc(1, sizeof(*r));
 		kiln_error_clear(&err);
-		rc = (!path || !r) ? kiln_error_set(&err, ENOMEM, "out of memory")
-				   : debuginfo_upload_file(client, path, e->build_id, &u->opts, r,
-							   &err);
+		rc = (!path || !r)
+			 ? kiln_error_set(&err, ENOMEM, "out of memory")
+			 : debuginfo_upload_file(client, path, e->build_id, &u->opts, r, &err);
 		pthread_mutex_lock(&u->lock);
 		if (rc == 0 && r->outcome == DEBUGINFO_UPLOADED) {
 			log_info("debuginfo: uploaded %s (%s, %llu bytes from %s)", e->build_id,
@@ -154,9 +154,10 @@ static void *worker_main(void *arg)
 			jitter = (uint64_t)rand_r(&u->seed) % (e->backoff_ns / 2 + 1);
 			e->retry_at_ns = mono_ns() + e->backoff_ns / 2 + jitter;
 			e->state = ST_FAILED;
-			log_warn("debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, path,
-				 err.msg,
-				 (unsigned long long)((e->retry_at_ns - mono_ns()) / 1000000000ull));
+			log_warn(
+			    "debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, path,
+			    err.msg,
+			    (unsigned long long)((e->retry_at_ns - mono_ns()) / 1000000000ull));
 			ADD(debuginfo_failed, 1);
 		}
 		free(path);
@@ -167,8 +168,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-void debuginfo_uploader_offer(struct debuginfo_uploader *u, const char *build_id,
-			      const char *path)
+void debuginfo_uploader_offer(struct debuginfo_uploader *u, const char *build_id, const char *path)
 {
 	struct entry *e = NULL;
 	uint64_t v;

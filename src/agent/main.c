@@ -37,6 +37,7 @@ enum {
 	OPT_REMOTE_SKIP_VERIFY,
 	OPT_REMOTE_TOKEN,
 	OPT_REMOTE_TOKEN_FILE,
+	OPT_REMOTE_BUFFER,
 	OPT_DEBUGINFO_DISABLE,
 	OPT_DEBUGINFO_PARALLEL,
 	OPT_DEBUGINFO_TIMEOUT,
@@ -63,6 +64,7 @@ static const struct option long_options[] = {
     {"bearer-token", required_argument, NULL, OPT_REMOTE_TOKEN},
     {"remote-store-bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
     {"bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
+    {"remote-store-buffer-bytes", required_argument, NULL, OPT_REMOTE_BUFFER},
     {"debuginfo-upload-disable", no_argument, NULL, OPT_DEBUGINFO_DISABLE},
     {"debuginfo-upload-max-parallel", required_argument, NULL, OPT_DEBUGINFO_PARALLEL},
     {"debuginfo-upload-timeout-duration", required_argument, NULL, OPT_DEBUGINFO_TIMEOUT},
@@ -107,6 +109,10 @@ static void usage(FILE *f)
 	    "      --remote-store-bearer-token-file=FILE\n"
 	    "                                          read the token from FILE (alias\n"
 	    "                                          --bearer-token-file; default: none)\n"
+	    "      --remote-store-buffer-bytes=N       windows kept in memory while the\n"
+	    "                                          server is down or slow; the oldest\n"
+	    "                                          are dropped (and counted) beyond it\n"
+	    "                                          (default: 67108864)\n"
 	    "      --debuginfo-upload-disable          do not upload debuginfo of profiled\n"
 	    "                                          binaries to the remote store\n"
 	    "                                          (default: false: upload what the\n"
@@ -225,6 +231,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_REMOTE_TOKEN_FILE:
 			token_file = optarg;
+			break;
+		case OPT_REMOTE_BUFFER:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 1)
+				die("--remote-store-buffer-bytes=%s: expected a positive number",
+				    optarg);
+			remote.buffer_bytes = (size_t)v;
 			break;
 		case OPT_DEBUGINFO_DISABLE:
 			debuginfo_disable = true;

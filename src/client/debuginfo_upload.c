@@ -126,12 +126,14 @@ static int next_upload_message(void *arg, const void **msg, size_t *len)
 		/* Pace to the bandwidth limit: wait until the bytes already sent
 		 * fit the budget of the time elapsed. */
 		if (u->rate) {
-			uint64_t due = u->start_ns + (uint64_t)((double)u->sent * 1e9 / (double)u->rate);
+			uint64_t due =
+			    u->start_ns + (uint64_t)((double)u->sent * 1e9 / (double)u->rate);
 			uint64_t now = mono_ns();
 
 			if (due > now) {
-				struct timespec ts = {.tv_sec = (time_t)((due - now) / 1000000000ull),
-						      .tv_nsec = (long)((due - now) % 1000000000ull)};
+				struct timespec ts = {
+				    .tv_sec = (time_t)((due - now) / 1000000000ull),
+				    .tv_nsec = (long)((due - now) % 1000000000ull)};
 				nanosleep(&ts, NULL);
 			}
 		}
@@ -207,8 +209,8 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 		if ((rc = elfinfo_read_file(path, &info, e)) < 0)
 			return rc;
 		if (!info.build_id[0])
-			return kiln_error_set(e, ENOENT,
-					      "%s: no GNU build ID (link with -Wl,--build-id)", path);
+			return kiln_error_set(
+			    e, ENOENT, "%s: no GNU build ID (link with -Wl,--build-id)", path);
 		snprintf(r->build_id, sizeof(r->build_id), "%s", info.build_id);
 	}
 	if (!symbols_build_id_valid(r->build_id))
@@ -220,9 +222,9 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 	    PARCA__DEBUGINFO__V1ALPHA1__SHOULD_INITIATE_UPLOAD_REQUEST__INIT;
 	sreq.build_id = r->build_id;
 	sreq.force = o->force;
-	should = call_unary(c, SVC "ShouldInitiateUpload", &sreq.base,
-			    &parca__debuginfo__v1alpha1__should_initiate_upload_response__descriptor,
-			    r, e);
+	should = call_unary(
+	    c, SVC "ShouldInitiateUpload", &sreq.base,
+	    &parca__debuginfo__v1alpha1__should_initiate_upload_response__descriptor, r, e);
 	if (!should)
 		goto out;
 	if (!should->should_initiate_upload) {
