@@ -310,6 +310,7 @@ struct agent_metrics {
 	atomic_uint_least64_t debuginfo_uploaded;   /* build IDs uploaded */
 	atomic_uint_least64_t debuginfo_not_wanted; /* the server had them */
 	atomic_uint_least64_t debuginfo_failed;	    /* attempts that failed */
+	atomic_uint_least64_t debuginfo_no_symbols; /* stripped: nothing to send */
 };
 
 struct metrics_server;

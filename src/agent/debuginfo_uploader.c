@@ -7,7 +7,9 @@
  * offering is a hash lookup and, for a new build ID, a queue push: it never
  * waits. Worker threads (bounded: --debuginfo-upload-max-parallel) take
  * build IDs from the queue and run debuginfo_upload_file, each with its own
- * gRPC client. Every build ID is asked about once: once uploaded, or once
+ * gRPC client. Stripped files with no local debug file are not uploaded:
+ * their extract would hold no symbols and would only shadow a better
+ * source (debuginfod) on the server. Every build ID is asked about once: once uploaded, or once
  * the server said it does not want it, it is never offered again; after a
  * failure it may be offered again after a backoff (10 s doubling to 1 h,
  * with jitter), and the queue is bounded (an offer that does not fit is
@@ -139,6 +141,10 @@ static void *worker_main(void *arg)
 				  r->reason);
 			e->state = ST_DONE;
 			ADD(debuginfo_not_wanted, 1);
+		} else if (rc == -ENODATA) {
+			log_debug("debuginfo: %s (%s): %s", e->build_id, path, err.msg);
+			e->state = ST_DONE;
+			ADD(debuginfo_no_symbols, 1);
 		} else if (r && !retryable(r->grpc_code) && r->grpc_code != 0) {
 			log_warn("debuginfo: %s (%s): %s; not retrying", e->build_id, path,
 				 err.msg);
@@ -256,6 +262,7 @@ struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploade
 	u->grpc.bearer_token = u->token;
 	u->grpc.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : UPLOAD_TIMEOUT_MS;
 	u->opts.temp_dir = u->temp_dir;
+	u->opts.require_symbols = true;
 	u->opts.max_bytes_per_second = cfg->max_bytes_per_second;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->cond, NULL);

@@ -102,6 +102,9 @@ struct debuginfo_upload_opts {
 	uint64_t max_bytes_per_second; /* pacing; 0: unlimited */
 	const char *temp_dir;	       /* for the extract; NULL: /tmp */
 	const char *debug_dir;	       /* local debug files; NULL: /usr/lib/debug */
+	bool require_symbols;	       /* -ENODATA (before any call) when the file has
+				 neither .symtab nor .debug_info and there is
+				 no local debug file */
 };
 
 enum debuginfo_upload_outcome {

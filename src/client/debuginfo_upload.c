@@ -213,6 +213,12 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 			    e, ENOENT, "%s: no GNU build ID (link with -Wl,--build-id)", path);
 		snprintf(r->build_id, sizeof(r->build_id), "%s", info.build_id);
 	}
+	/* Nothing worth sending: a stripped file whose debug parts would be
+	 * empty (.dynsym is not kept by the extract) would only shadow a
+	 * better source (debuginfod) on the server. */
+	if (o->require_symbols && !info.has_symtab && !info.has_debug_info &&
+	    !local_debug_file(debug_dir, r->build_id, local, sizeof(local)))
+		return kiln_error_set(e, ENODATA, "%s: no .symtab or .debug_info to upload", path);
 	if (!symbols_build_id_valid(r->build_id))
 		return kiln_error_set(e, EINVAL, "%s: build ID \"%s\" is not hex", path,
 				      r->build_id);

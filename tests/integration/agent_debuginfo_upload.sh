@@ -7,6 +7,7 @@
 #     and what was stored is the extracted debug part (smaller than the
 #     binary, same build ID, still has burn_two in its symbol table);
 #   - each build ID is uploaded once, however many windows show it;
+#   - a stripped program (nothing to symbolize from) is not uploaded;
 #   - with --debuginfo-upload-disable, a second program is not uploaded.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
@@ -42,6 +43,12 @@ for i in $(seq 1 60); do
 	sleep 1
 done
 listed "$want" || fail "build ID $want never uploaded: $(cat "$AGENT_LOG")"
+# A stripped program has nothing to upload (its extract would only shadow
+# debuginfod on the server): profiled, not uploaded.
+gcc -O0 -g -fno-omit-frame-pointer -pthread -DVARIANT=3 -o "$AGENT_TESTBIN/burn3" "$AGENT_PROGS/burn.c"
+strip "$AGENT_TESTBIN/burn3"
+want3=$(readelf -n "$AGENT_TESTBIN/burn3" | awk '/Build ID/ {print $3}')
+"$AGENT_TESTBIN/burn3" 0.3 >/dev/null
 "$bin" 0.3 >/dev/null
 sleep 2.5
 metrics=$(curl -sf "http://127.0.0.1:$mport/metrics")
@@ -50,6 +57,10 @@ n=$(grep -c "debuginfo: uploaded $want" "$AGENT_LOG" || true)
 [ "$n" = 1 ] || fail "build ID $want uploaded $n times: $(grep debuginfo "$AGENT_LOG")"
 echo "$metrics" | grep -q 'kiln_agent_debuginfo_uploads_total{result="uploaded"} [1-9]' ||
 	fail "metrics: $(echo "$metrics" | grep debuginfo)"
+echo "$metrics" | grep -q 'kiln_agent_debuginfo_uploads_total{result="no_symbols"} [1-9]' ||
+	fail "metrics: $(echo "$metrics" | grep debuginfo)"
+listed "$want3" && fail "stripped burn3 ($want3) was uploaded"
+ls "$AGENT_TMP/profiles"/*_burn3.pb.gz >/dev/null 2>&1 || fail "burn3 was not profiled"
 
 # What the server stored: a debug-only extract of burn.
 stored="$AGENT_TMP/data/debuginfo/$want/debuginfo"
