@@ -18,17 +18,11 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
-#include <xxhash.h>
 
 #include "cli/cli.h"
 #include "client/client.h"
 #include "common/buf.h"
-#include "parca/debuginfo/v1alpha1/debuginfo.pb-c.h"
 #include "symbols/symbols.h"
-
-#define SVC	      "/parca.debuginfo.v1alpha1.DebuginfoService/"
-#define CHUNK	      (512 * 1024)
-#define MAX_DEBUGINFO ((size_t)1 << 30)
 
 struct remote_opts {
 	const char *address, *token;
