@@ -255,6 +255,42 @@ static void test_buildid_matches_loaded_note(void **state)
 	buildid_cache_free(c);
 }
 
+/* The load segment a mapping maps, as executable_info reports it. */
+static void test_elf_facts_load_for(void **state)
+{
+	/* Debian gcc 12 PIE layout: R, R E, R, RW. */
+	struct elf_facts pie = {.type = ET_DYN,
+				.nloads = 4,
+				.loads = {{0x0, 0x0, 0x798, PF_R},
+					  {0x1000, 0x1000, 0x601, PF_R | PF_X},
+					  {0x2000, 0x2000, 0x1cc, PF_R},
+					  {0x2dd0, 0x3dd0, 0x278, PF_R | PF_W}}};
+	/* Old single-text layout: code from file offset 0; two code segments. */
+	struct elf_facts old = {.type = ET_EXEC,
+				.nloads = 3,
+				.loads = {{0x0, 0x400000, 0x5000, PF_R | PF_X},
+					  {0x5e10, 0x605e10, 0x300, PF_R | PF_W},
+					  {0x7000, 0x807000, 0x2000, PF_R | PF_X}}};
+	struct elf_facts data_only = {.type = ET_DYN, .nloads = 1, .loads = {{0, 0, 0x100, PF_R}}};
+	uint64_t off = 0, vaddr = 0;
+
+	(void)state;
+	assert_true(elf_facts_load_for(&pie, 0x1000, &off, &vaddr));
+	assert_int_equal(off, 0x1000);
+	assert_int_equal(vaddr, 0x1000);
+	/* No code segment holds offset 0 here: the first code segment. */
+	assert_true(elf_facts_load_for(&pie, 0x0, &off, &vaddr));
+	assert_int_equal(off, 0x1000);
+	assert_true(elf_facts_load_for(&old, 0x0, &off, &vaddr));
+	assert_int_equal(off, 0x0);
+	assert_int_equal(vaddr, 0x400000);
+	assert_true(elf_facts_load_for(&old, 0x7000, &off, &vaddr));
+	assert_int_equal(off, 0x7000);
+	assert_int_equal(vaddr, 0x807000);
+	assert_false(elf_facts_load_for(&data_only, 0, &off, &vaddr));
+	assert_false(elf_facts_load_for(NULL, 0, &off, &vaddr));
+}
+
 static void test_proc_info_of_self(void **state)
 {
 	struct buildid_cache *c = buildid_cache_new();
@@ -396,6 +432,7 @@ int main(void)
 	    cmocka_unit_test(test_labels_set_sorted_and_parse),
 	    cmocka_unit_test(test_kallsyms_lookup_with_modules),
 	    cmocka_unit_test(test_buildid_matches_loaded_note),
+	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
 	    cmocka_unit_test(test_window_becomes_profile),
 	};
