@@ -234,25 +234,36 @@ static bool retryable(int code)
 	       code == GRPC_STATUS_CANCELLED;
 }
 
-/* Waits until ms have passed or the sink starts closing (then the last
- * attempt is made at once). New windows signal the same condition, so the
- * wait loops: the backoff must not shrink because data keeps coming.
- * Called with the lock held. */
+/* Waits until ms have passed. When the sink starts closing during the
+ * wait, returns at once (one prompt flush attempt); a wait that begins
+ * while closing runs its course, but not past the flush deadline. New
+ * windows signal the same condition, so the wait loops: the backoff must
+ * not shrink because data keeps coming. Called with the lock held. */
 static void wait_ms(struct sink_remote *r, uint64_t ms)
 {
 	uint64_t until = now_ms() + ms;
-	struct timespec ts;
+	bool was_closing = r->closing;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
+	for (;;) {
+		uint64_t now = now_ms(), end = until, left;
+		struct timespec ts;
+
+		if (r->closing && !was_closing)
+			return;
+		if (r->closing && r->deadline_ms < end)
+			end = r->deadline_ms;
+		if (now >= end)
+			return;
+		left = end - now;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(left / 1000);
+		ts.tv_nsec += (long)(left % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 	}
-	while (!r->closing && now_ms() < until)
-		if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) == ETIMEDOUT)
-			break;
 }
 
 /* Pops the oldest queued window; NULL once closing with nothing left or
