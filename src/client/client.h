@@ -92,8 +92,10 @@ int grpc_client_stream(struct grpc_client *c, const char *method, grpc_next_fn n
 /* One debug file to a server with Parca's DebuginfoService protocol
  * (ShouldInitiateUpload, InitiateUpload, streamed Upload,
  * MarkUploadFinished). Nothing is read or extracted unless the server
- * wants the build ID. What is sent: a local <debug_dir>/.build-id/xx/
- * yyyy.debug with that build ID if there is one, else the debug parts of
+ * wants the build ID. What is sent: a local debug file with that build ID
+ * if there is one (<debug_dir>/.build-id/xx/yyyy.debug, or the
+ * .gnu_debuglink target beside the binary, in its .debug/ or under
+ * <debug_dir>/<its directory>), else the debug parts of
  * path (symbols_extract_debuginfo), streamed from a temporary file in
  * chunks. */
 struct debuginfo_upload_opts {

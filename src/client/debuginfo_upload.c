@@ -5,8 +5,8 @@
  *
  * Order: ShouldInitiateUpload first (cheap: most build IDs are already on
  * the server, and then nothing is read or extracted), then the file to
- * send is chosen — a local debug file under <debug_dir>/.build-id/xx/
- * yyyy.debug when one with the same build ID exists (already debug-only),
+ * send is chosen — a local debug file (<debug_dir>/.build-id/xx/yyyy.debug
+ * or the .gnu_debuglink target) with the same build ID (already debug-only),
  * else the debug parts extracted from the binary (symbols_extract_debuginfo:
  * .symtab, .debug_*, notes) — then InitiateUpload (size and xxh3 hash),
  * the client-streaming Upload (an UploadInfo, then chunks read from the
@@ -159,18 +159,43 @@ static int next_upload_message(void *arg, const void **msg, size_t *len)
 	return 1;
 }
 
-/* The local debug file for build_id under debug_dir, if it exists and
- * carries that build ID. */
-static bool local_debug_file(const char *debug_dir, const char *build_id, char *out, size_t outsz)
+static bool is_debug_file_for(const char *candidate, const char *build_id)
 {
 	struct elfinfo info;
 	struct kiln_error e = {0};
 
+	return access(candidate, R_OK) == 0 && elfinfo_read_file(candidate, &info, &e) == 0 &&
+	       strcmp(info.build_id, build_id) == 0;
+}
+
+/* A local debug file for the binary at path: where gdb looks, in its
+ * order — <debug_dir>/.build-id/xx/yyyy.debug (Debian's dbgsym packages),
+ * then the .gnu_debuglink name next to the binary, in its .debug/, and
+ * under <debug_dir>/<binary's directory>/. Only a file carrying the same
+ * build ID counts. */
+static bool local_debug_file(const char *debug_dir, const char *path, const char *build_id,
+			     const char *debuglink, char *out, size_t outsz)
+{
+	char dir[4096];
+	const char *slash;
+
 	if (strlen(build_id) < 3)
 		return false;
 	snprintf(out, outsz, "%s/.build-id/%.2s/%s.debug", debug_dir, build_id, build_id + 2);
-	return access(out, R_OK) == 0 && elfinfo_read_file(out, &info, &e) == 0 &&
-	       strcmp(info.build_id, build_id) == 0;
+	if (is_debug_file_for(out, build_id))
+		return true;
+	if (!debuglink || !debuglink[0] || strchr(debuglink, '/') || !(slash = strrchr(path, '/')))
+		return false;
+	if (snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path) >= (int)sizeof(dir))
+		return false;
+	if (snprintf(out, outsz, "%s/%s", dir, debuglink) < (int)outsz && strcmp(out, path) != 0 &&
+	    is_debug_file_for(out, build_id))
+		return true;
+	if (snprintf(out, outsz, "%s/.debug/%s", dir, debuglink) < (int)outsz &&
+	    is_debug_file_for(out, build_id))
+		return true;
+	return snprintf(out, outsz, "%s%s/%s", debug_dir, dir, debuglink) < (int)outsz &&
+	       is_debug_file_for(out, build_id);
 }
 
 int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *build_id,
@@ -217,7 +242,7 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 	 * empty (.dynsym is not kept by the extract) would only shadow a
 	 * better source (debuginfod) on the server. */
 	if (o->require_symbols && !info.has_symtab && !info.has_debug_info &&
-	    !local_debug_file(debug_dir, r->build_id, local, sizeof(local)))
+	    !local_debug_file(debug_dir, path, r->build_id, info.debuglink, local, sizeof(local)))
 		return kiln_error_set(e, ENODATA, "%s: no .symtab or .debug_info to upload", path);
 	if (!symbols_build_id_valid(r->build_id))
 		return kiln_error_set(e, EINVAL, "%s: build ID \"%s\" is not hex", path,
@@ -241,7 +266,7 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 	}
 
 	/* What to send: a local debug file, else the extract. */
-	if (local_debug_file(debug_dir, r->build_id, local, sizeof(local))) {
+	if (local_debug_file(debug_dir, path, r->build_id, info.debuglink, local, sizeof(local))) {
 		send_path = local;
 	} else {
 		snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-debuginfo-XXXXXX", temp_dir);

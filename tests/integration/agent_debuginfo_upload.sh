@@ -7,7 +7,8 @@
 #     and what was stored is the extracted debug part (smaller than the
 #     binary, same build ID, still has burn_two in its symbol table);
 #   - each build ID is uploaded once, however many windows show it;
-#   - a stripped program (nothing to symbolize from) is not uploaded;
+#   - a stripped program (nothing to symbolize from) is not uploaded, but
+#     one with a local debug file (.gnu_debuglink) gets that file uploaded;
 #   - with --debuginfo-upload-disable, a second program is not uploaded.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
@@ -48,9 +49,19 @@ listed "$want" || fail "build ID $want never uploaded: $(cat "$AGENT_LOG")"
 gcc -O0 -g -fno-omit-frame-pointer -pthread -DVARIANT=3 -o "$AGENT_TESTBIN/burn3" "$AGENT_PROGS/burn.c"
 strip "$AGENT_TESTBIN/burn3"
 want3=$(readelf -n "$AGENT_TESTBIN/burn3" | awk '/Build ID/ {print $3}')
+# A stripped program whose debug file sits where its .gnu_debuglink says
+# (.debug/ beside it): that file is what gets uploaded, unchanged.
+gcc -O0 -g -fno-omit-frame-pointer -pthread -DVARIANT=4 -o "$AGENT_TESTBIN/burn4" "$AGENT_PROGS/burn.c"
+mkdir -p "$AGENT_TESTBIN/.debug"
+objcopy --only-keep-debug "$AGENT_TESTBIN/burn4" "$AGENT_TESTBIN/.debug/burn4.debug"
+strip "$AGENT_TESTBIN/burn4"
+(cd "$AGENT_TESTBIN/.debug" && objcopy --add-gnu-debuglink=burn4.debug "$AGENT_TESTBIN/burn4")
+want4=$(readelf -n "$AGENT_TESTBIN/burn4" | awk '/Build ID/ {print $3}')
 "$AGENT_TESTBIN/burn3" 0.3 >/dev/null
+"$AGENT_TESTBIN/burn4" 0.3 >/dev/null
 "$bin" 0.3 >/dev/null
-sleep 2.5
+for _ in $(seq 1 40); do listed "$want4" && break; sleep 0.25; done
+sleep 1
 metrics=$(curl -sf "http://127.0.0.1:$mport/metrics")
 agent_stop
 n=$(grep -c "debuginfo: uploaded $want" "$AGENT_LOG" || true)
@@ -60,6 +71,9 @@ echo "$metrics" | grep -q 'kiln_agent_debuginfo_uploads_total{result="uploaded"}
 echo "$metrics" | grep -q 'kiln_agent_debuginfo_uploads_total{result="no_symbols"} [1-9]' ||
 	fail "metrics: $(echo "$metrics" | grep debuginfo)"
 listed "$want3" && fail "stripped burn3 ($want3) was uploaded"
+listed "$want4" || fail "burn4's debug file ($want4) was not uploaded: $(grep debuginfo "$AGENT_LOG")"
+cmp "$AGENT_TMP/data/debuginfo/$want4/debuginfo" "$AGENT_TESTBIN/.debug/burn4.debug" ||
+	fail "the server did not get burn4's local debug file as is"
 ls "$AGENT_TMP/profiles"/*_burn3.pb.gz >/dev/null 2>&1 || fail "burn3 was not profiled"
 
 # What the server stored: a debug-only extract of burn.
