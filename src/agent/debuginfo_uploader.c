@@ -62,6 +62,7 @@ struct debuginfo_uploader {
 	size_t queued;
 	unsigned seed;
 	bool closing;
+	bool disabled; /* the server does not implement the service */
 };
 
 static uint64_t mono_ns(void)
@@ -145,6 +146,15 @@ static void *worker_main(void *arg)
 			log_debug("debuginfo: %s (%s): %s", e->build_id, path, err.msg);
 			e->state = ST_DONE;
 			ADD(debuginfo_no_symbols, 1);
+		} else if (r && r->grpc_code == GRPC_STATUS_UNIMPLEMENTED) {
+			/* The server has no DebuginfoService (a plain profile
+			 * store): stop asking, once, quietly. */
+			if (!u->disabled)
+				log_warn("debuginfo: %s does not implement DebuginfoService (%s); "
+					 "debuginfo upload is off",
+					 u->address, err.msg);
+			u->disabled = true;
+			e->state = ST_DONE;
 		} else if (r && !retryable(r->grpc_code) && r->grpc_code != 0) {
 			log_warn("debuginfo: %s (%s): %s; not retrying", e->build_id, path,
 				 err.msg);
@@ -186,6 +196,8 @@ void debuginfo_uploader_offer(struct debuginfo_uploader *u, const char *build_id
 	if (len >= sizeof(e->build_id))
 		return;
 	pthread_mutex_lock(&u->lock);
+	if (u->disabled)
+		goto out;
 	if (htab_get(u->index, build_id, len, &v)) {
 		e = u->entries[v - 1];
 		if (e->state != ST_FAILED || mono_ns() < e->retry_at_ns)
