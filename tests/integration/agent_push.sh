@@ -3,8 +3,10 @@
 # Parca's ProfileStoreService): each window arrives as one WriteRaw with a
 # series per process, labels __name__="parca_agent" + the series labels in
 # name order, the bearer token as authorization, a gzipped pprof whose
-# samples `go tool pprof` reads, and one executable_info per mapping. The server starts only after the first
-# window was cut, so that window must arrive through the retries.
+# samples `go tool pprof` reads, and one executable_info per mapping. The
+# server starts only after the first window was cut, so that window must
+# arrive through the retries. The debuginfo uploader's ShouldInitiateUpload
+# carries the token too, and asks about each build ID once.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 agent_build burn
@@ -15,6 +17,7 @@ stubs="$AGENT_TMP/stubs"
 mkdir -p "$stubs"
 $py -m grpc_tools.protoc -I"$KILN_ROOT/proto" --python_out="$stubs" --grpc_python_out="$stubs" \
 	"$KILN_ROOT/proto/parca/profilestore/v1alpha1/profilestore.proto" \
+	"$KILN_ROOT/proto/parca/debuginfo/v1alpha1/debuginfo.proto" \
 	"$KILN_ROOT/proto/pprof/profile.proto"
 port=$(free_port)
 received="$AGENT_TMP/received.jsonl"
@@ -34,7 +37,7 @@ grep -q "WriteRaw failed" "$AGENT_LOG" || fail "no failed attempt logged: $(cat 
 $py "$AGENT_PROGS/writeraw_server.py" "$port" "$received" "$stubs" >"$AGENT_TMP/server.log" 2>&1 &
 AGENT_CLEANUP+=("kill $!")
 for _ in $(seq 1 300); do
-	[ -s "$received" ] && grep -q "\"$bpid\"" "$received" && break
+	[ -s "$received" ] && grep -q "\"$bpid\"" "$received" && grep -q '"debuginfo"' "$received" && break
 	sleep 0.1
 done
 agent_stop
@@ -42,8 +45,16 @@ grep -q "\"$bpid\"" "$received" || fail "burn's window never arrived: $(cat "$AG
 
 python3 - "$received" "$bpid" "$AGENT_TMP" <<'PY'
 import gzip, json, sys
-reqs = [json.loads(l) for l in open(sys.argv[1])]
+recs = [json.loads(l) for l in open(sys.argv[1])]
+reqs = [r for r in recs if "series" in r]
+asks = [r for r in recs if "debuginfo" in r]
 pid, tmp = sys.argv[2], sys.argv[3]
+# The debuginfo uploader asked about what the profiles point into, with
+# the same bearer token, and once per build ID.
+assert asks, "no ShouldInitiateUpload arrived"
+assert all(a["authorization"] == "Bearer secret-token" for a in asks), asks[0]
+ids = [a["debuginfo"] for a in asks]
+assert len(ids) == len(set(ids)), f"build IDs asked twice: {sorted(ids)}"
 assert all(r["authorization"] == "Bearer secret-token" for r in reqs), reqs[0]["authorization"]
 assert max(len(r["series"]) for r in reqs) > 1, "no request batched several processes"
 found = None
