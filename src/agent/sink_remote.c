@@ -1,6 +1,7 @@
 /*
  * sink_remote.c — the push sink: each window's profiles go to a Parca-
- * compatible server as one ProfileStoreService/WriteRaw request.
+ * compatible server as one ProfileStoreService/WriteRaw request, each
+ * profile with one ExecutableInfo per mapping (ELF type, load segment).
  *
  * The sampler must never wait on the network, so write_window only packs
  * the request (one RawProfileSeries per process: __name__="parca_agent" plus
@@ -87,15 +88,23 @@ static int pack_window(const struct agent_profile *profiles, size_t n, struct ba
 	Parca__Profilestore__V1alpha1__RawSample *samples = calloc(n, sizeof(*samples));
 	Parca__Profilestore__V1alpha1__RawSample **samples_p = calloc(n, sizeof(*samples_p));
 	Parca__Profilestore__V1alpha1__Label **labels_p = NULL, *labels = NULL;
+	Parca__Profilestore__V1alpha1__ExecutableInfo *ei = NULL, **ei_p = NULL;
+	Parca__Profilestore__V1alpha1__LoadSegment *segs = NULL;
 	struct batch *b = NULL;
-	size_t n_labels = 0, li = 0;
+	size_t n_labels = 0, li = 0, n_ei = 0, eii = 0;
 	int rc = -ENOMEM;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		n_labels += profiles[i].labels->n + 1;
+		n_ei += profiles[i].n_exec_info;
+	}
 	labels = calloc(n_labels ? n_labels : 1, sizeof(*labels));
 	labels_p = calloc(n_labels ? n_labels : 1, sizeof(*labels_p));
-	if (!series || !series_p || !sets || !samples || !samples_p || !labels || !labels_p)
+	ei = calloc(n_ei ? n_ei : 1, sizeof(*ei));
+	ei_p = calloc(n_ei ? n_ei : 1, sizeof(*ei_p));
+	segs = calloc(n_ei ? n_ei : 1, sizeof(*segs));
+	if (!series || !series_p || !sets || !samples || !samples_p || !labels || !labels_p ||
+	    !ei || !ei_p || !segs)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct agent_labels *l = profiles[i].labels;
@@ -118,6 +127,22 @@ static int pack_window(const struct agent_profile *profiles, size_t n, struct ba
 		parca__profilestore__v1alpha1__raw_sample__init(&samples[i]);
 		samples[i].raw_profile.data = (uint8_t *)profiles[i].pprof;
 		samples[i].raw_profile.len = profiles[i].pprof_len;
+		/* One ExecutableInfo per pprof mapping, in mapping order. */
+		samples[i].executable_info = &ei_p[eii];
+		samples[i].n_executable_info = profiles[i].n_exec_info;
+		for (size_t j = 0; j < profiles[i].n_exec_info; j++, eii++) {
+			const struct agent_exec_info *x = &profiles[i].exec_info[j];
+
+			parca__profilestore__v1alpha1__executable_info__init(&ei[eii]);
+			ei[eii].elf_type = x->elf_type;
+			if (x->has_load) {
+				parca__profilestore__v1alpha1__load_segment__init(&segs[eii]);
+				segs[eii].offset = x->load_offset;
+				segs[eii].vaddr = x->load_vaddr;
+				ei[eii].load_segment = &segs[eii];
+			}
+			ei_p[eii] = &ei[eii];
+		}
 		samples_p[i] = &samples[i];
 		parca__profilestore__v1alpha1__raw_profile_series__init(&series[i]);
 		series[i].labels = &sets[i];
@@ -148,6 +173,9 @@ out:
 	free(samples_p);
 	free(labels);
 	free(labels_p);
+	free(ei);
+	free(ei_p);
+	free(segs);
 	return rc;
 }
 
@@ -206,20 +234,36 @@ static bool retryable(int code)
 	       code == GRPC_STATUS_CANCELLED;
 }
 
-/* Waits until ms have passed or the sink is closing past its deadline.
- * Called with the lock held. */
+/* Waits until ms have passed. When the sink starts closing during the
+ * wait, returns at once (one prompt flush attempt); a wait that begins
+ * while closing runs its course, but not past the flush deadline. New
+ * windows signal the same condition, so the wait loops: the backoff must
+ * not shrink because data keeps coming. Called with the lock held. */
 static void wait_ms(struct sink_remote *r, uint64_t ms)
 {
-	struct timespec ts;
+	uint64_t until = now_ms() + ms;
+	bool was_closing = r->closing;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
+	for (;;) {
+		uint64_t now = now_ms(), end = until, left;
+		struct timespec ts;
+
+		if (r->closing && !was_closing)
+			return;
+		if (r->closing && r->deadline_ms < end)
+			end = r->deadline_ms;
+		if (now >= end)
+			return;
+		left = end - now;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(left / 1000);
+		ts.tv_nsec += (long)(left % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 	}
-	pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 }
 
 /* Pops the oldest queued window; NULL once closing with nothing left or

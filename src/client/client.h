@@ -87,6 +87,49 @@ typedef int (*grpc_next_fn)(void *arg, const void **msg, size_t *len);
 int grpc_client_stream(struct grpc_client *c, const char *method, grpc_next_fn next, void *arg,
 		       struct buf *resp, struct grpc_status *status);
 
+/* --- debuginfo upload (debuginfo_upload.c) -------------------------------- */
+
+/* One debug file to a server with Parca's DebuginfoService protocol
+ * (ShouldInitiateUpload, InitiateUpload, streamed Upload,
+ * MarkUploadFinished). Nothing is read or extracted unless the server
+ * wants the build ID. What is sent: a local debug file with that build ID
+ * if there is one (<debug_dir>/.build-id/xx/yyyy.debug, or the
+ * .gnu_debuglink target beside the binary, in its .debug/ or under
+ * <debug_dir>/<its directory>), else the debug parts of
+ * path (symbols_extract_debuginfo), streamed from a temporary file in
+ * chunks. */
+struct debuginfo_upload_opts {
+	bool force;		       /* upload even if the server has it */
+	size_t chunk_bytes;	       /* per Upload message; 0: 512 KiB */
+	uint64_t max_bytes_per_second; /* pacing; 0: unlimited */
+	const char *temp_dir;	       /* for the extract; NULL: /tmp */
+	const char *debug_dir;	       /* local debug files; NULL: /usr/lib/debug */
+	bool require_symbols;	       /* -ENODATA (before any call) when the file has
+				 neither .symtab nor .debug_info and there is
+				 no local debug file */
+};
+
+enum debuginfo_upload_outcome {
+	DEBUGINFO_UPLOADED = 0,
+	DEBUGINFO_NOT_WANTED, /* ShouldInitiateUpload said no (reason set) */
+};
+
+struct debuginfo_upload_result {
+	enum debuginfo_upload_outcome outcome;
+	char build_id[72];
+	char reason[256];  /* the server's, when not wanted */
+	char source[4096]; /* the file sent */
+	uint64_t bytes;	   /* bytes the server stored */
+	int grpc_code;	   /* status of the last call (on failure: why) */
+};
+
+/* build_id: NULL or "" reads it from path. Returns 0 (uploaded or not
+ * wanted: see r->outcome) or a negative errno with e filled and
+ * r->grpc_code telling whether a retry may help. */
+int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *build_id,
+			  const struct debuginfo_upload_opts *o, struct debuginfo_upload_result *r,
+			  struct kiln_error *e);
+
 /* --- framing (exposed for tests and the server) -------------------------- */
 
 #define GRPC_FRAME_HEADER 5
