@@ -6,7 +6,9 @@
 #   kprog_sym  with its symbols;
 #   kprog_up   stripped; its debuginfo uploaded by `kilnctl debuginfo upload`;
 #   kprog_dfd  stripped; its debuginfo served by Debian's debuginfod on
-#              loopback (--debuginfod-upstream-servers).
+#              loopback (--debuginfod-upstream-servers);
+#   kprog_ag   stripped, with a .gnu_debuglink to kprog_ag.debug beside it:
+#              the agent uploads that debug file itself (DebuginfoService).
 # Mid-run the server is killed with SIGKILL and restarted on the same port
 # and storage. Checks, over gRPC (QueryService/Query, python3-grpcio):
 #   - each build's merged profile has the location inlined_mix+outer_function
@@ -43,7 +45,7 @@ mkdir -p "$STUBS" "$T/src" "$T/dfd" "$T/local" "$T/bin"
 cp "$KILN_ROOT"/tests/integration/symbols_progs/{prog.c,lib.c} "$T/src/"
 CFLAGS="-g -O2 -fno-omit-frame-pointer -Wl,--build-id"
 gcc $CFLAGS -fPIC -shared -o "$T/bin/libkspin.so" "$T/src/lib.c" || die "gcc lib"
-for v in sym up dfd; do
+for v in sym up dfd ag; do
 	gcc $CFLAGS -DVARIANT="\"$v\"" -o "$T/bin/kprog_$v.full" "$T/src/prog.c" -L"$T/bin" -lkspin \
 		-Wl,-rpath,"$T/bin" || die "gcc kprog_$v"
 done
@@ -51,7 +53,10 @@ mv "$T/bin/kprog_sym.full" "$T/bin/kprog_sym"
 strip -o "$T/bin/kprog_up" "$T/bin/kprog_up.full"
 strip -o "$T/bin/kprog_dfd" "$T/bin/kprog_dfd.full"
 mv "$T/bin/kprog_dfd.full" "$T/dfd/kprog_dfd" # only debuginfod has this one's symbols
-for v in up dfd; do
+(cd "$T/bin" && objcopy --only-keep-debug kprog_ag.full kprog_ag.debug &&
+	strip -o kprog_ag kprog_ag.full && objcopy --add-gnu-debuglink=kprog_ag.debug kprog_ag &&
+	rm kprog_ag.full) || die "objcopy kprog_ag"
+for v in up dfd ag; do
 	nm "$T/bin/kprog_$v" 2>&1 | grep -q outer_function && die "kprog_$v is not stripped"
 done
 build_id() { readelf -n "$1" | awk '/Build ID/ {print $3}'; }
@@ -87,7 +92,7 @@ grep -q "profiling every CPU" "$T/agent.log" || die "agent did not start: $(cat 
 
 RUN_S=24
 declare -A PID_OF
-for v in sym up dfd; do
+for v in sym up dfd ag; do
 	"$T/bin/kprog_$v" $RUN_S >"$T/kprog_$v.out" &
 	PID_OF[$v]=$!
 	PIDS+=($!)
@@ -112,7 +117,7 @@ curl -sf "http://$ADDR/ready" >/dev/null || die "restarted server not ready"
 after=$($CHECK total "$STUBS" "$ADDR" "pid=\"${PID_OF[sym]}\"")
 [ "$after" -ge "$before" ] || die "acknowledged samples lost: $before before the kill, $after after"
 
-for v in sym up dfd; do wait "${PID_OF[$v]}" || die "kprog_$v failed"; done
+for v in sym up dfd ag; do wait "${PID_OF[$v]}" || die "kprog_$v failed"; done
 PIDS=()
 # Every window the agent cut (its local files) reaches the server, the ones
 # from the outage through the agent's retries.
@@ -122,7 +127,11 @@ rc=0
 $CHECK check "$STUBS" "$ADDR" kprog_sym "$T/src" 30 || rc=1
 $CHECK check "$STUBS" "$ADDR" kprog_up "$T/src" 30 || rc=1
 $CHECK check "$STUBS" "$ADDR" kprog_dfd "$T/src" 60 || rc=1
+$CHECK check "$STUBS" "$ADDR" kprog_ag "$T/src" 60 || rc=1
 [ $rc -eq 0 ] || die "symbolization incomplete"
+ag_id=$(build_id "$T/bin/kprog_ag")
+"$KILNCTL" debuginfo ls --store-address="$ADDR" --insecure | grep -q "^$ag_id " ||
+	die "the agent did not upload kprog_ag's debuginfo: $(grep -i debuginfo "$T/agent.log" | tail -5)"
 kill -INT $APID
 wait $APID || die "agent exited $?"
 APID=
