@@ -133,9 +133,9 @@ void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, 
 	bool normalized = m->memory_limit <= m->memory_start;
 
 	if (!normalized && address >= m->memory_start && address < m->memory_limit) {
-		normalized = st && symbolizer_normalize(st->symbolizer, &obj, address,
-							m->memory_start, m->memory_limit,
-							m->file_offset, &vaddr, NULL) == 0;
+		normalized =
+		    st && symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
+					       m->memory_limit, m->file_offset, &vaddr, NULL) == 0;
 		if (!normalized)
 			vaddr = address - m->memory_start + m->file_offset;
 	}
