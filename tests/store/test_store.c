@@ -527,7 +527,7 @@ static void test_symbolizer(void **state)
 	struct fixture *f = *state;
 	struct pprof_profile *a = make_profile_ex(10, 1, 0, true);
 	struct symctx sc = {0};
-	struct store_symbolizer sym = {&sc, fake_resolve};
+	struct store_symbolizer sym = {.ctx = &sc, .resolve = fake_resolve};
 	struct store_selector sel = {CPU_TYPE, NULL, 0, 0, 10000};
 
 	f->opts.symbolizer = &sym;
