@@ -16,7 +16,8 @@ usage:
       function's source (BEGIN/END markers in SRCDIR/prog.c, lib.c):
         - a location whose lines are inlined_mix then outer_function (the
           inlined frame first, one location), called from main;
-        - lib_spin (in libkspin.so) called from main;
+        - kspin::Spinner::run(long) (C++, in libkspin.so) called from main,
+          demangled for display with the mangled name as system_name;
       then prints the stacks it saw and exits 0; exits 1 at the timeout.
 """
 import gzip
@@ -67,25 +68,26 @@ def stacks(p):
     funcs = {f.id: f for f in p.function}
     locs = {}
     for loc in p.location:
-        locs[loc.id] = [(st[funcs[ln.function_id].name], st[funcs[ln.function_id].filename], ln.line)
-                        for ln in loc.line] or [("<unsymbolized 0x%x>" % loc.address, "", 0)]
+        locs[loc.id] = [(st[funcs[ln.function_id].name], st[funcs[ln.function_id].filename], ln.line,
+                         st[funcs[ln.function_id].system_name])
+                        for ln in loc.line] or [("<unsymbolized 0x%x>" % loc.address, "", 0, "")]
     return [(s.value[0], [locs[i] for i in s.location_id]) for s in p.sample]
 
 
 def ranges(srcdir):
     r = {}
-    for f in ("prog.c", "lib.c"):
+    for f in ("prog.c", "lib.cc"):
         for n, line in enumerate(open("%s/%s" % (srcdir, f)), 1):
-            m = re.search(r"/\* (BEGIN|END) (\w+) \*/", line)
+            m = re.search(r"/\* (BEGIN|END) ([\w:]+) \*/", line)
             if m:
                 r.setdefault(m.group(2), [f, 0, 0])[1 if m.group(1) == "BEGIN" else 2] = n
     return r
 
 
 def frame_ok(frame, name, rng):
-    fn, file, line = frame
+    fn, file, line, _ = frame
     f, lo, hi = rng[name]
-    return fn == name and file.endswith("/" + f) and lo <= line <= hi
+    return fn.split("(")[0] == name and file.endswith("/" + f) and lo <= line <= hi
 
 
 def findings(p, rng):
@@ -98,7 +100,9 @@ def findings(p, rng):
             if (len(loc) >= 2 and frame_ok(loc[0], "inlined_mix", rng)
                     and frame_ok(loc[1], "outer_function", rng) and has_main):
                 inl = True
-            if loc and frame_ok(loc[0], "lib_spin", rng) and has_main:
+            if (loc and frame_ok(loc[0], "kspin::Spinner::run", rng) and has_main
+                    and loc[0][0] == "kspin::Spinner::run(long)"
+                    and loc[0][3] == "_ZN5kspin7Spinner3runEl"):
                 lib = True
     return inl, lib
 
@@ -106,7 +110,7 @@ def findings(p, rng):
 def show(p):
     seen = {}
     for n, locs in stacks(p):
-        key = " <- ".join("+".join("%s@%s:%d" % (fn, file.rsplit("/", 1)[-1], ln) for fn, file, ln in loc)
+        key = " <- ".join("+".join("%s@%s:%d" % (fn, file.rsplit("/", 1)[-1], ln) for fn, file, ln, _ in loc)
                           for loc in locs[:4])
         seen[key] = seen.get(key, 0) + n
     for k, n in sorted(seen.items(), key=lambda kv: -kv[1])[:15]:
@@ -159,11 +163,12 @@ elif cmd == "check":
         p = merged(addr, 'comm="%s"' % comm)
         inl, lib = findings(p, rng)
         if inl and lib:
-            print("ok: %s: inlined_mix+outer_function <- main and lib_spin <- main, with file:line" % comm)
+            print("ok: %s: inlined_mix+outer_function <- main and kspin::Spinner::run(long) <- main, "
+                  "with file:line" % comm)
             show(p)
             sys.exit(0)
         if time.time() > deadline:
-            print("FAIL: %s: inlined frame found: %s, lib_spin found: %s; %d samples; stacks:" %
+            print("FAIL: %s: inlined frame found: %s, kspin::Spinner::run found: %s; %d samples; stacks:" %
                   (comm, inl, lib, total(p)))
             show(p)
             sys.exit(1)

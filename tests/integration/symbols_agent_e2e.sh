@@ -2,7 +2,7 @@
 # Issue 5 end to end with real processes (root, real BPF): kiln server +
 # kiln-agent pushing over gRPC (--remote-store-address, --remote-store-insecure)
 # + a C program (symbols_progs/prog.c) with an always-inlined function and a
-# function in a shared library it loads. Three builds of it run at once:
+# C++ function in a shared library it loads. Four builds of it run at once:
 #   kprog_sym  with its symbols;
 #   kprog_up   stripped; its debuginfo uploaded by `kilnctl debuginfo upload`;
 #   kprog_dfd  stripped; its debuginfo served by Debian's debuginfod on
@@ -12,8 +12,9 @@
 # Mid-run the server is killed with SIGKILL and restarted on the same port
 # and storage. Checks, over gRPC (QueryService/Query, python3-grpcio):
 #   - each build's merged profile has the location inlined_mix+outer_function
-#     (the inlined frame first) and lib_spin, both called from main, with
-#     file:line inside the functions' source;
+#     (the inlined frame first) and kspin::Spinner::run(long) (demangled,
+#     mangled name as system_name), both called from main, with file:line
+#     inside the functions' source;
 #   - nothing acknowledged before the kill is lost, and the agent catches up:
 #     for every build the server ends up holding every sample of the agent's
 #     local files (--local-store-directory, same windows), including the
@@ -42,9 +43,9 @@ mkdir -p "$STUBS" "$T/src" "$T/dfd" "$T/local" "$T/bin"
 	die "grpc_tools.protoc failed"
 
 # Build: -O2 -g with frame pointers (the agent unwinds with them).
-cp "$KILN_ROOT"/tests/integration/symbols_progs/{prog.c,lib.c} "$T/src/"
+cp "$KILN_ROOT"/tests/integration/symbols_progs/{prog.c,lib.cc} "$T/src/"
 CFLAGS="-g -O2 -fno-omit-frame-pointer -Wl,--build-id"
-gcc $CFLAGS -fPIC -shared -o "$T/bin/libkspin.so" "$T/src/lib.c" || die "gcc lib"
+g++ $CFLAGS -fPIC -shared -o "$T/bin/libkspin.so" "$T/src/lib.cc" || die "g++ lib"
 for v in sym up dfd ag; do
 	gcc $CFLAGS -DVARIANT="\"$v\"" -o "$T/bin/kprog_$v.full" "$T/src/prog.c" -L"$T/bin" -lkspin \
 		-Wl,-rpath,"$T/bin" || die "gcc kprog_$v"

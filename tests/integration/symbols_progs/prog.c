@@ -1,7 +1,7 @@
 /* Test program for tests/integration/symbols_agent_e2e.sh: known functions
  * whose frames must come back from the server named, with file and line.
  * inlined_mix is always inlined into outer_function (one location, two
- * lines); lib_spin lives in libkspin.so. VARIANT only makes each build's GNU
+ * lines); lib_spin (a C++ function behind it) lives in libkspin.so. VARIANT only makes each build's GNU
  * build ID differ. Runs for argv[1] seconds. */
 #include <stdio.h>
 #include <stdlib.h>
