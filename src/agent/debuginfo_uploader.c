@@ -101,6 +101,7 @@ static void *worker_main(void *arg)
 	for (;;) {
 		struct debuginfo_upload_result *r;
 		struct entry *e;
+		const char *shown;
 		char *path;
 		int rc;
 
@@ -132,18 +133,19 @@ static void *worker_main(void *arg)
 			 ? kiln_error_set(&err, ENOMEM, "out of memory")
 			 : debuginfo_upload_file(client, path, e->build_id, &u->opts, r, &err);
 		pthread_mutex_lock(&u->lock);
+		shown = path ? path : "?"; /* out of memory: rc says so */
 		if (rc == 0 && r->outcome == DEBUGINFO_UPLOADED) {
 			log_info("debuginfo: uploaded %s (%s, %llu bytes from %s)", e->build_id,
-				 path, (unsigned long long)r->bytes, r->source);
+				 shown, (unsigned long long)r->bytes, r->source);
 			e->state = ST_DONE;
 			ADD(debuginfo_uploaded, 1);
 		} else if (rc == 0) {
-			log_debug("debuginfo: server does not want %s (%s): %s", e->build_id, path,
+			log_debug("debuginfo: server does not want %s (%s): %s", e->build_id, shown,
 				  r->reason);
 			e->state = ST_DONE;
 			ADD(debuginfo_not_wanted, 1);
 		} else if (rc == -ENODATA) {
-			log_debug("debuginfo: %s (%s): %s", e->build_id, path, err.msg);
+			log_debug("debuginfo: %s (%s): %s", e->build_id, shown, err.msg);
 			e->state = ST_DONE;
 			ADD(debuginfo_no_symbols, 1);
 		} else if (r && r->grpc_code == GRPC_STATUS_UNIMPLEMENTED) {
@@ -156,7 +158,7 @@ static void *worker_main(void *arg)
 			u->disabled = true;
 			e->state = ST_DONE;
 		} else if (r && !retryable(r->grpc_code) && r->grpc_code != 0) {
-			log_warn("debuginfo: %s (%s): %s; not retrying", e->build_id, path,
+			log_warn("debuginfo: %s (%s): %s; not retrying", e->build_id, shown,
 				 err.msg);
 			e->state = ST_DONE;
 			ADD(debuginfo_failed, 1);
@@ -171,7 +173,7 @@ static void *worker_main(void *arg)
 			e->retry_at_ns = mono_ns() + e->backoff_ns / 2 + jitter;
 			e->state = ST_FAILED;
 			log_warn(
-			    "debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, path,
+			    "debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, shown,
 			    err.msg,
 			    (unsigned long long)((e->retry_at_ns - mono_ns()) / 1000000000ull));
 			ADD(debuginfo_failed, 1);
