@@ -277,6 +277,7 @@ struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploade
 	u->grpc.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : UPLOAD_TIMEOUT_MS;
 	u->opts.temp_dir = u->temp_dir;
 	u->opts.require_symbols = true;
+	u->opts.no_extract = cfg->no_strip;
 	u->opts.max_bytes_per_second = cfg->max_bytes_per_second;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->cond, NULL);

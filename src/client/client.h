@@ -104,6 +104,7 @@ struct debuginfo_upload_opts {
 	uint64_t max_bytes_per_second; /* pacing; 0: unlimited */
 	const char *temp_dir;	       /* for the extract; NULL: /tmp */
 	const char *debug_dir;	       /* local debug files; NULL: /usr/lib/debug */
+	bool no_extract;	       /* send the whole file, not its debug parts */
 	bool require_symbols;	       /* -ENODATA (before any call) when the file has
 				 neither .symtab nor .debug_info and there is
 				 no local debug file */
