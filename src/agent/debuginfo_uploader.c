@@ -13,8 +13,8 @@
  * the server said it does not want it, it is never offered again; after a
  * failure it may be offered again after a backoff (10 s doubling to 1 h,
  * with jitter), and the queue is bounded (an offer that does not fit is
- * simply made again at the next window). Closing waits for uploads in
- * flight (each bounded by the upload timeout).
+ * simply made again at the next window). Closing cancels uploads in
+ * flight.
  */
 #include "agent/agent.h"
 #include "client/client.h"
@@ -62,7 +62,8 @@ struct debuginfo_uploader {
 	size_t queued;
 	unsigned seed;
 	bool closing;
-	bool disabled; /* the server does not implement the service */
+	bool disabled;	    /* the server does not implement the service */
+	atomic_bool cancel; /* set at close: aborts uploads in flight */
 };
 
 static uint64_t mono_ns(void)
@@ -162,6 +163,8 @@ static void *worker_main(void *arg)
 				 err.msg);
 			e->state = ST_DONE;
 			ADD(debuginfo_failed, 1);
+		} else if (u->closing) {
+			e->state = ST_FAILED; /* cancelled at exit: nothing to report */
 		} else {
 			uint64_t jitter;
 
@@ -275,6 +278,7 @@ struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploade
 	u->grpc.skip_verify = cfg->insecure_skip_verify;
 	u->grpc.bearer_token = u->token;
 	u->grpc.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : UPLOAD_TIMEOUT_MS;
+	u->grpc.cancel = &u->cancel;
 	u->opts.temp_dir = u->temp_dir;
 	u->opts.require_symbols = true;
 	u->opts.no_extract = cfg->no_strip;
@@ -311,8 +315,9 @@ void debuginfo_uploader_free(struct debuginfo_uploader *u)
 {
 	if (!u)
 		return;
-	/* An upload in flight finishes (or times out) first: its thread is
-	 * inside a gRPC call. The main loop has stopped sampling by now. */
+	/* Uploads in flight are cancelled (libcurl checks about once a
+	 * second), so stopping the agent does not wait for a slow server. */
+	atomic_store(&u->cancel, true);
 	pthread_mutex_lock(&u->lock);
 	u->closing = true;
 	pthread_cond_broadcast(&u->cond);
