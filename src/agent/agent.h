@@ -386,6 +386,7 @@ struct debuginfo_uploader_config {
 	int timeout_ms;		       /* per gRPC call; 0: 120 s */
 	uint64_t max_bytes_per_second; /* per upload; 0: unlimited */
 	const char *temp_dir;	       /* for extracts; NULL: /tmp */
+	bool no_strip;		       /* upload whole binaries (--debuginfo-strip=false) */
 };
 struct debuginfo_uploader;
 struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploader_config *cfg,

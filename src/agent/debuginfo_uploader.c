@@ -13,8 +13,8 @@
  * the server said it does not want it, it is never offered again; after a
  * failure it may be offered again after a backoff (10 s doubling to 1 h,
  * with jitter), and the queue is bounded (an offer that does not fit is
- * simply made again at the next window). Closing waits for uploads in
- * flight (each bounded by the upload timeout).
+ * simply made again at the next window). Closing cancels uploads in
+ * flight.
  */
 #include "agent/agent.h"
 #include "client/client.h"
@@ -62,7 +62,8 @@ struct debuginfo_uploader {
 	size_t queued;
 	unsigned seed;
 	bool closing;
-	bool disabled; /* the server does not implement the service */
+	bool disabled;	    /* the server does not implement the service */
+	atomic_bool cancel; /* set at close: aborts uploads in flight */
 };
 
 static uint64_t mono_ns(void)
@@ -101,6 +102,7 @@ static void *worker_main(void *arg)
 	for (;;) {
 		struct debuginfo_upload_result *r;
 		struct entry *e;
+		const char *shown;
 		char *path;
 		int rc;
 
@@ -132,18 +134,19 @@ static void *worker_main(void *arg)
 			 ? kiln_error_set(&err, ENOMEM, "out of memory")
 			 : debuginfo_upload_file(client, path, e->build_id, &u->opts, r, &err);
 		pthread_mutex_lock(&u->lock);
+		shown = path ? path : "?"; /* out of memory: rc says so */
 		if (rc == 0 && r->outcome == DEBUGINFO_UPLOADED) {
 			log_info("debuginfo: uploaded %s (%s, %llu bytes from %s)", e->build_id,
-				 path, (unsigned long long)r->bytes, r->source);
+				 shown, (unsigned long long)r->bytes, r->source);
 			e->state = ST_DONE;
 			ADD(debuginfo_uploaded, 1);
 		} else if (rc == 0) {
-			log_debug("debuginfo: server does not want %s (%s): %s", e->build_id, path,
+			log_debug("debuginfo: server does not want %s (%s): %s", e->build_id, shown,
 				  r->reason);
 			e->state = ST_DONE;
 			ADD(debuginfo_not_wanted, 1);
 		} else if (rc == -ENODATA) {
-			log_debug("debuginfo: %s (%s): %s", e->build_id, path, err.msg);
+			log_debug("debuginfo: %s (%s): %s", e->build_id, shown, err.msg);
 			e->state = ST_DONE;
 			ADD(debuginfo_no_symbols, 1);
 		} else if (r && r->grpc_code == GRPC_STATUS_UNIMPLEMENTED) {
@@ -156,10 +159,12 @@ static void *worker_main(void *arg)
 			u->disabled = true;
 			e->state = ST_DONE;
 		} else if (r && !retryable(r->grpc_code) && r->grpc_code != 0) {
-			log_warn("debuginfo: %s (%s): %s; not retrying", e->build_id, path,
+			log_warn("debuginfo: %s (%s): %s; not retrying", e->build_id, shown,
 				 err.msg);
 			e->state = ST_DONE;
 			ADD(debuginfo_failed, 1);
+		} else if (u->closing) {
+			e->state = ST_FAILED; /* cancelled at exit: nothing to report */
 		} else {
 			uint64_t jitter;
 
@@ -171,7 +176,7 @@ static void *worker_main(void *arg)
 			e->retry_at_ns = mono_ns() + e->backoff_ns / 2 + jitter;
 			e->state = ST_FAILED;
 			log_warn(
-			    "debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, path,
+			    "debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, shown,
 			    err.msg,
 			    (unsigned long long)((e->retry_at_ns - mono_ns()) / 1000000000ull));
 			ADD(debuginfo_failed, 1);
@@ -273,8 +278,10 @@ struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploade
 	u->grpc.skip_verify = cfg->insecure_skip_verify;
 	u->grpc.bearer_token = u->token;
 	u->grpc.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : UPLOAD_TIMEOUT_MS;
+	u->grpc.cancel = &u->cancel;
 	u->opts.temp_dir = u->temp_dir;
 	u->opts.require_symbols = true;
+	u->opts.no_extract = cfg->no_strip;
 	u->opts.max_bytes_per_second = cfg->max_bytes_per_second;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->cond, NULL);
@@ -308,8 +315,9 @@ void debuginfo_uploader_free(struct debuginfo_uploader *u)
 {
 	if (!u)
 		return;
-	/* An upload in flight finishes (or times out) first: its thread is
-	 * inside a gRPC call. The main loop has stopped sampling by now. */
+	/* Uploads in flight are cancelled (libcurl checks about once a
+	 * second), so stopping the agent does not wait for a slow server. */
+	atomic_store(&u->cancel, true);
 	pthread_mutex_lock(&u->lock);
 	u->closing = true;
 	pthread_cond_broadcast(&u->cond);

@@ -43,6 +43,7 @@ enum {
 	OPT_DEBUGINFO_TIMEOUT,
 	OPT_DEBUGINFO_RATE,
 	OPT_DEBUGINFO_TEMP_DIR,
+	OPT_DEBUGINFO_STRIP,
 };
 
 static const struct option long_options[] = {
@@ -70,6 +71,7 @@ static const struct option long_options[] = {
     {"debuginfo-upload-timeout-duration", required_argument, NULL, OPT_DEBUGINFO_TIMEOUT},
     {"debuginfo-upload-max-bytes-per-second", required_argument, NULL, OPT_DEBUGINFO_RATE},
     {"debuginfo-temp-dir", required_argument, NULL, OPT_DEBUGINFO_TEMP_DIR},
+    {"debuginfo-strip", optional_argument, NULL, OPT_DEBUGINFO_STRIP},
     {NULL, 0, NULL, 0},
 };
 
@@ -125,6 +127,9 @@ static void usage(FILE *f)
 	    "                                          (default: 0)\n"
 	    "      --debuginfo-temp-dir=DIR            where debug parts are extracted\n"
 	    "                                          (default: /tmp)\n"
+	    "      --debuginfo-strip[=BOOL]            upload only the debug parts of a\n"
+	    "                                          binary; false: the whole file\n"
+	    "                                          (default: true)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
@@ -264,6 +269,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DEBUGINFO_TEMP_DIR:
 			dcfg.temp_dir = optarg;
+			break;
+		case OPT_DEBUGINFO_STRIP:
+			if (!optarg || strcmp(optarg, "true") == 0)
+				dcfg.no_strip = false;
+			else if (strcmp(optarg, "false") == 0)
+				dcfg.no_strip = true;
+			else
+				die("--debuginfo-strip=%s: expected true or false", optarg);
 			break;
 		case OPT_EXTERNAL_LABELS:
 			if (labels_parse_list(&cfg.external, optarg, &err) != 0)

@@ -14,7 +14,8 @@
  * retryable gRPC status) is retried with exponential backoff (0.5 s
  * doubling to 30 s) and full jitter; a request the server rejects as
  * invalid is dropped at once (retrying cannot help). On close the thread
- * gets a few seconds to flush, then what is left is counted as dropped.
+ * gets a few seconds to flush (a call still hanging then is cancelled),
+ * then what is left is counted as dropped.
  */
 #include "agent/agent.h"
 #include "client/client.h"
@@ -51,7 +52,9 @@ struct sink_remote {
 	size_t queued_bytes;	   /* guarded by lock */
 	size_t inflight_bytes;	   /* the window being sent; guarded by lock */
 	bool closing;		   /* guarded by lock */
+	bool exited;		   /* the sender is done; guarded by lock */
 	uint64_t deadline_ms;	   /* flush deadline once closing */
+	atomic_bool cancel;	   /* aborts a call still in flight at the deadline */
 };
 
 static uint64_t now_ms(void)
@@ -350,6 +353,8 @@ static void *sender_main(void *arg)
 	}
 	r->tail = NULL;
 	r->queued_bytes = 0;
+	r->exited = true;
+	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	buf_free(&resp);
 	grpc_client_free(client);
@@ -366,7 +371,21 @@ static void remote_close(struct agent_sink *s)
 	r->closing = true;
 	r->deadline_ms = now_ms() + CLOSE_FLUSH_MS;
 	pthread_cond_broadcast(&r->cond);
+	/* Give the sender until the deadline; then abort a call that is still
+	 * hanging on a server that does not answer. */
+	while (!r->exited && now_ms() < r->deadline_ms) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	}
 	pthread_mutex_unlock(&r->lock);
+	atomic_store(&r->cancel, true);
 	pthread_join(r->thread, NULL);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
@@ -396,6 +415,7 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 	r->cfg.skip_verify = cfg->insecure_skip_verify;
 	r->cfg.bearer_token = r->token;
 	r->cfg.timeout_ms = 10000;
+	r->cfg.cancel = &r->cancel;
 	r->max_bytes = cfg->buffer_bytes ? cfg->buffer_bytes : (size_t)64 << 20;
 	r->sink.name = "remote";
 	r->sink.series_labels_in_samples = false;

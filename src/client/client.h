@@ -29,6 +29,7 @@
 #ifndef KILN_CLIENT_CLIENT_H
 #define KILN_CLIENT_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,6 +69,10 @@ struct grpc_client_config {
 	const char *bearer_token; /* sent as "authorization: Bearer TOKEN"; NULL: none */
 	int timeout_ms;		  /* per call, sent as grpc-timeout; 0: 30000 */
 	size_t max_response;	  /* largest response message accepted; 0: 64 MiB */
+	/* When non-NULL and set (from any thread), a call in flight is aborted
+	 * within about a second (status CANCELLED): lets an owner stop a
+	 * client thread without waiting for the timeout. */
+	const atomic_bool *cancel;
 };
 
 struct grpc_client;
@@ -104,6 +109,7 @@ struct debuginfo_upload_opts {
 	uint64_t max_bytes_per_second; /* pacing; 0: unlimited */
 	const char *temp_dir;	       /* for the extract; NULL: /tmp */
 	const char *debug_dir;	       /* local debug files; NULL: /usr/lib/debug */
+	bool no_extract;	       /* send the whole file, not its debug parts */
 	bool require_symbols;	       /* -ENODATA (before any call) when the file has
 				 neither .symtab nor .debug_info and there is
 				 no local debug file */

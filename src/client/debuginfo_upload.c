@@ -268,6 +268,8 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 	/* What to send: a local debug file, else the extract. */
 	if (local_debug_file(debug_dir, path, r->build_id, info.debuglink, local, sizeof(local))) {
 		send_path = local;
+	} else if (o->no_extract) {
+		send_path = path;
 	} else {
 		snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-debuginfo-XXXXXX", temp_dir);
 		if (!mkdtemp(tmpdir)) {

@@ -9,7 +9,8 @@
 #   - each build ID is uploaded once, however many windows show it;
 #   - a stripped program (nothing to symbolize from) is not uploaded, but
 #     one with a local debug file (.gnu_debuglink) gets that file uploaded;
-#   - with --debuginfo-upload-disable, a second program is not uploaded.
+#   - with --debuginfo-upload-disable, a second program is not uploaded;
+#   - with --debuginfo-strip=false, the whole binary is uploaded.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 agent_build burn
@@ -97,4 +98,16 @@ agent_stop
 [ -n "$(ls "$AGENT_TMP/profiles2")" ] || fail "disabled run wrote no profiles"
 listed "$want2" && fail "uploaded $want2 despite --debuginfo-upload-disable"
 grep -q "debuginfo" "$AGENT_LOG" && fail "disabled agent logged uploads: $(grep debuginfo "$AGENT_LOG")"
+
+# --debuginfo-strip=false: the whole binary goes up, byte for byte.
+gcc -O0 -g -fno-omit-frame-pointer -pthread -DVARIANT=5 -o "$AGENT_TESTBIN/burn5" "$AGENT_PROGS/burn.c"
+want5=$(readelf -n "$AGENT_TESTBIN/burn5" | awk '/Build ID/ {print $3}')
+agent_start "$AGENT_TMP/profiles3" --remote-store-address=$K --remote-store-insecure \
+	--profiling-duration=1s --http-address= --debuginfo-strip=false
+"$AGENT_TESTBIN/burn5" 0.4 >/dev/null
+for _ in $(seq 1 40); do listed "$want5" && break; sleep 0.25; done
+agent_stop
+listed "$want5" || fail "burn5 ($want5) not uploaded: $(grep debuginfo "$AGENT_LOG")"
+cmp "$AGENT_TMP/data/debuginfo/$want5/debuginfo" "$AGENT_TESTBIN/burn5" ||
+	fail "--debuginfo-strip=false did not upload the whole binary"
 echo PASS

@@ -13,7 +13,7 @@ for f in --node --log-level --http-address --profiling-duration \
 	--remote-store-insecure-skip-verify --remote-store-bearer-token \
 	--remote-store-bearer-token-file --remote-store-buffer-bytes --debuginfo-upload-disable \
 	--debuginfo-upload-max-parallel --debuginfo-upload-timeout-duration \
-	--debuginfo-upload-max-bytes-per-second --debuginfo-temp-dir; do
+	--debuginfo-upload-max-bytes-per-second --debuginfo-temp-dir --debuginfo-strip; do
 	echo "$help" | grep -q -- "$f" || fail "--help does not list $f"
 done
 for d in "default: 127.0.0.1:7071" "default: 10s" "default: 19" "default: info" "default: the hostname"; do
