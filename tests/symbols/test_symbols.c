@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -309,6 +310,8 @@ static void check_normalize(const char *bin, bool pie)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		/* A failed assertion leaves the parent without its kill(). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(pipefd[1], 1);
 		close(pipefd[0]);
 		snprintf(cmd, sizeof(cmd), "%s/%s", dir, bin);
