@@ -100,7 +100,7 @@ static void on_record(void *ctx, const void *data, size_t len)
 	} else if (kind == PROFILER_EVENT_EXIT && len >= sizeof(struct exec_event)) {
 		const struct exec_event *e = data;
 
-		proc_cache_forget(a->procs, e->pid);
+		proc_cache_mark_exited(a->procs, e->pid, a->now_ns);
 		ADD(exit_events, 1);
 	}
 }
@@ -126,6 +126,7 @@ static void window_emit(struct agent *a, struct window *w)
 	    .ksyms = a->ksyms, .frequency_hz = cfg->frequency_hz, .host_labels = &a->host_labels};
 	struct agent_profile *profs[2] = {NULL, NULL};
 	struct agent_labels *labels = NULL;
+	struct agent_exec_infos *execs = NULL; /* for the label-free variant */
 	struct buf *bufs[2] = {NULL, NULL};
 	bool need[2] = {false, false};
 	size_t nout[2] = {0, 0};
@@ -136,13 +137,14 @@ static void window_emit(struct agent *a, struct window *w)
 	if (!w->n || !cfg->n_sinks)
 		return;
 	labels = calloc(w->n, sizeof(*labels));
+	execs = calloc(w->n, sizeof(*execs));
 	for (int v = 0; v < 2; v++) {
 		if (!need[v])
 			continue;
 		profs[v] = calloc(w->n, sizeof(*profs[v]));
 		bufs[v] = calloc(w->n, sizeof(*bufs[v]));
 	}
-	if (!labels || (need[0] && (!profs[0] || !bufs[0])) ||
+	if (!labels || !execs || (need[0] && (!profs[0] || !bufs[0])) ||
 	    (need[1] && (!profs[1] || !bufs[1]))) {
 		log_error("window: out of memory building %zu profiles", w->n);
 		goto out;
@@ -158,7 +160,8 @@ static void window_emit(struct agent *a, struct window *w)
 			if (!need[v])
 				continue;
 			kiln_error_clear(&err);
-			if (profile_build(&env, w, wp, v ? &labels[i] : NULL, &bufs[v][i], &err)) {
+			if (profile_build(&env, w, wp, v ? &labels[i] : NULL, &bufs[v][i],
+					  v ? NULL : &execs[i], &err)) {
 				log_warn("%s", err.msg);
 				ADD(profiles_failed, 1);
 				continue;
@@ -171,6 +174,22 @@ static void window_emit(struct agent *a, struct window *w)
 			p->duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns);
 			p->pprof = bufs[v][i].data;
 			p->pprof_len = bufs[v][i].len;
+			p->exec_info = v ? NULL : execs[i].v;
+			p->n_exec_info = v ? 0 : execs[i].n;
+		}
+	}
+	/* Every file a profile points into is a debuginfo candidate (the
+	 * uploader remembers which it has handled, so this is a lookup). */
+	for (size_t i = 0; cfg->uploader && need[0] && i < w->n; i++) {
+		for (size_t j = 0; j < execs[i].n; j++) {
+			const struct proc_mapping *m = execs[i].v[j].mapping;
+			char path[4096];
+
+			if (!m || !m->build_id[0] || m->path[0] != '/')
+				continue;
+			snprintf(path, sizeof(path), "%s/%u/root%s", cfg->proc_root,
+				 w->procs[i].info->pid, m->path);
+			debuginfo_uploader_offer(cfg->uploader, m->build_id, path);
 		}
 	}
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
@@ -202,6 +221,9 @@ out:
 	for (size_t i = 0; labels && i < w->n; i++)
 		labels_free(&labels[i]);
 	free(labels);
+	for (size_t i = 0; execs && i < w->n; i++)
+		agent_exec_infos_free(&execs[i]);
+	free(execs);
 }
 
 static void window_finish(struct agent *a, struct window *w)
@@ -217,6 +239,11 @@ static void window_finish(struct agent *a, struct window *w)
 	 * not free, so the horizon is long. */
 	if (a->now_ns > PROC_EXPIRY_NS)
 		proc_cache_expire(a->procs, a->now_ns - PROC_EXPIRY_NS);
+	/* An exited process's entry serves its last samples (taken while the
+	 * kernel tore it down, or still queued) for a while; a pid reused
+	 * within that time starts with a fork, which is rare so soon. */
+	if (a->now_ns > PROC_EXIT_LINGER_NS)
+		proc_cache_reap_exited(a->procs, a->now_ns - PROC_EXIT_LINGER_NS);
 	SET(processes_tracked, proc_cache_count(a->procs));
 	dt = clock_ns(CLOCK_MONOTONIC) - t0;
 	SET(window_read_ns_last, dt);

@@ -79,6 +79,11 @@ struct proc_mapping {
 	bool exec;
 	char *path;	/* as in maps ("" for anonymous; "[vdso]" ...) */
 	char *build_id; /* hex, "" if none/unreadable */
+	/* executable_info: ELF type (0: unknown) and the executable PT_LOAD
+	 * this mapping maps (valid when has_load). */
+	uint16_t elf_type;
+	bool has_load;
+	uint64_t load_offset, load_vaddr;
 };
 
 struct proc_maps {
@@ -101,6 +106,25 @@ void procmaps_free(struct proc_maps *m);
  * it is not ELF, or another negative errno. */
 int buildid_read_file(const char *path, char *hex, size_t hexsz);
 
+/* What the agent keeps of an ELF file besides its build ID: the type and
+ * the PT_LOAD headers (for a mapping's executable_info). */
+#define ELF_FACTS_MAX_LOADS 8
+struct elf_load {
+	uint64_t offset, vaddr, filesz;
+	uint32_t flags; /* PF_X ... */
+};
+struct elf_facts {
+	char *build_id; /* hex, "" if none */
+	uint16_t type;	/* e_type (ET_EXEC, ET_DYN), 0 when not ELF */
+	size_t nloads;
+	struct elf_load loads[ELF_FACTS_MAX_LOADS];
+};
+/* The executable PT_LOAD a mapping at file offset map_offset maps (the
+ * first executable one when none contains the offset): its p_offset and
+ * p_vaddr. False when f has no executable PT_LOAD. */
+bool elf_facts_load_for(const struct elf_facts *f, uint64_t map_offset, uint64_t *offset,
+			uint64_t *vaddr);
+
 /* A cache of build IDs keyed by the file's identity. */
 struct buildid_cache;
 struct buildid_cache *buildid_cache_new(void);
@@ -113,6 +137,11 @@ const char *buildid_cache_get(struct buildid_cache *c, const char *path);
  * process's mappings are libraries already seen). */
 const char *buildid_cache_get_mapped(struct buildid_cache *c, const char *path, unsigned dev_major,
 				     unsigned dev_minor, uint64_t inode);
+/* The same, with the ELF type and load segments; never NULL (an unreadable
+ * file gives empty facts). Lives as long as the cache. */
+const struct elf_facts *buildid_cache_facts_mapped(struct buildid_cache *c, const char *path,
+						   unsigned dev_major, unsigned dev_minor,
+						   uint64_t inode);
 
 /* ---- kernel symbols (kallsyms.c) ------------------------------------------ */
 
@@ -144,6 +173,7 @@ struct proc_info {
 	uint64_t maps_read_ns;	     /* monotonic: last (re)read of maps */
 	uint64_t refresh_backoff_ns; /* grows while re-reads find nothing new */
 	bool stale;		     /* exec seen: re-read before next use */
+	uint64_t exited_ns;	     /* monotonic: exit seen (0: alive) */
 	bool cached;		     /* linked in the cache (else owned by its holders) */
 	unsigned refs;		     /* windows holding this entry */
 	struct proc_info *next;	     /* hash chain */
@@ -171,6 +201,15 @@ void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t 
 void proc_cache_invalidate(struct proc_cache *c, uint32_t pid);
 /* Drops pid's entry (it exited); windows holding it keep it alive. */
 void proc_cache_forget(struct proc_cache *c, uint32_t pid);
+/* Marks pid's entry exited at now_ns without dropping it: the exit
+ * tracepoint fires before the kernel tears the address space down, and
+ * samples taken during that teardown (or still in the ring) must keep the
+ * process's labels and mappings, which /proc no longer has. Lookups keep
+ * returning the entry; proc_cache_reap_exited drops it later. */
+void proc_cache_mark_exited(struct proc_cache *c, uint32_t pid, uint64_t now_ns);
+#define PROC_EXIT_LINGER_NS (1000ull * 1000000)
+/* Drops entries marked exited before cutoff_ns. */
+void proc_cache_reap_exited(struct proc_cache *c, uint64_t cutoff_ns);
 /* Drops entries not sampled since before cutoff_ns and not referenced. */
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
 size_t proc_cache_count(const struct proc_cache *c);
@@ -227,12 +266,27 @@ struct profile_env {
  * (which win on a clash). Appends to out. */
 int profile_series_labels(const struct profile_env *env, const struct proc_info *p,
 			  struct agent_labels *out);
+/* Parca's ExecutableInfo of one pprof mapping: ELF type (0 for the kernel,
+ * [vdso] and unreadable files) and the executable load segment. */
+struct agent_exec_info {
+	uint32_t elf_type;
+	bool has_load;
+	uint64_t load_offset, load_vaddr;
+	const struct proc_mapping *mapping; /* NULL for the kernel */
+};
+struct agent_exec_infos {
+	struct agent_exec_info *v; /* v[i] describes mapping id i + 1 */
+	size_t n, cap;
+};
+void agent_exec_infos_free(struct agent_exec_infos *e);
+
 /* Builds the gzipped pprof of one process's window into out. Kernel frames
  * carry function names; user frames carry address + exact mapping only.
- * With series_labels non-NULL, every sample also carries those labels. */
+ * With series_labels non-NULL, every sample also carries those labels.
+ * With exec non-NULL, it receives one entry per mapping, in mapping order. */
 int profile_build(const struct profile_env *env, const struct window *w,
 		  const struct window_proc *wp, const struct agent_labels *series_labels,
-		  struct buf *out, struct kiln_error *err);
+		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err);
 
 /* ---- metrics (metrics.c) -------------------------------------------------- */
 
@@ -253,6 +307,10 @@ struct agent_metrics {
 	atomic_uint_least64_t window_read_ns_last;
 	atomic_uint_least64_t window_read_ns_total;
 	atomic_uint_least64_t processes_tracked;
+	atomic_uint_least64_t debuginfo_uploaded;   /* build IDs uploaded */
+	atomic_uint_least64_t debuginfo_not_wanted; /* the server had them */
+	atomic_uint_least64_t debuginfo_failed;	    /* attempts that failed */
+	atomic_uint_least64_t debuginfo_no_symbols; /* stripped: nothing to send */
 };
 
 struct metrics_server;
@@ -275,6 +333,8 @@ struct agent_profile {
 	int64_t duration_ns;
 	const uint8_t *pprof; /* gzipped pprof; see agent_sink.series_labels_in_samples */
 	size_t pprof_len;
+	const struct agent_exec_info *exec_info; /* one per pprof mapping */
+	size_t n_exec_info;
 };
 
 /* Where profiles go. A sink receives every window's profiles in one call
@@ -313,6 +373,29 @@ struct sink_remote_config {
 int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
 		    struct agent_sink **out, struct kiln_error *err);
 
+/* ---- debuginfo upload (debuginfo_uploader.c) ------------------------------ */
+
+/* Uploads the debug info of profiled binaries to the server in background
+ * threads (Parca's DebuginfoService; see client.h debuginfo_upload_file):
+ * each build ID is asked about once, retried with backoff after failures. */
+struct debuginfo_uploader_config {
+	const char *address; /* the remote store */
+	bool insecure, insecure_skip_verify;
+	const char *bearer_token;
+	size_t max_parallel;	       /* worker threads; 0: 2 */
+	int timeout_ms;		       /* per gRPC call; 0: 120 s */
+	uint64_t max_bytes_per_second; /* per upload; 0: unlimited */
+	const char *temp_dir;	       /* for extracts; NULL: /tmp */
+	bool no_strip;		       /* upload whole binaries (--debuginfo-strip=false) */
+};
+struct debuginfo_uploader;
+struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploader_config *cfg,
+						  struct agent_metrics *m, struct kiln_error *err);
+/* Never blocks on the network: queues build_id (file at path) unless it
+ * was handled already or is waiting for its retry. */
+void debuginfo_uploader_offer(struct debuginfo_uploader *u, const char *build_id, const char *path);
+void debuginfo_uploader_free(struct debuginfo_uploader *u);
+
 /* ---- the agent (agent.c) -------------------------------------------------- */
 
 struct agent_config {
@@ -325,6 +408,7 @@ struct agent_config {
 	size_t ringbuf_bytes;	      /* 0 = sized from the CPU count */
 	struct agent_sink **sinks;
 	size_t n_sinks;
+	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
 };
 
 /* Checks root, BTF and perf events before anything else and explains what

@@ -10,6 +10,11 @@
  * the same library mapped by 200 processes is read once. A rebuilt binary
  * normally gets a new inode (compilers and installers write a new file and
  * rename it), so it is read again.
+ *
+ * The same read also keeps the ELF type and the PT_LOAD program headers:
+ * they are what a mapping's executable_info tells the server (which load
+ * segment a mapping maps, so that addresses can be normalized without the
+ * binary at hand).
  */
 #include "agent/agent.h"
 #include "common/htab.h"
@@ -45,9 +50,13 @@ static int note_find_build_id(Elf_Data *data, char *hex, size_t hexsz)
 	return -ENOENT;
 }
 
-int buildid_read_file(const char *path, char *hex, size_t hexsz)
+/* Reads the build ID (into f->build_id, hexsz bytes), the ELF type and
+ * the PT_LOAD headers of path. Returns 0, -ENOENT (ELF without a build ID:
+ * type and loads are still set), -ENOEXEC, or -errno. */
+static int read_facts(const char *path, char *hex, size_t hexsz, struct elf_facts *f)
 {
 	Elf *elf = NULL;
+	GElf_Ehdr eh;
 	size_t nph = 0;
 	int fd, rc = -ENOENT;
 
@@ -57,16 +66,26 @@ int buildid_read_file(const char *path, char *hex, size_t hexsz)
 	if (fd < 0)
 		return -errno;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
 		rc = -ENOEXEC;
 		goto out;
 	}
+	if (f)
+		f->type = eh.e_type;
 	if (elf_getphdrnum(elf, &nph) == 0) {
-		for (size_t i = 0; i < nph && rc == -ENOENT; i++) {
+		for (size_t i = 0; i < nph; i++) {
 			GElf_Phdr ph;
 			Elf_Data *d;
 
-			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+			if (!gelf_getphdr(elf, (int)i, &ph))
+				continue;
+			if (ph.p_type == PT_LOAD && f && f->nloads < ELF_FACTS_MAX_LOADS) {
+				f->loads[f->nloads++] = (struct elf_load){.offset = ph.p_offset,
+									  .vaddr = ph.p_vaddr,
+									  .filesz = ph.p_filesz,
+									  .flags = ph.p_flags};
+			}
+			if (ph.p_type != PT_NOTE || rc != -ENOENT)
 				continue;
 			d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
 						 ELF_T_NHDR);
@@ -90,6 +109,37 @@ out:
 	return rc;
 }
 
+int buildid_read_file(const char *path, char *hex, size_t hexsz)
+{
+	return read_facts(path, hex, hexsz, NULL);
+}
+
+bool elf_facts_load_for(const struct elf_facts *f, uint64_t map_offset, uint64_t *offset,
+			uint64_t *vaddr)
+{
+	const struct elf_load *first_x = NULL;
+
+	for (size_t i = 0; f && i < f->nloads; i++) {
+		const struct elf_load *l = &f->loads[i];
+		uint64_t page_start = l->offset & ~(uint64_t)4095;
+
+		if (!(l->flags & PF_X))
+			continue;
+		if (!first_x)
+			first_x = l;
+		if (map_offset >= page_start && map_offset < l->offset + l->filesz) {
+			*offset = l->offset;
+			*vaddr = l->vaddr;
+			return true;
+		}
+	}
+	if (!first_x)
+		return false;
+	*offset = first_x->offset;
+	*vaddr = first_x->vaddr;
+	return true;
+}
+
 struct buildid_key {
 	uint64_t kind; /* 1: stat identity, 2: maps identity (mtime/size 0) */
 	uint64_t dev, ino, size;
@@ -97,8 +147,8 @@ struct buildid_key {
 };
 
 struct buildid_cache {
-	struct htab *index; /* buildid_key -> index into ids + 1 */
-	char **ids;
+	struct htab *index; /* buildid_key -> index into facts + 1 */
+	struct elf_facts **facts;
 	size_t n, cap;
 };
 
@@ -120,53 +170,63 @@ void buildid_cache_free(struct buildid_cache *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->n; i++)
-		free(c->ids[i]);
-	free(c->ids);
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->facts[i]->build_id);
+		free(c->facts[i]);
+	}
+	free(c->facts);
 	htab_free(c->index);
 	free(c);
 }
 
-static const char *cache_lookup_or_read(struct buildid_cache *c, const struct buildid_key *key,
-					const char *path)
+static const struct elf_facts no_facts = {.build_id = ""};
+
+static const struct elf_facts *cache_lookup_or_read(struct buildid_cache *c,
+						    const struct buildid_key *key, const char *path)
 {
 	struct buildid_key k = *key;
+	struct elf_facts *f;
 	char hex[256] = "";
 	uint64_t v;
-	char *s;
 
 	if (htab_get(c->index, &k, sizeof(k), &v))
-		return c->ids[v - 1];
-	if (buildid_read_file(path, hex, sizeof(hex)) != 0)
-		hex[0] = '\0';
+		return c->facts[v - 1];
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
-		char **nv = realloc(c->ids, cap * sizeof(*nv));
+		struct elf_facts **nv = realloc(c->facts, cap * sizeof(*nv));
 
 		if (!nv)
-			return "";
-		c->ids = nv;
+			return &no_facts;
+		c->facts = nv;
 		c->cap = cap;
 	}
-	s = strdup(hex);
-	if (!s)
-		return "";
-	c->ids[c->n++] = s;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return &no_facts;
+	if (read_facts(path, hex, sizeof(hex), f) != 0)
+		hex[0] = '\0';
+	f->build_id = strdup(hex);
+	if (!f->build_id) {
+		free(f);
+		return &no_facts;
+	}
+	c->facts[c->n++] = f;
 	if (htab_put(c->index, &k, sizeof(k), c->n) != 0) {
 		c->n--;
-		free(s);
-		return "";
+		free(f->build_id);
+		free(f);
+		return &no_facts;
 	}
-	return s;
+	return f;
 }
 
-const char *buildid_cache_get(struct buildid_cache *c, const char *path)
+static const struct elf_facts *facts_by_stat(struct buildid_cache *c, const char *path)
 {
 	struct buildid_key k;
 	struct stat st;
 
 	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-		return "";
+		return &no_facts;
 	memset(&k, 0, sizeof(k));
 	k.kind = 1;
 	k.dev = st.st_dev;
@@ -177,16 +237,28 @@ const char *buildid_cache_get(struct buildid_cache *c, const char *path)
 	return cache_lookup_or_read(c, &k, path);
 }
 
-const char *buildid_cache_get_mapped(struct buildid_cache *c, const char *path, unsigned dev_major,
-				     unsigned dev_minor, uint64_t inode)
+const char *buildid_cache_get(struct buildid_cache *c, const char *path)
+{
+	return facts_by_stat(c, path)->build_id;
+}
+
+const struct elf_facts *buildid_cache_facts_mapped(struct buildid_cache *c, const char *path,
+						   unsigned dev_major, unsigned dev_minor,
+						   uint64_t inode)
 {
 	struct buildid_key k;
 
 	if (!inode)
-		return buildid_cache_get(c, path);
+		return facts_by_stat(c, path);
 	memset(&k, 0, sizeof(k));
 	k.kind = 2;
 	k.dev = ((uint64_t)dev_major << 32) | dev_minor;
 	k.ino = inode;
 	return cache_lookup_or_read(c, &k, path);
+}
+
+const char *buildid_cache_get_mapped(struct buildid_cache *c, const char *path, unsigned dev_major,
+				     unsigned dev_minor, uint64_t inode)
+{
+	return buildid_cache_facts_mapped(c, path, dev_major, dev_minor, inode)->build_id;
 }

@@ -37,6 +37,13 @@ enum {
 	OPT_REMOTE_SKIP_VERIFY,
 	OPT_REMOTE_TOKEN,
 	OPT_REMOTE_TOKEN_FILE,
+	OPT_REMOTE_BUFFER,
+	OPT_DEBUGINFO_DISABLE,
+	OPT_DEBUGINFO_PARALLEL,
+	OPT_DEBUGINFO_TIMEOUT,
+	OPT_DEBUGINFO_RATE,
+	OPT_DEBUGINFO_TEMP_DIR,
+	OPT_DEBUGINFO_STRIP,
 };
 
 static const struct option long_options[] = {
@@ -58,6 +65,13 @@ static const struct option long_options[] = {
     {"bearer-token", required_argument, NULL, OPT_REMOTE_TOKEN},
     {"remote-store-bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
     {"bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
+    {"remote-store-buffer-bytes", required_argument, NULL, OPT_REMOTE_BUFFER},
+    {"debuginfo-upload-disable", no_argument, NULL, OPT_DEBUGINFO_DISABLE},
+    {"debuginfo-upload-max-parallel", required_argument, NULL, OPT_DEBUGINFO_PARALLEL},
+    {"debuginfo-upload-timeout-duration", required_argument, NULL, OPT_DEBUGINFO_TIMEOUT},
+    {"debuginfo-upload-max-bytes-per-second", required_argument, NULL, OPT_DEBUGINFO_RATE},
+    {"debuginfo-temp-dir", required_argument, NULL, OPT_DEBUGINFO_TEMP_DIR},
+    {"debuginfo-strip", optional_argument, NULL, OPT_DEBUGINFO_STRIP},
     {NULL, 0, NULL, 0},
 };
 
@@ -97,6 +111,25 @@ static void usage(FILE *f)
 	    "      --remote-store-bearer-token-file=FILE\n"
 	    "                                          read the token from FILE (alias\n"
 	    "                                          --bearer-token-file; default: none)\n"
+	    "      --remote-store-buffer-bytes=N       windows kept in memory while the\n"
+	    "                                          server is down or slow; the oldest\n"
+	    "                                          are dropped (and counted) beyond it\n"
+	    "                                          (default: 67108864)\n"
+	    "      --debuginfo-upload-disable          do not upload debuginfo of profiled\n"
+	    "                                          binaries to the remote store\n"
+	    "                                          (default: false: upload what the\n"
+	    "                                          server asks for)\n"
+	    "      --debuginfo-upload-max-parallel=N   concurrent uploads (default: 2)\n"
+	    "      --debuginfo-upload-timeout-duration=DURATION\n"
+	    "                                          per upload call (default: 2m)\n"
+	    "      --debuginfo-upload-max-bytes-per-second=N\n"
+	    "                                          bandwidth per upload, 0 = unlimited\n"
+	    "                                          (default: 0)\n"
+	    "      --debuginfo-temp-dir=DIR            where debug parts are extracted\n"
+	    "                                          (default: /tmp)\n"
+	    "      --debuginfo-strip[=BOOL]            upload only the debug parts of a\n"
+	    "                                          binary; false: the whole file\n"
+	    "                                          (default: true)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
@@ -143,6 +176,9 @@ int main(int argc, char **argv)
 	struct metrics_server *http = NULL;
 	struct agent_sink *sinks[4];
 	struct sink_remote_config remote = {0};
+	struct debuginfo_uploader_config dcfg = {0};
+	bool debuginfo_disable = false;
+	uint64_t ns;
 	const char *local_dir = NULL, *token_file = NULL;
 	char token[4096];
 	struct kiln_error err = {0};
@@ -201,6 +237,47 @@ int main(int argc, char **argv)
 		case OPT_REMOTE_TOKEN_FILE:
 			token_file = optarg;
 			break;
+		case OPT_REMOTE_BUFFER:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 1)
+				die("--remote-store-buffer-bytes=%s: expected a positive number",
+				    optarg);
+			remote.buffer_bytes = (size_t)v;
+			break;
+		case OPT_DEBUGINFO_DISABLE:
+			debuginfo_disable = true;
+			break;
+		case OPT_DEBUGINFO_PARALLEL:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > 16)
+				die("--debuginfo-upload-max-parallel=%s: expected 1..16", optarg);
+			dcfg.max_parallel = (size_t)v;
+			break;
+		case OPT_DEBUGINFO_TIMEOUT:
+			if (parse_duration(optarg, &ns) != 0 || ns < 1000000000ull ||
+			    ns > 3600ull * 1000000000)
+				die("--debuginfo-upload-timeout-duration=%s: expected 1s..1h",
+				    optarg);
+			dcfg.timeout_ms = (int)(ns / 1000000);
+			break;
+		case OPT_DEBUGINFO_RATE:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 0)
+				die("--debuginfo-upload-max-bytes-per-second=%s: expected a number",
+				    optarg);
+			dcfg.max_bytes_per_second = (uint64_t)v;
+			break;
+		case OPT_DEBUGINFO_TEMP_DIR:
+			dcfg.temp_dir = optarg;
+			break;
+		case OPT_DEBUGINFO_STRIP:
+			if (!optarg || strcmp(optarg, "true") == 0)
+				dcfg.no_strip = false;
+			else if (strcmp(optarg, "false") == 0)
+				dcfg.no_strip = true;
+			else
+				die("--debuginfo-strip=%s: expected true or false", optarg);
+			break;
 		case OPT_EXTERNAL_LABELS:
 			if (labels_parse_list(&cfg.external, optarg, &err) != 0)
 				die("--metadata-external-labels: %s", err.msg);
@@ -256,6 +333,18 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		cfg.n_sinks++;
+		if (!debuginfo_disable) {
+			dcfg.address = remote.address;
+			dcfg.insecure = remote.insecure;
+			dcfg.insecure_skip_verify = remote.insecure_skip_verify;
+			dcfg.bearer_token = remote.bearer_token;
+			cfg.uploader = debuginfo_uploader_new(&dcfg, &metrics, &err);
+			if (!cfg.uploader) {
+				fprintf(stderr, "kiln-agent: %s\n", err.msg);
+				rc = 1;
+				goto out;
+			}
+		}
 	}
 	cfg.sinks = sinks;
 
@@ -277,6 +366,7 @@ int main(int argc, char **argv)
 	}
 out:
 	metrics_server_stop(http);
+	debuginfo_uploader_free(cfg.uploader);
 	for (size_t i = 0; i < cfg.n_sinks; i++)
 		sinks[i]->close(sinks[i]);
 	labels_free(&cfg.external);

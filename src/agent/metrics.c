@@ -73,6 +73,16 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 		       "kiln_agent_profiles_dropped_total %llu\n",
 		       LOAD(profiles_written), LOAD(profiles_failed), LOAD(profiles_dropped));
 	rc |= buf_printf(out,
+			 "# HELP kiln_agent_debuginfo_uploads_total Debuginfo upload outcomes "
+			 "per build ID attempt.\n"
+			 "# TYPE kiln_agent_debuginfo_uploads_total counter\n"
+			 "kiln_agent_debuginfo_uploads_total{result=\"uploaded\"} %llu\n"
+			 "kiln_agent_debuginfo_uploads_total{result=\"not_wanted\"} %llu\n"
+			 "kiln_agent_debuginfo_uploads_total{result=\"failed\"} %llu\n"
+			 "kiln_agent_debuginfo_uploads_total{result=\"no_symbols\"} %llu\n",
+			 LOAD(debuginfo_uploaded), LOAD(debuginfo_not_wanted),
+			 LOAD(debuginfo_failed), LOAD(debuginfo_no_symbols));
+	rc |= buf_printf(out,
 			 "# HELP kiln_agent_windows_total Profiling windows completed.\n"
 			 "# TYPE kiln_agent_windows_total counter\n"
 			 "kiln_agent_windows_total %llu\n"

@@ -77,12 +77,16 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 	for (size_t i = 0; i < p->maps.n; i++) {
 		struct proc_mapping *m = &p->maps.v[i];
 		char path[4096];
+		const struct elf_facts *f;
 		const char *id;
 
 		if (m->path[0] != '/' || !bc)
 			continue;
 		snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, p->pid, m->path);
-		id = buildid_cache_get_mapped(bc, path, m->dev_major, m->dev_minor, m->inode);
+		f = buildid_cache_facts_mapped(bc, path, m->dev_major, m->dev_minor, m->inode);
+		id = f->build_id;
+		m->elf_type = f->type;
+		m->has_load = elf_facts_load_for(f, m->offset, &m->load_offset, &m->load_vaddr);
 		if (*id) {
 			char *s = strdup(id);
 
@@ -228,7 +232,9 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 	for (; (p = *link); link = &p->next) {
 		if (p->pid != pid)
 			continue;
-		if (!p->stale) {
+		/* An exited entry answers for its last samples only: later, the
+		 * pid belongs to someone else. */
+		if (!p->stale && (!p->exited_ns || now_ns - p->exited_ns < PROC_EXIT_LINGER_NS)) {
 			p->last_seen_ns = now_ns;
 			return p;
 		}
@@ -292,6 +298,27 @@ void proc_cache_forget(struct proc_cache *c, uint32_t pid)
 			cache_unlink(c, p, link);
 		else
 			link = &p->next;
+	}
+}
+
+void proc_cache_mark_exited(struct proc_cache *c, uint32_t pid, uint64_t now_ns)
+{
+	for (struct proc_info *p = c->buckets[pid % PROC_BUCKETS]; p; p = p->next)
+		if (p->pid == pid && !p->exited_ns)
+			p->exited_ns = now_ns ? now_ns : 1;
+}
+
+void proc_cache_reap_exited(struct proc_cache *c, uint64_t cutoff_ns)
+{
+	for (size_t i = 0; i < PROC_BUCKETS; i++) {
+		struct proc_info **link = &c->buckets[i], *p;
+
+		while ((p = *link)) {
+			if (p->exited_ns && p->exited_ns < cutoff_ns)
+				cache_unlink(c, p, link);
+			else
+				link = &p->next;
+		}
 	}
 }
 

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int profile_series_labels(const struct profile_env *env, const struct proc_info *p,
@@ -57,26 +58,67 @@ static uint64_t kernel_location(struct pprof_builder *b, const struct profile_en
 	return pprof_builder_location(b, kmapping, addr, &line, 1);
 }
 
-static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping *m)
+void agent_exec_infos_free(struct agent_exec_infos *e)
+{
+	free(e->v);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Records the executable info of mapping id mid if it is new (ids are
+ * handed out in order, so a new one is n + 1). 0 or -ENOMEM. */
+static int exec_info_note(struct agent_exec_infos *e, uint64_t mid, const struct proc_mapping *m)
+{
+	struct agent_exec_info *ei;
+
+	if (!e || mid <= e->n)
+		return 0;
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 8;
+		struct agent_exec_info *nv = realloc(e->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		e->v = nv;
+		e->cap = cap;
+	}
+	ei = &e->v[e->n++];
+	memset(ei, 0, sizeof(*ei));
+	if (m) {
+		ei->mapping = m;
+		ei->elf_type = m->elf_type;
+		ei->has_load = m->has_load;
+		ei->load_offset = m->load_offset;
+		ei->load_vaddr = m->load_vaddr;
+	}
+	return 0;
+}
+
+static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping *m,
+			     struct agent_exec_infos *exec)
 {
 	struct pprof_mapping_desc md = {0};
+	uint64_t mid;
 
 	md.memory_start = m->start;
 	md.memory_limit = m->limit;
 	md.file_offset = m->offset;
 	md.filename = m->path;
 	md.build_id = m->build_id;
-	return pprof_builder_mapping(b, &md);
+	mid = pprof_builder_mapping(b, &md);
+	if (mid && exec_info_note(exec, mid, m) != 0)
+		return 0;
+	return mid;
 }
 
-static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p, uint64_t addr)
+static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p, uint64_t addr,
+			      struct agent_exec_infos *exec)
 {
 	const struct proc_mapping *m = procmaps_find(&p->maps, addr);
 	uint64_t mid;
 
 	if (!m)
 		return pprof_builder_location(b, 0, addr, NULL, 0);
-	mid = user_mapping(b, m);
+	mid = user_mapping(b, m, exec);
 	if (!mid)
 		return 0;
 	return pprof_builder_location(b, mid, addr, NULL, 0);
@@ -84,7 +126,7 @@ static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p
 
 int profile_build(const struct profile_env *env, const struct window *w,
 		  const struct window_proc *wp, const struct agent_labels *series_labels,
-		  struct buf *out, struct kiln_error *err)
+		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
 {
 	struct pprof_builder *b = pprof_builder_new();
 	uint64_t locs[PROFILER_MAX_FRAMES], kmapping = 0;
@@ -110,7 +152,7 @@ int profile_build(const struct profile_env *env, const struct window *w,
 		const struct proc_mapping *m = &wp->info->maps.v[i];
 
 		if (wp->info->executable[0] && strcmp(m->path, wp->info->executable) == 0) {
-			if (!user_mapping(b, m))
+			if (!user_mapping(b, m, exec))
 				goto fail;
 			break;
 		}
@@ -121,7 +163,7 @@ int profile_build(const struct profile_env *env, const struct window *w,
 
 		kallsyms_range(env->ksyms, &km.memory_start, &km.memory_limit);
 		kmapping = pprof_builder_mapping(b, &km);
-		if (!kmapping)
+		if (!kmapping || exec_info_note(exec, kmapping, NULL) != 0)
 			goto fail;
 	}
 	/* Series labels go after the per-sample ones; names never clash
@@ -142,7 +184,7 @@ int profile_build(const struct profile_env *env, const struct window *w,
 			if (i < k->n_kernel)
 				locs[i] = kernel_location(b, env, kmapping, frames[i], i == 0);
 			else
-				locs[i] = user_location(b, wp->info, frames[i]);
+				locs[i] = user_location(b, wp->info, frames[i], exec);
 			if (!locs[i])
 				goto fail;
 		}

@@ -1,6 +1,7 @@
 /*
  * sink_remote.c — the push sink: each window's profiles go to a Parca-
- * compatible server as one ProfileStoreService/WriteRaw request.
+ * compatible server as one ProfileStoreService/WriteRaw request, each
+ * profile with one ExecutableInfo per mapping (ELF type, load segment).
  *
  * The sampler must never wait on the network, so write_window only packs
  * the request (one RawProfileSeries per process: __name__="parca_agent" plus
@@ -13,7 +14,8 @@
  * retryable gRPC status) is retried with exponential backoff (0.5 s
  * doubling to 30 s) and full jitter; a request the server rejects as
  * invalid is dropped at once (retrying cannot help). On close the thread
- * gets a few seconds to flush, then what is left is counted as dropped.
+ * gets a few seconds to flush (a call still hanging then is cancelled),
+ * then what is left is counted as dropped.
  */
 #include "agent/agent.h"
 #include "client/client.h"
@@ -50,7 +52,9 @@ struct sink_remote {
 	size_t queued_bytes;	   /* guarded by lock */
 	size_t inflight_bytes;	   /* the window being sent; guarded by lock */
 	bool closing;		   /* guarded by lock */
+	bool exited;		   /* the sender is done; guarded by lock */
 	uint64_t deadline_ms;	   /* flush deadline once closing */
+	atomic_bool cancel;	   /* aborts a call still in flight at the deadline */
 };
 
 static uint64_t now_ms(void)
@@ -87,15 +91,23 @@ static int pack_window(const struct agent_profile *profiles, size_t n, struct ba
 	Parca__Profilestore__V1alpha1__RawSample *samples = calloc(n, sizeof(*samples));
 	Parca__Profilestore__V1alpha1__RawSample **samples_p = calloc(n, sizeof(*samples_p));
 	Parca__Profilestore__V1alpha1__Label **labels_p = NULL, *labels = NULL;
+	Parca__Profilestore__V1alpha1__ExecutableInfo *ei = NULL, **ei_p = NULL;
+	Parca__Profilestore__V1alpha1__LoadSegment *segs = NULL;
 	struct batch *b = NULL;
-	size_t n_labels = 0, li = 0;
+	size_t n_labels = 0, li = 0, n_ei = 0, eii = 0;
 	int rc = -ENOMEM;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		n_labels += profiles[i].labels->n + 1;
+		n_ei += profiles[i].n_exec_info;
+	}
 	labels = calloc(n_labels ? n_labels : 1, sizeof(*labels));
 	labels_p = calloc(n_labels ? n_labels : 1, sizeof(*labels_p));
-	if (!series || !series_p || !sets || !samples || !samples_p || !labels || !labels_p)
+	ei = calloc(n_ei ? n_ei : 1, sizeof(*ei));
+	ei_p = calloc(n_ei ? n_ei : 1, sizeof(*ei_p));
+	segs = calloc(n_ei ? n_ei : 1, sizeof(*segs));
+	if (!series || !series_p || !sets || !samples || !samples_p || !labels || !labels_p ||
+	    !ei || !ei_p || !segs)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct agent_labels *l = profiles[i].labels;
@@ -118,6 +130,22 @@ static int pack_window(const struct agent_profile *profiles, size_t n, struct ba
 		parca__profilestore__v1alpha1__raw_sample__init(&samples[i]);
 		samples[i].raw_profile.data = (uint8_t *)profiles[i].pprof;
 		samples[i].raw_profile.len = profiles[i].pprof_len;
+		/* One ExecutableInfo per pprof mapping, in mapping order. */
+		samples[i].executable_info = &ei_p[eii];
+		samples[i].n_executable_info = profiles[i].n_exec_info;
+		for (size_t j = 0; j < profiles[i].n_exec_info; j++, eii++) {
+			const struct agent_exec_info *x = &profiles[i].exec_info[j];
+
+			parca__profilestore__v1alpha1__executable_info__init(&ei[eii]);
+			ei[eii].elf_type = x->elf_type;
+			if (x->has_load) {
+				parca__profilestore__v1alpha1__load_segment__init(&segs[eii]);
+				segs[eii].offset = x->load_offset;
+				segs[eii].vaddr = x->load_vaddr;
+				ei[eii].load_segment = &segs[eii];
+			}
+			ei_p[eii] = &ei[eii];
+		}
 		samples_p[i] = &samples[i];
 		parca__profilestore__v1alpha1__raw_profile_series__init(&series[i]);
 		series[i].labels = &sets[i];
@@ -148,6 +176,9 @@ out:
 	free(samples_p);
 	free(labels);
 	free(labels_p);
+	free(ei);
+	free(ei_p);
+	free(segs);
 	return rc;
 }
 
@@ -206,20 +237,36 @@ static bool retryable(int code)
 	       code == GRPC_STATUS_CANCELLED;
 }
 
-/* Waits until ms have passed or the sink is closing past its deadline.
- * Called with the lock held. */
+/* Waits until ms have passed. When the sink starts closing during the
+ * wait, returns at once (one prompt flush attempt); a wait that begins
+ * while closing runs its course, but not past the flush deadline. New
+ * windows signal the same condition, so the wait loops: the backoff must
+ * not shrink because data keeps coming. Called with the lock held. */
 static void wait_ms(struct sink_remote *r, uint64_t ms)
 {
-	struct timespec ts;
+	uint64_t until = now_ms() + ms;
+	bool was_closing = r->closing;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
+	for (;;) {
+		uint64_t now = now_ms(), end = until, left;
+		struct timespec ts;
+
+		if (r->closing && !was_closing)
+			return;
+		if (r->closing && r->deadline_ms < end)
+			end = r->deadline_ms;
+		if (now >= end)
+			return;
+		left = end - now;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(left / 1000);
+		ts.tv_nsec += (long)(left % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 	}
-	pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 }
 
 /* Pops the oldest queued window; NULL once closing with nothing left or
@@ -306,6 +353,8 @@ static void *sender_main(void *arg)
 	}
 	r->tail = NULL;
 	r->queued_bytes = 0;
+	r->exited = true;
+	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	buf_free(&resp);
 	grpc_client_free(client);
@@ -322,7 +371,21 @@ static void remote_close(struct agent_sink *s)
 	r->closing = true;
 	r->deadline_ms = now_ms() + CLOSE_FLUSH_MS;
 	pthread_cond_broadcast(&r->cond);
+	/* Give the sender until the deadline; then abort a call that is still
+	 * hanging on a server that does not answer. */
+	while (!r->exited && now_ms() < r->deadline_ms) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	}
 	pthread_mutex_unlock(&r->lock);
+	atomic_store(&r->cancel, true);
 	pthread_join(r->thread, NULL);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
@@ -352,6 +415,7 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 	r->cfg.skip_verify = cfg->insecure_skip_verify;
 	r->cfg.bearer_token = r->token;
 	r->cfg.timeout_ms = 10000;
+	r->cfg.cancel = &r->cancel;
 	r->max_bytes = cfg->buffer_bytes ? cfg->buffer_bytes : (size_t)64 << 20;
 	r->sink.name = "remote";
 	r->sink.series_labels_in_samples = false;

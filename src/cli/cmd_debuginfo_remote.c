@@ -6,7 +6,8 @@
  * (size and hash; the server answers with an upload ID and the gRPC
  * strategy), the client-streaming Upload (an UploadInfo, then chunks), and
  * MarkUploadFinished. What is sent is the extracted debug-only file, not the
- * whole binary. ls reads GET /api/v1/debuginfo (Parca has no list RPC).
+ * whole binary (the protocol lives in src/client/debuginfo_upload.c, shared
+ * with the agent). ls reads GET /api/v1/debuginfo (Parca has no list RPC).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,17 +18,11 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
-#include <xxhash.h>
 
 #include "cli/cli.h"
 #include "client/client.h"
 #include "common/buf.h"
-#include "parca/debuginfo/v1alpha1/debuginfo.pb-c.h"
 #include "symbols/symbols.h"
-
-#define SVC	      "/parca.debuginfo.v1alpha1.DebuginfoService/"
-#define CHUNK	      (512 * 1024)
-#define MAX_DEBUGINFO ((size_t)1 << 30)
 
 struct remote_opts {
 	const char *address, *token;
@@ -119,189 +114,23 @@ static int parse_remote(int argc, char **argv, const char *cmd, struct remote_op
 	return optind;
 }
 
-/* One unary call: packs req, unpacks the answer with desc. Prints failures. */
-static void *call_unary(struct grpc_client *c, const char *method, const ProtobufCMessage *req,
-			const ProtobufCMessageDescriptor *desc, const char *what)
-{
-	size_t len = protobuf_c_message_get_packed_size(req);
-	uint8_t *packed = malloc(len ? len : 1);
-	struct grpc_status st;
-	struct buf resp = {0};
-	void *out = NULL;
-
-	if (!packed)
-		return NULL;
-	protobuf_c_message_pack(req, packed);
-	grpc_client_unary(c, method, packed, len, &resp, &st);
-	free(packed);
-	if (st.code != GRPC_STATUS_OK)
-		fprintf(stderr, "kilnctl debuginfo upload: %s: %s: %s\n", what,
-			grpc_status_name(st.code), st.message);
-	else if (!(out = protobuf_c_message_unpack(desc, NULL, resp.len, resp.data)))
-		fprintf(stderr, "kilnctl debuginfo upload: %s: malformed response\n", what);
-	buf_free(&resp);
-	return out;
-}
-
-struct upload_stream {
-	const char *build_id, *upload_id;
-	const struct buf *data;
-	size_t off;
-	bool info_sent;
-	uint8_t *packed;
-};
-
-/* Produces the Upload stream: one UploadInfo, then CHUNK-sized chunk_data. */
-static int next_upload_message(void *arg, const void **msg, size_t *len)
-{
-	struct upload_stream *u = arg;
-	Parca__Debuginfo__V1alpha1__UploadRequest req =
-	    PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__INIT;
-	Parca__Debuginfo__V1alpha1__UploadInfo info = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INFO__INIT;
-
-	if (u->info_sent && u->off == u->data->len)
-		return 0;
-	if (!u->info_sent) {
-		info.build_id = (char *)u->build_id;
-		info.upload_id = (char *)u->upload_id;
-		req.data_case = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_INFO;
-		req.info = &info;
-		u->info_sent = true;
-	} else {
-		size_t n = u->data->len - u->off < CHUNK ? u->data->len - u->off : CHUNK;
-
-		req.data_case = PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_CHUNK_DATA;
-		req.chunk_data.data = u->data->data + u->off;
-		req.chunk_data.len = n;
-		u->off += n;
-	}
-	free(u->packed);
-	*len = protobuf_c_message_get_packed_size(&req.base);
-	u->packed = malloc(*len ? *len : 1);
-	if (!u->packed)
-		return -ENOMEM;
-	protobuf_c_message_pack(&req.base, u->packed);
-	*msg = u->packed;
-	return 1;
-}
-
 /* Uploads one file; returns 0 on success or skip, 1 on failure. */
 static int upload_one(struct grpc_client *c, const struct remote_opts *o, const char *path)
 {
-	char tmpdir[] = "/tmp/kilnctl-upload-XXXXXX", extracted[64], hash[17];
+	struct debuginfo_upload_opts uo = {.force = o->force};
+	struct debuginfo_upload_result r;
 	struct kiln_error e = {0};
-	struct elfinfo info;
-	struct buf data = {0};
-	int rc = 1;
-	Parca__Debuginfo__V1alpha1__ShouldInitiateUploadResponse *should = NULL;
-	Parca__Debuginfo__V1alpha1__InitiateUploadResponse *init = NULL;
-	Parca__Debuginfo__V1alpha1__UploadResponse *up = NULL;
-	Parca__Debuginfo__V1alpha1__MarkUploadFinishedResponse *fin = NULL;
 
-	if (elfinfo_read_file(path, &info, &e) < 0) {
-		fprintf(stderr, "kilnctl debuginfo upload: %s\n", e.msg);
+	if (debuginfo_upload_file(c, path, NULL, &uo, &r, &e) < 0) {
+		fprintf(stderr, "kilnctl debuginfo upload: %s: %s\n", path, e.msg);
 		return 1;
 	}
-	if (!info.build_id[0]) {
-		fprintf(
-		    stderr,
-		    "kilnctl debuginfo upload: %s: no GNU build ID (link with -Wl,--build-id)\n",
-		    path);
-		return 1;
-	}
-	if (!mkdtemp(tmpdir)) {
-		perror("kilnctl debuginfo upload: mkdtemp");
-		return 1;
-	}
-	snprintf(extracted, sizeof(extracted), "%s/debuginfo", tmpdir);
-	if (symbols_extract_debuginfo(path, extracted, &e) < 0 ||
-	    buf_read_file(&data, extracted, MAX_DEBUGINFO) < 0) {
-		fprintf(stderr, "kilnctl debuginfo upload: %s: %s\n", path,
-			e.msg[0] ? e.msg : "cannot read extract");
-		goto out;
-	}
-	snprintf(hash, sizeof(hash), "%016llx",
-		 (unsigned long long)XXH3_64bits(data.data, data.len));
-
-	Parca__Debuginfo__V1alpha1__ShouldInitiateUploadRequest sreq =
-	    PARCA__DEBUGINFO__V1ALPHA1__SHOULD_INITIATE_UPLOAD_REQUEST__INIT;
-	sreq.build_id = info.build_id;
-	sreq.hash = hash;
-	sreq.force = o->force;
-	should =
-	    call_unary(c, SVC "ShouldInitiateUpload", &sreq.base,
-		       &parca__debuginfo__v1alpha1__should_initiate_upload_response__descriptor,
-		       "ShouldInitiateUpload");
-	if (!should)
-		goto out;
-	if (!should->should_initiate_upload) {
-		printf("%s\t%s\tskipped: %s\n", path, info.build_id, should->reason);
-		rc = 0;
-		goto out;
-	}
-
-	Parca__Debuginfo__V1alpha1__InitiateUploadRequest ireq =
-	    PARCA__DEBUGINFO__V1ALPHA1__INITIATE_UPLOAD_REQUEST__INIT;
-	ireq.build_id = info.build_id;
-	ireq.size = (int64_t)data.len;
-	ireq.hash = hash;
-	ireq.force = o->force;
-	init = call_unary(c, SVC "InitiateUpload", &ireq.base,
-			  &parca__debuginfo__v1alpha1__initiate_upload_response__descriptor,
-			  "InitiateUpload");
-	if (!init)
-		goto out;
-	if (!init->upload_instructions ||
-	    init->upload_instructions->upload_strategy !=
-		PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INSTRUCTIONS__UPLOAD_STRATEGY__UPLOAD_STRATEGY_GRPC) {
-		fprintf(stderr,
-			"kilnctl debuginfo upload: %s: server asked for an upload strategy other "
-			"than gRPC\n",
-			path);
-		goto out;
-	}
-
-	struct upload_stream us = {.build_id = info.build_id,
-				   .upload_id = init->upload_instructions->upload_id,
-				   .data = &data};
-	struct grpc_status st;
-	struct buf resp = {0};
-	grpc_client_stream(c, SVC "Upload", next_upload_message, &us, &resp, &st);
-	free(us.packed);
-	if (st.code != GRPC_STATUS_OK) {
-		fprintf(stderr, "kilnctl debuginfo upload: %s: Upload: %s: %s\n", path,
-			grpc_status_name(st.code), st.message);
-		buf_free(&resp);
-		goto out;
-	}
-	up = parca__debuginfo__v1alpha1__upload_response__unpack(NULL, resp.len, resp.data);
-	buf_free(&resp);
-
-	Parca__Debuginfo__V1alpha1__MarkUploadFinishedRequest mreq =
-	    PARCA__DEBUGINFO__V1ALPHA1__MARK_UPLOAD_FINISHED_REQUEST__INIT;
-	mreq.build_id = info.build_id;
-	mreq.upload_id = init->upload_instructions->upload_id;
-	fin = call_unary(c, SVC "MarkUploadFinished", &mreq.base,
-			 &parca__debuginfo__v1alpha1__mark_upload_finished_response__descriptor,
-			 "MarkUploadFinished");
-	if (!fin)
-		goto out;
-	printf("%s\t%s\tuploaded %llu bytes\n", path, info.build_id,
-	       (unsigned long long)(up ? up->size : data.len));
-	rc = 0;
-out:
-	if (should)
-		protobuf_c_message_free_unpacked(&should->base, NULL);
-	if (init)
-		protobuf_c_message_free_unpacked(&init->base, NULL);
-	if (up)
-		protobuf_c_message_free_unpacked(&up->base, NULL);
-	if (fin)
-		protobuf_c_message_free_unpacked(&fin->base, NULL);
-	buf_free(&data);
-	unlink(extracted);
-	rmdir(tmpdir);
-	return rc;
+	if (r.outcome == DEBUGINFO_NOT_WANTED)
+		printf("%s\t%s\tskipped: %s\n", path, r.build_id, r.reason);
+	else
+		printf("%s\t%s\tuploaded %llu bytes\n", path, r.build_id,
+		       (unsigned long long)r.bytes);
+	return 0;
 }
 
 int cmd_debuginfo_upload(int argc, char **argv)

@@ -29,6 +29,7 @@
 #ifndef KILN_CLIENT_CLIENT_H
 #define KILN_CLIENT_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,6 +69,10 @@ struct grpc_client_config {
 	const char *bearer_token; /* sent as "authorization: Bearer TOKEN"; NULL: none */
 	int timeout_ms;		  /* per call, sent as grpc-timeout; 0: 30000 */
 	size_t max_response;	  /* largest response message accepted; 0: 64 MiB */
+	/* When non-NULL and set (from any thread), a call in flight is aborted
+	 * within about a second (status CANCELLED): lets an owner stop a
+	 * client thread without waiting for the timeout. */
+	const atomic_bool *cancel;
 };
 
 struct grpc_client;
@@ -86,6 +91,50 @@ int grpc_client_unary(struct grpc_client *c, const char *method, const void *req
 typedef int (*grpc_next_fn)(void *arg, const void **msg, size_t *len);
 int grpc_client_stream(struct grpc_client *c, const char *method, grpc_next_fn next, void *arg,
 		       struct buf *resp, struct grpc_status *status);
+
+/* --- debuginfo upload (debuginfo_upload.c) -------------------------------- */
+
+/* One debug file to a server with Parca's DebuginfoService protocol
+ * (ShouldInitiateUpload, InitiateUpload, streamed Upload,
+ * MarkUploadFinished). Nothing is read or extracted unless the server
+ * wants the build ID. What is sent: a local debug file with that build ID
+ * if there is one (<debug_dir>/.build-id/xx/yyyy.debug, or the
+ * .gnu_debuglink target beside the binary, in its .debug/ or under
+ * <debug_dir>/<its directory>), else the debug parts of
+ * path (symbols_extract_debuginfo), streamed from a temporary file in
+ * chunks. */
+struct debuginfo_upload_opts {
+	bool force;		       /* upload even if the server has it */
+	size_t chunk_bytes;	       /* per Upload message; 0: 512 KiB */
+	uint64_t max_bytes_per_second; /* pacing; 0: unlimited */
+	const char *temp_dir;	       /* for the extract; NULL: /tmp */
+	const char *debug_dir;	       /* local debug files; NULL: /usr/lib/debug */
+	bool no_extract;	       /* send the whole file, not its debug parts */
+	bool require_symbols;	       /* -ENODATA (before any call) when the file has
+				 neither .symtab nor .debug_info and there is
+				 no local debug file */
+};
+
+enum debuginfo_upload_outcome {
+	DEBUGINFO_UPLOADED = 0,
+	DEBUGINFO_NOT_WANTED, /* ShouldInitiateUpload said no (reason set) */
+};
+
+struct debuginfo_upload_result {
+	enum debuginfo_upload_outcome outcome;
+	char build_id[72];
+	char reason[256];  /* the server's, when not wanted */
+	char source[4096]; /* the file sent */
+	uint64_t bytes;	   /* bytes the server stored */
+	int grpc_code;	   /* status of the last call (on failure: why) */
+};
+
+/* build_id: NULL or "" reads it from path. Returns 0 (uploaded or not
+ * wanted: see r->outcome) or a negative errno with e filled and
+ * r->grpc_code telling whether a retry may help. */
+int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *build_id,
+			  const struct debuginfo_upload_opts *o, struct debuginfo_upload_result *r,
+			  struct kiln_error *e);
 
 /* --- framing (exposed for tests and the server) -------------------------- */
 

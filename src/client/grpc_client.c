@@ -207,6 +207,18 @@ static size_t header_cb(char *ptr, size_t size, size_t nmemb, void *arg)
 
 /* Maps an HTTP status without grpc-status to a gRPC code, as the gRPC
  * HTTP/2 spec's table does. */
+/* libcurl's progress callback (called about once a second, and on I/O):
+ * non-zero aborts the transfer. */
+static int cancel_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		     curl_off_t ulnow)
+{
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return atomic_load((const atomic_bool *)arg) ? 1 : 0;
+}
+
 static int code_from_http(long http)
 {
 	switch (http) {
@@ -286,6 +298,10 @@ static int do_call(struct grpc_client *c, const char *method, struct call *call,
 		set_status(st, GRPC_STATUS_RESOURCE_EXHAUSTED, "response larger than %s",
 			   "the client's limit");
 		return -EMSGSIZE;
+	}
+	if (cc == CURLE_ABORTED_BY_CALLBACK) {
+		set_status(st, GRPC_STATUS_CANCELLED, "%s", "call cancelled by the client");
+		return -ECANCELED;
 	}
 	if (cc != CURLE_OK && call->grpc_status < 0) {
 		set_status(st,
@@ -421,6 +437,11 @@ struct grpc_client *grpc_client_new(const struct grpc_client_config *cfg, struct
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, header_cb);
 	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	if (cfg->cancel) {
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, cancel_cb);
+		curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, (void *)cfg->cancel);
+		curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	if (getenv("KILN_GRPC_VERBOSE"))
 		curl_easy_setopt(c->curl, CURLOPT_VERBOSE, 1L);
 	if (c->skip_verify) {

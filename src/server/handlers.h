@@ -29,6 +29,8 @@ void ext_debuginfo_stop(void *state);
 struct store_mapping_info;
 struct store_line_out;
 /* The store's symbolizer hook; ctx is the struct server. */
+void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, uint64_t address,
+				 char *name, size_t size);
 int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
 			     struct store_line_out *lines, size_t max_lines, size_t *n_lines);
 

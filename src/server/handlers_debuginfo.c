@@ -15,7 +15,9 @@
  * (inlined first), and an address in no known function becomes one frame
  * named "[binary] +0xADDR" so it never vanishes. A missing file is a
  * transient failure (-ENOENT/-EAGAIN): the store retries later, so debuginfo
- * uploaded or fetched afterwards is used.
+ * uploaded or fetched afterwards is used. So is an answer from a stripped
+ * binary (only .dynsym): it is shown (server_symbolize_unresolved, at query
+ * time) but not stored, so that debuginfo arriving later still counts.
  *
  * Upload protocol: ShouldInitiateUpload -> InitiateUpload (an upload ID,
  * strategy gRPC) -> Upload (client-streaming: UploadInfo, then chunks; the
@@ -91,6 +93,11 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 	rc = symbolizer_resolve(st->symbolizer, &obj, vaddr, &loc, NULL);
 	if (rc < 0)
 		return rc;
+	/* Only a stripped binary at hand: not final (debuginfo uploaded or
+	 * fetched later must still be used); queries show its .dynsym name
+	 * meanwhile (server_symbolize_unresolved). */
+	if (loc.stripped)
+		return -EAGAIN;
 	if (loc.nframes == 0) {
 		/* The store copies the strings before this returns. */
 		static __thread char label[512];
@@ -111,6 +118,34 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 		*n_lines = i + 1;
 	}
 	return 0;
+}
+
+/* "[binary] +0xOFFSET" for a location whose debuginfo is not (yet) at
+ * hand: the offset is the file-relative address when the object's headers
+ * are known, else the offset into the file the mapping says. */
+void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, uint64_t address,
+				 char *name, size_t size)
+{
+	struct debuginfo_state *st = state_of(ctx);
+	struct symbols_object obj = {m->build_id, m->filename};
+	struct symbols_location loc;
+	uint64_t vaddr = address;
+	bool normalized = m->memory_limit <= m->memory_start;
+
+	if (!normalized && address >= m->memory_start && address < m->memory_limit) {
+		normalized =
+		    st && symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
+					       m->memory_limit, m->file_offset, &vaddr, NULL) == 0;
+		if (!normalized)
+			vaddr = address - m->memory_start + m->file_offset;
+	}
+	/* A stripped binary's .dynsym may still name it. */
+	if (st && normalized && symbolizer_resolve(st->symbolizer, &obj, vaddr, &loc, NULL) == 0 &&
+	    loc.nframes > 0 && loc.frames[0].function) {
+		snprintf(name, size, "%s", loc.frames[0].function);
+		return;
+	}
+	symbols_format_unresolved(name, size, m->filename[0] ? m->filename : m->build_id, vaddr);
 }
 
 static void *symbolize_loop(void *arg)

@@ -275,6 +275,18 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 
 /* Resolves one pending location with the symbolizer and records the result.
  * Returns 1 if resolved, 0 if nothing to do, or a negative errno. */
+static void mapping_info(struct meta *m, const struct meta_location *ml,
+			 struct store_mapping_info *info)
+{
+	const struct meta_mapping *mp = chunked_at(&m->mappings, ml->mapping);
+
+	info->memory_start = mp->start;
+	info->memory_limit = mp->limit;
+	info->file_offset = mp->offset;
+	info->filename = meta_str(m, mp->filename);
+	info->build_id = meta_str(m, mp->build_id);
+}
+
 static int symbolize_one(struct store *s, uint32_t loc)
 {
 	struct meta *m = &s->meta;
@@ -287,12 +299,7 @@ static int symbolize_one(struct store *s, uint32_t loc)
 
 	if (!s->has_symbolizer || atomic_load(&ml->sym) != SYM_PENDING)
 		return 0;
-	const struct meta_mapping *mp = chunked_at(&m->mappings, ml->mapping);
-	info.memory_start = mp->start;
-	info.memory_limit = mp->limit;
-	info.file_offset = mp->offset;
-	info.filename = meta_str(m, mp->filename);
-	info.build_id = meta_str(m, mp->build_id);
+	mapping_info(m, ml, &info);
 	memset(out, 0, sizeof(out));
 	rc = s->symbolizer.resolve(s->symbolizer.ctx, &info, ml->address, out, MAX_SYM_LINES, &n);
 	if (rc < 0)
@@ -523,6 +530,23 @@ static uint64_t resolve_location(struct resolver *r, uint32_t id)
 	if (atomic_load(&l->sym) == SYM_PENDING)
 		symbolize_one(r->s, id); /* failures leave it unsymbolized */
 	const struct meta_lines *ls = atomic_load(&l->lines);
+	if (atomic_load(&l->sym) == SYM_PENDING && ls->n == 0 && r->s->symbolizer.unresolved) {
+		/* Not resolvable yet (no debuginfo so far): show it by name. */
+		struct store_mapping_info info;
+		char name[512] = "";
+
+		mapping_info(m, l, &info);
+		r->s->symbolizer.unresolved(r->s->symbolizer.ctx, &info, l->address, name,
+					    sizeof(name));
+		if (name[0]) {
+			r->lines[0].function_id = pprof_builder_function(r->b, name, name, "", 0);
+			r->lines[0].line = 0;
+			r->lines[0].column = 0;
+			r->loc[id] = pprof_builder_location(r->b, resolve_mapping(r, l->mapping),
+							    l->address, r->lines, 1);
+			return r->loc[id];
+		}
+	}
 	uint32_t n = ls->n < 256 ? ls->n : 256;
 	for (uint32_t i = 0; i < n; i++) {
 		r->lines[i].function_id = resolve_function(r, ls->l[i].function);

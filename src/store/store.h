@@ -74,6 +74,13 @@ struct store_symbolizer {
 	 * failure (nothing is remembered; a later call retries). */
 	int (*resolve)(void *ctx, const struct store_mapping_info *m, uint64_t address,
 		       struct store_line_out *lines, size_t max_lines, size_t *n_lines);
+	/* Optional: the display name of a location resolve() could not
+	 * answer yet (its debuginfo is missing or being fetched), e.g.
+	 * "[binary] +0xOFFSET", so that the frame shows in query results
+	 * instead of vanishing. Not stored: a later query tries resolve()
+	 * again. */
+	void (*unresolved)(void *ctx, const struct store_mapping_info *m, uint64_t address,
+			   char *name, size_t size);
 };
 
 struct store_options {

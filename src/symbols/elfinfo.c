@@ -156,6 +156,21 @@ int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_st
 		*vaddr = addr;
 		return -ERANGE;
 	}
+	/* A separate debug file (objcopy --only-keep-debug, /usr/lib/debug)
+	 * keeps the segments' addresses but not their file offsets: its code
+	 * segment has no file bytes and a rewritten p_offset. The kernel maps
+	 * a code segment from its first page, so the mapping's start is that
+	 * page of the segment's p_vaddr. */
+	for (size_t i = 0; i < info->nloads; i++) {
+		const struct elfinfo_load *l = &info->loads[i];
+		uint64_t v = addr - map_start + (l->vaddr & ~(uint64_t)4095);
+
+		if ((l->flags & PF_X) && l->filesz == 0 && l->memsz && v >= l->vaddr &&
+		    v - l->vaddr < l->memsz) {
+			*vaddr = v;
+			return 0;
+		}
+	}
 	off = addr - map_start + map_offset;
 	/* The segment whose file bytes hold this offset. The kernel maps whole
 	 * pages, so a mapping starts at the page below p_offset; the exact

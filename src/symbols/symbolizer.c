@@ -609,6 +609,7 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 	struct cached *c;
 	size_t n;
 
+	out->stripped = !f->dwarf && !f->info.has_symtab;
 	if (htab_get(f->results, &addr, sizeof(addr), &v)) {
 		c = (struct cached *)(uintptr_t)v;
 		out->nframes = c->nframes;

@@ -103,6 +103,9 @@ struct symbols_frame {
 
 struct symbols_location {
 	size_t nframes; /* 0: unresolved — show "[binary] +0xaddr" */
+	/* The file had neither DWARF nor .symtab (a stripped binary: only
+	 * .dynsym): its debuginfo, if uploaded or fetched later, says more. */
+	bool stripped;
 	struct symbols_frame frames[SYMBOLS_MAX_FRAMES];
 };
 

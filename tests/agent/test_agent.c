@@ -229,6 +229,15 @@ static int find_note(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+/* The load bias of the main program (the first object dl_iterate_phdr
+ * reports). */
+static int main_bias(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(uint64_t *)arg = info->dlpi_addr;
+	return 1;
+}
+
 static void test_buildid_matches_loaded_note(void **state)
 {
 	char want[256] = "", got[256] = "";
@@ -244,6 +253,42 @@ static void test_buildid_matches_loaded_note(void **state)
 	assert_string_equal(buildid_cache_get(c, "/nonexistent/file"), "");
 	assert_int_equal(buildid_read_file("/proc/self/cmdline", got, sizeof(got)), -ENOEXEC);
 	buildid_cache_free(c);
+}
+
+/* The load segment a mapping maps, as executable_info reports it. */
+static void test_elf_facts_load_for(void **state)
+{
+	/* Debian gcc 12 PIE layout: R, R E, R, RW. */
+	struct elf_facts pie = {.type = ET_DYN,
+				.nloads = 4,
+				.loads = {{0x0, 0x0, 0x798, PF_R},
+					  {0x1000, 0x1000, 0x601, PF_R | PF_X},
+					  {0x2000, 0x2000, 0x1cc, PF_R},
+					  {0x2dd0, 0x3dd0, 0x278, PF_R | PF_W}}};
+	/* Old single-text layout: code from file offset 0; two code segments. */
+	struct elf_facts old = {.type = ET_EXEC,
+				.nloads = 3,
+				.loads = {{0x0, 0x400000, 0x5000, PF_R | PF_X},
+					  {0x5e10, 0x605e10, 0x300, PF_R | PF_W},
+					  {0x7000, 0x807000, 0x2000, PF_R | PF_X}}};
+	struct elf_facts data_only = {.type = ET_DYN, .nloads = 1, .loads = {{0, 0, 0x100, PF_R}}};
+	uint64_t off = 0, vaddr = 0;
+
+	(void)state;
+	assert_true(elf_facts_load_for(&pie, 0x1000, &off, &vaddr));
+	assert_int_equal(off, 0x1000);
+	assert_int_equal(vaddr, 0x1000);
+	/* No code segment holds offset 0 here: the first code segment. */
+	assert_true(elf_facts_load_for(&pie, 0x0, &off, &vaddr));
+	assert_int_equal(off, 0x1000);
+	assert_true(elf_facts_load_for(&old, 0x0, &off, &vaddr));
+	assert_int_equal(off, 0x0);
+	assert_int_equal(vaddr, 0x400000);
+	assert_true(elf_facts_load_for(&old, 0x7000, &off, &vaddr));
+	assert_int_equal(off, 0x7000);
+	assert_int_equal(vaddr, 0x807000);
+	assert_false(elf_facts_load_for(&data_only, 0, &off, &vaddr));
+	assert_false(elf_facts_load_for(NULL, 0, &off, &vaddr));
 }
 
 static void test_proc_info_of_self(void **state)
@@ -265,6 +310,18 @@ static void test_proc_info_of_self(void **state)
 	assert_string_equal(m->path, p->executable);
 	assert_true(strlen(m->build_id) >= 16);
 	assert_true(p->start_time > 0);
+	/* executable_info: normalizing a code address through the mapping and
+	 * its load segment gives the link-time address (address minus the
+	 * load bias the dynamic linker reports). */
+	{
+		uint64_t addr = (uint64_t)(uintptr_t)&test_proc_info_of_self, bias = 0;
+		uint64_t file_off = addr - m->start + m->offset;
+
+		assert_true(m->elf_type == ET_DYN || m->elf_type == ET_EXEC);
+		assert_true(m->has_load);
+		assert_int_equal(dl_iterate_phdr(main_bias, &bias), 1);
+		assert_int_equal(file_off - m->load_offset + m->load_vaddr, addr - bias);
+	}
 	proc_info_free(p);
 	buildid_cache_free(c);
 }
@@ -280,6 +337,7 @@ static void test_window_becomes_profile(void **state)
 	struct kiln_error err = {0};
 	const pprof_msg *msg;
 	struct buf out = {0};
+	struct agent_exec_infos exec = {0};
 
 	(void)state;
 	p->pid = 42;
@@ -291,7 +349,11 @@ static void test_window_becomes_profile(void **state)
 					     .offset = 0x1000,
 					     .exec = true,
 					     .path = strdup("/usr/bin/app"),
-					     .build_id = strdup("abcd")};
+					     .build_id = strdup("abcd"),
+					     .elf_type = 3,
+					     .has_load = true,
+					     .load_offset = 0x1000,
+					     .load_vaddr = 0x1000};
 	p->maps.n = p->maps.cap = 1;
 	labels_set(&p->labels, "pid", "42");
 	labels_set(&p->labels, "comm", "app");
@@ -315,7 +377,14 @@ static void test_window_becomes_profile(void **state)
 
 	assert_int_equal(profile_series_labels(&env, p, &series), 0);
 	assert_string_equal(labels_get(&series, "node"), "n1");
-	assert_int_equal(profile_build(&env, w, &w->procs[0], &series, &out, &err), 0);
+	assert_int_equal(profile_build(&env, w, &w->procs[0], &series, &out, &exec, &err), 0);
+	/* One executable_info per mapping, in mapping order. */
+	assert_int_equal(exec.n, 1);
+	assert_int_equal(exec.v[0].elf_type, 3);
+	assert_true(exec.v[0].has_load);
+	assert_int_equal(exec.v[0].load_offset, 0x1000);
+	assert_int_equal(exec.v[0].load_vaddr, 0x1000);
+	agent_exec_infos_free(&exec);
 	assert_int_equal(pprof_decode(out.data, out.len, NULL, &prof, &err), 0);
 	msg = pprof_profile_msg(prof);
 	assert_int_equal(msg->n_sample_type, 2);
@@ -363,6 +432,7 @@ int main(void)
 	    cmocka_unit_test(test_labels_set_sorted_and_parse),
 	    cmocka_unit_test(test_kallsyms_lookup_with_modules),
 	    cmocka_unit_test(test_buildid_matches_loaded_note),
+	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
 	    cmocka_unit_test(test_window_becomes_profile),
 	};

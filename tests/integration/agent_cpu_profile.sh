@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # kiln-agent on a known workload: burn (2 threads) spends CPU in burn_two and
-# burn_one at 2:1, both called from burn_caller. Checks, on the files the
-# agent writes (symbolized independently by `go tool pprof -symbolize=local`
-# from the binary on disk): sample count ~ 19 Hz x CPU seconds (+-25%), the
-# 2:1 ratio, burn_caller in every burn stack, per-sample thread labels, the
+# burn_one at 2:1 (fixed work per call, and it measures the CPU time each
+# function really used), both called from burn_caller. Checks, on the files
+# the agent writes (symbolized independently by `go tool pprof -symbolize=local`
+# from the binary on disk): sample count ~ frequency x CPU seconds (+-25%),
+# the burn_two share of samples against the measured CPU share (a binomial
+# bound: sampling at 199 Hz gives ~1000 samples, so noise is a few percent
+# and a loaded machine cannot push the ratio out of bounds by chance; at
+# 19 Hz the ~110 samples of the old test made 2:1 vs 1.5:1 a 2-sigma
+# event), burn_caller in every burn stack, per-sample thread labels, the
 # build ID of the mapping, -tagfocus on series labels, SIGINT flushing the
 # partial window (the window is longer than the test), and /metrics.
 source "$(dirname "$0")/../lib/agent_test.bash"
@@ -11,32 +16,43 @@ agent_setup
 agent_build burn
 out="$AGENT_TMP/profiles"
 port=$(free_port)
-agent_start "$out" --profiling-duration=5m --http-address=127.0.0.1:$port \
+agent_start "$out" --profiling-duration=5m --profiling-cpu-sampling-frequency=199 \
+	--http-address=127.0.0.1:$port \
 	--metadata-external-labels=team=kiln,env=test
 
-cpu=$("$AGENT_TESTBIN/burn" 3 2 & bp=$!; echo $bp >"$AGENT_TMP/burn.pid"; wait $bp)
+cpu=$("$AGENT_TESTBIN/burn" 2.5 2 & bp=$!; echo $bp >"$AGENT_TMP/burn.pid"; wait $bp)
 bpid=$(cat "$AGENT_TMP/burn.pid")
 sleep 0.5
 metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics not served"
 agent_stop
 
-files=$(agent_files "$out" "$bpid")
+files=$(agent_files "$out" "$bpid" burn)
 [ -n "$files" ] || fail "no profile for burn (pid $bpid): $(ls "$out")"
 agent_traces $files >"$AGENT_TMP/traces.json"
 python3 - "$AGENT_TMP/traces.json" "$cpu" "$bpid" <<'PY'
-import json, sys
+import json, math, sys
 samples = [json.loads(l) for l in open(sys.argv[1])]
-cpu, pid = float(sys.argv[2]), sys.argv[3]
+cpu, cpu_two, cpu_one = (float(x) for x in sys.argv[2].split())
+pid = sys.argv[3]
 total = sum(s["n"] for s in samples)
-expect = 19 * cpu
+expect = 199 * cpu
 print(f"samples {total}, expected ~{expect:.0f} from {cpu:.2f} CPU s")
 assert abs(total - expect) <= 0.25 * expect, f"sample count {total} not within 25% of {expect:.0f}"
 two = sum(s["n"] for s in samples if s["frames"][0] == "burn_two")
 one = sum(s["n"] for s in samples if s["frames"][0] == "burn_one")
 print(f"burn_two {two}, burn_one {one}")
 assert two + one >= 0.8 * total, f"only {two + one} of {total} samples in burn_two/burn_one"
-ratio = two / max(one, 1)
-assert 1.5 <= ratio <= 2.6, f"burn_two:burn_one = {ratio:.2f}, want ~2"
+# The burn_two share of the two functions' samples against the share of
+# CPU time burn measured in burn_two: binomial, so within 4.5 standard
+# deviations except once in ~150000 runs.
+p = cpu_two / (cpu_two + cpu_one)
+n = two + one
+share = two / n
+sd = math.sqrt(p * (1 - p) / n)
+print(f"burn_two:burn_one samples {two / max(one, 1):.2f}, CPU {cpu_two / cpu_one:.2f}; "
+      f"share {share:.3f} vs {p:.3f} (z = {(share - p) / sd:+.2f})")
+assert abs(share - p) <= 4.5 * sd, f"burn_two share {share:.3f}, CPU share {p:.3f}"
+assert 1.6 <= cpu_two / cpu_one <= 2.5, "burn itself did not spend 2:1"
 for s in samples:
     f = s["frames"]
     if f[0] in ("burn_two", "burn_one"):
@@ -57,8 +73,10 @@ want=$(readelf -n "$AGENT_TESTBIN/burn" | awk '/Build ID/ {print $3}')
 go tool pprof -raw $files 2>/dev/null | grep -q "build/agent-test/burn $want" ||
 	fail "mapping of burn lacks build ID $want: $(go tool pprof -raw $files 2>/dev/null | grep -A5 Mappings)"
 
-# -tagfocus on a series label selects exactly burn's samples among all files.
-all=$(pprof_samples -tagfocus=comm=burn "$out"/*.pb.gz)
+# -tagfocus on a series label selects exactly burn's samples among the
+# pid's files (the pid also ran as "bash" between fork and exec; other
+# agents' burners on a shared host may be in the other files).
+all=$(pprof_samples -tagfocus=comm=burn $(agent_files "$out" "$bpid"))
 mine=$(pprof_samples $files)
 [ -n "$mine" ] && [ "$all" = "$mine" ] || fail "-tagfocus=comm=burn gave $all samples, burn has $mine"
 

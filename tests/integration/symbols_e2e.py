@@ -7,7 +7,8 @@ over gRPC (QueryService/Query, pprof report) and checks that the server
 symbolized every location exactly as binutils' addr2line does on the
 unstripped binaries: function, file, line, and the inlined frame first.
 
-usage: symbols_e2e.py STUBS ADDR EXPECT_JSON
+usage: symbols_e2e.py STUBS ADDR EXPECT_JSON [--query-only]
+--query-only: skip the WriteRaw (the server already holds the profile).
 EXPECT_JSON: {"mappings": [{id, start, limit, offset, file, build_id}],
               "locations": [{id, mapping, address, frames: [[func, file, line], ...]}]}
 """
@@ -17,6 +18,7 @@ import sys
 import time
 
 stubs, addr, expect_path = sys.argv[1:4]
+query_only = "--query-only" in sys.argv[4:]
 sys.path.insert(0, stubs)
 import grpc  # noqa: E402
 from google.protobuf import timestamp_pb2  # noqa: E402
@@ -55,12 +57,13 @@ for i, loc in enumerate(expect["locations"]):
 p.string_table.extend(strings)
 
 ch = grpc.insecure_channel(addr)
-req = ps_pb2.WriteRawRequest()
-series = req.series.add()
-series.labels.labels.add(name="__name__", value="parca_agent")
-series.labels.labels.add(name="comm", value="symbols-e2e")
-series.samples.add(raw_profile=gzip.compress(p.SerializeToString()))
-ps_grpc.ProfileStoreServiceStub(ch).WriteRaw(req, timeout=30)
+if not query_only:
+    req = ps_pb2.WriteRawRequest()
+    series = req.series.add()
+    series.labels.labels.add(name="__name__", value="parca_agent")
+    series.labels.labels.add(name="comm", value="symbols-e2e")
+    series.samples.add(raw_profile=gzip.compress(p.SerializeToString()))
+    ps_grpc.ProfileStoreServiceStub(ch).WriteRaw(req, timeout=30)
 
 q = q_grpc.QueryServiceStub(ch)
 types = q.ProfileTypes(q_pb2.ProfileTypesRequest(), timeout=30).types
@@ -68,7 +71,7 @@ t = [x for x in types if x.name == "parca_agent"][0]
 query = "%s:%s:%s:%s:%s%s" % (t.name, t.sample_type, t.sample_unit, t.period_type, t.period_unit,
                                ":delta" if t.delta else "")
 start, end = timestamp_pb2.Timestamp(), timestamp_pb2.Timestamp()
-start.FromMilliseconds(now // 10**6 - 3600 * 1000)
+start.FromMilliseconds(now // 10**6 - 7200 * 1000)
 end.FromMilliseconds(now // 10**6 + 3600 * 1000)
 r = q.Query(q_pb2.QueryRequest(mode=q_pb2.QueryRequest.MODE_MERGE,
                                merge=q_pb2.MergeProfile(query=query, start=start, end=end),

@@ -7,6 +7,11 @@
 # matches). WriteRaw, then QueryService/Query: the merged pprof must carry
 # function, file and line for every location, the inlined frame first,
 # exactly as addr2line -i -f says on the unstripped builds (symbols_e2e.py).
+# A location in an object nobody has debuginfo for shows as
+# "[ghost.so] +0x123" (it never vanishes).
+# Results are cached in the metastore: after a restart, with the uploaded
+# debuginfo and the unstripped library deleted, the query still shows every
+# name, file and line (nothing is read again).
 set -uo pipefail
 . "$(dirname "$0")/server_lib.bash"
 
@@ -119,6 +124,11 @@ for mid, (binary, file_, rt_func, func) in enumerate(
         exp["locations"].append({"id": len(exp["locations"]) + 1, "mapping": mid,
                                  "address": rt_func + (a - base), "frames": a2l(binary, a)})
 assert any(len(l["frames"]) > 1 for l in exp["locations"]), "no inlined address found"
+# An object with no debuginfo anywhere: shown by name and file offset.
+exp["mappings"].append({"id": 3, "start": 0x7f0000000000, "limit": 0x7f0000010000, "offset": 0x2000,
+                        "file": "/nonexistent/ghost.so", "build_id": "ab" * 20})
+exp["locations"].append({"id": len(exp["locations"]) + 1, "mapping": 3, "address": 0x7f0000000123,
+                         "frames": [["[ghost.so] +0x2123", "", 0]]})
 print(json.dumps(exp))
 PY
 
@@ -126,4 +136,13 @@ server_start
 "$KILNCTL" debuginfo upload --store-address="$ADDR" --insecure "$T/main" >"$T/upload.out" ||
 	die "upload failed: $(cat "$T/upload.out")"
 $PY "$KILN_ROOT/tests/integration/symbols_e2e.py" "$T/stubs" "$ADDR" "$T/expect.json" || die "symbolization mismatch"
+server_stop
+
+# Restart with every debug source gone: the cached results answer.
+rm -rf "$T/data/debuginfo" "$T/main" "$T/libwork.so"
+server_start
+$PY "$KILN_ROOT/tests/integration/symbols_e2e.py" "$T/stubs" "$ADDR" "$T/expect.json" --query-only ||
+	die "symbolization results not kept across the restart"
+[ ! -e "$T/data/debuginfo/$(readelf -n "$T/main.stripped" | awk '/Build ID/ {print $3}')" ] ||
+	die "debuginfo came back"
 server_stop

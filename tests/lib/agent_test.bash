@@ -73,8 +73,15 @@ agent_stop() {
 	[ "$rc" -eq 0 ] || { cat "$AGENT_LOG"; fail "agent exited with $rc"; }
 }
 
-# Files written for a pid.
-agent_files() { ls "$1"/*_"$2"_*.pb.gz 2>/dev/null || true; }
+# agent_files DIR PID [COMM]: files written for a pid (and comm: a pid forked
+# by the shell is sampled under the shell's name until it execs).
+agent_files() {
+	if [ -n "${3:-}" ]; then
+		ls "$1"/*_"$2"_"$3".pb.gz "$1"/*_"$2"_"$3"_[0-9]*.pb.gz 2>/dev/null || true
+	else
+		ls "$1"/*_"$2"_*.pb.gz 2>/dev/null || true
+	fi
+}
 
 # agent_traces FILE...: the samples as JSON lines {"n":count,"frames":[leaf..],
 # "labels":{...}}, symbolized by go tool pprof from the binaries on disk.

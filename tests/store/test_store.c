@@ -540,7 +540,7 @@ static void test_symbolizer(void **state)
 	struct fixture *f = *state;
 	struct pprof_profile *a = make_profile_ex(10, 1, 0, true);
 	struct symctx sc = {0};
-	struct store_symbolizer sym = {&sc, fake_resolve};
+	struct store_symbolizer sym = {.ctx = &sc, .resolve = fake_resolve};
 	struct store_selector sel = {CPU_TYPE, NULL, 0, 0, 10000};
 
 	f->opts.symbolizer = &sym;
@@ -594,6 +594,59 @@ static void test_symbolizer(void **state)
 	pprof_profile_free(b);
 }
 
+static void fake_unresolved(void *ctx, const struct store_mapping_info *m, uint64_t address,
+			    char *name, size_t size)
+{
+	(void)ctx;
+	snprintf(name, size, "[app] +0x%llx", (unsigned long long)(address - m->memory_start));
+}
+
+/* Transient failures (debuginfo not there yet) are not stored: queries show
+ * the hook's name meanwhile and try again, so a later answer is used. */
+static void test_symbolizer_transient(void **state)
+{
+	struct fixture *f = *state;
+	struct pprof_profile *a = make_profile_ex(10, 1, 0, true);
+	struct symctx sc = {.forbid = true};
+	struct store_symbolizer sym = {
+	    .ctx = &sc, .resolve = fake_resolve, .unresolved = fake_unresolved};
+	struct store_selector sel = {CPU_TYPE, NULL, 0, 0, 10000};
+
+	f->opts.symbolizer = &sym;
+	reopen(f);
+	write_one(f->s, "nginx", "a", a, 1000);
+	assert_int_equal(store_symbolize_pending(f->s, 0, NULL), 0);
+	for (int round = 0; round < 3; round++) {
+		int calls = sc.calls;
+		struct pprof_profile *p;
+		const pprof_msg *m;
+		size_t shown = 0, resolved = 0;
+
+		if (round == 2)
+			sc.forbid = false; /* the debuginfo arrived */
+		p = merge_to_profile(f->s, &sel);
+		assert_non_null(p);
+		assert_true(sc.calls > calls); /* asked again */
+		m = pprof_profile_msg(p);
+		for (size_t i = 0; i < m->n_location; i++) {
+			if (!m->location[i]->n_line)
+				continue;
+			const char *name = pprof_string(
+			    p, pprof_function(p, m->location[i]->line[0]->function_id)->name);
+			shown += strncmp(name, "[app] +0x", 9) == 0;
+			resolved += strncmp(name, "sym_", 4) == 0;
+		}
+		if (round < 2) {
+			assert_true(shown > 0);
+			assert_int_equal(resolved, 0);
+		} else {
+			assert_true(resolved > 0);
+		}
+		pprof_profile_free(p);
+	}
+	pprof_profile_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -607,6 +660,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_wal_torn_tail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_writers_readers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_symbolizer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_symbolizer_transient, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,6 +114,10 @@ static int setup(void **state)
 	   dir, dir);
 	sh("cd %s && objcopy --only-keep-debug main_pie main_pie.debug && strip -o main_stripped "
 	   "main_pie",
+	   dir);
+	/* Separate debug files of the others (normalization through them). */
+	sh("cd %s && objcopy --only-keep-debug main_nopie main_nopie.debug && "
+	   "objcopy --only-keep-debug libwork.so libwork.so.debug",
 	   dir);
 	sh("cd %s && g++ -g -O2 -o box box.cc", dir);
 	return 0;
@@ -305,6 +310,8 @@ static void check_normalize(const char *bin, bool pie)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		/* A failed assertion leaves the parent without its kill(). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(pipefd[1], 1);
 		close(pipefd[0]);
 		snprintf(cmd, sizeof(cmd), "%s/%s", dir, bin);
@@ -342,6 +349,16 @@ static void check_normalize(const char *bin, bool pie)
 			assert_int_equal(got, nm_value(bin, "outer_function"));
 		else
 			assert_int_equal(got, nm_value("libwork.so", "lib_work"));
+		/* The same through the separate debug file (its program headers
+		 * lost the file offsets), as when only debuginfo is at hand. */
+		char dbg[320];
+		uint64_t got_dbg = 0;
+
+		snprintf(dbg, sizeof(dbg), "%s.debug", path);
+		assert_int_equal(elfinfo_read_file(dbg, &info, NULL), 0);
+		assert_int_equal(symbols_normalize(&info, want_addr, start, limit, off, &got_dbg),
+				 0);
+		assert_int_equal(got_dbg, got);
 		found++;
 	}
 	fclose(f);
