@@ -36,22 +36,29 @@ for _ in $(seq 1 100); do grep -q "WriteRaw failed" "$AGENT_LOG" && break; sleep
 grep -q "WriteRaw failed" "$AGENT_LOG" || fail "no failed attempt logged: $(cat "$AGENT_LOG")"
 $py "$AGENT_PROGS/writeraw_server.py" "$port" "$received" "$stubs" >"$AGENT_TMP/server.log" 2>&1 &
 AGENT_CLEANUP+=("kill $!")
+# A program with symbols, first profiled now that the server is up: the
+# uploader asks about its build ID (with the token) at once.
+gcc -O0 -g -fno-omit-frame-pointer -pthread -DVARIANT=7 -o "$AGENT_TESTBIN/burn7" "$AGENT_PROGS/burn.c"
+want7=$(readelf -n "$AGENT_TESTBIN/burn7" | awk '/Build ID/ {print $3}')
+for _ in $(seq 1 50); do grep -q serving "$AGENT_TMP/server.log" && break; sleep 0.1; done
+"$AGENT_TESTBIN/burn7" 0.3 >/dev/null
 for _ in $(seq 1 300); do
-	[ -s "$received" ] && grep -q "\"$bpid\"" "$received" && grep -q '"debuginfo"' "$received" && break
+	[ -s "$received" ] && grep -q "\"$bpid\"" "$received" && grep -q "\"$want7\"" "$received" && break
 	sleep 0.1
 done
 agent_stop
 grep -q "\"$bpid\"" "$received" || fail "burn's window never arrived: $(cat "$AGENT_LOG")"
 
-python3 - "$received" "$bpid" "$AGENT_TMP" <<'PY'
+python3 - "$received" "$bpid" "$AGENT_TMP" "$want7" <<'PY'
 import gzip, json, sys
+want7 = sys.argv[4]
 recs = [json.loads(l) for l in open(sys.argv[1])]
 reqs = [r for r in recs if "series" in r]
 asks = [r for r in recs if "debuginfo" in r]
 pid, tmp = sys.argv[2], sys.argv[3]
 # The debuginfo uploader asked about what the profiles point into, with
 # the same bearer token, and once per build ID.
-assert asks, "no ShouldInitiateUpload arrived"
+assert any(a["debuginfo"] == want7 for a in asks), f"burn7 ({want7}) not asked about: {asks}"
 assert all(a["authorization"] == "Bearer secret-token" for a in asks), asks[0]
 ids = [a["debuginfo"] for a in asks]
 assert len(ids) == len(set(ids)), f"build IDs asked twice: {sorted(ids)}"
