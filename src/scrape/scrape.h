@@ -159,6 +159,12 @@ int scrape_config_parse(const char *text, size_t len, const char *name, struct s
 			struct kiln_error *err);
 int scrape_config_load_file(const char *path, struct scrape_config **out, struct kiln_error *err);
 void scrape_config_free(struct scrape_config *c);
+/* Replaces "${name}" by value in every static target (Kiln extension: the
+ * server defines ${KILN_PORT}, its own HTTP port, so that the shipped
+ * kiln.yaml scrapes the server whatever port it listens on). A "${" left
+ * over afterwards is refused (-EINVAL, naming job and target). */
+int scrape_config_substitute(struct scrape_config *c, const char *name, const char *value,
+			     struct kiln_error *err);
 /* Writes c as YAML with every field explicit (defaults filled in). */
 int scrape_config_dump(const struct scrape_config *c, struct buf *out);
 
