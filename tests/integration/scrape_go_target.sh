@@ -91,6 +91,22 @@ for f in ingest-process_cpu-*-delta.pb.gz; do
 	grep -q 'main.burnCPU$' b.txt || fail "main.burnCPU missing in $f"
 done
 grep -q 'main.burnCPULight$' b.txt || fail "main.burnCPULight missing"
+# The known split of the CPU work (burnCPULight spins 1/3 of the wall time,
+# burnCPU 2/3) shows in the ingested profiles merged by go tool pprof; the
+# bounds are loose: a loaded machine skews CPU per wall-clock slice.
+pprof_top -unit=ms ingest-process_cpu-*-delta.pb.gz >cpu_all.txt
+python3 - cpu_all.txt <<'PY' || fail "CPU split: $(head -12 cpu_all.txt)"
+import sys
+cum = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 6 and f[3].endswith("ms"):
+        cum[f[5]] = float(f[3][:-2])
+light, heavy = cum["main.burnCPULight"], cum["main.burnCPU"]
+share = light / heavy  # burnCPU's cum includes the calls from burnCPULight
+print(f"burnCPULight / burnCPU (cum) = {share:.2f} (expected about 1/3)")
+assert 0.1 < share < 0.6, share
+PY
 
 # Allocations: Kiln's delta == pprof's own difference of consecutive scrapes.
 raws=($(ls raw-memory-$p_work-*.pb.gz | sort -t- -k4 -n))
