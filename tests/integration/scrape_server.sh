@@ -199,6 +199,14 @@ grep -q "config not reloaded, the old one stays in effect: .*kiln.yaml:3:22" "$w
 	fail "bad reload not reported"
 [ "$(curl -sf "$api/api/v1/targets?state=active" | $PY -c 'import json,sys; print(len(json.load(sys.stdin)["active"]))')" = 9 ] ||
 	fail "the old config did not stay"
+points() { # query -> "N_POINTS LAST_TS" of the stored profiles so far
+	curl -sf -G "$api/api/v1/query_range" --data-urlencode "query=$1" \
+		--data-urlencode "start=$((now - 600000))" --data-urlencode "end=$(($(date +%s) * 1000 + 600000))" |
+		$PY -c 'import json,sys; p=[x for s in json.load(sys.stdin)["series"] for x in s["points"]]; print(len(p), max([x[0] for x in p] or [0]))'
+}
+mem='memory:alloc_space:bytes:space:bytes:delta{job="app"}'
+read -r n_before last_before <<<"$(points "$mem")"
+[ "$n_before" -ge 1 ] || fail "no memory deltas stored before the reload"
 write_config extra
 kill -HUP $spid
 for _ in $(seq 50); do
@@ -211,6 +219,18 @@ curl -sf "$api/api/v1/targets?state=active" | $PY -c '
 import json, sys
 t = [x for x in json.load(sys.stdin)["active"] if x["job"] == "app"]
 assert len(t) == 3 and all(x["health"] == "up" for x in t), t' || fail "kept targets lost their state"
+# No data lost: the points stored before the reload are all still there, the
+# kept memory target goes on adding deltas (its baseline was kept: no gap),
+# and the new job's profiles arrive.
+for _ in $(seq 60); do
+	read -r n_after last_after <<<"$(points "$mem")"
+	read -r n_extra _ <<<"$(points 'goroutine:goroutine:count:goroutine:count{job="extra"}')"
+	[ "$n_after" -gt "$n_before" ] && [ "$n_extra" -ge 1 ] && break
+	sleep 1
+done
+[ "$n_after" -gt "$n_before" ] && [ "$last_after" -gt "$last_before" ] ||
+	fail "memory deltas: $n_before points before the reload, $n_after after"
+[ "$n_extra" -ge 1 ] || fail "no goroutine profile from the job added by the reload"
 kill -TERM $spid
 wait $spid || {
 	rc=$?
