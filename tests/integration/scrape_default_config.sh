@@ -46,7 +46,7 @@ pids+=($!)
 start=$(date +%s)
 now=$((start * 1000))
 found=0
-for _ in $(seq 90); do
+for _ in $(seq 75); do
 	if curl -sf -G "$api/api/v1/query_range" \
 		--data-urlencode 'query=process_cpu:samples:count:cpu:nanoseconds:delta{job="kiln"}' \
 		--data-urlencode "start=$((now - 600000))" --data-urlencode "end=$((now + 600000))" \
@@ -62,7 +62,7 @@ echo "process_cpu series after $(($(date +%s) - start)) s"
 # The scraped self-profile, read back as pprof: go tool pprof must name the
 # server's own functions (polled: an early window may hold few samples).
 own=' (on_request|http_[a-z_]+|listener_run|pool_worker|store_[a-z_]+|scrape_[a-z_]+|drain)$'
-for _ in $(seq 60); do
+for _ in $(seq 40); do
 	curl -sf -G "$api/api/v1/query" --data-urlencode mode=merge \
 		--data-urlencode 'query=process_cpu:samples:count:cpu:nanoseconds:delta{job="kiln"}' \
 		--data-urlencode "start=$((now - 600000))" --data-urlencode "end=$((now + 600000))" \

@@ -39,8 +39,8 @@ scrape_configs:
         labels:
           env: "test"
   - job_name: "bad"
-    scrape_interval: "1s"
-    scrape_timeout: "2s"
+    scrape_interval: "2s"
+    scrape_timeout: "5s"
     profiling_config:
       pprof_config:
         memory: {enabled: false}
@@ -61,7 +61,7 @@ status_of() { awk -F'\t' -v u="$1" '$2 ~ u {print $4 "|" $6}' "$work/status"; }
 for kind in allocs block goroutine mutex 'profile\?seconds=2'; do
 	[ "$(status_of "$p_work/debug/pprof/$kind")" = "up|" ] || fail "work target $kind not up: $(status_of "$p_work/debug/pprof/$kind")"
 done
-[ "$(status_of ":$p_hang/")" = "down|timeout after 2s" ] || fail "hang: $(status_of ":$p_hang/")"
+[ "$(status_of ":$p_hang/")" = "down|timeout after 5s" ] || fail "hang: $(status_of ":$p_hang/")"
 [ "$(status_of ":$p_huge/")" = "down|body exceeds 1 MiB" ] || fail "huge: $(status_of ":$p_huge/")"
 [ "$(status_of ":$p_html/")" = "down|not a pprof profile: looks like HTML" ] || fail "html: $(status_of ":$p_html/")"
 [ "$(status_of ":$p_down/")" = "down|connection refused" ] || fail "down: $(status_of ":$p_down/")"
