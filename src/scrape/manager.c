@@ -393,18 +393,27 @@ static int process_profile(struct scrape_manager *m, struct scrape_unit *u, stru
 		    (rc = enqueue(m, u, out, ts, false, done_ns)) < 0)
 			goto out;
 	}
-	if (n_cum && u->prev) {
-		if ((rc = scrape_delta(u->prev, p, cum, n_cum, &out, &reset, err)) < 0)
-			goto out;
-		if (reset)
-			log_info("scrape: %s: counters went backwards (target restarted?); the "
-				 "new scrape is taken as the delta",
-				 u->url);
-		rc = enqueue(m, u, out, ts, true, done_ns);
+	if (n_cum) {
+		struct scrape_baseline *next = NULL;
+		if (u->base) {
+			if ((rc = scrape_delta_next(u->base, p, cum, n_cum, &out, &reset, &next,
+						    err)) < 0)
+				goto out;
+			if (reset)
+				log_info("scrape: %s: counters went backwards (target restarted?); "
+					 "the new scrape is taken as the delta",
+					 u->url);
+			rc = enqueue(m, u, out, ts, true, done_ns);
+		} else {
+			rc = scrape_baseline_new(p, cum, n_cum, &next, err);
+		}
+		if (next) { /* the baseline for the next delta */
+			scrape_baseline_free(u->base);
+			u->base = next;
+		}
 	}
 out:
-	pprof_profile_free(u->prev);
-	u->prev = p; /* the baseline for the next delta */
+	pprof_profile_free(p);
 	return rc;
 }
 

@@ -190,6 +190,20 @@ int scrape_delta(const struct pprof_profile *prev, const struct pprof_profile *c
 		 const size_t *idx, size_t n, struct pprof_profile **out, bool *reset,
 		 struct kiln_error *err);
 
+/* What a delta needs of the previous scrape of a series: per stack (a
+ * 128-bit hash of its resolved frames and labels) the summed values of the
+ * selected sample types, their names and the profile time — a few bytes per
+ * sample instead of a whole decoded profile. */
+struct scrape_baseline;
+int scrape_baseline_new(const struct pprof_profile *p, const size_t *idx, size_t n,
+			struct scrape_baseline **out, struct kiln_error *err);
+void scrape_baseline_free(struct scrape_baseline *b);
+/* scrape_delta against a baseline; with next, also returns cur's baseline
+ * for the following scrape (owned by the caller). */
+int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_profile *cur,
+		      const size_t *idx, size_t n, struct pprof_profile **out, bool *reset,
+		      struct scrape_baseline **next, struct kiln_error *err);
+
 /* ---- manager -------------------------------------------------------------- */
 
 /* Called on the ingest thread; labels include __name__, job and instance.
