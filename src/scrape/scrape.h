@@ -40,7 +40,8 @@
  *   - delta: true (process_cpu by default): called with ?seconds=N; the
  *     target returns the difference itself; ingested with delta = true.
  *   - memory, block, mutex without delta: cumulative since process start.
- *     Kiln keeps the previous scrape of each series and ingests cur - prev
+ *     Kiln keeps a baseline of the previous scrape of each series (struct
+ *     scrape_baseline: per-stack sums) and ingests cur - prev
  *     (delta = true). Sample types named "inuse_*" (memory) are gauges and are
  *     ingested separately, as scraped (delta = false). The first scrape only
  *     primes the baseline. Counter reset rule: if any cumulative value of
