@@ -490,6 +490,8 @@ int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_pro
 		if (strcmp(prev->types[k], pprof_string(cur, cm->sample_type[idx[k]]->type)) ||
 		    strcmp(prev->units[k], pprof_string(cur, cm->sample_type[idx[k]]->unit)))
 			prev = NULL, *reset = true;
+	if (!prev && !next) /* a projection (the gauge types): no grouping needed */
+		return whole(cur, idx, cur_map, n, out, err);
 	if ((rc = group(cur, cur_map, n, &nb, &rep)) < 0) {
 		rc = kiln_error_set(err, -rc, "delta: %s", strerror(-rc));
 		goto done;
