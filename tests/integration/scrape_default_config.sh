@@ -41,7 +41,8 @@ grep -q 'no heap profile: Kiln is C on glibc malloc' "$work/heap.json" || fail "
 urls=()
 for _ in $(seq 500); do urls+=("$api/metrics" "$api/api/v1/labels"); done
 (while :; do curl -s "${urls[@]}" >/dev/null; done) &
-pids+=($!)
+loader=$!
+pids+=($loader)
 
 start=$(date +%s)
 now=$((start * 1000))
@@ -74,6 +75,7 @@ grep -Eq "$own" "$work/top.txt" ||
 	fail "the self-profile names none of the server's functions: $(head -20 "$work/top.txt")"
 grep -E "$own" "$work/top.txt" | head -5
 
+kill "$loader" 2>/dev/null || true
 kill -TERM $spid
 wait $spid || { rc=$?; tail -n 40 "$work/server.log"; fail "server exit status $rc"; }
 ! grep -q "ERROR\|AddressSanitizer" "$work/server.log" || { cat "$work/server.log"; fail "errors in the server log"; }
