@@ -905,3 +905,57 @@ void scrape_config_free(struct scrape_config *c)
 	free(c->bucket_directory);
 	free(c);
 }
+
+/* Replaces every "${name}" in s; *out is NULL when s has none. */
+static int substitute_one(const char *s, const char *pattern, const char *value, char **out)
+{
+	struct buf b = {0};
+	const char *p = s, *hit;
+	*out = NULL;
+	if (!strstr(s, pattern))
+		return 0;
+	while ((hit = strstr(p, pattern))) {
+		if (buf_append(&b, p, (size_t)(hit - p)) || buf_append_str(&b, value))
+			goto nomem;
+		p = hit + strlen(pattern);
+	}
+	if (buf_append_str(&b, p) || buf_terminate(&b))
+		goto nomem;
+	*out = (char *)buf_steal(&b, NULL);
+	return 0;
+nomem:
+	buf_free(&b);
+	return -ENOMEM;
+}
+
+int scrape_config_substitute(struct scrape_config *c, const char *name, const char *value,
+			     struct kiln_error *err)
+{
+	char pattern[128];
+	if (snprintf(pattern, sizeof(pattern), "${%s}", name) >= (int)sizeof(pattern))
+		return kiln_error_set(err, EINVAL, "variable name too long");
+	for (size_t j = 0; j < c->n_jobs; j++) {
+		struct scrape_job_config *job = &c->jobs[j];
+		for (size_t s = 0; s < job->n_static_configs; s++) {
+			struct static_config *sc = &job->static_configs[s];
+			for (size_t t = 0; t < sc->n_targets; t++) {
+				char *n;
+				if (substitute_one(sc->targets[t], pattern, value, &n) < 0)
+					return kiln_error_set(err, ENOMEM, "out of memory");
+				if (n) {
+					free(sc->targets[t]);
+					sc->targets[t] = n;
+				}
+				if (strstr(sc->targets[t], "${"))
+					return kiln_error_set(err, EINVAL,
+							      "%s: job \"%s\": target \"%s\" uses "
+							      "an unknown variable "
+							      "(only %s is defined)",
+							      c->path ? c->path : "config",
+							      job->job_name, sc->targets[t],
+							      pattern);
+			}
+		}
+	}
+	return 0;
+}

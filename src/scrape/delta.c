@@ -2,11 +2,12 @@
  * delta.c — turns cumulative profiles into deltas between two scrapes, and
  * projects a profile onto some of its sample types.
  *
- * Both are a copy through the pprof builder: every sample of `cur` (and of
- * `prev`, negated) is re-interned into one builder, which sums samples with
- * the same stack and labels. The stack identity is therefore the resolved
- * frames (function names, files, lines, mapping, address), not the source
- * ids, which differ between two scrapes of the same process.
+ * Samples of prev and cur are matched by content (a baseline): the stack
+ * identity is the resolved frames (function names, files, lines, mapping,
+ * address) and the labels, not the source ids, which differ between two
+ * scrapes of the same process. Only samples whose delta is not zero are
+ * then copied through the pprof builder, once (the cost of a scrape of an
+ * idle target is the matching, not a rebuild of the whole profile).
  *
  * Counter-reset rule (documented in scrape.h): when any value of the
  * difference is negative, the counters went backwards — the target
@@ -15,6 +16,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <xxhash.h>
 
 #include "common/htab.h"
 #include "scrape/scrape.h"
@@ -216,70 +219,366 @@ static int copy_all(struct pprof_builder *b, const struct pprof_profile *src, co
 	return rc;
 }
 
-int scrape_delta(const struct pprof_profile *prev, const struct pprof_profile *cur,
-		 const size_t *idx, size_t n, struct pprof_profile **out, bool *reset,
-		 struct kiln_error *err)
+/* ---- baselines: sample identity without a builder ---------------------------
+ * A baseline is what a delta needs of the previous scrape: for every sample
+ * key (a 128-bit XXH3 of its resolved frames — mapping, address, lines with
+ * function names, files and line numbers — and of its labels, i.e. the
+ * builder's notion of "same stack") the summed values of the selected
+ * types, plus those types' names and the profile's time. It is a few bytes
+ * per sample instead of a whole decoded profile. */
+
+struct scrape_baseline {
+	struct htab *keys;     /* 16-byte key -> index */
+	XXH128_hash_t *key_of; /* index -> key */
+	int64_t *values;       /* n_keys x n_types */
+	size_t n_keys, cap, n_types;
+	char **types, **units;
+	int64_t time_nanos;
+};
+
+void scrape_baseline_free(struct scrape_baseline *b)
+{
+	if (!b)
+		return;
+	htab_free(b->keys);
+	free(b->key_of);
+	free(b->values);
+	for (size_t i = 0; i < b->n_types; i++) {
+		free(b->types[i]);
+		free(b->units[i]);
+	}
+	free(b->types);
+	free(b->units);
+	free(b);
+}
+
+static int put_str(XXH3_state_t *h, const char *s)
+{
+	s = s ? s : "";
+	return XXH3_128bits_update(h, s, strlen(s) + 1) == XXH_OK ? 0 : -ENOMEM;
+}
+
+static int put_u64(XXH3_state_t *h, uint64_t v)
+{
+	return XXH3_128bits_update(h, &v, sizeof(v)) == XXH_OK ? 0 : -ENOMEM;
+}
+
+/* Hash of the content of location id of p (cache: id -> index in hashes). */
+static int location_hash(const struct pprof_profile *p, uint64_t id, struct htab *cache,
+			 XXH128_hash_t **hashes, size_t *n, size_t *cap, XXH128_hash_t *out)
+{
+	uint64_t ix;
+	if (htab_get(cache, &id, sizeof(id), &ix)) {
+		*out = (*hashes)[ix];
+		return 0;
+	}
+	const pprof_location_msg *l = pprof_location(p, id);
+	if (!l)
+		return -EINVAL;
+	XXH3_state_t *h = XXH3_createState();
+	int rc = h && XXH3_128bits_reset(h) == XXH_OK ? 0 : -ENOMEM;
+	const pprof_mapping_msg *m = l->mapping_id ? pprof_mapping(p, l->mapping_id) : NULL;
+	if (rc == 0 && m)
+		rc = put_u64(h, m->memory_start) || put_u64(h, m->memory_limit) ||
+			     put_u64(h, m->file_offset) ||
+			     put_str(h, pprof_string(p, m->filename)) ||
+			     put_str(h, pprof_string(p, m->build_id)) ||
+			     put_u64(h, (uint64_t)m->has_functions |
+					    (uint64_t)m->has_filenames << 1 |
+					    (uint64_t)m->has_line_numbers << 2 |
+					    (uint64_t)m->has_inline_frames << 3)
+			 ? -ENOMEM
+			 : 0;
+	else if (rc == 0)
+		rc = put_u64(h, UINT64_MAX);
+	if (rc == 0 && (put_u64(h, l->address) || put_u64(h, l->n_line)))
+		rc = -ENOMEM;
+	for (size_t i = 0; i < l->n_line && rc == 0; i++) {
+		const pprof_function_msg *f = pprof_function(p, l->line[i]->function_id);
+		if (!f)
+			rc = -EINVAL;
+		else if (put_str(h, pprof_string(p, f->name)) ||
+			 put_str(h, pprof_string(p, f->system_name)) ||
+			 put_str(h, pprof_string(p, f->filename)) ||
+			 put_u64(h, (uint64_t)f->start_line) ||
+			 put_u64(h, (uint64_t)l->line[i]->line) ||
+			 put_u64(h, (uint64_t)l->line[i]->column))
+			rc = -ENOMEM;
+	}
+	if (rc == 0)
+		*out = XXH3_128bits_digest(h);
+	XXH3_freeState(h);
+	if (rc)
+		return rc;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 256;
+		XXH128_hash_t *nh = realloc(*hashes, nc * sizeof(*nh));
+		if (!nh)
+			return -ENOMEM;
+		*hashes = nh;
+		*cap = nc;
+	}
+	(*hashes)[*n] = *out;
+	if (htab_put(cache, &id, sizeof(id), *n) < 0)
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+/* Groups the samples of p (types map[0..n)) by key into a new baseline;
+ * rep[i] (when rep is not NULL) is the first sample of key i. */
+static int group(const struct pprof_profile *p, const int *map, size_t n,
+		 struct scrape_baseline **out, const pprof_sample_msg ***rep)
+{
+	const pprof_msg *m = pprof_profile_msg(p);
+	struct scrape_baseline *b = calloc(1, sizeof(*b));
+	struct htab *cache = htab_new(m->n_location);
+	XXH128_hash_t *lh = NULL;
+	size_t n_lh = 0, cap_lh = 0;
+	XXH3_state_t *h = XXH3_createState();
+	const pprof_sample_msg **r = NULL;
+	int rc = 0;
+
+	*out = NULL;
+	if (rep)
+		*rep = NULL;
+	if (!b || !cache || !h || !(b->keys = htab_new(m->n_sample)) ||
+	    !(b->types = calloc(n + 1, sizeof(char *))) ||
+	    !(b->units = calloc(n + 1, sizeof(char *)))) {
+		rc = -ENOMEM;
+		goto done;
+	}
+	b->n_types = n;
+	b->time_nanos = m->time_nanos;
+	for (size_t t = 0; t < n; t++)
+		if (!(b->types[t] = strdup(pprof_string(p, m->sample_type[map[t]]->type))) ||
+		    !(b->units[t] = strdup(pprof_string(p, m->sample_type[map[t]]->unit)))) {
+			rc = -ENOMEM;
+			goto done;
+		}
+	for (size_t i = 0; i < m->n_sample && rc == 0; i++) {
+		const pprof_sample_msg *s = m->sample[i];
+		if (XXH3_128bits_reset(h) != XXH_OK) {
+			rc = -ENOMEM;
+			break;
+		}
+		for (size_t k = 0; k < s->n_location_id && rc == 0; k++) {
+			XXH128_hash_t x;
+			rc = location_hash(p, s->location_id[k], cache, &lh, &n_lh, &cap_lh, &x);
+			if (rc == 0 && XXH3_128bits_update(h, &x, sizeof(x)) != XXH_OK)
+				rc = -ENOMEM;
+		}
+		if (rc == 0 && put_u64(h, UINT64_MAX)) /* end of stack */
+			rc = -ENOMEM;
+		for (size_t k = 0; k < s->n_label && rc == 0; k++) {
+			const Perftools__Profiles__Label *l = s->label[k];
+			if (put_str(h, pprof_string(p, l->key)) || put_u64(h, l->str ? 1 : 0) ||
+			    put_str(h, l->str ? pprof_string(p, l->str) : NULL) ||
+			    put_u64(h, (uint64_t)l->num) ||
+			    put_str(h, l->num_unit ? pprof_string(p, l->num_unit) : NULL))
+				rc = -ENOMEM;
+		}
+		if (rc)
+			break;
+		XXH128_hash_t key = XXH3_128bits_digest(h);
+		uint64_t ix = b->n_keys;
+		int found = htab_intern(b->keys, &key, sizeof(key), &ix);
+		if (found < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (!found) {
+			if (b->n_keys == b->cap) {
+				size_t nc = b->cap ? b->cap * 2 : 256;
+				int64_t *nv = realloc(b->values, nc * n * sizeof(*nv));
+				XXH128_hash_t *nk = realloc(b->key_of, nc * sizeof(*nk));
+				const pprof_sample_msg **nr =
+				    rep ? realloc(r, nc * sizeof(*nr)) : NULL;
+				if (nv)
+					b->values = nv;
+				if (nk)
+					b->key_of = nk;
+				if (nr)
+					r = nr;
+				if (!nv || !nk || (rep && !nr)) {
+					rc = -ENOMEM;
+					break;
+				}
+				b->cap = nc;
+			}
+			memset(&b->values[ix * n], 0, n * sizeof(int64_t));
+			b->key_of[ix] = key;
+			if (rep)
+				r[ix] = s;
+			b->n_keys++;
+		}
+		for (size_t t = 0; t < n; t++)
+			b->values[ix * n + t] += s->value[map[t]];
+	}
+done:
+	XXH3_freeState(h);
+	htab_free(cache);
+	free(lh);
+	if (rc) {
+		scrape_baseline_free(b);
+		free(r);
+		return rc;
+	}
+	*out = b;
+	if (rep)
+		*rep = r;
+	else
+		free(r);
+	return 0;
+}
+
+int scrape_baseline_new(const struct pprof_profile *p, const size_t *idx, size_t n,
+			struct scrape_baseline **out, struct kiln_error *err)
+{
+	int map[64];
+	if (n == 0 || n > 64)
+		return kiln_error_set(err, EINVAL, "baseline over %zu sample types", n);
+	for (size_t k = 0; k < n; k++)
+		map[k] = (int)idx[k];
+	int rc = group(p, map, n, out, NULL);
+	return rc < 0 ? kiln_error_set(err, -rc, "baseline: %s", strerror(-rc)) : 0;
+}
+
+/* No baseline, or a counter reset: cur itself, zero samples left out. */
+static int whole(const struct pprof_profile *cur, const size_t *idx, const int *cur_map, size_t n,
+		 struct pprof_profile **out, struct kiln_error *err)
+{
+	struct pprof_builder *b = NULL;
+	int rc;
+	if ((rc = start_builder(cur, idx, n, pprof_profile_msg(cur)->duration_nanos, &b)) < 0 ||
+	    (rc = copy_all(b, cur, cur_map, n, 1, true)) < 0 ||
+	    (rc = pprof_builder_to_profile(b, out, err)) < 0) {
+		pprof_builder_free(b);
+		if (rc == -ENOMEM)
+			return kiln_error_set(err, ENOMEM, "delta: out of memory");
+		return kiln_error_set(err, -rc, "delta: cannot build the profile (%d)", rc);
+	}
+	pprof_builder_free(b);
+	return 0;
+}
+
+int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_profile *cur,
+		      const size_t *idx, size_t n, struct pprof_profile **out, bool *reset,
+		      struct scrape_baseline **next, struct kiln_error *err)
 {
 	const pprof_msg *cm = pprof_profile_msg(cur);
+	struct scrape_baseline *nb = NULL;
+	const pprof_sample_msg **rep = NULL;
 	struct pprof_builder *b = NULL;
-	struct pprof_profile *diff = NULL;
-	int cur_map[64], prev_map[64];
+	struct copier c = {0};
+	bool *seen = NULL;
+	int cur_map[64];
+	int64_t v[64];
 	int rc;
 
 	*out = NULL;
 	*reset = false;
+	if (next)
+		*next = NULL;
 	if (n == 0 || n > 64)
 		return kiln_error_set(err, EINVAL, "delta over %zu sample types", n);
-	for (size_t k = 0; k < n; k++) {
+	for (size_t k = 0; k < n; k++)
 		cur_map[k] = (int)idx[k];
-		prev_map[k] = prev ? same_type(prev, cur, idx[k]) : -1;
-		if (prev && prev_map[k] < 0) {
-			prev = NULL; /* the sample types changed: a new process */
-			*reset = true;
+	if (prev && prev->n_types != n)
+		prev = NULL, *reset = true; /* the sample types changed: a new process */
+	for (size_t k = 0; prev && k < n; k++)
+		if (strcmp(prev->types[k], pprof_string(cur, cm->sample_type[idx[k]]->type)) ||
+		    strcmp(prev->units[k], pprof_string(cur, cm->sample_type[idx[k]]->unit)))
+			prev = NULL, *reset = true;
+	if (!prev && !next) /* a projection (the gauge types): no grouping needed */
+		return whole(cur, idx, cur_map, n, out, err);
+	if ((rc = group(cur, cur_map, n, &nb, &rep)) < 0) {
+		rc = kiln_error_set(err, -rc, "delta: %s", strerror(-rc));
+		goto done;
+	}
+	if (prev) {
+		/* Every key of prev must still be there with values that did
+		 * not go down; a missing key with values went to zero. */
+		if (!(seen = calloc(prev->n_keys + 1, sizeof(*seen)))) {
+			rc = kiln_error_set(err, ENOMEM, "delta: out of memory");
+			goto done;
 		}
+		for (size_t ci = 0; ci < nb->n_keys && !*reset; ci++) {
+			uint64_t pi;
+			if (!htab_get(prev->keys, &nb->key_of[ci], sizeof(XXH128_hash_t), &pi))
+				continue;
+			seen[pi] = true;
+			for (size_t t = 0; t < n; t++)
+				if (nb->values[ci * n + t] < prev->values[pi * n + t])
+					*reset = true;
+		}
+		for (size_t i = 0; i < prev->n_keys && !*reset; i++)
+			for (size_t t = 0; t < n && !seen[i]; t++)
+				if (prev->values[i * n + t] != 0)
+					*reset = true;
+	}
+	if (!prev || *reset) {
+		rc = whole(cur, idx, cur_map, n, out, err);
+		goto done;
 	}
 	int64_t duration = cm->duration_nanos;
-	if (prev && pprof_profile_msg(prev)->time_nanos && cm->time_nanos)
-		duration = cm->time_nanos - pprof_profile_msg(prev)->time_nanos;
-
-	if (prev) {
-		/* cur - prev, zeros kept for now: the builder needs both sides
-		 * to meet before a zero can be told from a missing sample. */
-		if ((rc = start_builder(cur, idx, n, duration, &b)) < 0 ||
-		    (rc = copy_all(b, cur, cur_map, n, 1, false)) < 0 ||
-		    (rc = copy_all(b, prev, prev_map, n, -1, false)) < 0 ||
-		    (rc = pprof_builder_to_profile(b, &diff, err)) < 0)
-			goto fail;
-		pprof_builder_free(b);
-		b = NULL;
-		const pprof_msg *dm = pprof_profile_msg(diff);
-		for (size_t i = 0; i < dm->n_sample && !*reset; i++)
-			for (size_t k = 0; k < n; k++)
-				if (dm->sample[i]->value[k] < 0) {
-					*reset = true;
-					break;
-				}
-		if (*reset) {
-			pprof_profile_free(diff);
-			diff = NULL;
-		}
+	if (prev->time_nanos && cm->time_nanos)
+		duration = cm->time_nanos - prev->time_nanos;
+	if ((rc = start_builder(cur, idx, n, duration, &b)) < 0 ||
+	    (rc = copier_init(&c, b, cur)) < 0) {
+		rc = kiln_error_set(err, -rc, "delta: cannot build the profile (%d)", rc);
+		goto done;
 	}
-	/* Final pass: drop zero samples (from diff, or straight from cur). */
-	int ident[64];
-	for (size_t k = 0; k < n; k++)
-		ident[k] = (int)k;
-	if ((rc = start_builder(cur, idx, n, diff ? duration : cm->duration_nanos, &b)) < 0)
-		goto fail;
-	rc = diff ? copy_all(b, diff, ident, n, 1, true) : copy_all(b, cur, cur_map, n, 1, true);
-	if (rc < 0 || (rc = pprof_builder_to_profile(b, out, err)) < 0)
-		goto fail;
+	/* The changed samples, in order of first appearance in cur. */
+	for (size_t ci = 0; ci < nb->n_keys && rc == 0; ci++) {
+		uint64_t pi;
+		bool in_prev = htab_get(prev->keys, &nb->key_of[ci], sizeof(XXH128_hash_t), &pi);
+		bool any = false;
+		for (size_t t = 0; t < n; t++) {
+			v[t] = nb->values[ci * n + t] - (in_prev ? prev->values[pi * n + t] : 0);
+			any = any || v[t] != 0;
+		}
+		if (any)
+			rc = copy_sample(&c, rep[ci], v);
+	}
+	if (rc < 0)
+		rc = kiln_error_set(err, -rc, "delta: cannot build the profile (%d)", rc);
+	else
+		rc = pprof_builder_to_profile(b, out, err);
+done:
+	if (c.b)
+		copier_release(&c);
 	pprof_builder_free(b);
-	pprof_profile_free(diff);
-	return 0;
-fail:
-	pprof_builder_free(b);
-	pprof_profile_free(diff);
-	if (rc == -ENOMEM)
-		kiln_error_set(err, ENOMEM, "delta: out of memory");
-	return kiln_error_set(err, -rc, "delta: cannot build the profile (%d)", rc);
+	free(seen);
+	free(rep);
+	if (rc == 0 && next)
+		*next = nb;
+	else
+		scrape_baseline_free(nb);
+	return rc;
+}
+
+int scrape_delta(const struct pprof_profile *prev, const struct pprof_profile *cur,
+		 const size_t *idx, size_t n, struct pprof_profile **out, bool *reset,
+		 struct kiln_error *err)
+{
+	struct scrape_baseline *base = NULL;
+	bool types_changed = false;
+	size_t pidx[64];
+	int rc;
+
+	if (n == 0 || n > 64)
+		return kiln_error_set(err, EINVAL, "delta over %zu sample types", n);
+	for (size_t k = 0; prev && k < n && !types_changed; k++) {
+		int j = same_type(prev, cur, idx[k]);
+		types_changed = j < 0;
+		pidx[k] = j < 0 ? 0 : (size_t)j;
+	}
+	if (prev && !types_changed && (rc = scrape_baseline_new(prev, pidx, n, &base, err)) < 0)
+		return rc;
+	rc = scrape_delta_next(base, cur, idx, n, out, reset, NULL, err);
+	if (rc == 0 && types_changed)
+		*reset = true;
+	scrape_baseline_free(base);
+	return rc;
 }

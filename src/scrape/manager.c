@@ -51,6 +51,10 @@ struct scrape_manager {
 	CURLM *multi;
 	pthread_t scheduler, ingester;
 	atomic_bool stop;
+	/* Set (under queue_lock) once the scheduler thread has exited: only then
+	 * may the ingest thread stop, as the scheduler still finishes transfers
+	 * (and enqueues their profiles) after stop is set. */
+	bool scheduler_done;
 
 	/* Guarded by status_lock: the unit list as snapshots see it, the
 	 * status fields of units, stats. */
@@ -178,7 +182,7 @@ static void *ingest_main(void *arg)
 	struct scrape_manager *m = arg;
 	for (;;) {
 		pthread_mutex_lock(&m->queue_lock);
-		while (!m->head && !atomic_load(&m->stop))
+		while (!m->head && !m->scheduler_done)
 			pthread_cond_wait(&m->queue_cond, &m->queue_lock);
 		struct ingest_item *it = m->head;
 		if (!it) {
@@ -389,18 +393,27 @@ static int process_profile(struct scrape_manager *m, struct scrape_unit *u, stru
 		    (rc = enqueue(m, u, out, ts, false, done_ns)) < 0)
 			goto out;
 	}
-	if (n_cum && u->prev) {
-		if ((rc = scrape_delta(u->prev, p, cum, n_cum, &out, &reset, err)) < 0)
-			goto out;
-		if (reset)
-			log_info("scrape: %s: counters went backwards (target restarted?); the "
-				 "new scrape is taken as the delta",
-				 u->url);
-		rc = enqueue(m, u, out, ts, true, done_ns);
+	if (n_cum) {
+		struct scrape_baseline *next = NULL;
+		if (u->base) {
+			if ((rc = scrape_delta_next(u->base, p, cum, n_cum, &out, &reset, &next,
+						    err)) < 0)
+				goto out;
+			if (reset)
+				log_info("scrape: %s: counters went backwards (target restarted?); "
+					 "the new scrape is taken as the delta",
+					 u->url);
+			rc = enqueue(m, u, out, ts, true, done_ns);
+		} else {
+			rc = scrape_baseline_new(p, cum, n_cum, &next, err);
+		}
+		if (next) { /* the baseline for the next delta */
+			scrape_baseline_free(u->base);
+			u->base = next;
+		}
 	}
 out:
-	pprof_profile_free(u->prev);
-	u->prev = p; /* the baseline for the next delta */
+	pprof_profile_free(p);
 	return rc;
 }
 
@@ -655,7 +668,10 @@ int scrape_manager_new(const struct scrape_manager_options *opts, struct scrape_
 	}
 	if (pthread_create(&m->scheduler, NULL, scheduler_main, m) != 0) {
 		atomic_store(&m->stop, true);
+		pthread_mutex_lock(&m->queue_lock);
+		m->scheduler_done = true;
 		pthread_cond_broadcast(&m->queue_cond);
+		pthread_mutex_unlock(&m->queue_lock);
 		pthread_join(m->ingester, NULL);
 		rc = kiln_error_set(err, EAGAIN, "cannot start the scrape scheduler thread");
 		goto fail;
@@ -712,6 +728,7 @@ void scrape_manager_free(struct scrape_manager *m)
 	curl_multi_wakeup(m->multi);
 	pthread_join(m->scheduler, NULL);
 	pthread_mutex_lock(&m->queue_lock);
+	m->scheduler_done = true;
 	pthread_cond_broadcast(&m->queue_cond);
 	pthread_cond_broadcast(&m->space_cond);
 	pthread_mutex_unlock(&m->queue_lock);

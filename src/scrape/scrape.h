@@ -40,7 +40,8 @@
  *   - delta: true (process_cpu by default): called with ?seconds=N; the
  *     target returns the difference itself; ingested with delta = true.
  *   - memory, block, mutex without delta: cumulative since process start.
- *     Kiln keeps the previous scrape of each series and ingests cur - prev
+ *     Kiln keeps a baseline of the previous scrape of each series (struct
+ *     scrape_baseline: per-stack sums) and ingests cur - prev
  *     (delta = true). Sample types named "inuse_*" (memory) are gauges and are
  *     ingested separately, as scraped (delta = false). The first scrape only
  *     primes the baseline. Counter reset rule: if any cumulative value of
@@ -159,6 +160,12 @@ int scrape_config_parse(const char *text, size_t len, const char *name, struct s
 			struct kiln_error *err);
 int scrape_config_load_file(const char *path, struct scrape_config **out, struct kiln_error *err);
 void scrape_config_free(struct scrape_config *c);
+/* Replaces "${name}" by value in every static target (Kiln extension: the
+ * server defines ${KILN_PORT}, its own HTTP port, so that the shipped
+ * kiln.yaml scrapes the server whatever port it listens on). A "${" left
+ * over afterwards is refused (-EINVAL, naming job and target). */
+int scrape_config_substitute(struct scrape_config *c, const char *name, const char *value,
+			     struct kiln_error *err);
 /* Writes c as YAML with every field explicit (defaults filled in). */
 int scrape_config_dump(const struct scrape_config *c, struct buf *out);
 
@@ -183,6 +190,20 @@ int relabel_apply(const struct relabel_config *rules, size_t n, struct scrape_la
 int scrape_delta(const struct pprof_profile *prev, const struct pprof_profile *cur,
 		 const size_t *idx, size_t n, struct pprof_profile **out, bool *reset,
 		 struct kiln_error *err);
+
+/* What a delta needs of the previous scrape of a series: per stack (a
+ * 128-bit hash of its resolved frames and labels) the summed values of the
+ * selected sample types, their names and the profile time — a few bytes per
+ * sample instead of a whole decoded profile. */
+struct scrape_baseline;
+int scrape_baseline_new(const struct pprof_profile *p, const size_t *idx, size_t n,
+			struct scrape_baseline **out, struct kiln_error *err);
+void scrape_baseline_free(struct scrape_baseline *b);
+/* scrape_delta against a baseline; with next, also returns cur's baseline
+ * for the following scrape (owned by the caller). */
+int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_profile *cur,
+		      const size_t *idx, size_t n, struct pprof_profile **out, bool *reset,
+		      struct scrape_baseline **next, struct kiln_error *err);
 
 /* ---- manager -------------------------------------------------------------- */
 

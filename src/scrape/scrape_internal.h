@@ -48,7 +48,7 @@ struct scrape_unit {
 	int64_t started_mono_ms;
 	int64_t started_wall_ms;
 	char curl_err[CURL_ERROR_SIZE];
-	struct pprof_profile *prev; /* last cumulative scrape (UNIT_CUMULATIVE) */
+	struct scrape_baseline *base; /* of the last cumulative scrape (UNIT_CUMULATIVE) */
 };
 
 /* Builds every unit of cfg (active and dropped), sorted by job then URL.

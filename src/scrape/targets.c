@@ -22,7 +22,7 @@ void scrape_unit_free(struct scrape_unit *u)
 	if (u->easy)
 		curl_easy_cleanup(u->easy);
 	buf_free(&u->body);
-	pprof_profile_free(u->prev);
+	scrape_baseline_free(u->base);
 	free(u);
 }
 

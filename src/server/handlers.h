@@ -53,5 +53,7 @@ void ext_scrape_stop(void *state);
 
 /* Self-profiling (selfprof.c): CPU profile of the server's own threads. */
 void http_debug_pprof_profile(const struct http_request *req, struct http_response *resp);
+/* Any other /debug/pprof/ path (heap, allocs, ...): 404 with the reason. */
+void http_debug_pprof_other(const struct http_request *req, struct http_response *resp);
 
 #endif

@@ -4,6 +4,9 @@
  * target, reloads on SIGHUP) and the targets endpoints:
  * parca.scrape.v1alpha1.ScrapeService/Targets and GET /api/v1/targets.
  *
+ * ${KILN_PORT} in a target is the server's own HTTP port (the shipped
+ * kiln.yaml scrapes the server itself on whatever port it listens).
+ *
  * SIGHUP: the extension installs a handler that only sets a flag; a small
  * watcher thread polls it (every 200 ms) and reloads. A config that does not
  * load keeps the old one running and the reason is logged; the targets that
@@ -13,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -50,11 +54,28 @@ static int ingest_to_store(void *ctx, const struct store_label *labels, size_t n
 	return store_write_profile(server_store(e->srv), labels, n, p, ts, delta, err);
 }
 
+/* Loads path with ${KILN_PORT} standing for the server's own HTTP port, so
+ * that a config scraping the server itself follows --http-address. */
+static int load_config(struct server *s, const char *path, struct scrape_config **out,
+		       struct kiln_error *err)
+{
+	char port[16];
+	int rc = scrape_config_load_file(path, out, err);
+	if (rc < 0)
+		return rc;
+	snprintf(port, sizeof(port), "%d", server_port(s));
+	if ((rc = scrape_config_substitute(*out, "KILN_PORT", port, err)) < 0) {
+		scrape_config_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 static void reload(struct scrape_ext *e)
 {
 	struct kiln_error err = {0};
 	struct scrape_config *cfg;
-	if (scrape_config_load_file(e->config_path, &cfg, &err) < 0) {
+	if (load_config(e->srv, e->config_path, &cfg, &err) < 0) {
 		log_error("SIGHUP: config not reloaded, the old one stays in effect: %s", err.msg);
 		return;
 	}
@@ -90,7 +111,7 @@ int ext_scrape_start(struct server *s, const char *config_path, void **state,
 	*state = NULL;
 	if (!config_path)
 		return 0; /* no pull mode */
-	if ((rc = scrape_config_load_file(config_path, &cfg, err)) < 0)
+	if ((rc = load_config(s, config_path, &cfg, err)) < 0)
 		return rc;
 	if (!(e = calloc(1, sizeof(*e))) || !(e->config_path = strdup(config_path))) {
 		free(e);

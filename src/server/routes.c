@@ -59,6 +59,7 @@ const struct http_route server_http_routes[] = {
     {"GET", "/api/v1/debuginfo", false, http_debuginfo_list},
     {"GET", "/api/v1/targets", false, http_targets},
     {"GET", "/debug/pprof/profile", false, http_debug_pprof_profile},
+    {"GET", "/debug/pprof/", true, http_debug_pprof_other},
     {"GET", "/", true, http_ui},
 };
 const size_t server_n_http_routes = sizeof(server_http_routes) / sizeof(server_http_routes[0]);

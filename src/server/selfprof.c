@@ -460,3 +460,22 @@ out:
 	free(p);
 	pthread_mutex_unlock(&profiling_lock);
 }
+
+/* GET /debug/pprof/<anything else>. Only the CPU profile is real: a heap
+ * profile needs the stack of every sampled allocation, and glibc's malloc
+ * keeps none (its statistics, mallinfo2/malloc_info, are totals per arena);
+ * getting stacks would mean replacing the allocator for the whole process.
+ * Rather than serve made-up data, say so — a scraper gets a 404 with the
+ * reason as its last error. */
+void http_debug_pprof_other(const struct http_request *req, struct http_response *resp)
+{
+	const char *name = req->path + strlen("/debug/pprof/");
+	if (strcmp(name, "heap") == 0 || strcmp(name, "allocs") == 0)
+		return http_error(resp, 404, -1,
+				  "%s: no heap profile: Kiln is C on glibc malloc, which records "
+				  "no allocation stacks (only /debug/pprof/profile is served)",
+				  req->path);
+	http_error(resp, 404, -1,
+		   "%s: no such profile (only /debug/pprof/profile?seconds=N is served)",
+		   req->path);
+}

@@ -7,8 +7,8 @@ export GOCACHE="$root/build/go/cache" GOFLAGS=-mod=mod GO111MODULE=off GOTOOLCHA
 work=$(mktemp -d /tmp/kiln-scrape-test.XXXXXX)
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT

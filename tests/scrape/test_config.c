@@ -75,6 +75,33 @@ static void test_parca_quickstart_defaults(void **state)
 	scrape_config_free(c);
 }
 
+/* ${KILN_PORT} in targets (the shipped kiln.yaml): substituted in every
+ * target; an unknown variable is refused naming job and target. */
+static void test_substitute_self_port(void **state)
+{
+	struct kiln_error err = {0};
+	struct scrape_config *c = parse_ok("scrape_configs:\n"
+					   "  - job_name: \"kiln\"\n"
+					   "    static_configs:\n"
+					   "      - targets: ['127.0.0.1:${KILN_PORT}', 'h:1']\n"
+					   "      - targets: ['[::1]:${KILN_PORT}']\n");
+	(void)state;
+	assert_int_equal(scrape_config_substitute(c, "KILN_PORT", "17070", &err), 0);
+	assert_string_equal(c->jobs[0].static_configs[0].targets[0], "127.0.0.1:17070");
+	assert_string_equal(c->jobs[0].static_configs[0].targets[1], "h:1");
+	assert_string_equal(c->jobs[0].static_configs[1].targets[0], "[::1]:17070");
+	scrape_config_free(c);
+
+	c = parse_ok("scrape_configs:\n"
+		     "  - job_name: \"x\"\n"
+		     "    static_configs:\n"
+		     "      - targets: ['127.0.0.1:${PORT}']\n");
+	assert_int_equal(scrape_config_substitute(c, "KILN_PORT", "1", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "job \"x\": target \"127.0.0.1:${PORT}\" uses an unknown "
+					"variable (only ${KILN_PORT} is defined)"));
+	scrape_config_free(c);
+}
+
 static void test_endpoint_merge_and_alias(void **state)
 {
 	struct scrape_config *c = parse_ok("scrape_configs:\n"
@@ -252,6 +279,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parca_quickstart_defaults),
 	    cmocka_unit_test(test_endpoint_merge_and_alias),
+	    cmocka_unit_test(test_substitute_self_port),
 	    cmocka_unit_test(test_errors_name_line_and_column),
 	    cmocka_unit_test(test_every_field_round_trips),
 	    cmocka_unit_test(test_durations),

@@ -124,6 +124,29 @@ static void test_counter_reset_takes_new_scrape(void **state)
 	pprof_profile_free(cur);
 }
 
+/* A stack of prev that is missing from cur went from N to 0: counters went
+ * backwards, the same as a decrease. */
+static void test_vanished_stack_is_a_reset(void **state)
+{
+	const struct stack_value a[] = {{"main.small", "main.loop", 100, 102400},
+					{"main.gone1", "main.loop", 3, 300}};
+	const struct stack_value b[] = {{"main.small", "main.loop", 120, 122880}};
+	struct pprof_profile *prev = make(a, 2, 1, false);
+	struct pprof_profile *cur = make(b, 1, 2, true);
+	struct pprof_profile *d;
+	size_t idx[2] = {0, 1};
+	bool reset;
+	(void)state;
+
+	assert_int_equal(scrape_delta(prev, cur, idx, 2, &d, &reset, NULL), 0);
+	assert_true(reset);
+	assert_int_equal(pprof_profile_msg(d)->n_sample, 1);
+	assert_int_equal(value_of(d, "main.small", 0), 120);
+	pprof_profile_free(d);
+	pprof_profile_free(prev);
+	pprof_profile_free(cur);
+}
+
 static void test_projection_without_prev(void **state)
 {
 	const struct stack_value a[] = {{"main.small", "main.loop", 100, 102400},
@@ -149,6 +172,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_delta_subtracts_per_stack),
 	    cmocka_unit_test(test_counter_reset_takes_new_scrape),
+	    cmocka_unit_test(test_vanished_stack_is_a_reset),
 	    cmocka_unit_test(test_projection_without_prev),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

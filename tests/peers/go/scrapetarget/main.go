@@ -143,8 +143,15 @@ func main() {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}()
+		// Listen on every port before saying "ready"; a port in use is
+		// exit status 3, so that the caller can retry with another base.
 		for i := 0; i < *many; i++ {
-			go serve(fmt.Sprintf("127.0.0.1:%d", *basePort+i), mux)
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *basePort+i))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(3)
+			}
+			go http.Serve(ln, mux)
 		}
 		fmt.Println("ready")
 		select {}
