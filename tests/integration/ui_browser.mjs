@@ -39,6 +39,18 @@ async function waitPaint(after) {
 	await page.waitForFunction((a) => Number(document.body.dataset.painted || 0) > a, after, { timeout: 30000 });
 }
 const st = () => page.evaluate(() => window.__kiln.state());
+const settled = () => page.evaluate(() => Number(document.body.dataset.settled || 0));
+async function waitSettled(after) {
+	await page.waitForFunction((a) => Number(document.body.dataset.settled || 0) > a, after, { timeout: 30000 });
+}
+const flameBinaries = () =>
+	page.evaluate(() => {
+		const f = window.__kiln.flame();
+		if (!f) return [];
+		const set = new Set();
+		for (let i = 1; i < f.n; i++) if (f.strings[f.binary[i]]) set.add(f.strings[f.binary[i]]);
+		return [...set];
+	});
 const flameInfo = () =>
 	page.evaluate(() => {
 		const f = window.__kiln.flame();
@@ -118,7 +130,49 @@ const merged = await flameInfo();
 assert.ok(merged.n > 10, 'icicle graph has frames');
 assert.match(await tid('selection-a').innerText(), /Merged whole range/);
 assert.ok((await page.evaluate(() => location.search)).includes('a.q=node'), 'URL holds the query');
+// Colours by binary / package, with a legend (one Go binary here: its packages).
+assert.ok((await tid('legend-binary').count()) >= 1, 'binary legend');
+assert.ok((await tid('legend-package').count()) >= 2, 'package legend for a one-binary profile');
 await shot('search');
+
+// Time range: a custom range with no data says what to try; one around now finds the profiles.
+async function customRange(fromAgoMin, toAgoMin) {
+	await tid('range-select-a').selectOption('custom');
+	await page.evaluate(([f, t]) => {
+		const loc = (ms) => {
+			const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+			return d.toISOString().slice(0, 16);
+		};
+		const set = (id, v) => {
+			const el = document.querySelector(`[data-testid="${id}"]`);
+			el.value = v;
+			el.dispatchEvent(new Event('input', { bubbles: true }));
+		};
+		set('range-from-a', loc(Date.now() - f * 60000));
+		set('range-to-a', loc(Date.now() - t * 60000));
+	}, [fromAgoMin, toAgoMin]);
+}
+await customRange(3 * 1440, 2 * 1440);
+let q0 = await settled();
+await tid('search-a').click();
+await waitSettled(q0);
+await tid('graph-empty-a').waitFor({ state: 'visible' });
+assert.match(await tid('graph-empty-a').innerText(), /widen the range/);
+assert.match(await tid('result-empty').innerText(), /widen the time range/);
+assert.ok((await st()).a.range.from > 0, 'custom range in the state');
+await shot('empty-range');
+await customRange(30, -5);
+p0 = await painted();
+await tid('search-a').click();
+await waitPaint(p0);
+assert.equal((await flameInfo()).total, merged.total, 'custom range around now: the same profiles');
+// Back to the default preset (last 1 h).
+await tid('range-select-a').selectOption('1h');
+p0 = await painted();
+await tid('search-a').click();
+await waitPaint(p0);
+await page.waitForFunction(() => window.__kiln.graph('a').pointClient(0, 1) !== null);
+assert.equal((await st()).a.range.preset, '1h');
 
 // 5. Click a metrics-graph point: that single profile.
 p0 = await painted();
@@ -303,18 +357,55 @@ await page.setViewportSize({ width: 1280, height: 800 });
 await tid('nav-targets').click();
 await tid('page-targets').waitFor({ state: 'visible' });
 await page.waitForFunction(() => !document.querySelector('[data-testid="page-targets"] .loading'));
-const expectTargets = process.env.UI_EXPECT_TARGETS === '1';
-if (expectTargets) {
-	await page.locator('[data-testid^="job-"]').first().waitFor();
-	const job = await page.locator('[data-testid^="job-"]').first().innerText();
-	assert.match(job, /up|down|unknown/);
-	assert.match(job, /instance=/);
-} else {
-	const txt = await tid('page-targets').innerText();
-	assert.match(txt, /Could not load targets|No scrape targets/, txt);
-}
+// kiln scrapes itself (up) and a closed port (down); the page refreshes itself.
+const selfJob = tid('job-kiln-self');
+await selfJob.locator('[data-testid="health"]', { hasText: 'up' }).first().waitFor({ timeout: 60000 });
+const selfTxt = await selfJob.innerText();
+assert.match(selfTxt, /debug\/pprof\/profile/);
+assert.match(selfTxt, /instance="127\.0\.0\.1:\d+"/);
+assert.match(selfTxt, /env="ui-test"/);
+assert.match(selfTxt, /ago|just now/);
+const offline = tid('job-offline');
+await offline.locator('[data-testid="health"]', { hasText: 'down' }).first().waitFor({ timeout: 60000 });
+assert.match(await offline.innerText(), /connection refused/);
+assert.match(await tid('targets-summary').innerText(), /of \d+ up/);
 assert.ok((await page.evaluate(() => location.search)).includes('page=targets'));
 await shot('targets');
+
+// 15. Hide frames by binary, on kiln's own CPU profile (scraped above: the
+// kiln binary and its shared libraries). The profile grows with every scrape;
+// wait until it spans two binaries (kiln did real work serving this test).
+await tid('nav-profiles').click();
+await tid('type-select-a').selectOption('process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta');
+await tid('matchers-a').fill('job="kiln-self"');
+let bins = [];
+for (let tries = 0; tries < 30; tries++) {
+	q0 = await settled();
+	await tid('search-a').click();
+	await waitSettled(q0);
+	bins = await flameBinaries();
+	if (bins.length >= 2) break;
+	// Give kiln work to profile while the next scrape runs.
+	await page.evaluate(async (t) => {
+		for (let k = 0; k < 20; k++) await fetch(`/api/v1/query?query=${encodeURIComponent(t + '{}')}&start=${Date.now() - 3600e3}&end=${Date.now()}&mode=merge&report=flamegraph`);
+	}, TYPE);
+	await page.waitForTimeout(2000);
+}
+assert.ok(bins.length >= 2, `kiln's profile spans two binaries: ${bins}`);
+const legendBins = await tid('legend-binary').evaluateAll((bs) => bs.map((b) => b.title.replace(/^hide frames of /, '')));
+const victim = legendBins.find((b) => b !== '(unknown)' && bins.includes(b) && legendBins.indexOf(b) > 0) ?? legendBins.find((b) => b !== '(unknown)');
+assert.ok(victim, `a binary to hide among ${legendBins}`);
+q0 = await settled();
+await tid('legend-binary').and(page.locator(`[title="hide frames of ${victim}"]`)).click();
+await waitSettled(q0);
+assert.ok(!(await flameBinaries()).includes(victim), `${victim} hidden`);
+assert.ok((await tid('hidden-chip').innerText()).includes(victim), 'a chip to show it again');
+assert.ok((await page.evaluate(() => location.search)).includes('hide='), 'URL holds the hidden binaries');
+await shot('hide-binary');
+q0 = await settled();
+await tid('hidden-chip').click();
+await waitSettled(q0);
+assert.ok((await flameBinaries()).includes(victim), `${victim} shown again`);
 
 assert.deepEqual(errors, [], 'no page errors');
 await browser.close();

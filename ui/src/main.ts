@@ -264,8 +264,15 @@ function renderPage(): void {
 	navProfiles.classList.toggle('active', state.page === 'profiles');
 	navTargets.classList.toggle('active', state.page === 'targets');
 	compareBtn.hidden = state.page !== 'profiles';
-	if (state.page === 'targets') renderTargets(targetsPage);
+	clearInterval(targetsTimer);
+	if (state.page === 'targets') {
+		const refresh = () => renderTargets(targetsPage, true, refresh);
+		renderTargets(targetsPage, false, refresh);
+		// Health and last scrape change with every scrape: keep them current while the page is open.
+		targetsTimer = window.setInterval(() => document.visibilityState === 'visible' && refresh(), 5000);
+	}
 }
+let targetsTimer = 0;
 
 function renderLayout(): void {
 	sidesEl.classList.toggle('compare', state.compare);
@@ -478,7 +485,10 @@ async function loadProfile(): Promise<void> {
 		resultError.textContent = 'Query failed: ' + (e as Error).message.split('\n')[0];
 		if (e instanceof ApiError && e.position !== undefined) sides.a.bar.showError(e);
 	} finally {
-		if (seq === profileSeq) profileLoading.stop();
+		if (seq === profileSeq) {
+			profileLoading.stop();
+			document.body.dataset.settled = String(seq); // answered: painted, empty or failed (tests wait on it)
+		}
 	}
 }
 

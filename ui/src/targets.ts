@@ -18,8 +18,12 @@ function labels(l: Record<string, string>): HTMLElement {
 	return h('div.labels', {}, ...Object.keys(l).sort().map((k) => h('span.label-chip', {}, `${k}="${l[k]}"`)));
 }
 
-export async function renderTargets(root: HTMLElement): Promise<void> {
-	root.replaceChildren(h('div.loading', {}, h('span.spinner'), ' Loading targets…'));
+/**
+ * Renders the page into root. A refresh (quiet) keeps the current content
+ * until the answer is there, so the periodic update does not flicker.
+ */
+export async function renderTargets(root: HTMLElement, quiet = false, onRefresh?: () => void): Promise<void> {
+	if (!quiet || !root.firstChild) root.replaceChildren(h('div.loading', {}, h('span.spinner'), ' Loading targets…'));
 	let res;
 	try {
 		res = await api.targets();
@@ -30,7 +34,17 @@ export async function renderTargets(root: HTMLElement): Promise<void> {
 	const now = Date.now();
 	const active = res.active ?? [];
 	const dropped = res.dropped ?? [];
-	const out: HTMLElement[] = [h('h2', {}, 'Targets')];
+	const nUp = active.filter((t) => t.health === 'up').length;
+	const out: HTMLElement[] = [
+		h(
+			'div.targets-head',
+			{},
+			h('h2', {}, 'Targets'),
+			h('span.targets-summary', { testid: 'targets-summary' }, active.length ? `${nUp} of ${active.length} up · updated ${new Date(now).toLocaleTimeString()} (every 5 s)` : ''),
+			h('span.grow'),
+			h('button', { testid: 'targets-refresh', onclick: () => (onRefresh ? onRefresh() : renderTargets(root, true)) }, 'Refresh'),
+		),
+	];
 	if (!active.length) {
 		out.push(h('div.empty-state', { testid: 'targets-empty' }, 'No scrape targets. Kiln scrapes pprof endpoints in pull mode: add a scrape_configs job to the config file (see docs) and start kiln with --config-path.'));
 	}
