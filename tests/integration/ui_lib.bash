@@ -1,6 +1,7 @@
 # Shared helpers for tests/integration/ui_browser.sh and bench/bench-ui.sh
 # (sourced, not run): a real kiln on a free port with a temp storage path,
 # Python gRPC stubs generated from proto/, and Go runtime/pprof profiles.
+# kiln runs without --ui-path: it must find build/ui beside its binary.
 #
 #   ui_setup          temp dir $T, cleanup trap, stubs in $STUBS
 #   ui_start_kiln     starts $KILN: $PORT, $ADDR, $URL, $SPID; with
@@ -63,7 +64,7 @@ ui_start_kiln() {
 			sed "s/@PORT@/$PORT/g" "$UI_CONFIG_TEMPLATE" >"$T/kiln.yaml"
 			cfg=(--config-path="$T/kiln.yaml")
 		fi
-		"$KILN" --http-address="$ADDR" --storage-path="$T/data" --ui-path="$UI_DIR" "${cfg[@]}" "$@" \
+		"$KILN" --http-address="$ADDR" --storage-path="$T/data" "${cfg[@]}" "$@" \
 			>>"$T/server.log" 2>&1 &
 		SPID=$!
 		for _ in $(seq 1 100); do

@@ -14,6 +14,15 @@ export interface GraphCallbacks {
 	onRange(start: number, end: number): void;
 }
 
+let measureCtx: CanvasRenderingContext2D | null = null;
+/** Pixel width of a tick label in uPlot's axis font. */
+function textWidth(t: string): number {
+	measureCtx ??= document.createElement('canvas').getContext('2d');
+	if (!measureCtx) return t.length * 7;
+	measureCtx.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif';
+	return measureCtx.measureText(t).width;
+}
+
 export class MetricsGraph {
 	readonly el: HTMLElement;
 	private plotEl: HTMLElement;
@@ -92,7 +101,8 @@ export class MetricsGraph {
 				{
 					stroke: axisStroke,
 					grid: { stroke: grid },
-					size: 80,
+					// Wide enough for the longest tick label ("0.010 cores", "512 MiB"): uPlot asks again when the labels change.
+					size: (_u, values) => 18 + Math.ceil(Math.max(40, ...(values ?? []).map(textWidth))),
 					values: (_u, splits) => formatTicks(splits, unit, ymode),
 				},
 			],
