@@ -186,6 +186,10 @@ const single = await flameInfo();
 assert.ok(single.total > 0 && single.total < merged.total, `single ${single.total} < merged ${merged.total}`);
 assert.match(await tid('selection-a').innerText(), /Single profile at/);
 await shot('point');
+// Hovering a legend entry highlights its series (the other ones fade).
+await tid('metrics-legend').first().locator('.legend-item').first().hover();
+await page.waitForFunction(() => document.querySelector('[data-testid="metrics-legend"] .legend-item.focused') !== null);
+await page.mouse.move(5, 5);
 
 // 6. Zoom into a frame; tooltip; breadcrumb; Esc resets.
 await clickNode('main.hashAlpha');

@@ -137,8 +137,16 @@ export class MetricsGraph {
 				const sw = document.createElement('i');
 				sw.style.background = seriesColor(i, l);
 				item.append(sw, l);
-				item.addEventListener('mouseenter', () => this.u?.setSeries(i + 1, { focus: true }));
-				item.addEventListener('mouseleave', () => this.u?.setSeries(null as unknown as number, { focus: true }));
+				item.addEventListener('mouseenter', () => {
+					this.u?.setSeries(i + 1, { focus: true });
+					this.legendEl.classList.add('focusing');
+					item.classList.add('focused');
+				});
+				item.addEventListener('mouseleave', () => {
+					this.u?.setSeries(null as unknown as number, { focus: true });
+					this.legendEl.classList.remove('focusing');
+					item.classList.remove('focused');
+				});
 				return item;
 			}),
 		);

@@ -547,14 +547,15 @@ function renderLegend(): void {
 	}
 	const dark = isDark();
 	if (f.diff) {
-		const sw = (b: number, label?: string) => h('span.diff-swatch', { style: `background:${diffBucketColor(b, dark)}`, title: label ?? '' });
+		const pct = (b: number) => (b === 0 ? 'unchanged (within ±2%)' : `${b > 0 ? '+' : '−'}${Math.round((Math.abs(b) / DIFF_STEPS) * 100)}% or ${b > 0 ? 'more' : 'less'}`);
+		const sw = (b: number, label?: string) => h('span.diff-swatch', { style: `background:${diffBucketColor(b, dark)}`, title: label ?? pct(b) });
 		legendEl.replaceChildren(
 			h('span.legend-title', {}, 'Change B vs A:'),
-			h('span.legend-item', { testid: 'diff-legend-better' }, 'better (less) '),
+			h('span.legend-item', { testid: 'diff-legend-better' }, 'better (less) −100%'),
 			...[-DIFF_STEPS, -DIFF_STEPS / 2, -1].map((b) => sw(b)),
 			sw(0, 'unchanged'),
 			...[1, DIFF_STEPS / 2, DIFF_STEPS].map((b) => sw(b)),
-			h('span.legend-item', { testid: 'diff-legend-worse' }, ' worse (more)'),
+			h('span.legend-item', { testid: 'diff-legend-worse' }, '+100% worse (more)'),
 			h('span.legend-note', {}, '· width = B · intensity = relative change, full at ±100% · lavender = unchanged'),
 		);
 		return;
