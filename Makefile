@@ -179,9 +179,10 @@ build/fuzz/%: fuzz/%.c build/fuzz/libkiln-fuzz.a
 
 FUZZ_SECONDS ?= 600
 fuzz: deps fuzz-build
-	@for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build/fuzz/corpus/$$n; \
+	@for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build/fuzz/corpus/$$n build/fuzz/artifacts; \
 		echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build/fuzz/corpus/$$n fuzz/corpus/$$n 2>&1 | tail -5 || exit 1; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/$$n- build/fuzz/corpus/$$n fuzz/corpus/$$n >build/fuzz/$$n.log 2>&1; \
+		rc=$$?; tail -5 build/fuzz/$$n.log; [ $$rc -eq 0 ] || exit 1; \
 	done
 
 # --- benchmarks (print figures; never pass/fail on time) ------------------------

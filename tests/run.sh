@@ -62,7 +62,11 @@ for f in $(ls "$KILN_FUZZBIN"/fuzz_* 2>/dev/null | grep -v '\.' | sort); do
 	[[ -n "$TEST_FILTER" && "$name" != *"$TEST_FILTER"* ]] && continue
 	log="$logdir/fuzz_$n.log"; corpus="$root/build/fuzz/corpus/$n"; mkdir -p "$corpus"
 	seeds=(); [ -d "fuzz/corpus/$n" ] && seeds=("fuzz/corpus/$n")
-	"$f" -max_total_time="$FUZZ_SMOKE_SECONDS" -rss_limit_mb=2048 "$corpus" "${seeds[@]}" >"$log" 2>&1
+	# -timeout: one slow input is a failure to look at, not a hung suite;
+	# artifacts (crash-*, slow-unit-*) go under build/, never the checkout.
+	mkdir -p "$root/build/fuzz/artifacts"
+	"$f" -max_total_time="$FUZZ_SMOKE_SECONDS" -timeout=30 -rss_limit_mb=2048 \
+		-artifact_prefix="$root/build/fuzz/artifacts/$n-" "$corpus" "${seeds[@]}" >"$log" 2>&1
 	record "$name" "$?" "$log"
 done
 

@@ -16,6 +16,7 @@
 #include <libelf.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "symbols/symbols.h"
@@ -43,6 +44,8 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 	size_t phnum, shstrndx, symtab_strndx = 0;
 	Elf_Scn *scn = NULL;
 	char tmp[4096];
+	int64_t layout;
+	struct stat st;
 
 	elf_version(EV_CURRENT);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", out_path) >= (int)sizeof(tmp))
@@ -139,7 +142,21 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 		}
 	}
 	ehdr.e_shstrndx = shstrndx < SHN_LORESERVE ? (uint16_t)shstrndx : SHN_XINDEX;
-	if (!gelf_update_ehdr(out, &ehdr) || elf_update(out, ELF_C_WRITE) < 0) {
+	if (!gelf_update_ehdr(out, &ehdr) || (layout = elf_update(out, ELF_C_NULL)) < 0) {
+		rc = kiln_error_set(e, EIO, "%s: %s", tmp, elf_errmsg(-1));
+		goto out;
+	}
+	/* The output keeps a subset of the input's bytes, so it can only be
+	 * larger by padding; a hostile alignment (2^40) would otherwise make
+	 * libelf write gigabytes of zeros. */
+	if (fstat(in_fd, &st) < 0 || layout > st.st_size + (1 << 20)) {
+		rc = kiln_error_set(e, ENOEXEC,
+				    "%s: section alignments would make a %lld-byte debug file "
+				    "from a %lld-byte binary; refusing",
+				    in_path, (long long)layout, (long long)st.st_size);
+		goto out;
+	}
+	if (elf_update(out, ELF_C_WRITE) < 0) {
 		rc = kiln_error_set(e, EIO, "%s: %s", tmp, elf_errmsg(-1));
 		goto out;
 	}
