@@ -39,6 +39,8 @@ async function waitPaint(after) {
 	await page.waitForFunction((a) => Number(document.body.dataset.painted || 0) > a, after, { timeout: 30000 });
 }
 const st = () => page.evaluate(() => window.__kiln.state());
+// Zoom animation over and the last change drawn (rAF may lag on a loaded machine).
+const drawn = (pg = page) => pg.waitForFunction(() => window.__kiln.icicle.idle, null, { timeout: 30000 });
 const settled = () => page.evaluate(() => Number(document.body.dataset.settled || 0));
 async function waitSettled(after) {
 	await page.waitForFunction((a) => Number(document.body.dataset.settled || 0) > a, after, { timeout: 30000 });
@@ -194,7 +196,7 @@ await page.mouse.move(5, 5);
 // 6. Zoom into a frame; tooltip; breadcrumb; Esc resets.
 await clickNode('main.hashAlpha');
 await page.waitForFunction(() => window.__kiln.state().focus.includes('main.hashAlpha'));
-await page.waitForTimeout(350); // zoom animation
+await drawn();
 assert.match(await tid('breadcrumb').innerText(), /main\.hashAlpha/);
 const c2 = await page.evaluate(() => window.__kiln.icicle.nodeCenter(window.__kiln.widest('main.hashAlpha')));
 await page.mouse.move(c2.x - 20, c2.y);
@@ -218,7 +220,7 @@ await page.keyboard.type('sortBeta');
 await page.waitForFunction(() => /%/.test(document.querySelector('[data-testid="search-share"]').textContent));
 const share = await tid('search-share').innerText();
 assert.match(share, /of total/);
-await page.waitForTimeout(100);
+await drawn();
 const dimmed = await nodePixel('main.hashAlpha');
 const lit = await nodePixel('main.sortBeta');
 assert.ok(Math.max(...lit) - Math.min(...lit) > Math.max(...dimmed) - Math.min(...dimmed), `match ${lit} more saturated than non-match ${dimmed}`);
@@ -248,7 +250,7 @@ await tid('table-filter').fill('sortBeta');
 await page.waitForFunction(() => document.querySelectorAll('[data-testid="table-view"] tbody tr').length === 1);
 await page.locator('[data-testid="table-view"] tbody tr').first().click();
 await page.waitForFunction(() => window.__kiln.state().view === 'both' && window.__kiln.state().focus.at(-1) === 'main.sortBeta');
-await page.waitForTimeout(350);
+await drawn();
 await shot('both');
 
 // 9. Merge the whole range.
@@ -281,6 +283,7 @@ s = await st();
 assert.ok(s.compare && s.a.mode === 'merge' && s.a.start && s.b.start && s.b.start > s.a.end, 'two ranges selected');
 const d = await flameInfo();
 assert.ok(d.diff, 'diff report');
+await drawn();
 const worse = await nodePixel('main.sortBeta');
 const better = await nodePixel('main.hashAlpha');
 assert.ok(worse[0] > worse[1] + 30, `sortBeta (more in B) is red: ${worse}`);
@@ -296,7 +299,7 @@ await shot('compare-table');
 await tid('view-icicle').click();
 await clickNode('main.nested');
 await page.waitForFunction(() => window.__kiln.state().focus.length > 0);
-await page.waitForTimeout(350);
+await drawn();
 
 // 11. Share: copy the link, reload it, get the same view; download pprof and folded.
 await tid('copy-link').click();
@@ -314,7 +317,7 @@ const page2 = await ctx.newPage();
 page2.on('pageerror', (e) => errors.push(e.message));
 await page2.goto(link);
 await page2.waitForFunction(() => Number(document.body.dataset.painted || 0) > 0, null, { timeout: 30000 });
-await page2.waitForTimeout(400);
+await drawn(page2);
 const after = await page2.evaluate(() => window.__kiln.state());
 assert.deepEqual(after.focus, before.focus, 'same zoom');
 assert.equal(after.compare, true);
@@ -345,15 +348,14 @@ fs.writeFileSync(path.join(out, 'merged.total'), String((await flameInfo()).tota
 // 12. Dark theme.
 await tid('theme-toggle').click();
 assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
-await page.waitForTimeout(100);
+await drawn();
 await shot('dark-theme');
 await tid('theme-toggle').click();
 
 // 13. Wide screen.
 await page.setViewportSize({ width: 2200, height: 1000 });
-await page.waitForTimeout(300);
-const cw = await page.evaluate(() => document.querySelector('[data-testid="icicle-canvas"]').getBoundingClientRect().width);
-assert.ok(cw > 1800, `icicle graph uses the wide screen (${cw}px)`);
+await page.waitForFunction(() => document.querySelector('[data-testid="icicle-canvas"]').getBoundingClientRect().width > 1800, null, { timeout: 30000 });
+await drawn();
 await shot('wide');
 await page.setViewportSize({ width: 1280, height: 800 });
 

@@ -133,6 +133,7 @@ export class Icicle {
 		this.cb.onFocus(pathOf(f, node), node);
 		cancelAnimationFrame(this.anim);
 		if (!animate) {
+			this.anim = 0;
 			this.win = target;
 			this.schedule();
 			return;
@@ -148,8 +149,14 @@ export class Icicle {
 			this.draw();
 			perf().frames.push(performance.now() - s);
 			if (t < 1) this.anim = requestAnimationFrame(step);
+			else this.anim = 0;
 		};
 		this.anim = requestAnimationFrame(step);
+	}
+
+	/** True when no zoom animation runs and no draw is pending (tests wait for it). */
+	get idle(): boolean {
+		return this.anim === 0 && this.pending === 0;
 	}
 
 	reset(): void {
