@@ -1,7 +1,6 @@
 # Shared helpers for tests/integration/ui_browser.sh and bench/bench-ui.sh
 # (sourced, not run): a real kiln on a free port with a temp storage path,
 # Python gRPC stubs generated from proto/, and Go runtime/pprof profiles.
-# kiln runs without --ui-path: it must find build/ui beside its binary.
 #
 #   ui_setup          temp dir $T, cleanup trap, stubs in $STUBS
 #   ui_start_kiln     starts $KILN: $PORT, $ADDR, $URL, $SPID; with
@@ -60,6 +59,9 @@ ui_start_kiln() {
 		ADDR=127.0.0.1:$PORT
 		URL=http://$ADDR
 		local cfg=()
+		# kiln finds the UI beside its binary (<exe>/../ui, <exe>/../../ui); a
+		# KILN_BIN outside the build tree gets it explicitly.
+		[ -d "$KILN_BIN/../ui" ] || [ -d "$KILN_BIN/../../ui" ] || cfg+=(--ui-path="$UI_DIR")
 		if [ -n "${UI_CONFIG_TEMPLATE:-}" ]; then
 			sed "s/@PORT@/$PORT/g" "$UI_CONFIG_TEMPLATE" >"$T/kiln.yaml"
 			cfg=(--config-path="$T/kiln.yaml")
