@@ -212,6 +212,29 @@ await shot('zoom');
 await page.mouse.move(5, 5);
 await page.keyboard.press('Escape');
 await page.waitForFunction(() => window.__kiln.state().focus.length === 0);
+await drawn();
+// Ctrl + wheel zooms around the pointer, a drag pans; neither changes the focus; Esc goes back.
+const box = await tid('icicle-canvas').boundingBox();
+const full = await page.evaluate(() => window.__kiln.icicle.view.w);
+await page.mouse.move(box.x + box.width / 2, box.y + 9);
+await page.keyboard.down('Control');
+await page.mouse.wheel(0, -400);
+await page.keyboard.up('Control');
+await page.waitForFunction((w) => window.__kiln.icicle.view.w < w * 0.8, full, { timeout: 30000 });
+await drawn();
+const zoomed = await page.evaluate(() => window.__kiln.icicle.view);
+assert.ok(zoomed.x0 > 0, `zoomed around the pointer (window ${JSON.stringify(zoomed)})`);
+await page.mouse.down();
+await page.mouse.move(box.x + box.width / 2 + 60, box.y + 9, { steps: 4 });
+await page.mouse.move(box.x + box.width / 2 + 120, box.y + 9, { steps: 4 });
+await page.mouse.up();
+await drawn();
+const panned = await page.evaluate(() => window.__kiln.icicle.view);
+assert.ok(panned.x0 < zoomed.x0 && Math.abs(panned.w - zoomed.w) < 1e-6 * zoomed.w, `dragging right pans left: ${JSON.stringify(panned)}`);
+assert.equal((await st()).focus.length, 0, 'a drag is not a click');
+await page.mouse.move(5, 5);
+await page.keyboard.press('Escape');
+await page.waitForFunction((w) => window.__kiln.icicle.idle && window.__kiln.icicle.view.w === w && window.__kiln.icicle.view.x0 === 0, full, { timeout: 30000 });
 
 // 7. Search a function: `/` focuses the search box; matches are highlighted with their share.
 await page.keyboard.press('/');

@@ -173,6 +173,7 @@ const icicle = new Icicle({
 		commit();
 		renderBreadcrumb();
 	},
+	onPan: () => (resetBtn.disabled = false),
 });
 const table = new Table({
 	onSort: (col, desc) => {
