@@ -404,9 +404,13 @@ await shot('targets');
 // 15. Hide frames by binary, on kiln's own CPU profile (scraped above: the
 // kiln binary and its shared libraries). The profile grows with every scrape;
 // wait until it spans two binaries (kiln did real work serving this test).
-await tid('nav-profiles').click();
-await tid('type-select-a').selectOption('process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta');
-await tid('matchers-a').fill('job="kiln-self"');
+// "profiles →" on the kiln-self target opens its CPU profiles, selected by the target's labels.
+await selfJob.locator('[data-testid="open-profiles"]').first().click();
+await page.waitForFunction(() => {
+	const s = window.__kiln.state();
+	return s.page === 'profiles' && s.a.type === 'process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta' && s.a.matchers.includes('job="kiln-self"');
+}, null, { timeout: 30000 });
+assert.match(await tid('matchers-a').inputValue(), /instance="127\.0\.0\.1:\d+"/);
 let bins = [];
 for (let tries = 0; tries < 30; tries++) {
 	q0 = await settled();

@@ -267,13 +267,31 @@ function renderPage(): void {
 	compareBtn.hidden = state.page !== 'profiles';
 	clearInterval(targetsTimer);
 	if (state.page === 'targets') {
-		const refresh = () => renderTargets(targetsPage, true, refresh);
-		renderTargets(targetsPage, false, refresh);
+		const hooks = { onRefresh: () => renderTargets(targetsPage, true, hooks), onOpen: openTarget };
+		renderTargets(targetsPage, false, hooks);
 		// Health and last scrape change with every scrape: keep them current while the page is open.
-		targetsTimer = window.setInterval(() => document.visibilityState === 'visible' && refresh(), 5000);
+		targetsTimer = window.setInterval(() => document.visibilityState === 'visible' && hooks.onRefresh(), 5000);
 	}
 }
 let targetsTimer = 0;
+
+/** Targets page → Profiles: the target's first profile type of that name, its labels as matchers, searched. */
+async function openTarget(name: string, matchers: string): Promise<void> {
+	const pick = () => types.find((x) => x.name === name && x.sample_unit !== 'count') ?? types.find((x) => x.name === name);
+	if (!pick()) await loadTypes(); // the first scrape may have come after this page loaded
+	const t = pick();
+	state.page = 'profiles';
+	state.compare = false;
+	state.a = { type: t?.key ?? '', matchers, range: { preset: '1h' }, mode: 'merge' };
+	state.hide = [];
+	state.focus = [];
+	sides.a.bar.load(state.a);
+	commit(true);
+	renderPage();
+	renderLayout();
+	if (t) search('a');
+	else sides.a.bar.showError(new ApiError(`no profiles named "${name}" stored yet — wait for the first scrape, then reload`, 404));
+}
 
 function renderLayout(): void {
 	sidesEl.classList.toggle('compare', state.compare);
@@ -635,22 +653,28 @@ window.addEventListener('popstate', () => {
 };
 
 // ---- start ---------------------------------------------------------------------
+async function loadTypes(): Promise<void> {
+	try {
+		const [from, to] = resolveRange({ preset: '7d' }, Date.now());
+		types = (await api.profileTypes(from - 30 * 86400e3, to + 86400e3)).types;
+	} catch (e) {
+		sides.a.bar.showError(e as Error);
+	}
+	sides.a.bar.setTypes(types, state.a.type);
+	sides.b.bar.setTypes(types, state.b.type);
+}
+
 async function start(fetchTypes = true): Promise<void> {
 	renderPage();
 	renderLayout();
 	sides.a.bar.load(state.a);
 	sides.b.bar.load(state.b);
 	searchIn.value = state.search;
-	if (fetchTypes) {
-		try {
-			const [from, to] = resolveRange({ preset: '7d' }, Date.now());
-			types = (await api.profileTypes(from - 30 * 86400e3, to + 86400e3)).types;
-		} catch (e) {
-			sides.a.bar.showError(e as Error);
-		}
+	if (fetchTypes) await loadTypes();
+	else {
+		sides.a.bar.setTypes(types, state.a.type);
+		sides.b.bar.setTypes(types, state.b.type);
 	}
-	sides.a.bar.setTypes(types, state.a.type);
-	sides.b.bar.setTypes(types, state.b.type);
 	sides.a.loadGraph();
 	if (state.compare) sides.b.loadGraph();
 	loadProfile();

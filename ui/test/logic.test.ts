@@ -316,3 +316,11 @@ describe('targets', () => {
 		expect(g.get('api')!.map((x) => x.health)).toEqual(['up', 'down']);
 	});
 });
+
+describe('target matchers', () => {
+	it('selects a target by its labels, without the profile name', async () => {
+		const { targetMatchers } = await import('../src/targets');
+		const t = { job: 'api', url: 'http://h:1/debug/pprof/profile', labels: { __name__: 'process_cpu', job: 'api', instance: 'h:1', env: 'a"b' }, health: 'up', last_scrape: 0, last_scrape_duration_ms: 0, last_error: '' };
+		expect(targetMatchers(t)).toBe('env="a\\"b", instance="h:1", job="api"');
+	});
+});
