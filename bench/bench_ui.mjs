@@ -57,6 +57,25 @@ for (const size of sizes) {
 		await wait();
 		return window.__kilnPerf.frames;
 	});
+	// Wheel zoom and pan at the root: 40 Ctrl+wheel steps in, 40 horizontal wheel steps, one per frame.
+	const panFrames = await page.evaluate(async () => {
+		const c = document.querySelector('[data-testid="icicle-canvas"]');
+		const r = c.getBoundingClientRect();
+		const raf = () => new Promise((res) => requestAnimationFrame(() => res()));
+		window.__kilnPerf.frames = [];
+		const at = { clientX: r.left + r.width / 2, clientY: r.top + 9, bubbles: true, cancelable: true };
+		for (let k = 0; k < 40; k++) {
+			c.dispatchEvent(new WheelEvent('wheel', { ...at, deltaY: -60, ctrlKey: true }));
+			await raf();
+		}
+		for (let k = 0; k < 40; k++) {
+			c.dispatchEvent(new WheelEvent('wheel', { ...at, deltaX: k < 20 ? 80 : -80 }));
+			await raf();
+		}
+		await raf();
+		window.__kiln.icicle.reset();
+		return window.__kilnPerf.frames.slice(0, 80);
+	});
 	const last = runs.at(-1);
 	results.push({
 		size,
@@ -73,6 +92,10 @@ for (const size of sizes) {
 		zoomP95: pct(frames, 0.95),
 		zoomMax: Math.max(...frames),
 		frames: frames.length,
+		panMedian: med(panFrames),
+		panP95: pct(panFrames, 0.95),
+		panMax: Math.max(...panFrames),
+		panN: panFrames.length,
 	});
 }
 
@@ -95,10 +118,10 @@ await browser.close();
 
 const f = (x, d = 1) => (x == null ? 'timeout' : x.toFixed(d));
 console.log('\nui: Search → painted icicle graph (headless Chromium 1280x800, median of ' + RUNS + ')');
-console.log('size   nodes     search→paint ms  fetch ms  JSON.parse ms  layout ms  first draw ms  API MB  bytes/node  zoom frame ms (median/p95/max, n)');
+console.log('size   nodes     search→paint ms  fetch ms  JSON.parse ms  layout ms  first draw ms  API MB  bytes/node  zoom frame ms (median/p95/max, n)  wheel zoom+pan frame ms (median/p95/max, n)');
 for (const r of results) {
 	console.log(
-		`${r.size.padEnd(6)} ${String(r.nodes).padEnd(9)} ${f(r.searchToPaint).padStart(15)}  ${f(r.fetch).padStart(8)}  ${f(r.json).padStart(13)}  ${f(r.layout).padStart(9)}  ${f(r.draw).padStart(13)}  ${f(r.mb, 2).padStart(6)}  ${f(r.bytesPerNode).padStart(10)}  ${f(r.zoomMedian, 2)}/${f(r.zoomP95, 2)}/${f(r.zoomMax, 2)}, ${r.frames}`,
+		`${r.size.padEnd(6)} ${String(r.nodes).padEnd(9)} ${f(r.searchToPaint).padStart(15)}  ${f(r.fetch).padStart(8)}  ${f(r.json).padStart(13)}  ${f(r.layout).padStart(9)}  ${f(r.draw).padStart(13)}  ${f(r.mb, 2).padStart(6)}  ${f(r.bytesPerNode).padStart(10)}  ${f(r.zoomMedian, 2)}/${f(r.zoomP95, 2)}/${f(r.zoomMax, 2)}, ${r.frames}  ${f(r.panMedian, 2)}/${f(r.panP95, 2)}/${f(r.panMax, 2)}, ${r.panN}`,
 	);
 }
 if (peerResults.length) {

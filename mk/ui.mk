@@ -30,3 +30,13 @@ test: build/ui/index.html
 .PHONY: ui-test
 ui-test: build/ui/index.html
 	cd ui && node_modules/.bin/vitest run
+
+# `make install [PREFIX=/opt/kiln] [DESTDIR=...]`: the binaries in
+# PREFIX/bin and the UI in PREFIX/ui, where kiln finds it by default
+# (<exe>/../ui), so one directory serves everything.
+PREFIX ?= /opt/kiln
+.PHONY: install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/ui
+	install -m 755 build/bin/kiln build/bin/kiln-agent build/bin/kilnctl $(DESTDIR)$(PREFIX)/bin/
+	cp -R build/ui/. $(DESTDIR)$(PREFIX)/ui/

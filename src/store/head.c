@@ -70,8 +70,10 @@ int series_rows_add_profile(struct series_rows *r, int64_t ts, const uint32_t *s
 		r->values = v;
 		r->cap_r = c;
 	}
-	memcpy(r->stacks + r->nr, stacks, n * sizeof(*stacks));
-	memcpy(r->values + r->nr, values, n * sizeof(*values));
+	if (n) { /* an empty profile (e.g. an idle scrape) may pass NULL arrays */
+		memcpy(r->stacks + r->nr, stacks, n * sizeof(*stacks));
+		memcpy(r->values + r->nr, values, n * sizeof(*values));
+	}
 	for (size_t i = 0; i < n; i++)
 		total += values[i];
 	r->ts[r->np] = ts;

@@ -39,6 +39,20 @@ async function waitPaint(after) {
 	await page.waitForFunction((a) => Number(document.body.dataset.painted || 0) > a, after, { timeout: 30000 });
 }
 const st = () => page.evaluate(() => window.__kiln.state());
+// Zoom animation over and the last change drawn (rAF may lag on a loaded machine).
+const drawn = (pg = page) => pg.waitForFunction(() => window.__kiln.icicle.idle, null, { timeout: 30000 });
+const settled = () => page.evaluate(() => Number(document.body.dataset.settled || 0));
+async function waitSettled(after) {
+	await page.waitForFunction((a) => Number(document.body.dataset.settled || 0) > a, after, { timeout: 30000 });
+}
+const flameBinaries = () =>
+	page.evaluate(() => {
+		const f = window.__kiln.flame();
+		if (!f) return [];
+		const set = new Set();
+		for (let i = 1; i < f.n; i++) if (f.strings[f.binary[i]]) set.add(f.strings[f.binary[i]]);
+		return [...set];
+	});
 const flameInfo = () =>
 	page.evaluate(() => {
 		const f = window.__kiln.flame();
@@ -118,7 +132,49 @@ const merged = await flameInfo();
 assert.ok(merged.n > 10, 'icicle graph has frames');
 assert.match(await tid('selection-a').innerText(), /Merged whole range/);
 assert.ok((await page.evaluate(() => location.search)).includes('a.q=node'), 'URL holds the query');
+// Colours by binary / package, with a legend (one Go binary here: its packages).
+assert.ok((await tid('legend-binary').count()) >= 1, 'binary legend');
+assert.ok((await tid('legend-package').count()) >= 2, 'package legend for a one-binary profile');
 await shot('search');
+
+// Time range: a custom range with no data says what to try; one around now finds the profiles.
+async function customRange(fromAgoMin, toAgoMin) {
+	await tid('range-select-a').selectOption('custom');
+	await page.evaluate(([f, t]) => {
+		const loc = (ms) => {
+			const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+			return d.toISOString().slice(0, 16);
+		};
+		const set = (id, v) => {
+			const el = document.querySelector(`[data-testid="${id}"]`);
+			el.value = v;
+			el.dispatchEvent(new Event('input', { bubbles: true }));
+		};
+		set('range-from-a', loc(Date.now() - f * 60000));
+		set('range-to-a', loc(Date.now() - t * 60000));
+	}, [fromAgoMin, toAgoMin]);
+}
+await customRange(3 * 1440, 2 * 1440);
+let q0 = await settled();
+await tid('search-a').click();
+await waitSettled(q0);
+await tid('graph-empty-a').waitFor({ state: 'visible' });
+assert.match(await tid('graph-empty-a').innerText(), /widen the range/);
+assert.match(await tid('result-empty').innerText(), /widen the time range/);
+assert.ok((await st()).a.range.from > 0, 'custom range in the state');
+await shot('empty-range');
+await customRange(30, -5);
+p0 = await painted();
+await tid('search-a').click();
+await waitPaint(p0);
+assert.equal((await flameInfo()).total, merged.total, 'custom range around now: the same profiles');
+// Back to the default preset (last 1 h).
+await tid('range-select-a').selectOption('1h');
+p0 = await painted();
+await tid('search-a').click();
+await waitPaint(p0);
+await page.waitForFunction(() => window.__kiln.graph('a').pointClient(0, 1) !== null);
+assert.equal((await st()).a.range.preset, '1h');
 
 // 5. Click a metrics-graph point: that single profile.
 p0 = await painted();
@@ -132,11 +188,15 @@ const single = await flameInfo();
 assert.ok(single.total > 0 && single.total < merged.total, `single ${single.total} < merged ${merged.total}`);
 assert.match(await tid('selection-a').innerText(), /Single profile at/);
 await shot('point');
+// Hovering a legend entry highlights its series (the other ones fade).
+await tid('metrics-legend').first().locator('.legend-item').first().hover();
+await page.waitForFunction(() => document.querySelector('[data-testid="metrics-legend"] .legend-item.focused') !== null);
+await page.mouse.move(5, 5);
 
 // 6. Zoom into a frame; tooltip; breadcrumb; Esc resets.
 await clickNode('main.hashAlpha');
 await page.waitForFunction(() => window.__kiln.state().focus.includes('main.hashAlpha'));
-await page.waitForTimeout(350); // zoom animation
+await drawn();
 assert.match(await tid('breadcrumb').innerText(), /main\.hashAlpha/);
 const c2 = await page.evaluate(() => window.__kiln.icicle.nodeCenter(window.__kiln.widest('main.hashAlpha')));
 await page.mouse.move(c2.x - 20, c2.y);
@@ -152,6 +212,29 @@ await shot('zoom');
 await page.mouse.move(5, 5);
 await page.keyboard.press('Escape');
 await page.waitForFunction(() => window.__kiln.state().focus.length === 0);
+await drawn();
+// Ctrl + wheel zooms around the pointer, a drag pans; neither changes the focus; Esc goes back.
+const box = await tid('icicle-canvas').boundingBox();
+const full = await page.evaluate(() => window.__kiln.icicle.view.w);
+await page.mouse.move(box.x + box.width / 2, box.y + 9);
+await page.keyboard.down('Control');
+await page.mouse.wheel(0, -400);
+await page.keyboard.up('Control');
+await page.waitForFunction((w) => window.__kiln.icicle.view.w < w * 0.8, full, { timeout: 30000 });
+await drawn();
+const zoomed = await page.evaluate(() => window.__kiln.icicle.view);
+assert.ok(zoomed.x0 > 0, `zoomed around the pointer (window ${JSON.stringify(zoomed)})`);
+await page.mouse.down();
+await page.mouse.move(box.x + box.width / 2 + 60, box.y + 9, { steps: 4 });
+await page.mouse.move(box.x + box.width / 2 + 120, box.y + 9, { steps: 4 });
+await page.mouse.up();
+await drawn();
+const panned = await page.evaluate(() => window.__kiln.icicle.view);
+assert.ok(panned.x0 < zoomed.x0 && Math.abs(panned.w - zoomed.w) < 1e-6 * zoomed.w, `dragging right pans left: ${JSON.stringify(panned)}`);
+assert.equal((await st()).focus.length, 0, 'a drag is not a click');
+await page.mouse.move(5, 5);
+await page.keyboard.press('Escape');
+await page.waitForFunction((w) => window.__kiln.icicle.idle && window.__kiln.icicle.view.w === w && window.__kiln.icicle.view.x0 === 0, full, { timeout: 30000 });
 
 // 7. Search a function: `/` focuses the search box; matches are highlighted with their share.
 await page.keyboard.press('/');
@@ -160,7 +243,7 @@ await page.keyboard.type('sortBeta');
 await page.waitForFunction(() => /%/.test(document.querySelector('[data-testid="search-share"]').textContent));
 const share = await tid('search-share').innerText();
 assert.match(share, /of total/);
-await page.waitForTimeout(100);
+await drawn();
 const dimmed = await nodePixel('main.hashAlpha');
 const lit = await nodePixel('main.sortBeta');
 assert.ok(Math.max(...lit) - Math.min(...lit) > Math.max(...dimmed) - Math.min(...dimmed), `match ${lit} more saturated than non-match ${dimmed}`);
@@ -190,7 +273,7 @@ await tid('table-filter').fill('sortBeta');
 await page.waitForFunction(() => document.querySelectorAll('[data-testid="table-view"] tbody tr').length === 1);
 await page.locator('[data-testid="table-view"] tbody tr').first().click();
 await page.waitForFunction(() => window.__kiln.state().view === 'both' && window.__kiln.state().focus.at(-1) === 'main.sortBeta');
-await page.waitForTimeout(350);
+await drawn();
 await shot('both');
 
 // 9. Merge the whole range.
@@ -223,6 +306,7 @@ s = await st();
 assert.ok(s.compare && s.a.mode === 'merge' && s.a.start && s.b.start && s.b.start > s.a.end, 'two ranges selected');
 const d = await flameInfo();
 assert.ok(d.diff, 'diff report');
+await drawn();
 const worse = await nodePixel('main.sortBeta');
 const better = await nodePixel('main.hashAlpha');
 assert.ok(worse[0] > worse[1] + 30, `sortBeta (more in B) is red: ${worse}`);
@@ -238,7 +322,7 @@ await shot('compare-table');
 await tid('view-icicle').click();
 await clickNode('main.nested');
 await page.waitForFunction(() => window.__kiln.state().focus.length > 0);
-await page.waitForTimeout(350);
+await drawn();
 
 // 11. Share: copy the link, reload it, get the same view; download pprof and folded.
 await tid('copy-link').click();
@@ -256,7 +340,7 @@ const page2 = await ctx.newPage();
 page2.on('pageerror', (e) => errors.push(e.message));
 await page2.goto(link);
 await page2.waitForFunction(() => Number(document.body.dataset.painted || 0) > 0, null, { timeout: 30000 });
-await page2.waitForTimeout(400);
+await drawn(page2);
 const after = await page2.evaluate(() => window.__kiln.state());
 assert.deepEqual(after.focus, before.focus, 'same zoom');
 assert.equal(after.compare, true);
@@ -287,15 +371,14 @@ fs.writeFileSync(path.join(out, 'merged.total'), String((await flameInfo()).tota
 // 12. Dark theme.
 await tid('theme-toggle').click();
 assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
-await page.waitForTimeout(100);
+await drawn();
 await shot('dark-theme');
 await tid('theme-toggle').click();
 
 // 13. Wide screen.
 await page.setViewportSize({ width: 2200, height: 1000 });
-await page.waitForTimeout(300);
-const cw = await page.evaluate(() => document.querySelector('[data-testid="icicle-canvas"]').getBoundingClientRect().width);
-assert.ok(cw > 1800, `icicle graph uses the wide screen (${cw}px)`);
+await page.waitForFunction(() => document.querySelector('[data-testid="icicle-canvas"]').getBoundingClientRect().width > 1800, null, { timeout: 30000 });
+await drawn();
 await shot('wide');
 await page.setViewportSize({ width: 1280, height: 800 });
 
@@ -303,18 +386,59 @@ await page.setViewportSize({ width: 1280, height: 800 });
 await tid('nav-targets').click();
 await tid('page-targets').waitFor({ state: 'visible' });
 await page.waitForFunction(() => !document.querySelector('[data-testid="page-targets"] .loading'));
-const expectTargets = process.env.UI_EXPECT_TARGETS === '1';
-if (expectTargets) {
-	await page.locator('[data-testid^="job-"]').first().waitFor();
-	const job = await page.locator('[data-testid^="job-"]').first().innerText();
-	assert.match(job, /up|down|unknown/);
-	assert.match(job, /instance=/);
-} else {
-	const txt = await tid('page-targets').innerText();
-	assert.match(txt, /Could not load targets|No scrape targets/, txt);
-}
+// kiln scrapes itself (up) and a closed port (down); the page refreshes itself.
+const selfJob = tid('job-kiln-self');
+await selfJob.locator('[data-testid="health"]', { hasText: 'up' }).first().waitFor({ timeout: 60000 });
+const selfTxt = await selfJob.innerText();
+assert.match(selfTxt, /debug\/pprof\/profile/);
+assert.match(selfTxt, /instance="127\.0\.0\.1:\d+"/);
+assert.match(selfTxt, /env="ui-test"/);
+assert.match(selfTxt, /ago|just now/);
+const offline = tid('job-offline');
+await offline.locator('[data-testid="health"]', { hasText: 'down' }).first().waitFor({ timeout: 60000 });
+assert.match(await offline.innerText(), /connection refused/);
+assert.match(await tid('targets-summary').innerText(), /of \d+ up/);
 assert.ok((await page.evaluate(() => location.search)).includes('page=targets'));
 await shot('targets');
+
+// 15. Hide frames by binary, on kiln's own CPU profile (scraped above: the
+// kiln binary and its shared libraries). The profile grows with every scrape;
+// wait until it spans two binaries (kiln did real work serving this test).
+// "profiles →" on the kiln-self target opens its CPU profiles, selected by the target's labels.
+await selfJob.locator('[data-testid="open-profiles"]').first().click();
+await page.waitForFunction(() => {
+	const s = window.__kiln.state();
+	return s.page === 'profiles' && s.a.type === 'process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta' && s.a.matchers.includes('job="kiln-self"');
+}, null, { timeout: 30000 });
+assert.match(await tid('matchers-a').inputValue(), /instance="127\.0\.0\.1:\d+"/);
+let bins = [];
+for (let tries = 0; tries < 30; tries++) {
+	q0 = await settled();
+	await tid('search-a').click();
+	await waitSettled(q0);
+	bins = await flameBinaries();
+	if (bins.length >= 2) break;
+	// Give kiln work to profile while the next scrape runs.
+	await page.evaluate(async (t) => {
+		for (let k = 0; k < 20; k++) await fetch(`/api/v1/query?query=${encodeURIComponent(t + '{}')}&start=${Date.now() - 3600e3}&end=${Date.now()}&mode=merge&report=flamegraph`);
+	}, TYPE);
+	await page.waitForTimeout(2000);
+}
+assert.ok(bins.length >= 2, `kiln's profile spans two binaries: ${bins}`);
+const legendBins = await tid('legend-binary').evaluateAll((bs) => bs.map((b) => b.title.replace(/^hide frames of /, '')));
+const victim = legendBins.find((b) => b !== '(unknown)' && bins.includes(b) && legendBins.indexOf(b) > 0) ?? legendBins.find((b) => b !== '(unknown)');
+assert.ok(victim, `a binary to hide among ${legendBins}`);
+q0 = await settled();
+await tid('legend-binary').and(page.locator(`[title="hide frames of ${victim}"]`)).click();
+await waitSettled(q0);
+assert.ok(!(await flameBinaries()).includes(victim), `${victim} hidden`);
+assert.ok((await tid('hidden-chip').innerText()).includes(victim), 'a chip to show it again');
+assert.ok((await page.evaluate(() => location.search)).includes('hide='), 'URL holds the hidden binaries');
+await shot('hide-binary');
+q0 = await settled();
+await tid('hidden-chip').click();
+await waitSettled(q0);
+assert.ok((await flameBinaries()).includes(victim), `${victim} shown again`);
 
 assert.deepEqual(errors, [], 'no page errors');
 await browser.close();

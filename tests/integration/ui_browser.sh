@@ -3,7 +3,8 @@
 # real kiln with real Go runtime/pprof profiles pushed over gRPC WriteRaw:
 # type, matcher autocomplete, Search, graph point, zoom, function search,
 # table sort, Both, merge, compare two ranges (diff colours), share link
-# reload, downloads (read back with go tool pprof), themes, targets.
+# reload, downloads (read back with go tool pprof), themes, targets (kiln
+# scrapes itself), custom range and empty state, hide frames by binary.
 # Screenshots of each step go to build/ui-screenshots/ (docs/UI.md).
 source "$(dirname "$0")/ui_lib.bash"
 ui_setup
@@ -14,21 +15,38 @@ mkdir -p "$SHOTS" "$T/prof" "$T/out"
 (cd "$KILN_ROOT/tests/peers/go/uiload" && go build -o "$T/uiload" main.go) || die "go build uiload"
 "$T/uiload" -out "$T/prof" -n 4 -units 40 || die "uiload"
 
-# Scrape kiln's own pprof endpoint when pull mode is there (targets page).
-cat >"$T/kiln.yaml" <<YAML
+# Pull mode for the targets page: kiln scrapes its own CPU profile
+# (/debug/pprof/profile, perf events on its threads) and an endpoint that is
+# down, so the page shows an up and a down job with a real error.
+cat >"$T/kiln.yaml.in" <<'YAML'
 scrape_configs:
   - job_name: kiln-self
-    scrape_interval: 2s
-    scrape_timeout: 2s
+    scrape_interval: 3s
+    scrape_timeout: 6s
+    static_configs:
+      - targets: ["127.0.0.1:@PORT@"]
+        labels:
+          env: ui-test
+    profiling_config:
+      pprof_config:
+        process_cpu: {enabled: true}
+        memory: {enabled: false}
+        block: {enabled: false}
+        mutex: {enabled: false}
+        goroutine: {enabled: false}
+  - job_name: offline
+    scrape_interval: 3s
+    scrape_timeout: 6s
     static_configs:
       - targets: ["127.0.0.1:1"]
+    profiling_config:
+      pprof_config:
+        memory: {enabled: false}
+        block: {enabled: false}
+        mutex: {enabled: false}
+        goroutine: {enabled: false}
 YAML
-ui_start_kiln
-if curl -s -o /dev/null -w '%{http_code}' "$URL/api/v1/targets" | grep -q '^200$'; then
-	export UI_EXPECT_TARGETS=1
-	kill -TERM "$SPID"; wait "$SPID"; SPID=
-	ui_start_kiln --config-path="$T/kiln.yaml"
-fi
+UI_CONFIG_TEMPLATE=$T/kiln.yaml.in ui_start_kiln
 
 # Series node=n1: four profiles alternating hash-heavy / sort-heavy; node=n2: one.
 for k in 0 1 2 3; do ui_push uiload "$T/prof/cpu-$k.pb.gz" job=ui node=n1; done

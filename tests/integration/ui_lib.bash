@@ -3,7 +3,9 @@
 # Python gRPC stubs generated from proto/, and Go runtime/pprof profiles.
 #
 #   ui_setup          temp dir $T, cleanup trap, stubs in $STUBS
-#   ui_start_kiln     starts $KILN: $PORT, $ADDR, $URL, $SPID
+#   ui_start_kiln     starts $KILN: $PORT, $ADDR, $URL, $SPID; with
+#                     $UI_CONFIG_TEMPLATE set, that file with @PORT@ replaced by
+#                     kiln's own port is passed as --config-path (pull mode)
 #   ui_push NAME FILE [k=v ...]   WriteRaw through python3-grpcio
 set -uo pipefail
 : "${KILN_ROOT:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -56,7 +58,15 @@ ui_start_kiln() {
 		PORT=$(free_port)
 		ADDR=127.0.0.1:$PORT
 		URL=http://$ADDR
-		"$KILN" --http-address="$ADDR" --storage-path="$T/data" --ui-path="$UI_DIR" "$@" \
+		local cfg=()
+		# kiln finds the UI beside its binary (<exe>/../ui, <exe>/../../ui); a
+		# KILN_BIN outside the build tree gets it explicitly.
+		[ -d "$KILN_BIN/../ui" ] || [ -d "$KILN_BIN/../../ui" ] || cfg+=(--ui-path="$UI_DIR")
+		if [ -n "${UI_CONFIG_TEMPLATE:-}" ]; then
+			sed "s/@PORT@/$PORT/g" "$UI_CONFIG_TEMPLATE" >"$T/kiln.yaml"
+			cfg=(--config-path="$T/kiln.yaml")
+		fi
+		"$KILN" --http-address="$ADDR" --storage-path="$T/data" "${cfg[@]}" "$@" \
 			>>"$T/server.log" 2>&1 &
 		SPID=$!
 		for _ in $(seq 1 100); do

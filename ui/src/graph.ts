@@ -14,6 +14,15 @@ export interface GraphCallbacks {
 	onRange(start: number, end: number): void;
 }
 
+let measureCtx: CanvasRenderingContext2D | null = null;
+/** Pixel width of a tick label in uPlot's axis font. */
+function textWidth(t: string): number {
+	measureCtx ??= document.createElement('canvas').getContext('2d');
+	if (!measureCtx) return t.length * 7;
+	measureCtx.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif';
+	return measureCtx.measureText(t).width;
+}
+
 export class MetricsGraph {
 	readonly el: HTMLElement;
 	private plotEl: HTMLElement;
@@ -92,7 +101,8 @@ export class MetricsGraph {
 				{
 					stroke: axisStroke,
 					grid: { stroke: grid },
-					size: 80,
+					// Wide enough for the longest tick label ("0.010 cores", "512 MiB"): uPlot asks again when the labels change.
+					size: (_u, values) => 18 + Math.ceil(Math.max(40, ...(values ?? []).map(textWidth))),
 					values: (_u, splits) => formatTicks(splits, unit, ymode),
 				},
 			],
@@ -127,8 +137,16 @@ export class MetricsGraph {
 				const sw = document.createElement('i');
 				sw.style.background = seriesColor(i, l);
 				item.append(sw, l);
-				item.addEventListener('mouseenter', () => this.u?.setSeries(i + 1, { focus: true }));
-				item.addEventListener('mouseleave', () => this.u?.setSeries(null as unknown as number, { focus: true }));
+				item.addEventListener('mouseenter', () => {
+					this.u?.setSeries(i + 1, { focus: true });
+					this.legendEl.classList.add('focusing');
+					item.classList.add('focused');
+				});
+				item.addEventListener('mouseleave', () => {
+					this.u?.setSeries(null as unknown as number, { focus: true });
+					this.legendEl.classList.remove('focusing');
+					item.classList.remove('focused');
+				});
 				return item;
 			}),
 		);

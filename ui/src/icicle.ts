@@ -3,6 +3,8 @@
 // skips every subtree that is outside the window or narrower than 1 px, so
 // the cost of a frame is bounded by what is visible, not by the tree size.
 // Zoom animates the value window; ancestors of the focus span the full width.
+// Drag or a horizontal wheel pans the window, Ctrl/⌘ + wheel zooms around
+// the pointer; both keep the focus (Esc / Reset zoom go back to the root).
 
 import { binaryColor, packageOf, diffBucket, diffBucketColor, relativeChange, DIFF_STEPS } from './colors';
 import { type Flame, type Window, nodeAt, pathOf, searchMask, matchedValue } from './flame';
@@ -12,6 +14,8 @@ export const ROW = 18;
 
 export interface IcicleCallbacks {
 	onFocus(path: string[], node: number): void;
+	/** The window was panned or wheel-zoomed (the focus is unchanged). */
+	onPan?(): void;
 }
 
 export interface PerfLog {
@@ -51,6 +55,7 @@ export class Icicle {
 	private charW = 7;
 	private anim = 0;
 	private pending = 0;
+	private dragged = false; // the last mousedown panned: swallow its click
 	private binColors = new Map<number, string>();
 	private byPackage = false; // one binary: colour by the function's package instead
 	private diffColors = new Map<number, string>();
@@ -76,6 +81,8 @@ export class Icicle {
 			this.schedule();
 		});
 		this.canvas.addEventListener('click', (e) => this.onClick(e));
+		this.canvas.addEventListener('mousedown', (e) => this.onDown(e));
+		this.canvas.addEventListener('wheel', (e) => this.onWheel(e), { passive: false });
 		new ResizeObserver(() => this.resize()).observe(this.el);
 	}
 
@@ -133,6 +140,7 @@ export class Icicle {
 		this.cb.onFocus(pathOf(f, node), node);
 		cancelAnimationFrame(this.anim);
 		if (!animate) {
+			this.anim = 0;
 			this.win = target;
 			this.schedule();
 			return;
@@ -143,13 +151,19 @@ export class Icicle {
 		const step = (now: number) => {
 			const t = Math.min(1, (now - t0) / dur);
 			const e = 1 - Math.pow(1 - t, 3);
-			this.win = { x0: from.x0 + (target.x0 - from.x0) * e, w: from.w + (target.w - from.w) * e };
+			this.win = t >= 1 ? target : { x0: from.x0 + (target.x0 - from.x0) * e, w: from.w + (target.w - from.w) * e };
 			const s = performance.now();
 			this.draw();
 			perf().frames.push(performance.now() - s);
 			if (t < 1) this.anim = requestAnimationFrame(step);
+			else this.anim = 0;
 		};
 		this.anim = requestAnimationFrame(step);
+	}
+
+	/** True when no zoom animation runs and no draw is pending (tests wait for it). */
+	get idle(): boolean {
+		return this.anim === 0 && this.pending === 0;
 	}
 
 	reset(): void {
@@ -325,7 +339,83 @@ export class Icicle {
 		return out;
 	}
 
+	/** The visible value window (tests read it). */
+	get view(): Window {
+		return { ...this.win };
+	}
+
+	/**
+	 * Moves/scales the window without changing the focus (pan and wheel
+	 * zoom): clamped to the profile, at most one frame per animation frame,
+	 * each frame's draw time logged like the zoom animation's.
+	 */
+	private setWindow(x0: number, w: number): void {
+		const f = this.f;
+		if (!f) return;
+		const total = f.cum[0] || 1;
+		w = Math.min(total, Math.max(w, total * 1e-7, 1e-9));
+		x0 = Math.min(Math.max(0, x0), total - w);
+		cancelAnimationFrame(this.anim);
+		this.anim = 0;
+		this.win = { x0, w };
+		this.cb.onPan?.();
+		if (this.pending) return;
+		this.pending = requestAnimationFrame(() => {
+			this.pending = 0;
+			const t = performance.now();
+			this.draw();
+			perf().frames.push(performance.now() - t);
+		});
+	}
+
+	/** Ctrl/⌘ + wheel (or a pinch) zooms around the pointer; a horizontal wheel or Shift + wheel pans. */
+	private onWheel(e: WheelEvent): void {
+		if (!this.f) return;
+		const rect = this.canvas.getBoundingClientRect();
+		const fx = Math.min(1, Math.max(0, (e.clientX - rect.left) / this.widthPx));
+		const px = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? this.widthPx : 1; // lines/pages to pixels
+		if (e.ctrlKey || e.metaKey) {
+			e.preventDefault();
+			const vx = this.win.x0 + fx * this.win.w;
+			const w = this.win.w * Math.exp(Math.max(-200, Math.min(200, e.deltaY * px)) * 0.002);
+			this.setWindow(vx - fx * w, w);
+		} else if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+			e.preventDefault();
+			const d = (e.shiftKey && !e.deltaX ? e.deltaY : e.deltaX) * px;
+			this.setWindow(this.win.x0 + (d / this.widthPx) * this.win.w, this.win.w);
+		}
+	}
+
+	/** Dragging pans horizontally; a drag does not count as a click. */
+	private onDown(e: MouseEvent): void {
+		if (e.button !== 0 || !this.f) return;
+		const sx = e.clientX;
+		const x0 = this.win.x0;
+		let moved = false;
+		const move = (m: MouseEvent) => {
+			const dx = m.clientX - sx;
+			if (!moved && Math.abs(dx) < 4) return;
+			moved = true;
+			this.dragged = true;
+			this.canvas.style.cursor = 'grabbing';
+			this.tip.hidden = true;
+			this.setWindow(x0 - (dx / this.widthPx) * this.win.w, this.win.w);
+		};
+		const up = () => {
+			window.removeEventListener('mousemove', move);
+			window.removeEventListener('mouseup', up);
+			this.canvas.style.cursor = '';
+			setTimeout(() => (this.dragged = false), 0); // after the click that may follow this mouseup
+		};
+		window.addEventListener('mousemove', move);
+		window.addEventListener('mouseup', up);
+	}
+
 	private onClick(e: MouseEvent): void {
+		if (this.dragged) {
+			this.dragged = false;
+			return;
+		}
 		const i = this.nodeAtEvent(e);
 		if (i < 0) return;
 		this.zoomTo(i === this.focus ? Math.max(0, this.f!.parent[i]) : i);

@@ -173,6 +173,7 @@ const icicle = new Icicle({
 		commit();
 		renderBreadcrumb();
 	},
+	onPan: () => (resetBtn.disabled = false),
 });
 const table = new Table({
 	onSort: (col, desc) => {
@@ -264,7 +265,32 @@ function renderPage(): void {
 	navProfiles.classList.toggle('active', state.page === 'profiles');
 	navTargets.classList.toggle('active', state.page === 'targets');
 	compareBtn.hidden = state.page !== 'profiles';
-	if (state.page === 'targets') renderTargets(targetsPage);
+	clearInterval(targetsTimer);
+	if (state.page === 'targets') {
+		const hooks = { onRefresh: () => renderTargets(targetsPage, true, hooks), onOpen: openTarget };
+		renderTargets(targetsPage, false, hooks);
+		// Health and last scrape change with every scrape: keep them current while the page is open.
+		targetsTimer = window.setInterval(() => document.visibilityState === 'visible' && hooks.onRefresh(), 5000);
+	}
+}
+let targetsTimer = 0;
+
+/** Targets page → Profiles: the target's first profile type of that name, its labels as matchers, searched. */
+async function openTarget(name: string, matchers: string): Promise<void> {
+	const pick = () => types.find((x) => x.name === name && x.sample_unit !== 'count') ?? types.find((x) => x.name === name);
+	if (!pick()) await loadTypes(); // the first scrape may have come after this page loaded
+	const t = pick();
+	state.page = 'profiles';
+	state.compare = false;
+	state.a = { type: t?.key ?? '', matchers, range: { preset: '1h' }, mode: 'merge' };
+	state.hide = [];
+	state.focus = [];
+	sides.a.bar.load(state.a);
+	commit(true);
+	renderPage();
+	renderLayout();
+	if (t) search('a');
+	else sides.a.bar.showError(new ApiError(`no profiles named "${name}" stored yet — wait for the first scrape, then reload`, 404));
 }
 
 function renderLayout(): void {
@@ -478,7 +504,10 @@ async function loadProfile(): Promise<void> {
 		resultError.textContent = 'Query failed: ' + (e as Error).message.split('\n')[0];
 		if (e instanceof ApiError && e.position !== undefined) sides.a.bar.showError(e);
 	} finally {
-		if (seq === profileSeq) profileLoading.stop();
+		if (seq === profileSeq) {
+			profileLoading.stop();
+			document.body.dataset.settled = String(seq); // answered: painted, empty or failed (tests wait on it)
+		}
 	}
 }
 
@@ -537,14 +566,15 @@ function renderLegend(): void {
 	}
 	const dark = isDark();
 	if (f.diff) {
-		const sw = (b: number, label?: string) => h('span.diff-swatch', { style: `background:${diffBucketColor(b, dark)}`, title: label ?? '' });
+		const pct = (b: number) => (b === 0 ? 'unchanged (within ±2%)' : `${b > 0 ? '+' : '−'}${Math.round((Math.abs(b) / DIFF_STEPS) * 100)}% or ${b > 0 ? 'more' : 'less'}`);
+		const sw = (b: number, label?: string) => h('span.diff-swatch', { style: `background:${diffBucketColor(b, dark)}`, title: label ?? pct(b) });
 		legendEl.replaceChildren(
 			h('span.legend-title', {}, 'Change B vs A:'),
-			h('span.legend-item', { testid: 'diff-legend-better' }, 'better (less) '),
+			h('span.legend-item', { testid: 'diff-legend-better' }, 'better (less) −100%'),
 			...[-DIFF_STEPS, -DIFF_STEPS / 2, -1].map((b) => sw(b)),
 			sw(0, 'unchanged'),
 			...[1, DIFF_STEPS / 2, DIFF_STEPS].map((b) => sw(b)),
-			h('span.legend-item', { testid: 'diff-legend-worse' }, ' worse (more)'),
+			h('span.legend-item', { testid: 'diff-legend-worse' }, '+100% worse (more)'),
 			h('span.legend-note', {}, '· width = B · intensity = relative change, full at ±100% · lavender = unchanged'),
 		);
 		return;
@@ -623,22 +653,28 @@ window.addEventListener('popstate', () => {
 };
 
 // ---- start ---------------------------------------------------------------------
+async function loadTypes(): Promise<void> {
+	try {
+		const [from, to] = resolveRange({ preset: '7d' }, Date.now());
+		types = (await api.profileTypes(from - 30 * 86400e3, to + 86400e3)).types;
+	} catch (e) {
+		sides.a.bar.showError(e as Error);
+	}
+	sides.a.bar.setTypes(types, state.a.type);
+	sides.b.bar.setTypes(types, state.b.type);
+}
+
 async function start(fetchTypes = true): Promise<void> {
 	renderPage();
 	renderLayout();
 	sides.a.bar.load(state.a);
 	sides.b.bar.load(state.b);
 	searchIn.value = state.search;
-	if (fetchTypes) {
-		try {
-			const [from, to] = resolveRange({ preset: '7d' }, Date.now());
-			types = (await api.profileTypes(from - 30 * 86400e3, to + 86400e3)).types;
-		} catch (e) {
-			sides.a.bar.showError(e as Error);
-		}
+	if (fetchTypes) await loadTypes();
+	else {
+		sides.a.bar.setTypes(types, state.a.type);
+		sides.b.bar.setTypes(types, state.b.type);
 	}
-	sides.a.bar.setTypes(types, state.a.type);
-	sides.b.bar.setTypes(types, state.b.type);
 	sides.a.loadGraph();
 	if (state.compare) sides.b.loadGraph();
 	loadProfile();

@@ -145,6 +145,18 @@ export class QueryBar {
 			this.showError(new ApiError('select a profile type first', 400));
 			return;
 		}
+		if (this.rangeSel.value === 'custom') {
+			const a = new Date(this.fromIn.value).getTime();
+			const b = new Date(this.toIn.value).getTime();
+			if (!Number.isFinite(a) || !Number.isFinite(b)) {
+				this.showError(new ApiError('custom range: fill in both the start and the end date and time', 400));
+				return;
+			}
+			if (a >= b) {
+				this.showError(new ApiError('custom range: the start must be before the end', 400));
+				return;
+			}
+		}
 		this.onSearch();
 	}
 

@@ -18,8 +18,28 @@ function labels(l: Record<string, string>): HTMLElement {
 	return h('div.labels', {}, ...Object.keys(l).sort().map((k) => h('span.label-chip', {}, `${k}="${l[k]}"`)));
 }
 
-export async function renderTargets(root: HTMLElement): Promise<void> {
-	root.replaceChildren(h('div.loading', {}, h('span.spinner'), ' Loading targets…'));
+/**
+ * Renders the page into root. A refresh (quiet) keeps the current content
+ * until the answer is there, so the periodic update does not flicker.
+ */
+/** Matchers that select one target's series: its labels but the profile name and internal ones. */
+export function targetMatchers(t: Target): string {
+	return Object.keys(t.labels)
+		.filter((k) => k !== '__name__' && !k.startsWith('__'))
+		.sort()
+		.map((k) => `${k}=${JSON.stringify(t.labels[k])}`)
+		.join(', ');
+}
+
+export interface TargetsHooks {
+	onRefresh?: () => void;
+	/** Opens the profiles of a target (its profile name and matchers). */
+	onOpen?: (profileName: string, matchers: string) => void;
+}
+
+export async function renderTargets(root: HTMLElement, quiet = false, hooks: TargetsHooks = {}): Promise<void> {
+	const onRefresh = hooks.onRefresh;
+	if (!quiet || !root.firstChild) root.replaceChildren(h('div.loading', {}, h('span.spinner'), ' Loading targets…'));
 	let res;
 	try {
 		res = await api.targets();
@@ -30,7 +50,17 @@ export async function renderTargets(root: HTMLElement): Promise<void> {
 	const now = Date.now();
 	const active = res.active ?? [];
 	const dropped = res.dropped ?? [];
-	const out: HTMLElement[] = [h('h2', {}, 'Targets')];
+	const nUp = active.filter((t) => t.health === 'up').length;
+	const out: HTMLElement[] = [
+		h(
+			'div.targets-head',
+			{},
+			h('h2', {}, 'Targets'),
+			h('span.targets-summary', { testid: 'targets-summary' }, active.length ? `${nUp} of ${active.length} up · updated ${new Date(now).toLocaleTimeString()} (every 5 s)` : ''),
+			h('span.grow'),
+			h('button', { testid: 'targets-refresh', onclick: () => (onRefresh ? onRefresh() : renderTargets(root, true, hooks)) }, 'Refresh'),
+		),
+	];
 	if (!active.length) {
 		out.push(h('div.empty-state', { testid: 'targets-empty' }, 'No scrape targets. Kiln scrapes pprof endpoints in pull mode: add a scrape_configs job to the config file (see docs) and start kiln with --config-path.'));
 	}
@@ -52,7 +82,14 @@ export async function renderTargets(root: HTMLElement): Promise<void> {
 							h(
 								'tr',
 								{},
-								h('td.mono', {}, t.url),
+								h(
+									'td.mono',
+									{},
+									t.url,
+									t.health === 'up' && hooks.onOpen && t.labels.__name__
+										? h('div', {}, h('a.open-profiles', { href: '#', testid: 'open-profiles', title: 'Show this target\'s profiles', onclick: (e: Event) => (e.preventDefault(), hooks.onOpen!(t.labels.__name__, targetMatchers(t))) }, 'profiles →'))
+										: '',
+								),
 								h('td', {}, h(`span.health.${t.health === 'up' ? 'up' : t.health === 'down' ? 'down' : 'unknown'}`, { testid: 'health' }, t.health)),
 								h('td', {}, labels(t.labels)),
 								h('td', { title: t.last_scrape ? new Date(t.last_scrape).toISOString() : '' }, formatAgo(t.last_scrape, now)),

@@ -305,3 +305,22 @@ describe('table and series', () => {
 		expect(seriesMatchers(s)).toBe('job="a",node="n\\"1"');
 	});
 });
+
+describe('targets', () => {
+	it('groups targets by job, sorted by job then endpoint', async () => {
+		const { groupByJob } = await import('../src/targets');
+		const t = (job: string, url: string, health = 'up') => ({ job, url, labels: {}, health, last_scrape: 0, last_scrape_duration_ms: 0, last_error: '' });
+		const g = groupByJob([t('web', 'http://b/'), t('api', 'http://z/', 'down'), t('web', 'http://a/'), t('api', 'http://y/')]);
+		expect([...g.keys()]).toEqual(['api', 'web']);
+		expect(g.get('web')!.map((x) => x.url)).toEqual(['http://a/', 'http://b/']);
+		expect(g.get('api')!.map((x) => x.health)).toEqual(['up', 'down']);
+	});
+});
+
+describe('target matchers', () => {
+	it('selects a target by its labels, without the profile name', async () => {
+		const { targetMatchers } = await import('../src/targets');
+		const t = { job: 'api', url: 'http://h:1/debug/pprof/profile', labels: { __name__: 'process_cpu', job: 'api', instance: 'h:1', env: 'a"b' }, health: 'up', last_scrape: 0, last_scrape_duration_ms: 0, last_error: '' };
+		expect(targetMatchers(t)).toBe('env="a\\"b", instance="h:1", job="api"');
+	});
+});
