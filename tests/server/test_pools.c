@@ -21,10 +21,10 @@
 struct gate {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	int blocked;	/* query jobs running and waiting */
-	bool release;	/* lets them finish */
-	bool ingested;	/* the ingest job ran */
-	int finished;	/* query jobs done */
+	int blocked;   /* query jobs running and waiting */
+	bool release;  /* lets them finish */
+	bool ingested; /* the ingest job ran */
+	int finished;  /* query jobs done */
 };
 
 static void slow_query(void *arg)
