@@ -132,9 +132,9 @@ int scrape_parse_duration(const char *s, int64_t *ms)
 			return -EINVAL;
 		int64_t v = 0;
 		while (isdigit((unsigned char)*p)) {
-			v = v * 10 + (*p++ - '0');
-			if (v > (int64_t)1e12)
+			if (v > (INT64_MAX - 9) / 10)
 				return -ERANGE;
+			v = v * 10 + (*p++ - '0');
 		}
 		size_t best = SIZE_MAX, best_len = 0;
 		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
@@ -146,6 +146,8 @@ int scrape_parse_duration(const char *s, int64_t *ms)
 		}
 		if (best == SIZE_MAX)
 			return -EINVAL;
+		if (v > INT64_MAX / units[best].ms || total > INT64_MAX - v * units[best].ms)
+			return -ERANGE;
 		total += v * units[best].ms;
 		p += best_len;
 	}

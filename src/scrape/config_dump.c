@@ -3,27 +3,65 @@
  * (defaults filled in), in the same shape scrape_config_parse reads. Used by
  * the round-trip test and by `kiln` at debug level to show what it runs.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "scrape/scrape.h"
 
 /* A double-quoted YAML scalar: always safe, whatever the content. */
+/* Length and code point of the UTF-8 sequence at u (1 and the byte when it
+ * is not a complete multi-byte sequence). */
+static size_t utf8_at(const unsigned char *u, uint32_t *cp)
+{
+	size_t n = u[0] >= 0xf0 ? 4 : u[0] >= 0xe0 ? 3 : u[0] >= 0xc0 ? 2 : 1;
+	uint32_t v = n == 4 ? u[0] & 0x07u : n == 3 ? u[0] & 0x0fu : n == 2 ? u[0] & 0x1fu : u[0];
+	for (size_t i = 1; i < n; i++) {
+		if ((u[i] & 0xc0) != 0x80) { /* also stops at the NUL */
+			*cp = u[0];
+			return 1;
+		}
+		v = v << 6 | (u[i] & 0x3fu);
+	}
+	*cp = v;
+	return n;
+}
+
+/* A YAML double-quoted scalar that reads back as s. Escaped: quote and
+ * backslash, C0 and C1 controls, DEL, YAML's own line breaks (NEL, LS, PS,
+ * which a reader folds) and the code points YAML does not allow raw (BOM,
+ * U+FFFE, U+FFFF). */
 static int quote(struct buf *o, const char *s)
 {
+	const unsigned char *u = (const unsigned char *)s;
 	int rc = buf_append_str(o, "\"");
-	for (; rc == 0 && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			rc = buf_printf(o, "\\%c", c);
-		else if (c < 0x20)
-			rc = buf_printf(o, "\\x%02x", c);
+	while (rc == 0 && *u) {
+		uint32_t cp;
+		size_t n = utf8_at(u, &cp);
+		if (cp == '"' || cp == '\\')
+			rc = buf_printf(o, "\\%c", (char)cp);
+		else if (cp < 0x20 || cp == 0x7f)
+			rc = buf_printf(o, "\\x%02x", (unsigned)cp);
+		else if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+			 cp == 0xfeff || cp == 0xfffe || cp == 0xffff)
+			rc = buf_printf(o, "\\u%04x", (unsigned)cp);
 		else
-			rc = buf_append(o, s, 1);
+			rc = buf_append(o, u, n);
+		u += n;
 	}
 	return rc ? rc : buf_append_str(o, "\"");
+}
+
+/* A mapping key: plain when it is an identifier, else quoted. */
+static int key(struct buf *o, const char *k)
+{
+	bool plain = *k && !isdigit((unsigned char)*k);
+	for (const char *c = k; *c && plain; c++)
+		plain = isalnum((unsigned char)*c) || *c == '_';
+	return plain ? buf_append_str(o, k) : quote(o, k);
 }
 
 static int duration(struct buf *o, int64_t ms)
@@ -49,7 +87,9 @@ static int dump_labels(struct buf *o, const struct scrape_labels *l, const char 
 	scrape_labels_sort(&s);
 	rc = buf_append_str(o, "\n");
 	for (size_t i = 0; i < s.n && rc == 0; i++) {
-		rc = buf_printf(o, "%s%s: ", indent, s.v[i].name);
+		rc = buf_append_str(o, indent);
+		rc = rc ? rc : key(o, s.v[i].name);
+		rc = rc ? rc : buf_append_str(o, ": ");
 		if (rc == 0)
 			rc = quote(o, s.v[i].value);
 		if (rc == 0)
@@ -78,7 +118,9 @@ static int dump_job(struct buf *o, const struct scrape_job_config *j)
 	} else {
 		TRY(buf_append_str(o, "\n"));
 		for (size_t i = 0; i < j->params.n; i++) {
-			TRY(buf_printf(o, "      %s: [", j->params.v[i].name));
+			TRY(buf_append_str(o, "      "));
+			TRY(key(o, j->params.v[i].name));
+			TRY(buf_append_str(o, ": ["));
 			TRY(quote(o, j->params.v[i].value));
 			TRY(buf_append_str(o, "]\n"));
 		}
@@ -88,7 +130,9 @@ static int dump_job(struct buf *o, const struct scrape_job_config *j)
 	TRY(buf_append_str(o, "\n      pprof_config:\n"));
 	for (size_t i = 0; i < j->n_endpoints; i++) {
 		const struct pprof_endpoint_config *e = &j->endpoints[i];
-		TRY(buf_printf(o, "        %s:\n          enabled: %s\n          path: ", e->name,
+		TRY(buf_append_str(o, "        "));
+		TRY(key(o, e->name));
+		TRY(buf_printf(o, ":\n          enabled: %s\n          path: ",
 			       e->enabled ? "true" : "false"));
 		TRY(quote(o, e->path));
 		TRY(buf_printf(o, "\n          delta: %s\n", e->delta ? "true" : "false"));

@@ -263,6 +263,11 @@ static void test_durations(void **state)
 	assert_true(scrape_parse_duration("10", &ms) < 0);
 	assert_true(scrape_parse_duration("s", &ms) < 0);
 	assert_true(scrape_parse_duration("-1s", &ms) < 0);
+	/* Overflow is an error, not wrap-around (found by fuzz_scrape_config). */
+	assert_int_equal(scrape_parse_duration("6666666666y", &ms), -ERANGE);
+	assert_int_equal(scrape_parse_duration("99999999999999999999ms", &ms), -ERANGE);
+	assert_int_equal(scrape_parse_duration("9223372036854775s", &ms), 0);
+	assert_int_equal(ms, 9223372036854775000);
 }
 
 static void test_load_file_missing(void **state)
