@@ -36,26 +36,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
-
-enum grpc_status_code {
-	GRPC_STATUS_OK = 0,
-	GRPC_STATUS_CANCELLED = 1,
-	GRPC_STATUS_UNKNOWN = 2,
-	GRPC_STATUS_INVALID_ARGUMENT = 3,
-	GRPC_STATUS_DEADLINE_EXCEEDED = 4,
-	GRPC_STATUS_NOT_FOUND = 5,
-	GRPC_STATUS_ALREADY_EXISTS = 6,
-	GRPC_STATUS_PERMISSION_DENIED = 7,
-	GRPC_STATUS_RESOURCE_EXHAUSTED = 8,
-	GRPC_STATUS_FAILED_PRECONDITION = 9,
-	GRPC_STATUS_ABORTED = 10,
-	GRPC_STATUS_OUT_OF_RANGE = 11,
-	GRPC_STATUS_UNIMPLEMENTED = 12,
-	GRPC_STATUS_INTERNAL = 13,
-	GRPC_STATUS_UNAVAILABLE = 14,
-	GRPC_STATUS_DATA_LOSS = 15,
-	GRPC_STATUS_UNAUTHENTICATED = 16,
-};
+#include "common/grpc_status.h"
 
 struct grpc_status {
 	int code;	   /* enum grpc_status_code */
@@ -151,8 +132,5 @@ int grpc_frame_parse(const uint8_t *data, size_t len, size_t max, const uint8_t 
 
 /* Decodes a percent-encoded grpc-message in place. */
 void grpc_percent_decode(char *s);
-
-/* The name of a status code ("INVALID_ARGUMENT"). */
-const char *grpc_status_name(int code);
 
 #endif

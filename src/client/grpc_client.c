@@ -42,33 +42,6 @@ struct call {
 	bool too_large;
 };
 
-static const char *const code_names[] = {
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-};
-
-const char *grpc_status_name(int code)
-{
-	if (code < 0 || code >= (int)(sizeof(code_names) / sizeof(code_names[0])))
-		return "UNKNOWN";
-	return code_names[code];
-}
-
 int grpc_frame_append(struct buf *b, const void *msg, size_t len)
 {
 	uint8_t hdr[GRPC_FRAME_HEADER] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16),

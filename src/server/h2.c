@@ -121,7 +121,7 @@ static void stream_finish_metrics(struct h2_stream *st)
 {
 	if (st->metrics)
 		metrics_observe(st->metrics, (uint64_t)(mono_ns() - st->start_ns),
-				st->status != GRPC_OK);
+				st->status != GRPC_STATUS_OK);
 	st->metrics = NULL;
 }
 
@@ -144,7 +144,7 @@ static void submit_error(struct h2_conn *c, struct h2_stream *st, int code, cons
 			    NV("grpc-status", status), NV("grpc-message", enc)};
 	st->status = code;
 	st->answered = true;
-	log_debug("grpc %s stream %d: %s: %s", st->path, st->id, grpc_code_name(code), msg);
+	log_debug("grpc %s stream %d: %s: %s", st->path, st->id, grpc_status_name(code), msg);
 	nghttp2_submit_response(c->session, st->id, nva, 4, NULL);
 	stream_finish_metrics(st);
 }
@@ -180,18 +180,19 @@ static void submit_ok(struct h2_conn *c, struct h2_stream *st, struct buf *msg)
 	size_t max = server_config(c->srv)->grpc_max_msg_bytes;
 
 	if (msg->len > max) {
-		submit_error(c, st, GRPC_RESOURCE_EXHAUSTED,
+		submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
 			     "response message of %zu bytes exceeds --grpc-max-message-size=%zu",
 			     msg->len, max);
 		return;
 	}
 	buf_reset(&st->out);
 	if (buf_append(&st->out, prefix, 5) || buf_append(&st->out, msg->data, msg->len)) {
-		submit_error(c, st, GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
+		submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			     "out of memory for the response");
 		return;
 	}
 	st->out_off = 0;
-	st->status = GRPC_OK;
+	st->status = GRPC_STATUS_OK;
 	st->message[0] = '\0';
 	st->answered = true;
 	nghttp2_nv nva[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
@@ -238,7 +239,7 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 	memset(&r->body, 0, sizeof(r->body));
 	st->out_off = 0;
 	st->answered = true;
-	st->status = r->status >= 500 ? GRPC_INTERNAL : GRPC_OK;
+	st->status = r->status >= 500 ? GRPC_STATUS_INTERNAL : GRPC_STATUS_OK;
 	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_http_body};
 	nghttp2_submit_response(c->session, st->id, nva, n, st->out.len ? &prd : NULL);
 	stream_finish_metrics(st);
@@ -367,7 +368,7 @@ static void run_job(void *arg)
 	if (j->route)
 		j->route->handler(&j->hreq, &j->hresp);
 	else if (j->call.deadline_ns && mono_ns() > j->call.deadline_ns)
-		grpc_fail(&j->call, GRPC_DEADLINE_EXCEEDED,
+		grpc_fail(&j->call, GRPC_STATUS_DEADLINE_EXCEEDED,
 			  "deadline exceeded before the call started");
 	else
 		j->method->handler(&j->call);
@@ -418,7 +419,7 @@ static void collect_done(struct h2_conn *c)
 			submit_http(c, st, &j->hresp);
 		} else if (st && !st->answered) {
 			st->dispatched = false;
-			if (j->call.status != GRPC_OK)
+			if (j->call.status != GRPC_STATUS_OK)
 				submit_error(c, st, j->call.status, "%s", j->call.message);
 			else
 				submit_ok(c, st, &j->call.resp);
@@ -439,9 +440,10 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 	st->start_ns = mono_ns();
 	st->metrics = m ? &server_metrics(s)->grpc[idx] : &server_metrics(s)->unknown_grpc;
 	if (!m)
-		return submit_error(c, st, GRPC_UNIMPLEMENTED, "unknown method %s", st->path);
+		return submit_error(c, st, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s",
+				    st->path);
 	if (server_stopping(s))
-		return submit_error(c, st, GRPC_UNAVAILABLE, "server is shutting down");
+		return submit_error(c, st, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
 
 	struct kiln_error err = {0};
 	struct grpc_frame fr = {0};
@@ -454,14 +456,14 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 				       &err);
 	if (rc)
 		return submit_error(c, st,
-				    rc == -EFBIG    ? GRPC_RESOURCE_EXHAUSTED
-				    : rc == -ENOSYS ? GRPC_UNIMPLEMENTED
-						    : GRPC_INTERNAL,
+				    rc == -EFBIG    ? GRPC_STATUS_RESOURCE_EXHAUSTED
+				    : rc == -ENOSYS ? GRPC_STATUS_UNIMPLEMENTED
+						    : GRPC_STATUS_INTERNAL,
 				    "%s", err.msg);
 	struct h2_job *j = calloc(1, sizeof(*j));
 	if (!j) {
 		free(fr.owned);
-		return submit_error(c, st, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	if (fr.owned) {
 		j->req_owned = fr.owned;
@@ -572,12 +574,13 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 					  "request body larger than --grpc-max-message-size");
 			return 0;
 		}
-		submit_error(c, st, GRPC_RESOURCE_EXHAUSTED,
+		submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
 			     "request message larger than --grpc-max-message-size=%zu bytes", max);
 		return 0;
 	}
 	if (buf_append(&st->body, data, len))
-		submit_error(c, st, GRPC_RESOURCE_EXHAUSTED, "out of memory for the request");
+		submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			     "out of memory for the request");
 	return 0;
 }
 
@@ -612,7 +615,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 	if (st->next)
 		st->next->prev = st->prev;
 	if (!st->answered && st->metrics) { /* the client reset it */
-		st->status = GRPC_CANCELLED;
+		st->status = GRPC_STATUS_CANCELLED;
 		stream_finish_metrics(st);
 	}
 	buf_free(&st->body);
@@ -629,7 +632,7 @@ static void check_deadlines(struct h2_conn *c, int64_t now, int64_t *next)
 		if (!st->deadline_ns || st->answered)
 			continue;
 		if (st->deadline_ns <= now)
-			submit_error(c, st, GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+			submit_error(c, st, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
 		else if (!*next || st->deadline_ns < *next)
 			*next = st->deadline_ns;
 	}
@@ -697,7 +700,7 @@ void h2_serve(struct server *s, struct conn_io *io)
 			/* Requests still arriving will not be served. */
 			for (struct h2_stream *st = c.streams; st; st = st->next)
 				if (!st->answered && !st->dispatched)
-					submit_error(&c, st, GRPC_UNAVAILABLE,
+					submit_error(&c, st, GRPC_STATUS_UNAVAILABLE,
 						     "server is shutting down");
 			/* A peer that stopped reading must not hold shutdown. */
 			if (c.inflight == 0 && now - stop_seen_ns > 5000000000LL)

@@ -238,7 +238,7 @@ static void pack_into(struct grpc_call *c, const ProtobufCMessage *m)
 	size_t len = protobuf_c_message_get_packed_size(m);
 
 	if (buf_reserve(&c->resp, len) < 0) {
-		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
 	protobuf_c_message_pack(m, c->resp.data + c->resp.len);
@@ -250,7 +250,7 @@ static struct debuginfo_state *state_or_fail(struct grpc_call *c)
 	struct debuginfo_state *st = state_of(c->srv);
 
 	if (!st)
-		grpc_fail(c, GRPC_UNAVAILABLE, "debuginfo store not started");
+		grpc_fail(c, GRPC_STATUS_UNAVAILABLE, "debuginfo store not started");
 	return st;
 }
 
@@ -266,11 +266,11 @@ void rpc_debuginfo_should_initiate(struct grpc_call *c)
 	req = parca__debuginfo__v1alpha1__should_initiate_upload_request__unpack(NULL, c->req_len,
 										 c->req);
 	if (!req) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed ShouldInitiateUploadRequest");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "malformed ShouldInitiateUploadRequest");
 		return;
 	}
 	if (!symbols_build_id_valid(req->build_id)) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT,
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
 			  "invalid build_id \"%.80s\": want 2..64 hex digits", req->build_id);
 	} else {
 		bool have = debuginfo_store_has(st->store, req->build_id);
@@ -299,15 +299,16 @@ void rpc_debuginfo_initiate(struct grpc_call *c)
 		return;
 	req = parca__debuginfo__v1alpha1__initiate_upload_request__unpack(NULL, c->req_len, c->req);
 	if (!req) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed InitiateUploadRequest");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "malformed InitiateUploadRequest");
 		return;
 	}
 	if (!symbols_build_id_valid(req->build_id)) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "invalid build_id \"%.80s\"", req->build_id);
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "invalid build_id \"%.80s\"",
+			  req->build_id);
 		goto out;
 	}
 	if (req->size < 0 || (uint64_t)req->size > debuginfo_store_max_upload(st->store)) {
-		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED,
+		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED,
 			  "debuginfo of %lld bytes exceeds the limit of %zu bytes",
 			  (long long)req->size, debuginfo_store_max_upload(st->store));
 		goto out;
@@ -318,7 +319,7 @@ void rpc_debuginfo_initiate(struct grpc_call *c)
 		goto out;
 	}
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-		grpc_fail(c, GRPC_INTERNAL, "no randomness for an upload ID");
+		grpc_fail(c, GRPC_STATUS_INTERNAL, "no randomness for an upload ID");
 		goto out;
 	}
 	pthread_mutex_lock(&st->lock);
@@ -378,20 +379,20 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 		Parca__Debuginfo__V1alpha1__UploadRequest *m;
 
 		if (left < 5 || p[0] != 0) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
 				  "malformed or compressed message in the Upload stream");
 			goto out;
 		}
 		mlen = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
 		if (mlen > left - 5) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
 				  "truncated message in the Upload stream");
 			goto out;
 		}
 		off += 5 + mlen;
 		m = parca__debuginfo__v1alpha1__upload_request__unpack(NULL, mlen, p + 5);
 		if (!m) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed UploadRequest");
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "malformed UploadRequest");
 			goto out;
 		}
 		if (m->data_case == PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_INFO &&
@@ -404,7 +405,7 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 			parca__debuginfo__v1alpha1__upload_request__free_unpacked(m, NULL);
 			if (!ok) {
 				grpc_fail(
-				    c, GRPC_FAILED_PRECONDITION,
+				    c, GRPC_STATUS_FAILED_PRECONDITION,
 				    "unknown upload: call InitiateUpload for this build_id first");
 				goto out;
 			}
@@ -414,28 +415,28 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 		if (m->data_case != PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_REQUEST__DATA_CHUNK_DATA ||
 		    !have_info) {
 			parca__debuginfo__v1alpha1__upload_request__free_unpacked(m, NULL);
-			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
 				  "the Upload stream must be one UploadInfo, then chunk_data");
 			goto out;
 		}
 		int rc = buf_append(&data, m->chunk_data.data, m->chunk_data.len);
 		parca__debuginfo__v1alpha1__upload_request__free_unpacked(m, NULL);
 		if (rc < 0) {
-			grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 			goto out;
 		}
 	}
 	if (!have_info) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "empty Upload stream");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "empty Upload stream");
 		goto out;
 	}
 	int rc = debuginfo_store_put(st->store, build_id,
 				     data.data ? data.data : (const uint8_t *)"", data.len, &err);
 	if (rc < 0) {
 		grpc_fail(c,
-			  rc == -EINVAL	 ? GRPC_INVALID_ARGUMENT
-			  : rc == -EFBIG ? GRPC_RESOURCE_EXHAUSTED
-					 : GRPC_INTERNAL,
+			  rc == -EINVAL	 ? GRPC_STATUS_INVALID_ARGUMENT
+			  : rc == -EFBIG ? GRPC_STATUS_RESOURCE_EXHAUSTED
+					 : GRPC_STATUS_INTERNAL,
 			  "%s", err.msg);
 		goto out;
 	}
@@ -460,14 +461,14 @@ void rpc_debuginfo_mark_finished(struct grpc_call *c)
 	req = parca__debuginfo__v1alpha1__mark_upload_finished_request__unpack(NULL, c->req_len,
 									       c->req);
 	if (!req) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed MarkUploadFinishedRequest");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "malformed MarkUploadFinishedRequest");
 		return;
 	}
 	if (!upload_known(st, req->build_id, req->upload_id, true))
-		grpc_fail(c, GRPC_NOT_FOUND, "no upload %.40s for build_id %.80s", req->upload_id,
-			  req->build_id);
+		grpc_fail(c, GRPC_STATUS_NOT_FOUND, "no upload %.40s for build_id %.80s",
+			  req->upload_id, req->build_id);
 	else if (!debuginfo_store_has(st->store, req->build_id))
-		grpc_fail(c, GRPC_FAILED_PRECONDITION, "upload %s finished without data",
+		grpc_fail(c, GRPC_STATUS_FAILED_PRECONDITION, "upload %s finished without data",
 			  req->upload_id);
 	else
 		pack_into(c, &resp.base);

@@ -278,11 +278,11 @@ void rpc_scrape_targets(struct grpc_call *c)
 	size_t n = 0;
 
 	if (!req)
-		return (void)grpc_fail(c, GRPC_INVALID_ARGUMENT, "malformed TargetsRequest");
+		return (void)grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "malformed TargetsRequest");
 	int state = req->state; /* 0 any, 1 active, 2 dropped */
 	parca__scrape__v1alpha1__targets_request__free_unpacked(req, NULL);
 	if (snapshot(c->srv, &t, &n) < 0)
-		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 
 	Parca__Scrape__V1alpha1__Target *pt = calloc(n + 1, sizeof(*pt));
 	Parca__Scrape__V1alpha1__Target **ptp = calloc(n + 1, sizeof(*ptp));
@@ -342,7 +342,7 @@ void rpc_scrape_targets(struct grpc_call *c)
 		}
 	}
 	if (oom) {
-		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	} else {
 		Parca__Scrape__V1alpha1__TargetsResponse resp =
 		    PARCA__SCRAPE__V1ALPHA1__TARGETS_RESPONSE__INIT;
@@ -350,7 +350,7 @@ void rpc_scrape_targets(struct grpc_call *c)
 		resp.targets = entp;
 		size_t len = protobuf_c_message_get_packed_size(&resp.base);
 		if (buf_reserve(&c->resp, len) < 0)
-			grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 		else
 			c->resp.len = protobuf_c_message_pack(&resp.base, c->resp.data);
 	}

@@ -18,7 +18,7 @@
 
 void rpc_unimplemented(struct grpc_call *c)
 {
-	grpc_fail(c, GRPC_UNIMPLEMENTED, "not implemented by kiln");
+	grpc_fail(c, GRPC_STATUS_UNIMPLEMENTED, "not implemented by kiln");
 }
 
 void http_healthy(const struct http_request *req, struct http_response *resp)

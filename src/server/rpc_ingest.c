@@ -45,7 +45,7 @@ void rpc_write_raw(struct grpc_call *c)
 	int rc;
 
 	if (!a) {
-		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
 	rc = ingest_prepare(c->req, c->req_len, &lim, a, &b, &err);
@@ -53,7 +53,7 @@ void rpc_write_raw(struct grpc_call *c)
 		rc = ingest_commit(server_store(s), &b, &err);
 	if (rc) {
 		atomic_fetch_add(&m->ingest_errors, 1);
-		int code = rc == -EFBIG ? GRPC_RESOURCE_EXHAUSTED : grpc_code_from_errno(rc);
+		int code = rc == -EFBIG ? GRPC_STATUS_RESOURCE_EXHAUSTED : grpc_code_from_errno(rc);
 		grpc_fail(c, code, "%s", err.msg[0] ? err.msg : "write failed");
 		log_debug("WriteRaw: %s", err.msg);
 	} else {

@@ -50,7 +50,8 @@ static void respond(struct grpc_call *c, const ProtobufCMessage *msg)
 {
 	size_t n = protobuf_c_message_get_packed_size(msg);
 	if (buf_reserve(&c->resp, n)) {
-		grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory for a %zu-byte response", n);
+		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			  "out of memory for a %zu-byte response", n);
 		return;
 	}
 	c->resp.len = protobuf_c_message_pack(msg, c->resp.data);
@@ -58,7 +59,7 @@ static void respond(struct grpc_call *c, const ProtobufCMessage *msg)
 
 static void fail_from(struct grpc_call *c, int rc, const struct kiln_error *err)
 {
-	grpc_fail(c, rc == -E2BIG ? GRPC_RESOURCE_EXHAUSTED : grpc_code_from_errno(rc), "%s",
+	grpc_fail(c, rc == -E2BIG ? GRPC_STATUS_RESOURCE_EXHAUSTED : grpc_code_from_errno(rc), "%s",
 		  err->msg[0] ? err->msg : "query failed");
 }
 
@@ -112,7 +113,7 @@ void rpc_profile_types(struct grpc_call *c)
 	struct arena *a = arena_new(0);
 	struct types_ctx tc = {.a = a};
 	if (!a)
-		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	int rc =
 	    store_profile_types(server_store(c->srv), INT64_MIN, INT64_MAX, add_type, &tc, &err);
 	if (rc || tc.rc) {
@@ -211,13 +212,14 @@ void rpc_labels(struct grpc_call *c)
 	struct arena *a = arena_new(0);
 	ProtobufCAllocator alloc;
 	if (!a)
-		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	arena_protobuf_allocator(a, &alloc);
 	Parca__Query__V1alpha1__LabelsRequest *r =
 	    parca__query__v1alpha1__labels_request__unpack(&alloc, c->req_len, c->req);
 	struct strings_ctx sc = {.a = a};
 	if (!r) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "LabelsRequest: not a valid protobuf message");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
+			  "LabelsRequest: not a valid protobuf message");
 	} else {
 		int rc =
 		    list_strings(c->srv, r->match, r->n_match, NULL, ts_ms(r->start, INT64_MIN),
@@ -241,15 +243,16 @@ void rpc_values(struct grpc_call *c)
 	struct arena *a = arena_new(0);
 	ProtobufCAllocator alloc;
 	if (!a)
-		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	arena_protobuf_allocator(a, &alloc);
 	Parca__Query__V1alpha1__ValuesRequest *r =
 	    parca__query__v1alpha1__values_request__unpack(&alloc, c->req_len, c->req);
 	struct strings_ctx sc = {.a = a};
 	if (!r) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "ValuesRequest: not a valid protobuf message");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
+			  "ValuesRequest: not a valid protobuf message");
 	} else if (!r->label_name[0]) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "ValuesRequest: label_name is empty");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "ValuesRequest: label_name is empty");
 	} else {
 		int rc =
 		    list_strings(c->srv, r->match, r->n_match, r->label_name,
@@ -366,12 +369,12 @@ void rpc_query_range(struct grpc_call *c)
 	int rc;
 
 	if (!a)
-		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	arena_protobuf_allocator(a, &alloc);
 	Parca__Query__V1alpha1__QueryRangeRequest *r =
 	    parca__query__v1alpha1__query_range_request__unpack(&alloc, c->req_len, c->req);
 	if (!r) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT,
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
 			  "QueryRangeRequest: not a valid protobuf message");
 		goto out;
 	}
@@ -589,11 +592,12 @@ void rpc_query(struct grpc_call *c)
 	int rc;
 
 	if (!a)
-		return (void)grpc_fail(c, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	arena_protobuf_allocator(a, &alloc);
 	query_req *r = parca__query__v1alpha1__query_request__unpack(&alloc, c->req_len, c->req);
 	if (!r) {
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "QueryRequest: not a valid protobuf message");
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
+			  "QueryRequest: not a valid protobuf message");
 		goto out;
 	}
 	switch (r->mode) {
@@ -603,7 +607,7 @@ void rpc_query(struct grpc_call *c)
 			 ? side_from_single(r->single, &qr.a)
 			 : -EINVAL;
 		if (rc) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
 				  "mode SINGLE needs options.single with a time and a query");
 			goto out;
 		}
@@ -614,7 +618,8 @@ void rpc_query(struct grpc_call *c)
 			 ? side_from_merge(r->merge, &qr.a)
 			 : -EINVAL;
 		if (rc) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT, "mode MERGE needs options.merge");
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
+				  "mode MERGE needs options.merge");
 			goto out;
 		}
 		break;
@@ -627,14 +632,14 @@ void rpc_query(struct grpc_call *c)
 		if (rc == 0)
 			rc = side_from_diff(r->diff->b, &qr.b);
 		if (rc) {
-			grpc_fail(c, GRPC_INVALID_ARGUMENT,
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
 				  "mode DIFF needs options.diff with selections a and b, each "
 				  "merge or single");
 			goto out;
 		}
 		break;
 	default:
-		grpc_fail(c, GRPC_INVALID_ARGUMENT, "unknown mode %d", (int)r->mode);
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "unknown mode %d", (int)r->mode);
 		goto out;
 	}
 	qr.filter = r->filter_query && r->filter_query[0] ? r->filter_query : NULL;
@@ -672,7 +677,7 @@ void rpc_query(struct grpc_call *c)
 		resp.report_case = PARCA__QUERY__V1ALPHA1__QUERY_RESPONSE__REPORT_FLAMEGRAPH;
 		break;
 	default:
-		grpc_fail(c, GRPC_UNIMPLEMENTED, "report type %d is not implemented by kiln",
+		grpc_fail(c, GRPC_STATUS_UNIMPLEMENTED, "report type %d is not implemented by kiln",
 			  (int)r->report_type);
 		goto out;
 	}

@@ -77,49 +77,27 @@ int grpc_code_from_errno(int e)
 {
 	switch (e) {
 	case 0:
-		return GRPC_OK;
+		return GRPC_STATUS_OK;
 	case -EINVAL:
 	case -EBADMSG:
 	case -ERANGE:
-		return GRPC_INVALID_ARGUMENT;
+		return GRPC_STATUS_INVALID_ARGUMENT;
 	case -ENOENT:
-		return GRPC_NOT_FOUND;
+		return GRPC_STATUS_NOT_FOUND;
 	case -EFBIG:
 	case -E2BIG:
 	case -ENOMEM:
 	case -ENOSPC:
-		return GRPC_RESOURCE_EXHAUSTED;
+		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	case -ESHUTDOWN:
-		return GRPC_UNAVAILABLE;
+		return GRPC_STATUS_UNAVAILABLE;
 	case -ETIMEDOUT:
-		return GRPC_DEADLINE_EXCEEDED;
+		return GRPC_STATUS_DEADLINE_EXCEEDED;
 	case -ENOSYS:
-		return GRPC_UNIMPLEMENTED;
+		return GRPC_STATUS_UNIMPLEMENTED;
 	default:
-		return GRPC_INTERNAL;
+		return GRPC_STATUS_INTERNAL;
 	}
-}
-
-const char *grpc_code_name(int code)
-{
-	static const char *const names[] = {"OK",
-					    "CANCELLED",
-					    "UNKNOWN",
-					    "INVALID_ARGUMENT",
-					    "DEADLINE_EXCEEDED",
-					    "NOT_FOUND",
-					    "ALREADY_EXISTS",
-					    "PERMISSION_DENIED",
-					    "RESOURCE_EXHAUSTED",
-					    "FAILED_PRECONDITION",
-					    "ABORTED",
-					    "OUT_OF_RANGE",
-					    "UNIMPLEMENTED",
-					    "INTERNAL",
-					    "UNAVAILABLE",
-					    "DATA_LOSS",
-					    "UNAUTHENTICATED"};
-	return code >= 0 && code < 17 ? names[code] : "?";
 }
 
 int server_new(const struct server_config *c, struct server **out, struct kiln_error *err)

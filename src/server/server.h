@@ -32,6 +32,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/grpc_status.h"
 
 struct server;
 struct store;
@@ -82,21 +83,6 @@ struct server_metrics *server_metrics(struct server *s);
 
 /* ---- gRPC ----------------------------------------------------------------- */
 
-/* gRPC status codes (grpc/doc/statuscodes.md). */
-enum grpc_code {
-	GRPC_OK = 0,
-	GRPC_CANCELLED = 1,
-	GRPC_UNKNOWN = 2,
-	GRPC_INVALID_ARGUMENT = 3,
-	GRPC_DEADLINE_EXCEEDED = 4,
-	GRPC_NOT_FOUND = 5,
-	GRPC_RESOURCE_EXHAUSTED = 8,
-	GRPC_FAILED_PRECONDITION = 9,
-	GRPC_UNIMPLEMENTED = 12,
-	GRPC_INTERNAL = 13,
-	GRPC_UNAVAILABLE = 14,
-};
-
 /* One unary call. The handler reads req, appends the serialized response
  * message (without the 5-byte gRPC prefix) to resp, and sets status and
  * message on failure (use grpc_fail). */
@@ -129,7 +115,6 @@ int grpc_fail(struct grpc_call *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Maps a negative errno to the status a client should see. */
 int grpc_code_from_errno(int neg_errno);
-const char *grpc_code_name(int code);
 
 /* ---- HTTP/1.1 ---------------------------------------------------------------- */
 
