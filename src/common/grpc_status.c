@@ -29,4 +29,3 @@ const char *grpc_status_name(int code)
 		return "UNKNOWN";
 	return code_names[code];
 }
-
