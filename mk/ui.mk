@@ -17,7 +17,14 @@ $(UI_NPM_STAMP): ui/package-lock.json | deps
 		echo "npm ci (ui/)"; cd ui && npm ci --no-audit --no-fund --loglevel=error >/dev/null && \
 		touch .$(patsubst ui%,%,$@); }'
 
-build/ui/index.html: $(UI_SRCS) ui/package-lock.json $(UI_NPM_STAMP) | deps
+# The Makefile's bare .SECONDARY lets make skip a missing stamp while
+# build/ui is newer than the sources, so a removed ui/node_modules would
+# never be reinstalled: a phony prerequisite forces the rebuild then.
+UI_NPM_MISSING := $(if $(wildcard $(UI_NPM_STAMP)),,ui-npm-missing)
+.PHONY: ui-npm-missing
+ui-npm-missing:
+
+build/ui/index.html: $(UI_SRCS) ui/package-lock.json $(UI_NPM_STAMP) $(UI_NPM_MISSING) | deps
 	@mkdir -p build
 	@echo "vite build -> build/ui"
 	@flock $(UI_LOCK) sh -c 'cd ui && node_modules/.bin/tsc --noEmit -p . && \
