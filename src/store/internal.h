@@ -143,6 +143,12 @@ bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id);
 /* Inserts or replaces; 0 or -ENOMEM. */
 int fp_tab_put(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t id);
 void fp_tab_free(struct fp_tab *t);
+/* A hint only: starts loading the home slot of lo ahead of fp_tab_get. */
+static inline void fp_tab_prefetch(const struct fp_tab *t, uint64_t lo)
+{
+	if (t->cap)
+		__builtin_prefetch(&t->slots[(size_t)lo & (t->cap - 1)]);
+}
 
 /* Every table has a dummy entry 0 (string 0 is "", stack 0 the empty stack),
  * so that id 0 can mean "none". */

@@ -454,19 +454,26 @@ static int64_t ingest_location(struct ingest *in, struct meta *m, uint32_t li)
 	return in->loc_meta[li];
 }
 
-/* The stack id of a sample: by fingerprint, else by interning. Caller holds
- * meta.mu; scratch holds at least n_location_id entries. */
-static int64_t ingest_stack(struct ingest *in, struct meta *m, const pprof_sample_msg *sm,
-			    XXH128_hash_t *hs, uint32_t *locs)
+/* A sample's stack fingerprint: the hash of its locations' content hashes.
+ * Pure computation, done before taking meta.mu; hs holds n_location_id. */
+static XXH128_hash_t stack_fp(const struct ingest *in, const pprof_sample_msg *sm,
+			      XXH128_hash_t *hs)
 {
-	uint32_t id;
-
 	for (size_t j = 0; j < sm->n_location_id; j++) {
 		uint32_t li = idmap_get(&in->loc_ix, sm->location_id[j]);
 
 		hs[j] = in->loc_hash[li ? li - 1 : 0];
 	}
-	XXH128_hash_t fp = XXH3_128bits(hs, sm->n_location_id * sizeof(*hs));
+	return XXH3_128bits(hs, sm->n_location_id * sizeof(*hs));
+}
+
+/* The stack id of a sample: by fingerprint, else by interning. Caller holds
+ * meta.mu; locs holds at least n_location_id entries. */
+static int64_t ingest_stack(struct ingest *in, struct meta *m, const pprof_sample_msg *sm,
+			    XXH128_hash_t fp, uint32_t *locs)
+{
+	uint32_t id;
+
 	if (fp_tab_get(&m->fp_ix, fp.low64, fp.high64, &id))
 		return (int64_t)id;
 	for (size_t j = 0; j < sm->n_location_id; j++) {
@@ -504,7 +511,7 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 	struct store_label *sorted = NULL;
 	const char *name;
 	struct ingest in = {0};
-	XXH128_hash_t *hashes = NULL;
+	XXH128_hash_t *hashes = NULL, *fps = NULL;
 	struct srow *rows = NULL;
 	uint32_t *stack = NULL, *sids = NULL;
 	struct buf rec = {0}, type = {0};
@@ -537,6 +544,31 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		rc = kiln_error_set(err, -rc, "out of memory");
 		goto out;
 	}
+	/* Fingerprints (and the scratch for interning) outside the locks. */
+	fps = malloc((msg->n_sample + 1) * sizeof(*fps));
+	if (!fps) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < msg->n_sample; i++) {
+		const pprof_sample_msg *sm = msg->sample[i];
+
+		if (sm->n_location_id > cap_stack) {
+			uint32_t *a = realloc(stack, sm->n_location_id * sizeof(*a));
+			XXH128_hash_t *h = realloc(hashes, sm->n_location_id * sizeof(*h));
+
+			if (a)
+				stack = a;
+			if (h)
+				hashes = h;
+			if (!a || !h) {
+				rc = kiln_error_set(err, ENOMEM, "out of memory");
+				goto out;
+			}
+			cap_stack = sm->n_location_id;
+		}
+		fps[i] = stack_fp(&in, sm, hashes);
+	}
 	/* Metadata: series, then everything the samples refer to. */
 	pthread_rwlock_wrlock(&s->sx.lock);
 	pthread_mutex_lock(&s->meta.mu);
@@ -559,24 +591,12 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		else
 			sids[t] = (uint32_t)id;
 	}
+	/* Probe in order, prefetching a few rows ahead: the fingerprint table
+	 * is larger than the caches, so each probe is otherwise a miss. */
 	for (size_t i = 0; i < msg->n_sample && !rc; i++) {
-		const pprof_sample_msg *sm = msg->sample[i];
-
-		if (sm->n_location_id > cap_stack) {
-			uint32_t *a = realloc(stack, sm->n_location_id * sizeof(*a));
-			XXH128_hash_t *h = realloc(hashes, sm->n_location_id * sizeof(*h));
-
-			if (a)
-				stack = a;
-			if (h)
-				hashes = h;
-			if (!a || !h) {
-				rc = -ENOMEM;
-				break;
-			}
-			cap_stack = sm->n_location_id;
-		}
-		int64_t id = ingest_stack(&in, &s->meta, sm, hashes, stack);
+		if (i + 4 < msg->n_sample)
+			fp_tab_prefetch(&s->meta.fp_ix, fps[i + 4].low64);
+		int64_t id = ingest_stack(&in, &s->meta, msg->sample[i], fps[i], stack);
 		if (id < 0)
 			rc = (int)id;
 		rows[i] = (struct srow){(uint32_t)id, (uint32_t)i};
@@ -649,6 +669,7 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 out:
 	ingest_free(&in);
 	free(hashes);
+	free(fps);
 	free(sorted);
 	free(rows);
 	free(stack);
