@@ -127,6 +127,29 @@ struct meta_stack {
 	const uint32_t *locs; /* leaf first */
 };
 
+/* Stack fingerprints (128-bit, store.c) -> stack id: open addressing with
+ * the key inline, so a probe touches one cache line (a generic htab keeps
+ * keys in an arena: two misses per lookup on the hottest path of ingest). */
+struct fp_slot {
+	uint64_t lo, hi;
+	uint32_t id1; /* stack id + 1; 0 = empty slot */
+};
+struct fp_tab {
+	struct fp_slot *slots;
+	size_t cap, count; /* cap: a power of two */
+};
+/* Returns true and sets *id if fp is present. */
+bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id);
+/* Inserts or replaces; 0 or -ENOMEM. */
+int fp_tab_put(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t id);
+void fp_tab_free(struct fp_tab *t);
+/* A hint only: starts loading the home slot of lo ahead of fp_tab_get. */
+static inline void fp_tab_prefetch(const struct fp_tab *t, uint64_t lo)
+{
+	if (t->cap)
+		__builtin_prefetch(&t->slots[(size_t)lo & (t->cap - 1)]);
+}
+
 /* Every table has a dummy entry 0 (string 0 is "", stack 0 the empty stack),
  * so that id 0 can mean "none". */
 struct meta {
@@ -135,7 +158,7 @@ struct meta {
 	struct chunked strings; /* const char * */
 	struct chunked mappings, functions, locations, stacks;
 	struct htab *string_ix, *mapping_ix, *function_ix, *location_ix, *stack_ix;
-	struct htab *fp_ix;  /* stack fingerprint (store.c) -> stack id; memory only */
+	struct fp_tab fp_ix; /* stack fingerprint (store.c) -> stack id; memory only */
 	struct buf pending;  /* records for the metastore log, not yet written */
 	struct buf key;	     /* scratch */
 	uint32_t *sym_queue; /* locations waiting for symbolization */

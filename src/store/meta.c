@@ -35,9 +35,8 @@ int meta_init(struct meta *m)
 	m->function_ix = htab_new(64);
 	m->location_ix = htab_new(64);
 	m->stack_ix = htab_new(64);
-	m->fp_ix = htab_new(64);
 	if (!m->arena || !m->string_ix || !m->mapping_ix || !m->function_ix || !m->location_ix ||
-	    !m->stack_ix || !m->fp_ix)
+	    !m->stack_ix)
 		return -ENOMEM;
 	if (chunked_init(&m->strings, sizeof(const char *)) ||
 	    chunked_init(&m->mappings, sizeof(struct meta_mapping)) ||
@@ -70,6 +69,70 @@ int meta_init(struct meta *m)
 	return 0;
 }
 
+static size_t fp_home(const struct fp_tab *t, uint64_t lo)
+{
+	/* lo is an XXH3 output: its low bits are already uniform. */
+	return (size_t)lo & (t->cap - 1);
+}
+
+bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id)
+{
+	if (!t->cap)
+		return false;
+	for (size_t i = fp_home(t, lo);; i = (i + 1) & (t->cap - 1)) {
+		const struct fp_slot *s = &t->slots[i];
+
+		if (!s->id1)
+			return false;
+		if (s->lo == lo && s->hi == hi) {
+			*id = s->id1 - 1;
+			return true;
+		}
+	}
+}
+
+static struct fp_slot *fp_find(struct fp_tab *t, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = fp_home(t, lo);; i = (i + 1) & (t->cap - 1)) {
+		struct fp_slot *s = &t->slots[i];
+
+		if (!s->id1 || (s->lo == lo && s->hi == hi))
+			return s;
+	}
+}
+
+int fp_tab_put(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t id)
+{
+	struct fp_slot *s;
+
+	if (id == UINT32_MAX)
+		return -ERANGE;
+	/* Load factor <= 1/2: short probe runs, 48 bytes per stack. */
+	if ((t->count + 1) * 2 > t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 1024;
+		struct fp_tab n = {calloc(cap, sizeof(*n.slots)), cap, t->count};
+
+		if (!n.slots)
+			return -ENOMEM;
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->slots[i].id1)
+				*fp_find(&n, t->slots[i].lo, t->slots[i].hi) = t->slots[i];
+		free(t->slots);
+		*t = n;
+	}
+	s = fp_find(t, lo, hi);
+	if (!s->id1)
+		t->count++;
+	*s = (struct fp_slot){lo, hi, id + 1};
+	return 0;
+}
+
+void fp_tab_free(struct fp_tab *t)
+{
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
+}
+
 void meta_destroy(struct meta *m)
 {
 	chunked_free(&m->strings);
@@ -82,7 +145,7 @@ void meta_destroy(struct meta *m)
 	htab_free(m->function_ix);
 	htab_free(m->location_ix);
 	htab_free(m->stack_ix);
-	htab_free(m->fp_ix);
+	fp_tab_free(&m->fp_ix);
 	arena_free(m->arena);
 	buf_free(&m->pending);
 	buf_free(&m->key);

@@ -143,24 +143,15 @@ int store_apply_record(struct store *s, const uint8_t *p, size_t len)
 
 /* ---- the write path ------------------------------------------------------ */
 
-/* pprof id -> metastore id, dense array when the ids are small. */
+/* pprof id -> position + 1: the identity when the ids are 1..n (what every
+ * pprof encoder we know writes: no table at all), a dense array when the ids
+ * are small, else a hash table. */
 struct idmap {
 	uint32_t *dense;
 	size_t n_dense;
 	struct htab *sparse;
+	size_t n_ident; /* ids 1..n_ident map to themselves */
 };
-
-static int idmap_init(struct idmap *m, uint64_t max_id, size_t n)
-{
-	memset(m, 0, sizeof(*m));
-	if (max_id <= 4 * n + 64) {
-		m->n_dense = max_id + 1;
-		m->dense = calloc(m->n_dense, sizeof(*m->dense));
-		return m->dense ? 0 : -ENOMEM;
-	}
-	m->sparse = htab_new(n);
-	return m->sparse ? 0 : -ENOMEM;
-}
 
 static void idmap_free(struct idmap *m)
 {
@@ -168,23 +159,51 @@ static void idmap_free(struct idmap *m)
 	htab_free(m->sparse);
 }
 
-static int idmap_put(struct idmap *m, uint64_t id, uint32_t v)
-{
-	if (m->dense) {
-		m->dense[id] = v;
-		return 0;
-	}
-	return htab_put(m->sparse, &id, sizeof(id), v);
-}
-
 static uint32_t idmap_get(const struct idmap *m, uint64_t id)
 {
 	uint64_t v = 0;
 
+	if (m->n_ident || (!m->dense && !m->sparse))
+		return id <= m->n_ident ? (uint32_t)id : 0;
 	if (m->dense)
 		return id < m->n_dense ? m->dense[id] : 0;
 	htab_get(m->sparse, &id, sizeof(id), &v);
 	return (uint32_t)v;
+}
+
+#define ITEM_ID(items, i, off) (*(const uint64_t *)((const uint8_t *)(items)[i] + (off)))
+
+static int build_ix(struct idmap *m, void **items, size_t n, size_t id_offset)
+{
+	uint64_t max = 0;
+	size_t i;
+	int rc = 0;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < n && ITEM_ID(items, i, id_offset) == i + 1; i++)
+		;
+	if (i == n) {
+		m->n_ident = n;
+		return 0;
+	}
+	for (i = 0; i < n; i++)
+		max = ITEM_ID(items, i, id_offset) > max ? ITEM_ID(items, i, id_offset) : max;
+	if (max <= 4 * n + 64) {
+		m->n_dense = max + 1;
+		if (!(m->dense = calloc(m->n_dense, sizeof(*m->dense))))
+			return -ENOMEM;
+		for (i = 0; i < n; i++)
+			m->dense[ITEM_ID(items, i, id_offset)] = (uint32_t)(i + 1);
+		return 0;
+	}
+	if (!(m->sparse = htab_new(n)))
+		return -ENOMEM;
+	for (i = 0; i < n && !rc; i++) {
+		uint64_t id = ITEM_ID(items, i, id_offset);
+
+		rc = htab_put(m->sparse, &id, sizeof(id), (uint32_t)(i + 1));
+	}
+	return rc;
 }
 
 /* Ingestion fast path. Interning every function and location of every
@@ -195,13 +214,17 @@ static uint32_t idmap_get(const struct idmap *m, uint64_t id)
  * seen before costs one probe. Only new stacks intern their locations (and
  * those their functions, mappings and strings), lazily, through the caches
  * below. Fingerprints live in memory only; after a restart the first sight
- * of each stack takes the slow path once. */
+ * of each stack takes the slow path once. The content hashes are built
+ * bottom-up from fixed-size keys: each string of the string table is hashed
+ * once, a function is the hash of its strings' hashes and start line, a
+ * location of its mapping's and functions' hashes, address and lines. */
 struct ingest {
 	const struct pprof_profile *p;
 	const pprof_msg *msg;
 	struct idmap fn_ix, map_ix, loc_ix; /* pprof id -> position + 1 */
-	XXH128_hash_t *fn_hash, *map_hash, *loc_hash;
+	XXH128_hash_t *str_hash, *fn_hash, *map_hash, *loc_hash;
 	uint32_t *fn_meta, *map_meta, *loc_meta, *str_meta; /* 0 = not interned yet */
+	void *mem; /* one allocation behind the arrays above */
 	struct buf key;
 };
 
@@ -210,112 +233,119 @@ static void ingest_free(struct ingest *in)
 	idmap_free(&in->fn_ix);
 	idmap_free(&in->map_ix);
 	idmap_free(&in->loc_ix);
-	free(in->fn_hash);
-	free(in->map_hash);
-	free(in->loc_hash);
-	free(in->fn_meta);
-	free(in->map_meta);
-	free(in->loc_meta);
-	free(in->str_meta);
+	free(in->mem);
 	buf_free(&in->key);
 }
 
-static uint64_t max_id_of(void **items, size_t n, size_t id_offset)
+static XXH128_hash_t str_hash(const struct ingest *in, int64_t idx)
 {
-	uint64_t max = 0;
+	static const XXH128_hash_t none = {0, 0};
 
-	for (size_t i = 0; i < n; i++) {
-		uint64_t id = *(const uint64_t *)((const uint8_t *)items[i] + id_offset);
-
-		max = id > max ? id : max;
-	}
-	return max;
+	return idx >= 0 && (size_t)idx < in->msg->n_string_table ? in->str_hash[idx] : none;
 }
 
-static int build_ix(struct idmap *m, void **items, size_t n, size_t id_offset)
-{
-	int rc = idmap_init(m, max_id_of(items, n, id_offset), n);
-
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = idmap_put(m, *(const uint64_t *)((const uint8_t *)items[i] + id_offset),
-			       (uint32_t)(i + 1));
-	return rc;
-}
-
-static int key_str(struct buf *k, const struct pprof_profile *p, int64_t idx)
-{
-	const char *s = pprof_string(p, idx);
-
-	return buf_append(k, s, strlen(s) + 1);
-}
-
-/* Hashes every function, mapping and location of the profile. */
+/* Hashes every string, function, mapping and location of the profile. */
 static int ingest_prepare(struct ingest *in, const struct pprof_profile *p)
 {
 	const pprof_msg *m = pprof_profile_msg(p);
-	struct buf *k = &in->key;
+	size_t ns = m->n_string_table, nf = m->n_function, nm = m->n_mapping, nl = m->n_location;
+	static const XXH128_hash_t zero = {0, 0};
+	uint8_t *mem;
 	int rc;
 
 	in->p = p;
 	in->msg = m;
-	rc = build_ix(&in->fn_ix, (void **)m->function, m->n_function,
-		      offsetof(pprof_function_msg, id));
-	rc = rc
-		 ?: build_ix(&in->map_ix, (void **)m->mapping, m->n_mapping,
-			     offsetof(pprof_mapping_msg, id));
-	rc = rc
-		 ?: build_ix(&in->loc_ix, (void **)m->location, m->n_location,
-			     offsetof(pprof_location_msg, id));
+	rc = build_ix(&in->fn_ix, (void **)m->function, nf, offsetof(pprof_function_msg, id));
+	rc = rc ?: build_ix(&in->map_ix, (void **)m->mapping, nm, offsetof(pprof_mapping_msg, id));
+	rc =
+	    rc ?: build_ix(&in->loc_ix, (void **)m->location, nl, offsetof(pprof_location_msg, id));
 	if (rc)
 		return rc;
-	in->fn_hash = calloc(m->n_function + 1, sizeof(*in->fn_hash));
-	in->map_hash = calloc(m->n_mapping + 1, sizeof(*in->map_hash));
-	in->loc_hash = calloc(m->n_location + 1, sizeof(*in->loc_hash));
-	in->fn_meta = calloc(m->n_function + 1, sizeof(*in->fn_meta));
-	in->map_meta = calloc(m->n_mapping + 1, sizeof(*in->map_meta));
-	in->loc_meta = calloc(m->n_location + 1, sizeof(*in->loc_meta));
-	in->str_meta = calloc(m->n_string_table + 1, sizeof(*in->str_meta));
-	if (!in->fn_hash || !in->map_hash || !in->loc_hash || !in->fn_meta || !in->map_meta ||
-	    !in->loc_meta || !in->str_meta)
+	/* Hashes first (16-byte aligned), then the id caches, which must start
+	 * zeroed; +1 each so that no array is empty. */
+	size_t hashes = (ns + nf + nm + nl + 4) * sizeof(XXH128_hash_t);
+	size_t ids = (ns + nf + nm + nl + 4) * sizeof(uint32_t);
+	if (!(in->mem = malloc(hashes + ids)))
 		return -ENOMEM;
-	for (size_t i = 0; i < m->n_function && !rc; i++) {
+	mem = in->mem;
+	memset(mem + hashes, 0, ids);
+	in->str_hash = (XXH128_hash_t *)mem;
+	in->fn_hash = in->str_hash + ns + 1;
+	in->map_hash = in->fn_hash + nf + 1;
+	in->loc_hash = in->map_hash + nm + 1;
+	in->str_meta = (uint32_t *)(mem + hashes);
+	in->fn_meta = in->str_meta + ns + 1;
+	in->map_meta = in->fn_meta + nf + 1;
+	in->loc_meta = in->map_meta + nm + 1;
+
+	for (size_t i = 0; i < ns; i++) {
+		const char *s = m->string_table[i];
+
+		in->str_hash[i] = XXH3_128bits(s, strlen(s));
+	}
+	for (size_t i = 0; i < nf; i++) {
 		const pprof_function_msg *f = m->function[i];
+		struct {
+			XXH128_hash_t name, system_name, filename;
+			int64_t start_line;
+		} k = {str_hash(in, f->name), str_hash(in, f->system_name),
+		       str_hash(in, f->filename), f->start_line};
 
-		buf_reset(k);
-		rc = key_str(k, p, f->name);
-		rc = rc ?: key_str(k, p, f->system_name);
-		rc = rc ?: key_str(k, p, f->filename);
-		rc = rc ?: buf_append(k, &f->start_line, sizeof(f->start_line));
-		in->fn_hash[i] = XXH3_128bits(k->data, k->len);
+		in->fn_hash[i] = XXH3_128bits(&k, sizeof(k));
 	}
-	for (size_t i = 0; i < m->n_mapping && !rc; i++) {
+	for (size_t i = 0; i < nm; i++) {
 		const pprof_mapping_msg *mp = m->mapping[i];
-		uint64_t v[3] = {mp->memory_start, mp->memory_limit, mp->file_offset};
-		uint8_t flags = (uint8_t)(mp->has_functions | mp->has_filenames << 1 |
-					  mp->has_line_numbers << 2 | mp->has_inline_frames << 3);
+		struct {
+			uint64_t start, limit, offset;
+			XXH128_hash_t filename, build_id;
+			uint64_t flags;
+		} k = {mp->memory_start,
+		       mp->memory_limit,
+		       mp->file_offset,
+		       str_hash(in, mp->filename),
+		       str_hash(in, mp->build_id),
+		       (uint64_t)(mp->has_functions | mp->has_filenames << 1 |
+				  mp->has_line_numbers << 2 | mp->has_inline_frames << 3)};
 
-		buf_reset(k);
-		rc = buf_append(k, v, sizeof(v));
-		rc = rc ?: key_str(k, p, mp->filename);
-		rc = rc ?: key_str(k, p, mp->build_id);
-		rc = rc ?: buf_append(k, &flags, 1);
-		in->map_hash[i] = XXH3_128bits(k->data, k->len);
+		in->map_hash[i] = XXH3_128bits(&k, sizeof(k));
 	}
-	for (size_t i = 0; i < m->n_location && !rc; i++) {
+	/* A location key: mapping hash, address, then (function hash, line)
+	 * per line; on the stack unless a location has many inlined lines. */
+	struct loc_line {
+		XXH128_hash_t fn;
+		int64_t line;
+	} __attribute__((packed));
+	struct {
+		XXH128_hash_t map;
+		uint64_t address;
+		struct loc_line l[16];
+	} __attribute__((packed)) k;
+	for (size_t i = 0; i < nl && !rc; i++) {
 		const pprof_location_msg *l = m->location[i];
 		uint32_t mi = idmap_get(&in->map_ix, l->mapping_id);
-		XXH128_hash_t zero = {0, 0};
+		struct loc_line *ls = k.l;
+		size_t len = offsetof(__typeof__(k), l) + l->n_line * sizeof(*ls);
 
-		buf_reset(k);
-		rc = buf_append(k, mi ? &in->map_hash[mi - 1] : &zero, sizeof(zero));
-		rc = rc ?: buf_append(k, &l->address, sizeof(l->address));
-		for (size_t j = 0; j < l->n_line && !rc; j++) {
+		if (l->n_line > 16) {
+			buf_reset(&in->key);
+			if ((rc = buf_reserve(&in->key, len)))
+				break;
+			ls = (struct loc_line *)(in->key.data + offsetof(__typeof__(k), l));
+		}
+		k.map = mi ? in->map_hash[mi - 1] : zero;
+		k.address = l->address;
+		for (size_t j = 0; j < l->n_line; j++) {
 			uint32_t fi = idmap_get(&in->fn_ix, l->line[j]->function_id);
 
-			rc = buf_append(k, fi ? &in->fn_hash[fi - 1] : &zero, sizeof(zero));
-			rc = rc ?: buf_append(k, &l->line[j]->line, sizeof(l->line[j]->line));
+			ls[j].fn = fi ? in->fn_hash[fi - 1] : zero;
+			ls[j].line = l->line[j]->line;
 		}
-		in->loc_hash[i] = XXH3_128bits(k->data, k->len);
+		if (ls == k.l) {
+			in->loc_hash[i] = XXH3_128bits(&k, len);
+		} else {
+			memcpy(in->key.data, &k, offsetof(__typeof__(k), l));
+			in->loc_hash[i] = XXH3_128bits(in->key.data, len);
+		}
 	}
 	return rc;
 }
@@ -424,20 +454,27 @@ static int64_t ingest_location(struct ingest *in, struct meta *m, uint32_t li)
 	return in->loc_meta[li];
 }
 
-/* The stack id of a sample: by fingerprint, else by interning. Caller holds
- * meta.mu; scratch holds at least n_location_id entries. */
-static int64_t ingest_stack(struct ingest *in, struct meta *m, const pprof_sample_msg *sm,
-			    XXH128_hash_t *hs, uint32_t *locs)
+/* A sample's stack fingerprint: the hash of its locations' content hashes.
+ * Pure computation, done before taking meta.mu; hs holds n_location_id. */
+static XXH128_hash_t stack_fp(const struct ingest *in, const pprof_sample_msg *sm,
+			      XXH128_hash_t *hs)
 {
-	uint64_t id;
-
 	for (size_t j = 0; j < sm->n_location_id; j++) {
 		uint32_t li = idmap_get(&in->loc_ix, sm->location_id[j]);
 
 		hs[j] = in->loc_hash[li ? li - 1 : 0];
 	}
-	XXH128_hash_t fp = XXH3_128bits(hs, sm->n_location_id * sizeof(*hs));
-	if (htab_get(m->fp_ix, &fp, sizeof(fp), &id))
+	return XXH3_128bits(hs, sm->n_location_id * sizeof(*hs));
+}
+
+/* The stack id of a sample: by fingerprint, else by interning. Caller holds
+ * meta.mu; locs holds at least n_location_id entries. */
+static int64_t ingest_stack(struct ingest *in, struct meta *m, const pprof_sample_msg *sm,
+			    XXH128_hash_t fp, uint32_t *locs)
+{
+	uint32_t id;
+
+	if (fp_tab_get(&m->fp_ix, fp.low64, fp.high64, &id))
 		return (int64_t)id;
 	for (size_t j = 0; j < sm->n_location_id; j++) {
 		uint32_t li = idmap_get(&in->loc_ix, sm->location_id[j]);
@@ -450,7 +487,7 @@ static int64_t ingest_stack(struct ingest *in, struct meta *m, const pprof_sampl
 	int64_t st = meta_stack(m, locs, (uint32_t)sm->n_location_id);
 	if (st < 0)
 		return st;
-	if (htab_put(m->fp_ix, &fp, sizeof(fp), (uint64_t)st))
+	if (fp_tab_put(&m->fp_ix, fp.low64, fp.high64, (uint32_t)st))
 		return -ENOMEM;
 	return st;
 }
@@ -474,7 +511,7 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 	struct store_label *sorted = NULL;
 	const char *name;
 	struct ingest in = {0};
-	XXH128_hash_t *hashes = NULL;
+	XXH128_hash_t *hashes = NULL, *fps = NULL;
 	struct srow *rows = NULL;
 	uint32_t *stack = NULL, *sids = NULL;
 	struct buf rec = {0}, type = {0};
@@ -507,6 +544,31 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		rc = kiln_error_set(err, -rc, "out of memory");
 		goto out;
 	}
+	/* Fingerprints (and the scratch for interning) outside the locks. */
+	fps = malloc((msg->n_sample + 1) * sizeof(*fps));
+	if (!fps) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < msg->n_sample; i++) {
+		const pprof_sample_msg *sm = msg->sample[i];
+
+		if (sm->n_location_id > cap_stack) {
+			uint32_t *a = realloc(stack, sm->n_location_id * sizeof(*a));
+			XXH128_hash_t *h = realloc(hashes, sm->n_location_id * sizeof(*h));
+
+			if (a)
+				stack = a;
+			if (h)
+				hashes = h;
+			if (!a || !h) {
+				rc = kiln_error_set(err, ENOMEM, "out of memory");
+				goto out;
+			}
+			cap_stack = sm->n_location_id;
+		}
+		fps[i] = stack_fp(&in, sm, hashes);
+	}
 	/* Metadata: series, then everything the samples refer to. */
 	pthread_rwlock_wrlock(&s->sx.lock);
 	pthread_mutex_lock(&s->meta.mu);
@@ -529,24 +591,12 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		else
 			sids[t] = (uint32_t)id;
 	}
+	/* Probe in order, prefetching a few rows ahead: the fingerprint table
+	 * is larger than the caches, so each probe is otherwise a miss. */
 	for (size_t i = 0; i < msg->n_sample && !rc; i++) {
-		const pprof_sample_msg *sm = msg->sample[i];
-
-		if (sm->n_location_id > cap_stack) {
-			uint32_t *a = realloc(stack, sm->n_location_id * sizeof(*a));
-			XXH128_hash_t *h = realloc(hashes, sm->n_location_id * sizeof(*h));
-
-			if (a)
-				stack = a;
-			if (h)
-				hashes = h;
-			if (!a || !h) {
-				rc = -ENOMEM;
-				break;
-			}
-			cap_stack = sm->n_location_id;
-		}
-		int64_t id = ingest_stack(&in, &s->meta, sm, hashes, stack);
+		if (i + 4 < msg->n_sample)
+			fp_tab_prefetch(&s->meta.fp_ix, fps[i + 4].low64);
+		int64_t id = ingest_stack(&in, &s->meta, msg->sample[i], fps[i], stack);
 		if (id < 0)
 			rc = (int)id;
 		rows[i] = (struct srow){(uint32_t)id, (uint32_t)i};
@@ -619,6 +669,7 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 out:
 	ingest_free(&in);
 	free(hashes);
+	free(fps);
 	free(sorted);
 	free(rows);
 	free(stack);

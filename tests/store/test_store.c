@@ -141,6 +141,113 @@ static void test_roundtrip_merge(void **state)
 	pprof_profile_free(b);
 }
 
+/* The ingest fast path keys stacks by content, not by pprof ids: the same
+ * profile with renumbered ids (dense with gaps, sparse) lands on the same
+ * stacks, and a location with many inlined lines round-trips. */
+static struct pprof_profile *renumber(const struct pprof_profile *src)
+{
+	struct buf raw = {0}, out = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	pprof_msg *m;
+
+	assert_int_equal(pprof_encode(pprof_profile_msg(src), false, &raw), 0);
+	m = perftools__profiles__profile__unpack(NULL, raw.len, raw.data);
+	assert_non_null(m);
+	for (size_t i = 0; i < m->n_mapping; i++)
+		m->mapping[i]->id += 1;
+	for (size_t i = 0; i < m->n_function; i++)
+		m->function[i]->id += 3; /* dense table with a gap */
+	for (size_t i = 0; i < m->n_location; i++) {
+		Perftools__Profiles__Location *l = m->location[i];
+
+		l->id = l->id * 1000 + 7; /* sparse: a hash table */
+		if (l->mapping_id)
+			l->mapping_id += 1;
+		for (size_t j = 0; j < l->n_line; j++)
+			l->line[j]->function_id += 3;
+	}
+	for (size_t i = 0; i < m->n_sample; i++)
+		for (size_t j = 0; j < m->sample[i]->n_location_id; j++)
+			m->sample[i]->location_id[j] = m->sample[i]->location_id[j] * 1000 + 7;
+	assert_int_equal(buf_reserve(&out, perftools__profiles__profile__get_packed_size(m)), 0);
+	out.len = perftools__profiles__profile__pack(m, out.data);
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	assert_int_equal(pprof_decode(out.data, out.len, NULL, &p, &err), 0);
+	buf_free(&raw);
+	buf_free(&out);
+	return p;
+}
+
+static void test_ids_and_inline_lines(void **state)
+{
+	struct fixture *f = *state;
+	struct pprof_profile *a = make_profile(40, 1, 0), *r = renumber(a), *deep = NULL;
+	struct store_matcher ma = {STORE_MATCH_EQ, "comm", "a", NULL};
+	struct store_matcher mr = {STORE_MATCH_EQ, "comm", "r", NULL};
+	struct store_matcher md = {STORE_MATCH_EQ, "comm", "deep", NULL};
+	struct store_stats st0, st1;
+	size_t ns;
+
+	assert_true(pprof_profile_msg(r)->location[0]->id > 1000); /* ids kept by decode */
+	write_one(f->s, "a", "n", a, 1000);
+	store_get_stats(f->s, &st0);
+	write_one(f->s, "r", "n", r, 1000);
+	store_get_stats(f->s, &st1);
+	assert_int_equal(st1.stacks, st0.stacks);
+	assert_int_equal(st1.locations, st0.locations);
+	assert_int_equal(merged_total(f->s, CPU_TYPE, &mr, 1, 0, 10000, &ns), profile_total(a, 0));
+	assert_int_equal(ns, 40);
+	assert_int_equal(merged_total(f->s, CPU_TYPE, &ma, 1, 0, 10000, &ns), profile_total(a, 0));
+	assert_int_equal(ns, 40);
+
+	/* 20 inlined frames in one location (more than the on-stack key). */
+	struct pprof_builder *b = pprof_builder_new();
+	struct pprof_mapping_desc mdesc = {.memory_start = 0x400000,
+					   .memory_limit = 0x800000,
+					   .filename = "/usr/bin/app",
+					   .has_functions = true};
+	struct pprof_line_desc lines[20];
+	char name[32];
+	pprof_builder_add_sample_type(b, "samples", "count");
+	pprof_builder_add_sample_type(b, "cpu", "nanoseconds");
+	pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000);
+	uint64_t map = pprof_builder_mapping(b, &mdesc);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "inl_%d", i);
+		lines[i] = (struct pprof_line_desc){
+		    pprof_builder_function(b, name, name, "inl.c", i), 100 + i, 0};
+	}
+	uint64_t locs[2] = {pprof_builder_location(b, map, 0x401234, lines, 20),
+			    pprof_builder_location(b, map, 0x401000, lines, 1)};
+	int64_t v[2] = {7, 70000000};
+	assert_int_equal(pprof_builder_add_sample(b, locs, 2, v, NULL, 0), 0);
+	lines[19].line = 999; /* differs only in the last inlined line */
+	locs[0] = pprof_builder_location(b, map, 0x401234, lines, 20);
+	v[0] = 5;
+	assert_int_equal(pprof_builder_add_sample(b, locs, 2, v, NULL, 0), 0);
+	assert_int_equal(pprof_builder_to_profile(b, &deep, NULL), 0);
+	pprof_builder_free(b);
+	write_one(f->s, "deep", "n", deep, 1000);
+	write_one(f->s, "deep", "n", deep, 2000);
+	store_get_stats(f->s, &st1);
+	assert_int_equal(st1.stacks, st0.stacks + 2);
+	struct store_selector sel = {CPU_TYPE, &md, 1, 0, 10000};
+	struct pprof_profile *p = merge_to_profile(f->s, &sel);
+	assert_non_null(p);
+	const pprof_msg *msg = pprof_profile_msg(p);
+	assert_int_equal(msg->n_sample, 2);
+	assert_int_equal(profile_total(p, 0), 24);
+	size_t n20 = 0;
+	for (size_t i = 0; i < msg->n_location; i++)
+		n20 += msg->location[i]->n_line == 20;
+	assert_int_equal(n20, 2);
+	pprof_profile_free(p);
+	pprof_profile_free(deep);
+	pprof_profile_free(r);
+	pprof_profile_free(a);
+}
+
 static void test_single_profile_and_range(void **state)
 {
 	struct fixture *f = *state;
@@ -652,6 +759,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_roundtrip_merge, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_single_profile_and_range, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ids_and_inline_lines, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_query_range_blocks_compaction_reopen, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_labels_and_matchers, setup, teardown),
