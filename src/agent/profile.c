@@ -154,7 +154,9 @@ int profile_build(const struct profile_env *env, const struct window *w,
 		  const struct window_proc *wp, const struct agent_labels *series_labels,
 		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
 {
-	struct pprof_builder *b = pprof_builder_new();
+	/* Sized for this process's stacks: most processes have a handful, and
+	 * a default-sized builder costs more to set up than to fill. */
+	struct pprof_builder *b = pprof_builder_new_sized(16 + 4 * htab_count(wp->stacks));
 	uint64_t locs[PROFILER_MAX_FRAMES], kmapping = 0;
 	size_t nlab = 2 + (series_labels ? series_labels->n : 0), iter = 0, klen;
 	struct pprof_label_desc labels[64];
