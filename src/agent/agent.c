@@ -15,6 +15,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <libdeflate.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@ struct agent {
 	struct agent_labels host_labels;
 	struct window *cur, *next;
 	struct sampler *sampler;
+	/* Reused by every profile of every window (see profile_env). */
+	struct libdeflate_compressor *gz;
+	struct buf gz_scratch;
 	int64_t wall_minus_mono;
 	uint64_t now_ns;
 };
@@ -123,7 +127,12 @@ static void window_emit(struct agent *a, struct window *w)
 {
 	const struct agent_config *cfg = a->cfg;
 	struct profile_env env = {
-	    .ksyms = a->ksyms, .frequency_hz = cfg->frequency_hz, .host_labels = &a->host_labels};
+	    .ksyms = a->ksyms,
+	    .frequency_hz = cfg->frequency_hz,
+	    .host_labels = &a->host_labels,
+	    .gz = a->gz,
+	    .scratch = &a->gz_scratch,
+	};
 	struct agent_profile *profs[2] = {NULL, NULL};
 	struct agent_labels *labels = NULL;
 	struct agent_exec_infos *execs = NULL; /* for the label-free variant */
@@ -285,8 +294,10 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	struct utsname un;
 	int rc;
 
+	buf_init(&a.gz_scratch);
 	a.procs = proc_cache_new(cfg->proc_root);
-	if (!a.procs) {
+	a.gz = libdeflate_alloc_compressor(1);
+	if (!a.procs || !a.gz) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -363,6 +374,9 @@ out:
 	window_free(a.cur);
 	window_free(a.next);
 	proc_cache_free(a.procs);
+	if (a.gz)
+		libdeflate_free_compressor(a.gz);
+	buf_free(&a.gz_scratch);
 	kallsyms_free(a.ksyms);
 	labels_free(&a.host_labels);
 	return rc;

@@ -260,6 +260,11 @@ struct profile_env {
 	const struct kallsyms *ksyms; /* NULL: kernel frames stay addresses */
 	unsigned frequency_hz;
 	const struct agent_labels *host_labels; /* node, kernel_release, external */
+	/* Optional, reused across profiles (NULL: allocated per profile): a
+	 * level-1 libdeflate compressor costs more to set up (~100s of KB of
+	 * tables, faulted in) than to run on a small profile. */
+	struct libdeflate_compressor *gz;
+	struct buf *scratch; /* with gz: holds the raw encoding */
 };
 
 /* The series labels of a process: host labels, then the process's own

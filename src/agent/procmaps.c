@@ -29,6 +29,73 @@ static int maps_push(struct proc_maps *m, const struct proc_mapping *e)
 	return 0;
 }
 
+/* Hex (base 16) or decimal digits at *p, advancing it; false if none or
+ * on overflow. sscanf cost more than the kernel's printing of the line. */
+static bool parse_num(const char **p, const char *end, unsigned base, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+
+	for (; s < end; s++) {
+		unsigned d;
+
+		if (*s >= '0' && *s <= '9')
+			d = (unsigned)(*s - '0');
+		else if (base == 16 && *s >= 'a' && *s <= 'f')
+			d = (unsigned)(*s - 'a' + 10);
+		else if (base == 16 && *s >= 'A' && *s <= 'F')
+			d = (unsigned)(*s - 'A' + 10);
+		else
+			break;
+		if (v > (UINT64_MAX - d) / base)
+			return false;
+		v = v * base + d;
+	}
+	if (s == *p)
+		return false;
+	*p = s;
+	*out = v;
+	return true;
+}
+
+static bool skip_char(const char **p, const char *end, char c)
+{
+	if (*p >= end || **p != c)
+		return false;
+	(*p)++;
+	return true;
+}
+
+/* One line without its newline: "start-end perms offset major:minor inode
+ * [path]". Fills e (path and build_id left NULL); *perms_x says whether
+ * the mapping is executable. */
+static bool parse_line(const char *p, const char *end, struct proc_mapping *e, bool *perms_x,
+		       const char **path)
+{
+	const char *perms;
+	uint64_t maj, min;
+
+	if (!parse_num(&p, end, 16, &e->start) || !skip_char(&p, end, '-') ||
+	    !parse_num(&p, end, 16, &e->limit) || !skip_char(&p, end, ' '))
+		return false;
+	perms = p;
+	while (p < end && *p != ' ')
+		p++;
+	if (p == perms || !skip_char(&p, end, ' ') || !parse_num(&p, end, 16, &e->offset) ||
+	    !skip_char(&p, end, ' ') || !parse_num(&p, end, 16, &maj) || !skip_char(&p, end, ':') ||
+	    !parse_num(&p, end, 16, &min) || !skip_char(&p, end, ' ') ||
+	    !parse_num(&p, end, 10, &e->inode) || maj > UINT32_MAX || min > UINT32_MAX ||
+	    e->limit < e->start)
+		return false;
+	e->dev_major = (unsigned)maj;
+	e->dev_minor = (unsigned)min;
+	*perms_x = p - perms >= 3 && perms[2] == 'x';
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	*path = p;
+	return true;
+}
+
 int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct kiln_error *err)
 {
 	const char *p = text, *end = text + len;
@@ -36,32 +103,28 @@ int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct k
 
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		char line[8192], perms[8];
+		const char *le = nl ? nl : end, *path;
 		struct proc_mapping e;
-		int pos = 0, rc;
+		bool x;
+		int rc;
 
 		lineno++;
-		if (ll >= sizeof(line))
-			ll = sizeof(line) - 1;
-		memcpy(line, p, ll);
-		line[ll] = '\0';
-		p = nl ? nl + 1 : end;
-		if (!ll)
+		if (le == p) {
+			p = le + 1;
 			continue;
+		}
 		memset(&e, 0, sizeof(e));
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 "%n",
-			   &e.start, &e.limit, perms, &e.offset, &e.dev_major, &e.dev_minor,
-			   &e.inode, &pos) < 7 ||
-		    e.limit < e.start)
-			return kiln_error_set(err, EINVAL, "maps line %u: cannot parse \"%s\"",
-					      lineno, line);
-		if (strlen(perms) < 3 || perms[2] != 'x')
+		if (!parse_line(p, le, &e, &x, &path)) {
+			int ll = (int)(le - p > 200 ? 200 : le - p);
+
+			return kiln_error_set(err, EINVAL, "maps line %u: cannot parse \"%.*s\"",
+					      lineno, ll, p);
+		}
+		p = nl ? nl + 1 : end;
+		if (!x)
 			continue;
 		e.exec = true;
-		while (line[pos] == ' ' || line[pos] == '\t')
-			pos++;
-		e.path = strdup(line + pos);
+		e.path = strndup(path, (size_t)(le - path));
 		e.build_id = strdup("");
 		if (!e.path || !e.build_id) {
 			free(e.path);

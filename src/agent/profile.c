@@ -21,6 +21,8 @@
 #include "common/htab.h"
 #include "pprof/pprof.h"
 
+#include <libdeflate.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,11 +126,37 @@ static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p
 	return pprof_builder_location(b, mid, addr, NULL, 0);
 }
 
+/* The same bytes as pprof_builder_encode(b, true, out) (one gzip member,
+ * libdeflate level 1), with env's compressor and scratch buffer when set. */
+static int encode_gzip(const struct profile_env *env, struct pprof_builder *b, struct buf *out)
+{
+	size_t bound, got;
+	int rc;
+
+	if (!env->gz || !env->scratch)
+		return pprof_builder_encode(b, true, out);
+	buf_reset(env->scratch);
+	rc = pprof_builder_encode(b, false, env->scratch);
+	if (rc)
+		return rc;
+	bound = libdeflate_gzip_compress_bound(env->gz, env->scratch->len);
+	if (buf_reserve(out, bound + 1))
+		return -ENOMEM;
+	got = libdeflate_gzip_compress(env->gz, env->scratch->data, env->scratch->len,
+				       out->data + out->len, bound);
+	if (!got)
+		return -EIO;
+	out->len += got;
+	return 0;
+}
+
 int profile_build(const struct profile_env *env, const struct window *w,
 		  const struct window_proc *wp, const struct agent_labels *series_labels,
 		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
 {
-	struct pprof_builder *b = pprof_builder_new();
+	/* Sized for this process's stacks: most processes have a handful, and
+	 * a default-sized builder costs more to set up than to fill. */
+	struct pprof_builder *b = pprof_builder_new_sized(16 + 4 * htab_count(wp->stacks));
 	uint64_t locs[PROFILER_MAX_FRAMES], kmapping = 0;
 	size_t nlab = 2 + (series_labels ? series_labels->n : 0), iter = 0, klen;
 	struct pprof_label_desc labels[64];
@@ -195,7 +223,7 @@ int profile_build(const struct profile_env *env, const struct window *w,
 		if (rc)
 			goto fail;
 	}
-	rc = pprof_builder_encode(b, true, out);
+	rc = encode_gzip(env, b, out);
 	if (rc)
 		goto fail;
 	pprof_builder_free(b);

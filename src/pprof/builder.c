@@ -39,16 +39,27 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 
 struct pprof_builder *pprof_builder_new(void)
 {
+	return pprof_builder_new_sized(1024);
+}
+
+struct pprof_builder *pprof_builder_new_sized(size_t hint)
+{
 	struct pprof_builder *b = calloc(1, sizeof(*b));
+	size_t chunk;
 
 	if (!b)
 		return NULL;
-	b->arena = arena_new(256 * 1024);
-	b->string_ix = htab_new(1024);
+	if (hint < 16)
+		hint = 16;
+	chunk = hint < 1024 ? hint * 256 : 256 * 1024; /* 256 KiB at the default hint */
+	if (chunk < 16 * 1024)
+		chunk = 16 * 1024;
+	b->arena = arena_new(chunk);
+	b->string_ix = htab_new(hint);
 	b->mapping_ix = htab_new(16);
-	b->function_ix = htab_new(1024);
-	b->location_ix = htab_new(1024);
-	b->sample_ix = htab_new(1024);
+	b->function_ix = htab_new(hint);
+	b->location_ix = htab_new(hint);
+	b->sample_ix = htab_new(hint);
 	if (!b->arena || !b->string_ix || !b->mapping_ix || !b->function_ix || !b->location_ix ||
 	    !b->sample_ix || pprof_builder_string(b, "") != 0) {
 		pprof_builder_free(b);

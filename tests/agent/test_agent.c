@@ -20,6 +20,8 @@
 #include "agent/agent.h"
 #include "pprof/pprof.h"
 
+#include <libdeflate.h>
+
 static const char maps_text[] =
     "55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1234    /usr/bin/my app\n"
     "55d0c0a02000-55d0c0a08000 r-xp 00002000 fd:01 1234    /usr/bin/my app\n"
@@ -68,6 +70,35 @@ static void test_procmaps_rejects_garbage(void **state)
 	assert_int_equal(procmaps_parse(bad, strlen(bad), &m, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "line 2"));
 	procmaps_free(&m);
+	/* A line cut short (no inode) is not a maps line either. */
+	kiln_error_clear(&err);
+	assert_int_equal(procmaps_parse("1000-2000 r-xp 0 fd:01\n", 23, &m, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "line 1"));
+	procmaps_free(&m);
+}
+
+/* Our own maps, as the kernel prints them: the code of this function is
+ * in a mapping of this executable. */
+static void test_procmaps_of_self(void **state)
+{
+	struct proc_maps m = {0};
+	struct buf b;
+	const struct proc_mapping *e;
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	(void)state;
+	assert_true(n > 0);
+	exe[n] = '\0';
+	buf_init(&b);
+	assert_int_equal(buf_read_file(&b, "/proc/self/maps", 64 << 20), 0);
+	assert_int_equal(procmaps_parse((const char *)b.data, b.len, &m, NULL), 0);
+	e = procmaps_find(&m, (uint64_t)(uintptr_t)&test_procmaps_of_self);
+	assert_non_null(e);
+	assert_string_equal(e->path, exe);
+	assert_true(e->inode != 0);
+	procmaps_free(&m);
+	buf_free(&b);
 }
 
 static void test_cgroup_path_choice(void **state)
@@ -192,6 +223,28 @@ static void test_kallsyms_lookup_with_modules(void **state)
 	fclose(f);
 	assert_int_equal(kallsyms_load(path, &k, &err), -EPERM);
 	assert_non_null(strstr(err.msg, "kptr_restrict"));
+
+	/* Bigger than one read, last line without a newline: every line is
+	 * seen once, whichever read it straddles. */
+	f = fopen(path, "w");
+	for (unsigned i = 0; i < 40000; i++)
+		fprintf(f, "%016llx T function_number_%u%s", 0xffffffff81000000ull + 16ull * i, i,
+			i + 1 < 40000 ? "\n" : "");
+	fclose(f);
+	assert_int_equal(kallsyms_load(path, &k, &err), 0);
+	assert_int_equal(kallsyms_count(k), 40000);
+	for (unsigned i = 0; i < 40000; i += 997) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "function_number_%u", i);
+		assert_true(kallsyms_lookup(k, 0xffffffff81000000ull + 16ull * i + 3, &name,
+					    &module, NULL));
+		assert_string_equal(name, want);
+	}
+	assert_true(
+	    kallsyms_lookup(k, 0xffffffff81000000ull + 16ull * 39999, &name, &module, NULL));
+	assert_string_equal(name, "function_number_39999");
+	kallsyms_free(k);
 	unlink(path);
 }
 
@@ -378,6 +431,27 @@ static void test_window_becomes_profile(void **state)
 	assert_int_equal(profile_series_labels(&env, p, &series), 0);
 	assert_string_equal(labels_get(&series, "node"), "n1");
 	assert_int_equal(profile_build(&env, w, &w->procs[0], &series, &out, &exec, &err), 0);
+	/* A shared compressor and scratch buffer give the very same bytes. */
+	{
+		struct buf again = {0}, scratch = {0};
+		struct agent_exec_infos exec2 = {0};
+
+		env.gz = libdeflate_alloc_compressor(1);
+		env.scratch = &scratch;
+		for (int round = 0; round < 2; round++) {
+			buf_reset(&again);
+			assert_int_equal(
+			    profile_build(&env, w, &w->procs[0], &series, &again, &exec2, &err), 0);
+			assert_int_equal(again.len, out.len);
+			assert_memory_equal(again.data, out.data, out.len);
+			agent_exec_infos_free(&exec2);
+		}
+		libdeflate_free_compressor(env.gz);
+		env.gz = NULL;
+		env.scratch = NULL;
+		buf_free(&again);
+		buf_free(&scratch);
+	}
 	/* One executable_info per mapping, in mapping order. */
 	assert_int_equal(exec.n, 1);
 	assert_int_equal(exec.v[0].elf_type, 3);
@@ -427,6 +501,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_procmaps_keeps_code_mappings),
 	    cmocka_unit_test(test_procmaps_rejects_garbage),
+	    cmocka_unit_test(test_procmaps_of_self),
 	    cmocka_unit_test(test_cgroup_path_choice),
 	    cmocka_unit_test(test_cgroup_derive_patterns),
 	    cmocka_unit_test(test_labels_set_sorted_and_parse),

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pprof/pprof.h"
@@ -251,6 +252,48 @@ static void test_builder_reuse_after_encode(void **state)
 	buf_free(&two);
 }
 
+/* Fills b with n functions, locations and samples, and encodes it. */
+static void fill_and_encode(struct pprof_builder *b, unsigned n, struct buf *out)
+{
+	for (unsigned i = 0; i < n; i++) {
+		char fn[32];
+		uint64_t loc;
+		int64_t v = i + 1;
+
+		snprintf(fn, sizeof(fn), "func_%u", i);
+		loc = one_location(b, fn);
+		assert_true(loc != 0);
+		assert_int_equal(pprof_builder_add_sample(b, &loc, 1, &v, NULL, 0), 0);
+	}
+	assert_int_equal(pprof_builder_encode(b, true, out), 0);
+}
+
+/* Sizing is memory only: small or outgrown, the profile is the same. */
+static void test_sized_builder_same_bytes(void **state)
+{
+	const size_t hints[] = {0, 16, 100, 5000};
+
+	(void)state;
+	for (size_t h = 0; h < sizeof(hints) / sizeof(hints[0]); h++) {
+		struct pprof_builder *a = pprof_builder_new(),
+				     *b = pprof_builder_new_sized(hints[h]);
+		struct buf x = {0}, y = {0};
+
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_int_equal(pprof_builder_add_sample_type(a, "samples", "count"), 0);
+		assert_int_equal(pprof_builder_add_sample_type(b, "samples", "count"), 0);
+		fill_and_encode(a, 3000, &x);
+		fill_and_encode(b, 3000, &y);
+		assert_int_equal(x.len, y.len);
+		assert_memory_equal(x.data, y.data, x.len);
+		pprof_builder_free(a);
+		pprof_builder_free(b);
+		buf_free(&x);
+		buf_free(&y);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -260,6 +303,7 @@ int main(void)
 	    cmocka_unit_test(test_merge_mismatched_types),
 	    cmocka_unit_test(test_merge_scaled),
 	    cmocka_unit_test(test_builder_reuse_after_encode),
+	    cmocka_unit_test(test_sized_builder_same_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
