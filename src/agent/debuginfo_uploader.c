@@ -88,6 +88,20 @@ static bool retryable(int code)
 	       code != GRPC_STATUS_OK;
 }
 
+/* A process that exited took its /proc/PID/root with it: the same file on
+ * the host is the best guess (the build ID is checked before anything is
+ * sent). Rewrites path in place; true when it did. */
+static bool fall_back_to_host_path(char *path)
+{
+	const char *host;
+
+	if (!path || strncmp(path, "/proc/", 6) != 0 || access(path, R_OK) == 0)
+		return false;
+	if (!(host = strstr(path, "/root/")))
+		return false;
+	memmove(path, host + 5, strlen(host + 5) + 1);
+	return true;
+}
 static void *worker_main(void *arg)
 {
 	struct debuginfo_uploader *u = arg;
@@ -119,20 +133,18 @@ static void *worker_main(void *arg)
 		path = strdup(e->path);
 		pthread_mutex_unlock(&u->lock);
 
-		/* A process that exited took its /proc/PID/root with it: the
-		 * same file on the host is the best guess (the build ID is
-		 * checked before anything is sent). */
-		if (path && access(path, R_OK) != 0 && strncmp(path, "/proc/", 6) == 0) {
-			const char *host = strstr(path, "/root/");
-
-			if (host)
-				memmove(path, host + 5, strlen(host + 5) + 1);
-		}
+		fall_back_to_host_path(path);
 		r = calloc(1, sizeof(*r));
 		kiln_error_clear(&err);
 		rc = (!path || !r)
 			 ? kiln_error_set(&err, ENOMEM, "out of memory")
 			 : debuginfo_upload_file(client, path, e->build_id, &u->opts, r, &err);
+		/* The process may also exit while its file is being read. */
+		if (rc < 0 && r && !r->grpc_code && fall_back_to_host_path(path)) {
+			memset(r, 0, sizeof(*r));
+			kiln_error_clear(&err);
+			rc = debuginfo_upload_file(client, path, e->build_id, &u->opts, r, &err);
+		}
 		pthread_mutex_lock(&u->lock);
 		shown = path ? path : "?"; /* out of memory: rc says so */
 		if (rc == 0 && r->outcome == DEBUGINFO_UPLOADED) {
