@@ -71,20 +71,31 @@ int64_t grpc_timeout_parse(const char *v, size_t len)
 			return -1;
 		n = n * 10 + (v[i] - '0');
 	}
+	int64_t unit_ns;
 	switch (v[len - 1]) {
 	case 'H':
-		return n * 3600 * 1000000000LL;
+		unit_ns = 3600 * 1000000000LL;
+		break;
 	case 'M':
-		return n * 60 * 1000000000LL;
+		unit_ns = 60 * 1000000000LL;
+		break;
 	case 'S':
-		return n * 1000000000LL;
+		unit_ns = 1000000000LL;
+		break;
 	case 'm':
-		return n * 1000000LL;
+		unit_ns = 1000000LL;
+		break;
 	case 'u':
-		return n * 1000LL;
+		unit_ns = 1000LL;
+		break;
 	case 'n':
-		return n;
+		unit_ns = 1;
+		break;
 	default:
 		return -1;
 	}
+	/* 99999999H does not fit in int64 nanoseconds; anything past ~70 years
+	 * is "no deadline" in practice, and the cap leaves room for now + t. */
+	const int64_t cap = INT64_MAX / 4;
+	return n > cap / unit_ns ? cap : n * unit_ns;
 }

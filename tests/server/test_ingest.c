@@ -99,6 +99,8 @@ static void test_timeout_parse(void **state)
 	assert_int_equal(grpc_timeout_parse("100m", 4), 100000000LL);
 	assert_int_equal(grpc_timeout_parse("5S", 2), 5000000000LL);
 	assert_int_equal(grpc_timeout_parse("1H", 2), 3600000000000LL);
+	/* Eight digits of hours overflow int64 nanoseconds: capped, never negative. */
+	assert_int_equal(grpc_timeout_parse("99999999H", 9), INT64_MAX / 4);
 	assert_int_equal(grpc_timeout_parse("7n", 2), 7);
 	assert_int_equal(grpc_timeout_parse("99999999u", 9), 99999999000LL);
 	assert_int_equal(grpc_timeout_parse("m", 1), -1);
