@@ -64,10 +64,12 @@ for f in "$KILN_FUZZBIN"/fuzz_*; do
 	[[ -n "$TEST_FILTER" && "$name" != *"$TEST_FILTER"* ]] && continue
 	log="$logdir/fuzz_$n.log"; corpus="$root/build/fuzz/corpus/$n"; mkdir -p "$corpus"
 	seeds=(); [ -d "fuzz/corpus/$n" ] && seeds=("fuzz/corpus/$n")
-	# -timeout: one slow input is a failure to look at, not a hung suite;
-	# artifacts (crash-*, slow-unit-*) go under build/, never the checkout.
+	# -seed=1: the same mutations on every machine, so CI replays what passed
+	# here (new finds come from `make fuzz`). -timeout: one slow input is a
+	# failure to look at, not a hung suite. Artifacts (crash-*, slow-unit-*)
+	# go under build/, never the checkout.
 	mkdir -p "$root/build/fuzz/artifacts"
-	"$f" -max_total_time="$FUZZ_SMOKE_SECONDS" -timeout=30 -rss_limit_mb=2048 \
+	"$f" -seed=1 -max_total_time="$FUZZ_SMOKE_SECONDS" -timeout=30 -rss_limit_mb=2048 \
 		-artifact_prefix="$root/build/fuzz/artifacts/$n-" "$corpus" "${seeds[@]}" >"$log" 2>&1
 	record "$name" "$?" "$log"
 done
