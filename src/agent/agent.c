@@ -74,10 +74,11 @@ static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 	/* The main thread's name is the process's (the group leader's comm)
 	 * as it was when sampled: /proc, read later, may show the image an
 	 * exec since brought (a fork's child samples as "bash" first). For
-	 * other threads the name comes from /proc/PID/stat. */
+	 * other threads the name comes from /proc/PID/stat, and their own
+	 * name stands in only if the process is already gone. */
 	memcpy(comm, e->thread_comm, PROFILER_COMM_LEN);
 	comm[PROFILER_COMM_LEN] = '\0';
-	p = proc_cache_get(a->procs, e->pid, e->tid == e->pid ? comm : NULL, a->now_ns);
+	p = proc_cache_get(a->procs, e->pid, comm, e->tid == e->pid, a->now_ns);
 	if (!p) {
 		ADD(drops_oom, 1);
 		return;

@@ -218,12 +218,13 @@ struct proc_cache;
 struct proc_cache *proc_cache_new(const char *proc_root);
 void proc_cache_free(struct proc_cache *c);
 /* Returns the cached info for pid, reading /proc the first time (or after an
- * exec). comm: the process name from a sample of its main thread, or NULL
- * (then /proc/PID/stat's).
- * Never NULL except on out-of-memory: a vanished process gets an entry with
- * what the sample told us. The entry stays valid while refs > 0. */
+ * exec). comm is the process name a sample gives: exact (comm_exact, from
+ * the main thread) wins over /proc/PID/stat's, which may already show a
+ * later exec; otherwise it is used only when /proc is gone. Never NULL
+ * except on out-of-memory: a vanished process gets an entry with what the
+ * sample told us. The entry stays valid while refs > 0. */
 struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
-				 uint64_t now_ns);
+				 bool comm_exact, uint64_t now_ns);
 /* Re-reads the maps of p if addr is in none of them (the process mapped new
  * code), at most once per min_interval_ns; the interval doubles (up to a
  * minute) each time a re-read does not explain the address, because a
@@ -249,9 +250,9 @@ void proc_cache_reap_exited(struct proc_cache *c, uint64_t cutoff_ns);
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
 size_t proc_cache_count(const struct proc_cache *c);
 /* Reads /proc/PID/{stat,exe,cgroup,maps} into a fresh entry (exposed for
- * tests); the process name is comm, or stat's when comm is NULL. */
+ * tests); comm and comm_exact as for proc_cache_get (comm may be NULL). */
 struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
-				 struct buildid_cache *bc);
+				 bool comm_exact, struct buildid_cache *bc);
 void proc_info_free(struct proc_info *p);
 /* A window holds an entry while it has samples for it; releasing the last
  * hold of an entry the cache already dropped frees it. */

@@ -111,7 +111,7 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 }
 
 struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
-				 struct buildid_cache *bc)
+				 bool comm_exact, struct buildid_cache *bc)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
 	char path[256], exe[4096] = "", cgroup[4096] = "/", unit[512], cid[80], num[16];
@@ -127,7 +127,7 @@ struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char
 	 * beside the start time: one open for both. */
 	if (read_small(proc_root, pid, "stat", &b) == 0) {
 		p->start_time = stat_start_time((const char *)b.data);
-		if (!p->comm[0])
+		if (!comm_exact || !p->comm[0])
 			stat_comm((const char *)b.data, p->comm, sizeof(p->comm));
 	}
 	snprintf(path, sizeof(path), "%s/%u/exe", proc_root, pid);
@@ -235,7 +235,7 @@ void proc_info_release(struct proc_info *p)
 }
 
 struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
-				 uint64_t now_ns)
+				 bool comm_exact, uint64_t now_ns)
 {
 	struct proc_info **link = &c->buckets[pid % PROC_BUCKETS], *p;
 
@@ -253,7 +253,7 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 		cache_unlink(c, p, link);
 		break;
 	}
-	p = proc_info_read(c->proc_root, pid, comm, c->buildids);
+	p = proc_info_read(c->proc_root, pid, comm, comm_exact, c->buildids);
 	if (!p)
 		return NULL;
 	p->last_seen_ns = now_ns;

@@ -546,7 +546,7 @@ static void test_elf_facts_load_for(void **state)
 static void test_proc_info_of_self(void **state)
 {
 	struct buildid_cache *c = buildid_cache_new();
-	struct proc_info *p = proc_info_read("/proc", (uint32_t)getpid(), NULL, c);
+	struct proc_info *p = proc_info_read("/proc", (uint32_t)getpid(), NULL, false, c);
 	const struct proc_mapping *m;
 	char pid[16];
 
@@ -574,6 +574,21 @@ static void test_proc_info_of_self(void **state)
 		assert_int_equal(dl_iterate_phdr(main_bias, &bias), 1);
 		assert_int_equal(file_off - m->load_offset + m->load_vaddr, addr - bias);
 	}
+	proc_info_free(p);
+
+	/* The name: a main thread's sample wins over /proc (which may show a
+	 * later exec); another thread's name stands in only when /proc is
+	 * gone (pid 0x7ffffff0 does not exist). */
+	p = proc_info_read("/proc", (uint32_t)getpid(), "worker", false, c);
+	assert_string_equal(p->comm, "test_agent");
+	proc_info_free(p);
+	p = proc_info_read("/proc", (uint32_t)getpid(), "bash", true, c);
+	assert_string_equal(p->comm, "bash");
+	proc_info_free(p);
+	p = proc_info_read("/proc", 0x7ffffff0u, "worker", false, c);
+	assert_non_null(p);
+	assert_string_equal(p->comm, "worker");
+	assert_string_equal(labels_get(&p->labels, "comm"), "worker");
 	proc_info_free(p);
 	buildid_cache_free(c);
 }
