@@ -1,10 +1,11 @@
 /*
- * buildid.c — GNU build IDs from ELF notes (libelf), with a cache.
+ * buildid.c — GNU build IDs from ELF notes, with a cache.
  *
  * The build ID is what the server uses to find a binary's debug info, so
  * every file-backed mapping carries it. Notes are looked up through the
  * program headers first (PT_NOTE is what the loader maps and survives
- * section stripping), then the section headers. Files are identified in
+ * section stripping; read with pread, see read_facts_fast), then the
+ * section headers (libelf). Files are identified in
  * the cache by (dev, inode, size, mtime) from stat, or, for mapped files, by
  * the (dev, inode) that /proc/PID/maps prints, which needs no system call:
  * the same library mapped by 200 processes is read once. A rebuilt binary
@@ -50,6 +51,108 @@ static int note_find_build_id(Elf_Data *data, char *hex, size_t hexsz)
 	return -ENOENT;
 }
 
+/* Finds the GNU build ID among the notes in buf (a PT_NOTE segment whose
+ * notes are aligned to align bytes). */
+static int notes_find_build_id(const unsigned char *buf, size_t len, size_t align, char *hex,
+			       size_t hexsz)
+{
+	size_t off = 0;
+
+	while (off + sizeof(Elf64_Nhdr) <= len) {
+		Elf64_Nhdr nh; /* the same layout as Elf32_Nhdr */
+		size_t name_off, desc_off;
+
+		memcpy(&nh, buf + off, sizeof(nh));
+		name_off = off + sizeof(nh);
+		desc_off = name_off + ((nh.n_namesz + align - 1) & ~(align - 1));
+		if (desc_off < name_off || desc_off > len || nh.n_descsz > len - desc_off)
+			break;
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    memcmp(buf + name_off, "GNU", 4) == 0) {
+			if (nh.n_descsz == 0 || nh.n_descsz * 2 + 1 > hexsz)
+				return -ENAMETOOLONG;
+			for (size_t i = 0; i < nh.n_descsz; i++)
+				snprintf(hex + 2 * i, 3, "%02x", buf[desc_off + i]);
+			return 0;
+		}
+		off = desc_off + ((nh.n_descsz + align - 1) & ~(align - 1));
+	}
+	return -ENOENT;
+}
+
+/* The common case without libelf: a few pread()s of the ELF header, the
+ * program headers and the PT_NOTE segments. libelf maps the whole file,
+ * and the munmap at the end costs a TLB shootdown on every CPU (IPIs), the
+ * agent's largest cost per new binary. Returns 1 when done (*rc set), 0
+ * when libelf must look (another byte order, many program headers, no
+ * build ID in the segments: the section headers may still have one). */
+static int read_facts_fast(int fd, char *hex, size_t hexsz, struct elf_facts *f, int *rc)
+{
+	union {
+		Elf64_Ehdr e64;
+		Elf32_Ehdr e32;
+	} eh;
+	unsigned char ph[64 * sizeof(Elf64_Phdr)], note[4096];
+	bool is64;
+	uint64_t phoff;
+	size_t phnum, phentsize;
+
+	*rc = -ENOENT;
+	if (pread(fd, &eh, sizeof(eh), 0) < (ssize_t)sizeof(eh.e32) ||
+	    memcmp(eh.e64.e_ident, ELFMAG, SELFMAG) != 0) {
+		*rc = -ENOEXEC;
+		return 1;
+	}
+	if (eh.e64.e_ident[EI_DATA] !=
+	    (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB))
+		return 0;
+	is64 = eh.e64.e_ident[EI_CLASS] == ELFCLASS64;
+	if (!is64 && eh.e64.e_ident[EI_CLASS] != ELFCLASS32)
+		return 0;
+	phoff = is64 ? eh.e64.e_phoff : eh.e32.e_phoff;
+	phnum = is64 ? eh.e64.e_phnum : eh.e32.e_phnum;
+	phentsize = is64 ? eh.e64.e_phentsize : eh.e32.e_phentsize;
+	if (phentsize != (is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)) ||
+	    phnum * phentsize > sizeof(ph) || phnum == PN_XNUM)
+		return 0;
+	if (f)
+		f->type = is64 ? eh.e64.e_type : eh.e32.e_type;
+	if (pread(fd, ph, phnum * phentsize, (off_t)phoff) != (ssize_t)(phnum * phentsize))
+		return 0;
+	for (size_t i = 0; i < phnum; i++) {
+		Elf64_Phdr p;
+
+		if (is64) {
+			memcpy(&p, ph + i * phentsize, sizeof(p));
+		} else {
+			Elf32_Phdr q;
+
+			memcpy(&q, ph + i * phentsize, sizeof(q));
+			p = (Elf64_Phdr){.p_type = q.p_type,
+					 .p_flags = q.p_flags,
+					 .p_offset = q.p_offset,
+					 .p_vaddr = q.p_vaddr,
+					 .p_filesz = q.p_filesz,
+					 .p_align = q.p_align};
+		}
+		if (p.p_type == PT_LOAD && f && f->nloads < ELF_FACTS_MAX_LOADS)
+			f->loads[f->nloads++] = (struct elf_load){.offset = p.p_offset,
+								  .vaddr = p.p_vaddr,
+								  .filesz = p.p_filesz,
+								  .flags = p.p_flags};
+		if (p.p_type == PT_NOTE && *rc == -ENOENT && p.p_filesz <= sizeof(note) &&
+		    pread(fd, note, p.p_filesz, (off_t)p.p_offset) == (ssize_t)p.p_filesz)
+			*rc = notes_find_build_id(note, p.p_filesz, p.p_align == 8 ? 8 : 4, hex,
+						  hexsz);
+	}
+	if (*rc == -ENOENT) { /* let libelf try the sections from scratch */
+		if (f)
+			f->nloads = 0;
+		return 0;
+	}
+	return 1;
+}
+
 /* Reads the build ID (into f->build_id, hexsz bytes), the ELF type and
  * the PT_LOAD headers of path. Returns 0, -ENOENT (ELF without a build ID:
  * type and loads are still set), -ENOEXEC, or -errno. */
@@ -60,11 +163,18 @@ static int read_facts(const char *path, char *hex, size_t hexsz, struct elf_fact
 	size_t nph = 0;
 	int fd, rc = -ENOENT;
 
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ENOSYS;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	if (read_facts_fast(fd, hex, hexsz, f, &rc)) {
+		close(fd);
+		return rc;
+	}
+	rc = -ENOENT;
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		close(fd);
+		return -ENOSYS;
+	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
 		rc = -ENOEXEC;

@@ -507,6 +507,153 @@ static void test_buildid_matches_loaded_note(void **state)
 	buildid_cache_free(c);
 }
 
+/* Appends one ELF note (name "GNU") with descsz bytes 0x11, 0x12, ...
+ * to buf at *off, padded to align. */
+static void put_note(unsigned char *buf, size_t *off, uint32_t type, uint32_t descsz, size_t align)
+{
+	Elf64_Nhdr nh = {.n_namesz = 4, .n_descsz = descsz, .n_type = type};
+
+	memcpy(buf + *off, &nh, sizeof(nh));
+	*off += sizeof(nh);
+	memcpy(buf + *off, "GNU", 4);
+	*off += (4 + align - 1) & ~(align - 1);
+	for (uint32_t i = 0; i < descsz; i++)
+		buf[*off + i] = (unsigned char)(0x11 + i);
+	*off += (descsz + align - 1) & ~(align - 1);
+}
+
+static void write_bytes(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
+/* Hand-made ELF files for each way to the build ID: a 32-bit PT_NOTE, a
+ * 64-bit 8-aligned PT_NOTE behind another note, and a note only in the
+ * section headers (libelf's part). The ID is bytes 0x11, 0x12, ... */
+static void test_buildid_synthetic_elves(void **state)
+{
+	static const char want20[] = "1112131415161718191a1b1c1d1e1f2021222324";
+	char path[] = "/tmp/kiln-elf-XXXXXX", got[256];
+	unsigned char buf[1024];
+	struct buildid_cache *c = buildid_cache_new();
+	const struct elf_facts *f;
+	size_t off;
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	/* ELF32: header, PT_LOAD (R X) and PT_NOTE, then the note. */
+	{
+		Elf32_Ehdr eh = {.e_type = ET_DYN,
+				 .e_machine = EM_386,
+				 .e_version = EV_CURRENT,
+				 .e_phoff = sizeof(Elf32_Ehdr),
+				 .e_ehsize = sizeof(Elf32_Ehdr),
+				 .e_phentsize = sizeof(Elf32_Phdr),
+				 .e_phnum = 2};
+		Elf32_Phdr ph[2] = {
+		    {.p_type = PT_LOAD,
+		     .p_offset = 0,
+		     .p_vaddr = 0x8048000,
+		     .p_filesz = 0x200,
+		     .p_flags = PF_R | PF_X,
+		     .p_align = 0x1000},
+		    {.p_type = PT_NOTE, .p_offset = 0x100, .p_filesz = 0, .p_align = 4}};
+
+		memset(buf, 0, sizeof(buf));
+		memcpy(eh.e_ident, ELFMAG, SELFMAG);
+		eh.e_ident[EI_CLASS] = ELFCLASS32;
+		eh.e_ident[EI_DATA] = ELFDATA2LSB;
+		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		off = 0x100;
+		put_note(buf, &off, NT_GNU_BUILD_ID, 20, 4);
+		ph[1].p_filesz = off - 0x100;
+		memcpy(buf, &eh, sizeof(eh));
+		memcpy(buf + sizeof(eh), ph, sizeof(ph));
+		write_bytes(path, buf, 0x200);
+		assert_int_equal(buildid_read_file(path, got, sizeof(got)), 0);
+		assert_string_equal(got, want20);
+		f = buildid_cache_facts_mapped(c, path, 1, 2, 3);
+		assert_string_equal(f->build_id, want20);
+		assert_int_equal(f->type, ET_DYN);
+		assert_int_equal(f->nloads, 1);
+		assert_int_equal(f->loads[0].vaddr, 0x8048000);
+		assert_int_equal(f->loads[0].flags, PF_R | PF_X);
+	}
+	/* ELF64: an 8-aligned PT_NOTE whose first note is another one. */
+	{
+		Elf64_Ehdr eh = {.e_type = ET_EXEC,
+				 .e_machine = EM_X86_64,
+				 .e_version = EV_CURRENT,
+				 .e_phoff = sizeof(Elf64_Ehdr),
+				 .e_ehsize = sizeof(Elf64_Ehdr),
+				 .e_phentsize = sizeof(Elf64_Phdr),
+				 .e_phnum = 1};
+		Elf64_Phdr ph = {.p_type = PT_NOTE, .p_offset = 0x100, .p_align = 8};
+
+		memset(buf, 0, sizeof(buf));
+		memcpy(eh.e_ident, ELFMAG, SELFMAG);
+		eh.e_ident[EI_CLASS] = ELFCLASS64;
+		eh.e_ident[EI_DATA] = ELFDATA2LSB;
+		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		off = 0x100;
+		put_note(buf, &off, NT_GNU_PROPERTY_TYPE_0, 12, 8);
+		put_note(buf, &off, NT_GNU_BUILD_ID, 8, 8);
+		ph.p_filesz = off - 0x100;
+		memcpy(buf, &eh, sizeof(eh));
+		memcpy(buf + sizeof(eh), &ph, sizeof(ph));
+		write_bytes(path, buf, 0x200);
+		assert_int_equal(buildid_read_file(path, got, sizeof(got)), 0);
+		assert_string_equal(got, "1112131415161718");
+	}
+	/* ELF64 with the note in a section only: no program headers at all. */
+	{
+		Elf64_Ehdr eh = {.e_type = ET_REL,
+				 .e_machine = EM_X86_64,
+				 .e_version = EV_CURRENT,
+				 .e_shoff = 0x200,
+				 .e_ehsize = sizeof(Elf64_Ehdr),
+				 .e_shentsize = sizeof(Elf64_Shdr),
+				 .e_shnum = 2};
+		Elf64_Shdr sh[2] = {{0},
+				    {.sh_type = SHT_NOTE, .sh_offset = 0x100, .sh_addralign = 4}};
+
+		memset(buf, 0, sizeof(buf));
+		memcpy(eh.e_ident, ELFMAG, SELFMAG);
+		eh.e_ident[EI_CLASS] = ELFCLASS64;
+		eh.e_ident[EI_DATA] = ELFDATA2LSB;
+		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		off = 0x100;
+		put_note(buf, &off, NT_GNU_BUILD_ID, 20, 4);
+		sh[1].sh_size = off - 0x100;
+		memcpy(buf, &eh, sizeof(eh));
+		memcpy(buf + 0x200, sh, sizeof(sh));
+		write_bytes(path, buf, 0x200 + sizeof(sh));
+		assert_int_equal(buildid_read_file(path, got, sizeof(got)), 0);
+		assert_string_equal(got, want20);
+	}
+	/* Not ELF; ELF without any build ID. */
+	write_bytes(path, "#!/bin/sh\n", 10);
+	assert_int_equal(buildid_read_file(path, got, sizeof(got)), -ENOEXEC);
+	{
+		Elf64_Ehdr eh = {
+		    .e_type = ET_EXEC, .e_version = EV_CURRENT, .e_ehsize = sizeof(Elf64_Ehdr)};
+
+		memcpy(eh.e_ident, ELFMAG, SELFMAG);
+		eh.e_ident[EI_CLASS] = ELFCLASS64;
+		eh.e_ident[EI_DATA] = ELFDATA2LSB;
+		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		write_bytes(path, &eh, sizeof(eh));
+		assert_int_equal(buildid_read_file(path, got, sizeof(got)), -ENOENT);
+	}
+	unlink(path);
+	buildid_cache_free(c);
+}
+
 /* The load segment a mapping maps, as executable_info reports it. */
 static void test_elf_facts_load_for(void **state)
 {
@@ -725,6 +872,7 @@ int main(void)
 	    cmocka_unit_test(test_ksym_cache_from_table),
 	    cmocka_unit_test(test_sampler_symbolize_matches_kallsyms),
 	    cmocka_unit_test(test_buildid_matches_loaded_note),
+	    cmocka_unit_test(test_buildid_synthetic_elves),
 	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
 	    cmocka_unit_test(test_window_becomes_profile),
