@@ -24,7 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_MS		250
+/* Wakeups: the kernel wakes the loop for a process it has not sampled
+ * before (whose /proc entries must be read while it lives) or a ring a
+ * quarter full, else the loop sleeps until the window ends, at most
+ * MAX_WAIT_MS; after a wakeup it sleeps at least MIN_WAKE_NS, so however
+ * many processes start, there are at most 4 wakeups a second (the old
+ * fixed 250 ms poll), and on a quiet host a few per window. */
+#define MIN_WAKE_NS	(250ull * 1000000)
+#define MAX_WAIT_MS	2000
 #define GRACE_NS	(50ull * 1000000)
 #define MAPS_REFRESH_NS (1000ull * 1000000)
 #define PROC_EXPIRY_NS	(600ull * 1000000000)
@@ -59,6 +66,15 @@ static uint64_t clock_ns(clockid_t id)
 
 #define ADD(f, v) atomic_fetch_add_explicit(&a->m->f, (v), memory_order_relaxed)
 #define SET(f, v) atomic_store_explicit(&a->m->f, (v), memory_order_relaxed)
+
+/* Sleeps ns, less if a signal arrives (a stop). */
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000),
+			      .tv_nsec = (long)(ns % 1000000000)};
+
+	nanosleep(&ts, NULL);
+}
 
 static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 {
@@ -342,6 +358,7 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	struct agent a = {.cfg = cfg, .m = metrics};
 	struct kiln_error kerr = {0};
 	struct utsname un;
+	uint64_t last_wake = 0;
 	int rc;
 
 	buf_init(&a.gz_scratch);
@@ -392,13 +409,23 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		 (double)cfg->duration_ns / 1e9);
 
 	while (!*stop) {
-		rc = sampler_poll(a.sampler, POLL_MS);
-		a.now_ns = clock_ns(CLOCK_MONOTONIC);
+		uint64_t due = a.cur->end_mono_ns + GRACE_NS, wait_ns;
+
+		if (a.now_ns - last_wake < MIN_WAKE_NS && a.now_ns < due) {
+			wait_ns = MIN_WAKE_NS - (a.now_ns - last_wake);
+			sleep_ns(wait_ns < due - a.now_ns ? wait_ns : due - a.now_ns);
+			a.now_ns = clock_ns(CLOCK_MONOTONIC);
+		}
+		wait_ns = due > a.now_ns ? due - a.now_ns : 0;
+		rc = sampler_poll(a.sampler, wait_ns > MAX_WAIT_MS * 1000000ull
+						 ? MAX_WAIT_MS
+						 : (int)((wait_ns + 999999) / 1000000));
+		a.now_ns = last_wake = clock_ns(CLOCK_MONOTONIC);
 		if (rc < 0 && rc != -EINTR) {
 			kiln_error_set(err, -rc, "polling the ring buffer: %s", strerror(-rc));
 			goto out;
 		}
-		if (a.now_ns < a.cur->end_mono_ns + GRACE_NS)
+		if (a.now_ns < due)
 			continue;
 		sampler_drain(a.sampler);
 		window_finish(&a, a.cur);

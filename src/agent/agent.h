@@ -472,8 +472,10 @@ typedef void (*sampler_record_fn)(void *ctx, const void *data, size_t len);
  * attaches. Errors say which step failed and what to do about it. */
 int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void *ctx,
 		 struct sampler **out, struct kiln_error *err);
-/* Waits timeout_ms (less if a signal arrives), then delivers every record
- * in the ring. Returns the count or a negative errno. */
+/* Waits up to timeout_ms for the kernel to signal a record worth prompt
+ * attention (a process not seen before, a ring a quarter full) or a
+ * signal, then delivers every record in the ring. Returns the count or a
+ * negative errno. */
 int sampler_poll(struct sampler *s, int timeout_ms);
 /* Delivers every record already in the ring without waiting. */
 int sampler_drain(struct sampler *s);

@@ -42,6 +42,16 @@ struct {
 	__type(value, struct sample_event);
 } scratch SEC(".maps");
 
+/* Processes sampled since their last exec: a sample of any other wakes user
+ * space at once, so that it reads the new process's /proc entries while
+ * the process still lives; other samples wait for the next drain. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} known_pids SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STAT_NR);
@@ -62,6 +72,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
+	__u64 wakeup = BPF_RB_NO_WAKEUP;
 	struct sample_event *e;
 	long klen, ulen;
 	__u64 size;
@@ -106,9 +117,19 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	size = SAMPLE_EVENT_HEADER_SIZE + (klen + ulen) * 8;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	/* No wakeup: user space drains the ring on a 250 ms timer, which costs
-	 * 4 wakeups a second instead of one per sample. */
-	if (bpf_ringbuf_output(&events, e, size, BPF_RB_NO_WAKEUP))
+	/* User space sleeps until a window ends (or a few seconds): it is woken
+	 * only for a process it has not seen, or for a ring a quarter full,
+	 * and then waits at least 250 ms before it can be woken again. */
+	if (!bpf_map_lookup_elem(&known_pids, &pid)) {
+		__u8 one = 1;
+
+		bpf_map_update_elem(&known_pids, &pid, &one, BPF_ANY);
+		wakeup = BPF_RB_FORCE_WAKEUP;
+	} else if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
+		   bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4) {
+		wakeup = BPF_RB_FORCE_WAKEUP;
+	}
+	if (bpf_ringbuf_output(&events, e, size, wakeup))
 		stat_inc(STAT_DROP_RINGBUF_FULL);
 	return 0;
 }
@@ -133,7 +154,10 @@ static __always_inline void send_process_event(__u32 kind, __u32 pid)
 SEC("raw_tp/sched_process_exec")
 int handle_exec(void *ctx)
 {
-	send_process_event(PROFILER_EVENT_EXEC, bpf_get_current_pid_tgid() >> 32);
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+
+	bpf_map_delete_elem(&known_pids, &pid); /* a new image to read */
+	send_process_event(PROFILER_EVENT_EXEC, pid);
 	return 0;
 }
 
@@ -142,9 +166,12 @@ SEC("raw_tp/sched_process_exit")
 int handle_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
 
-	if ((__u32)id == id >> 32)
-		send_process_event(PROFILER_EVENT_EXIT, id >> 32);
+	if ((__u32)id == pid) {
+		bpf_map_delete_elem(&known_pids, &pid);
+		send_process_event(PROFILER_EVENT_EXIT, pid);
+	}
 	return 0;
 }
 

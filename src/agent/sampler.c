@@ -17,7 +17,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
-#include <poll.h>
 #include <linux/perf_event.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -233,14 +232,12 @@ fail:
 
 int sampler_poll(struct sampler *s, int timeout_ms)
 {
-	struct timespec ts = {.tv_sec = timeout_ms / 1000,
-			      .tv_nsec = (long)(timeout_ms % 1000) * 1000000};
+	/* The BPF side wakes us only for a process not seen before or a ring
+	 * filling up (see profiler.bpf.c); a signal ends the wait early so
+	 * that a stop is prompt. */
+	int rc = ring_buffer__poll(s->rb, timeout_ms);
 
-	/* The BPF side never wakes us (BPF_RB_NO_WAKEUP): sleep, then drain.
-	 * A signal cuts the sleep short so that a stop is prompt. */
-	if (ppoll(NULL, 0, &ts, NULL) < 0 && errno != EINTR)
-		return -errno;
-	return ring_buffer__consume(s->rb);
+	return rc == -EINTR ? ring_buffer__consume(s->rb) : rc;
 }
 
 int sampler_drain(struct sampler *s)

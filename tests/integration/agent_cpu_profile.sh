@@ -81,8 +81,8 @@ mine=$(pprof_samples $files)
 [ -n "$mine" ] && [ "$all" = "$mine" ] || fail "-tagfocus=comm=burn gave $all samples, burn has $mine"
 
 # /metrics counts what was seen.
-echo "$metrics" | grep -q '^kiln_agent_samples_total [1-9]' || fail "metrics: $metrics"
-echo "$metrics" | grep -q '^kiln_agent_processes_tracked ' || fail "metrics: $metrics"
-echo "$metrics" | grep -q 'kiln_agent_dropped_samples_total{reason="ringbuf_full"} 0' ||
+grep -q '^kiln_agent_samples_total [1-9]' <<<"$metrics" || fail "metrics: $metrics"
+grep -q '^kiln_agent_processes_tracked ' <<<"$metrics" || fail "metrics: $metrics"
+grep -q 'kiln_agent_dropped_samples_total{reason="ringbuf_full"} 0' <<<"$metrics" ||
 	fail "samples dropped: $metrics"
 echo PASS

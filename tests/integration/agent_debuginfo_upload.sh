@@ -67,9 +67,9 @@ metrics=$(curl -sf "http://127.0.0.1:$mport/metrics")
 agent_stop
 n=$(grep -c "debuginfo: uploaded $want" "$AGENT_LOG" || true)
 [ "$n" = 1 ] || fail "build ID $want uploaded $n times: $(grep debuginfo "$AGENT_LOG")"
-echo "$metrics" | grep -q 'kiln_agent_debuginfo_uploads_total{result="uploaded"} [1-9]' ||
+grep -q 'kiln_agent_debuginfo_uploads_total{result="uploaded"} [1-9]' <<<"$metrics" ||
 	fail "metrics: $(echo "$metrics" | grep debuginfo)"
-echo "$metrics" | grep -q 'kiln_agent_debuginfo_uploads_total{result="no_symbols"} [1-9]' ||
+grep -q 'kiln_agent_debuginfo_uploads_total{result="no_symbols"} [1-9]' <<<"$metrics" ||
 	fail "metrics: $(echo "$metrics" | grep debuginfo)"
 listed "$want3" && fail "stripped burn3 ($want3) was uploaded"
 listed "$want4" || fail "burn4's debug file ($want4) was not uploaded: $(grep debuginfo "$AGENT_LOG")"

@@ -14,10 +14,10 @@ for f in --node --log-level --http-address --profiling-duration \
 	--remote-store-bearer-token-file --remote-store-buffer-bytes --debuginfo-upload-disable \
 	--debuginfo-upload-max-parallel --debuginfo-upload-timeout-duration \
 	--debuginfo-upload-max-bytes-per-second --debuginfo-temp-dir --debuginfo-strip; do
-	echo "$help" | grep -q -- "$f" || fail "--help does not list $f"
+	grep -q -- "$f" <<<"$help" || fail "--help does not list $f"
 done
 for d in "default: 127.0.0.1:7071" "default: 10s" "default: 19" "default: info" "default: the hostname"; do
-	echo "$help" | grep -q "$d" || fail "--help does not show \"$d\""
+	grep -q "$d" <<<"$help" || fail "--help does not show \"$d\""
 done
 
 expect_error() { # expected-substring args...
@@ -26,7 +26,7 @@ expect_error() { # expected-substring args...
 	err=$(timeout 20 "$agent" "$@" 2>&1 >/dev/null) || rc=$?
 	[ "$rc" -ne 0 ] || fail "kiln-agent $* succeeded"
 	[ "$(echo "$err" | wc -l)" -eq 1 ] || fail "kiln-agent $*: not one line: $err"
-	echo "$err" | grep -q -- "$want" || fail "kiln-agent $*: \"$err\" lacks \"$want\""
+	grep -q -- "$want" <<<"$err" || fail "kiln-agent $*: \"$err\" lacks \"$want\""
 	echo "ok: $* -> $err"
 }
 expect_error "unknown flag" --no-such-flag
@@ -42,7 +42,7 @@ expect_error "unexpected argument" --local-store-directory=/tmp/x extra
 # Not root: a clear message, before touching anything.
 err=$(timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups "$agent" \
 	--local-store-directory="$AGENT_TMP/p" 2>&1) && fail "agent ran as nobody"
-echo "$err" | grep -q "must run as root" || fail "as nobody: $err"
+grep -q "must run as root" <<<"$err" || fail "as nobody: $err"
 [ "$(echo "$err" | wc -l)" -eq 1 ] || fail "as nobody, not one line: $err"
 
 # The /metrics port in use: a clear message too.

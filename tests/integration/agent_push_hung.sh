@@ -36,7 +36,7 @@ wait "$AGENT_PID" || fail "agent exited with $?: $(tail -5 "$AGENT_LOG")"
 AGENT_PID=""
 line=$(grep "stopped:" "$AGENT_LOG") || fail "no exit summary: $(cat "$AGENT_LOG")"
 echo "$line"
-echo "$line" | grep -q " 0 lost" || fail "sampling lost data while the push hung"
+grep -q " 0 lost" <<<"$line" || fail "sampling lost data while the push hung"
 grep -q "dropping .* undelivered profiles at exit" "$AGENT_LOG" ||
 	fail "undelivered windows not reported: $(cat "$AGENT_LOG")"
 ls "$AGENT_TMP/profiles"/*_burn.pb.gz >/dev/null || fail "local store stopped while the push hung"

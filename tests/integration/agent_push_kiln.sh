@@ -29,12 +29,12 @@ grep -q "WriteRaw failed\|refused\|dropping" "$AGENT_LOG" && fail "push failed: 
 
 K="http://127.0.0.1:$port"
 types=$(curl -sf "$K/api/v1/profile-types") || fail "profile-types failed"
-echo "$types" | grep -q '"key":"parca_agent:samples:count:cpu:nanoseconds:delta"' ||
+grep -q '"key":"parca_agent:samples:count:cpu:nanoseconds:delta"' <<<"$types" ||
 	fail "no parca_agent samples type: $types"
 T="parca_agent:samples:count:cpu:nanoseconds:delta"
 names=$(curl -sgf "$K/api/v1/labels?query=$T") || fail "labels failed"
 for l in comm pid node executable kernel_release cgroup; do
-	echo "$names" | grep -q "\"$l\"" || fail "label $l missing: $names"
+	grep -q "\"$l\"" <<<"$names" || fail "label $l missing: $names"
 done
 
 local_n=$(pprof_samples $(agent_files "$out" "$bpid" burn))
@@ -45,5 +45,5 @@ server_n=$(echo "$resp" | python3 -c 'import json,sys; print(json.load(sys.stdin
 echo "local files: $local_n samples, server: $server_n"
 [ "${local_n:-0}" -gt 0 ] && [ "$server_n" = "$local_n" ] || fail "server has $server_n, files $local_n"
 values=$(curl -sgf "$K/api/v1/values?label=executable&query=$T$sel")
-echo "$values" | grep -q "agent-test/burn" || fail "executable label missing: $values"
+grep -q "agent-test/burn" <<<"$values" || fail "executable label missing: $values"
 echo PASS

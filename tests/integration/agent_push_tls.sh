@@ -72,5 +72,5 @@ echo "dropped: ${d:-0} profiles"
 agent_stop
 line=$(grep "stopped:" "$AGENT_LOG")
 echo "$line"
-echo "$line" | grep -q " 0 lost" || fail "sampling lost data while the push was stuck"
+grep -q " 0 lost" <<<"$line" || fail "sampling lost data while the push was stuck"
 echo PASS
