@@ -639,18 +639,19 @@ static int run(const char *dir, double scale, int threads)
 	double merge_cpu;
 	double ms = time_merge(s, m1, 2, lo1, last, 7, &samples, &total, &enc, &merge_cpu);
 	printf("merge one process, last %.2f h: %.2f ms wall, %.2f ms CPU (median of 7; %zu "
-	       "samples, total %" PRId64 "; gzip encode %.2f ms)\n",
-	       (last - lo1) / 3.6e6, ms, merge_cpu, samples, total, enc);
+	       "samples, total %" PRId64 "; gzip encode %.2f ms); RSS peak so far %.0f MB\n",
+	       (last - lo1) / 3.6e6, ms, merge_cpu, samples, total, enc, status_mb("VmHWM"));
 	printf("peer-1h kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
 	ms = time_merge(s, NULL, 0, cfg.t0, last, 3, &samples, &total, &enc, &merge_cpu);
 	printf("merge everything, %.2f h x %d processes: %.1f ms wall, %.1f ms CPU (median of 3; "
-	       "%zu samples, total %" PRId64 "; gzip encode %.1f ms)\n",
-	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, merge_cpu, samples, total, enc);
+	       "%zu samples, total %" PRId64 "; gzip encode %.1f ms); RSS peak so far %.0f MB\n",
+	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, merge_cpu, samples, total, enc,
+	       status_mb("VmHWM"));
 	int64_t lo_node = last - cfg.peer_node_windows * WINDOW_MS;
 	ms = time_merge(s, m1, 1, lo_node, last, 3, &samples, &total, &enc, &merge_cpu);
 	printf("merge node-00 (20 processes), last %.2f h: %.1f ms wall, %.1f ms CPU (%zu "
-	       "samples)\n",
-	       (last - lo_node) / 3.6e6, ms, merge_cpu, samples);
+	       "samples); RSS peak so far %.0f MB\n",
+	       (last - lo_node) / 3.6e6, ms, merge_cpu, samples, status_mb("VmHWM"));
 	printf("peer-node0 kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
 	store_close(s);
 	struct rusage ru;
