@@ -53,8 +53,11 @@ struct elfinfo_load {
 };
 
 struct elfinfo {
-	char build_id[SYMBOLS_BUILD_ID_MAX + 1]; /* lowercase hex, "" if none */
-	uint16_t type;				 /* ET_EXEC, ET_DYN, ... */
+	/* Lowercase hex: the NT_GNU_BUILD_ID note, else the hash ID of .text
+	 * (symbols_text_hash_id; build_id_is_hash set), "" if neither. */
+	char build_id[SYMBOLS_BUILD_ID_MAX + 1];
+	bool build_id_is_hash;
+	uint16_t type; /* ET_EXEC, ET_DYN, ... */
 	uint16_t machine;
 	size_t nloads;
 	struct elfinfo_load loads[ELFINFO_MAX_LOADS];
@@ -68,6 +71,17 @@ struct elfinfo {
 int elfinfo_read_file(const char *path, struct elfinfo *out, struct kiln_error *e);
 int elfinfo_read_mem(const void *data, size_t size, struct elfinfo *out, struct kiln_error *e);
 
+/* The ID of an ELF file that has no NT_GNU_BUILD_ID note (linked with
+ * --build-id=none): XXH64, seed 0, of the bytes of its .text section, as 16
+ * lowercase hex digits of the big-endian value. This is what Parca's agent
+ * uses for such files, so IDs agree with Parca's. .text and not the whole
+ * file: stripping or adding debug sections keeps the ID, so an unstripped
+ * build and its stripped copy match, and so does the debug extract (which
+ * keeps .text for such files — see symbols_extract_debuginfo). elf is a
+ * libelf Elf *. Returns 0, or -ENOENT when there is no .text with bytes. */
+struct Elf;
+int symbols_text_hash_id(struct Elf *elf, char *hex, size_t hexsz);
+
 /* True when s is a plausible build ID: 2..SYMBOLS_BUILD_ID_MAX lowercase or
  * uppercase hex digits, even length. Used to validate untrusted input before
  * it becomes part of a path. */
@@ -76,7 +90,9 @@ bool symbols_build_id_valid(const char *s);
 /* Writes to out_path what `eu-strip --only-keep-debug` keeps: all section
  * headers, but only the bytes of .symtab/.strtab, notes and .debug_*; other
  * sections become SHT_NOBITS. The build ID and addresses are unchanged, so
- * the result symbolizes like the original. Written to out_path.tmp and
+ * the result symbolizes like the original. A file without a GNU build ID
+ * also keeps the bytes of .text, from which its hash ID is computed (so the
+ * server can check the upload). Written to out_path.tmp and
  * renamed. Returns 0 or -errno (-ENOEXEC: not ELF). */
 int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct kiln_error *e);
 

@@ -120,6 +120,12 @@ static int setup(void **state)
 	   "objcopy --only-keep-debug libwork.so libwork.so.debug",
 	   dir);
 	sh("cd %s && g++ -g -O2 -o box box.cc", dir);
+	/* No GNU build ID: known by the hash of .text. */
+	sh("cd %s && gcc -g -O2 -o main_noid main.c -L. -lwork -Wl,-rpath,%s -Wl,--build-id=none "
+	   "&& strip -o main_noid_stripped main_noid && "
+	   "gcc -g -O0 -o main_noid_other main.c -L. -lwork -Wl,--build-id=none && "
+	   "objcopy --only-keep-debug main_noid main_noid.debug",
+	   dir, dir);
 	return 0;
 }
 
@@ -545,6 +551,96 @@ static void test_extract_debuginfo(void **state)
 	assert_non_null(strstr(e.msg, "main.c"));
 }
 
+/* Reads the first line of a shell command's output into out. */
+static void sh_read(char *out, size_t n, const char *cmd)
+{
+	FILE *p = popen(cmd, "r");
+
+	assert_non_null(p);
+	assert_non_null(fgets(out, (int)n, p));
+	pclose(p);
+	out[strcspn(out, " \n")] = '\0';
+}
+
+static void test_hash_id_without_build_id(void **state)
+{
+	char p[256], q[256], cmd[1024], want[64], store_dir[256];
+	struct elfinfo a, b;
+	struct kiln_error e = {0};
+	struct buf data;
+	struct symbols_location loc;
+	uint64_t addr = nm_value("main_noid", "outer_function");
+
+	(void)state;
+	path_of(p, sizeof(p), "main_noid");
+	sh("! readelf -n %s | grep -q 'Build ID'", p);
+	/* The ID is XXH64 of .text, as xxhsum (the xxHash CLI) prints it. */
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "objcopy -O binary --only-section=.text %s %s.text && xxhsum -H1 %s.text 2>/dev/null",
+	    p, p, p);
+	sh_read(want, sizeof(want), cmd);
+	assert_int_equal(strlen(want), 16);
+	assert_int_equal(elfinfo_read_file(p, &a, NULL), 0);
+	assert_true(a.build_id_is_hash);
+	assert_string_equal(a.build_id, want);
+	/* Stripping keeps .text, so the stripped copy has the same ID. */
+	path_of(q, sizeof(q), "main_noid_stripped");
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_string_equal(b.build_id, want);
+	/* A different build does not. */
+	path_of(q, sizeof(q), "main_noid_other");
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_true(b.build_id_is_hash);
+	assert_string_not_equal(b.build_id, want);
+	/* A separate debug file has no .text bytes: no ID. */
+	path_of(q, sizeof(q), "main_noid.debug");
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_string_equal(b.build_id, "");
+
+	/* The extract keeps .text (so the ID can be checked) and the debug
+	 * sections; the store accepts it under the hash ID, and refuses a
+	 * different build or a file without .text under it. */
+	path_of(q, sizeof(q), "main_noid.extracted");
+	assert_int_equal(symbols_extract_debuginfo(p, q, &e), 0);
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_string_equal(b.build_id, want);
+	assert_true(b.has_symtab && b.has_debug_info);
+	path_of(store_dir, sizeof(store_dir), "store_noid");
+	struct debuginfo_config dc = {.storage_path = store_dir, .local_debug_dir = store_dir};
+	struct debuginfo_store *d = debuginfo_store_new(&dc, &e);
+	assert_non_null(d);
+	buf_init(&data);
+	path_of(q, sizeof(q), "main_noid_other");
+	assert_int_equal(buf_read_file(&data, q, 1 << 26), 0);
+	assert_int_equal(debuginfo_store_put(d, want, data.data, data.len, &e), -EINVAL);
+	assert_non_null(strstr(e.msg, "mismatch"));
+	buf_free(&data);
+	buf_init(&data);
+	path_of(q, sizeof(q), "main_noid.debug");
+	assert_int_equal(buf_read_file(&data, q, 1 << 26), 0);
+	kiln_error_clear(&e);
+	assert_int_equal(debuginfo_store_put(d, want, data.data, data.len, &e), -EINVAL);
+	buf_free(&data);
+	buf_init(&data);
+	path_of(q, sizeof(q), "main_noid.extracted");
+	assert_int_equal(buf_read_file(&data, q, 1 << 26), 0);
+	kiln_error_clear(&e);
+	assert_int_equal(debuginfo_store_put(d, want, data.data, data.len, &e), 0);
+	buf_free(&data);
+
+	/* The stripped binary, known by the hash ID, symbolizes through it. */
+	path_of(q, sizeof(q), "main_noid_stripped");
+	struct symbolizer *s = symbolizer_new(&(struct symbolizer_config){.debuginfo = d});
+	struct symbols_object obj = {want, q};
+	assert_int_equal(symbolizer_resolve(s, &obj, addr, &loc, NULL), 0);
+	assert_true(loc.nframes >= 1);
+	assert_string_equal(loc.frames[0].function, "outer_function");
+	assert_non_null(loc.frames[0].file);
+	symbolizer_free(s);
+	debuginfo_store_free(d);
+}
+
 static void test_garbage_is_not_elf(void **state)
 {
 	struct elfinfo info;
@@ -571,6 +667,7 @@ int main(void)
 	    cmocka_unit_test(test_cpp_demangled),
 	    cmocka_unit_test(test_extract_debuginfo),
 	    cmocka_unit_test(test_garbage_is_not_elf),
+	    cmocka_unit_test(test_hash_id_without_build_id),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
