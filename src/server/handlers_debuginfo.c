@@ -11,7 +11,9 @@
  *
  * The store calls server_symbolize_resolve (installed in store_options by
  * server.c) with a location's mapping and address: the address is
- * normalized through the object's program headers, resolved to frames
+ * normalized through the mapping's executable_info when the agent sent it
+ * (ELF type and load segment, stored with the mapping), else through the
+ * object's program headers, then resolved to frames
  * (inlined first), and an address in no known function becomes one frame
  * named "[binary] +0xADDR" so it never vanishes. A missing file is a
  * transient failure (-ENOENT/-EAGAIN): the store retries later, so debuginfo
@@ -70,6 +72,16 @@ static struct debuginfo_state *state_of(struct server *s)
 
 /* --- symbolization ------------------------------------------------------- */
 
+/* Normalizes through the mapping's executable_info when the agent sent it
+ * (no file needed); false: not sent or not usable, use the ELF headers. */
+static bool normalize_exec(const struct store_mapping_info *m, uint64_t address, uint64_t *vaddr)
+{
+	return m->exec.elf_type &&
+	       symbols_normalize_exec(m->exec.elf_type, m->exec.load_offset, m->exec.load_vaddr,
+				      address, m->memory_start, m->memory_limit, m->file_offset,
+				      vaddr) == 0;
+}
+
 int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
 			     struct store_line_out *lines, size_t max_lines, size_t *n_lines)
 {
@@ -84,7 +96,7 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 		return -EAGAIN; /* not started yet */
 	/* Mappings with no addresses (pprof from runtimes that send none)
 	 * carry addresses that are already file-relative. */
-	if (m->memory_limit > m->memory_start) {
+	if (m->memory_limit > m->memory_start && !normalize_exec(m, address, &vaddr)) {
 		rc = symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
 					  m->memory_limit, m->file_offset, &vaddr, NULL);
 		if (rc < 0 && rc != -ERANGE)
@@ -132,6 +144,8 @@ void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, 
 	uint64_t vaddr = address;
 	bool normalized = m->memory_limit <= m->memory_start;
 
+	if (!normalized && address >= m->memory_start && address < m->memory_limit)
+		normalized = normalize_exec(m, address, &vaddr);
 	if (!normalized && address >= m->memory_start && address < m->memory_limit) {
 		normalized =
 		    st && symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,

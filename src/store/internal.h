@@ -102,6 +102,8 @@ struct meta_mapping {
 	uint64_t start, limit, offset;
 	uint32_t filename, build_id; /* string ids */
 	uint32_t flags;		     /* bit 0..3: has_functions, filenames, line numbers, inline */
+	uint32_t elf_type;	     /* executable_info; 0: none (then the two below are 0) */
+	uint64_t load_offset, load_vaddr;
 };
 struct meta_function {
 	uint32_t name, system_name, filename;

@@ -216,6 +216,13 @@ static int64_t insert_mapping(struct meta *m, const struct meta_mapping *mp, boo
 		rc = rc ?: put_uvarint(&rec, mp->filename);
 		rc = rc ?: put_uvarint(&rec, mp->build_id);
 		rc = rc ?: put_uvarint(&rec, mp->flags);
+		/* Optional tail (executable_info): records without it, as
+		 * written before it existed, replay with elf_type 0. */
+		if (mp->elf_type) {
+			rc = rc ?: put_uvarint(&rec, mp->elf_type);
+			rc = rc ?: put_uvarint(&rec, mp->load_offset);
+			rc = rc ?: put_uvarint(&rec, mp->load_vaddr);
+		}
 		rc = rc ?: log_record(m, &rec);
 		buf_free(&rec);
 		if (rc)
@@ -497,6 +504,13 @@ int meta_replay_record(struct store *s, const uint8_t *p, size_t len)
 		mp.filename = (uint32_t)rd_below(&r, ns);
 		mp.build_id = (uint32_t)rd_below(&r, ns);
 		mp.flags = (uint32_t)rd_below(&r, 16);
+		if (r.p != r.end) {
+			mp.elf_type = (uint32_t)rd_below(&r, 1 << 16);
+			mp.load_offset = rd_uvarint(&r);
+			mp.load_vaddr = rd_uvarint(&r);
+			if (mp.elf_type == 0)
+				r.bad = true;
+		}
 		if (r.bad || id != chunked_count(&m->mappings))
 			return -EBADMSG;
 		rc = insert_mapping(m, &mp, false);

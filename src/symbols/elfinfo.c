@@ -195,6 +195,21 @@ bool symbols_build_id_valid(const char *s)
 	return n >= 2 && n % 2 == 0;
 }
 
+int symbols_normalize_exec(uint32_t elf_type, uint64_t seg_offset, uint64_t seg_vaddr,
+			   uint64_t addr, uint64_t map_start, uint64_t map_limit,
+			   uint64_t map_offset, uint64_t *vaddr)
+{
+	*vaddr = addr;
+	if (addr < map_start || (map_limit && addr >= map_limit))
+		return -ERANGE;
+	if (elf_type == ET_EXEC)
+		return 0;
+	if (elf_type != ET_DYN)
+		return -EINVAL;
+	*vaddr = addr - map_start + map_offset - seg_offset + seg_vaddr;
+	return 0;
+}
+
 int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,
 		      uint64_t map_limit, uint64_t map_offset, uint64_t *vaddr)
 {

@@ -105,6 +105,17 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,
 		      uint64_t map_limit, uint64_t map_offset, uint64_t *vaddr);
 
+/* The same from what a mapping's executable_info says (Parca's WriteRaw
+ * RawSample.executable_info), without the file: the ELF type and the
+ * executable PT_LOAD segment (p_offset, p_vaddr) the mapping maps. ET_EXEC
+ * objects run at their link addresses (identity); for ET_DYN the address
+ * becomes a file offset and then a vaddr through that segment. Returns 0,
+ * -ERANGE when addr is outside the mapping, -EINVAL for another ELF type
+ * (the caller falls back to symbols_normalize with the file's headers). */
+int symbols_normalize_exec(uint32_t elf_type, uint64_t seg_offset, uint64_t seg_vaddr,
+			   uint64_t addr, uint64_t map_start, uint64_t map_limit,
+			   uint64_t map_offset, uint64_t *vaddr);
+
 /* --- 3. Symbolizer ------------------------------------------------------- */
 
 #define SYMBOLS_MAX_FRAMES 16

@@ -9,7 +9,9 @@ unstripped binaries: function, file, line, and the inlined frame first.
 
 usage: symbols_e2e.py STUBS ADDR EXPECT_JSON [--query-only]
 --query-only: skip the WriteRaw (the server already holds the profile).
-EXPECT_JSON: {"mappings": [{id, start, limit, offset, file, build_id}],
+EXPECT_JSON: {"mappings": [{id, start, limit, offset, file, build_id, [exec]}],
+              (exec: {elf_type, offset, vaddr}, sent as the RawSample's
+              executable_info, one per mapping in order)
               "locations": [{id, mapping, address, frames: [[func, file, line], ...]}]}
 """
 import gzip
@@ -62,7 +64,14 @@ if not query_only:
     series = req.series.add()
     series.labels.labels.add(name="__name__", value="parca_agent")
     series.labels.labels.add(name="comm", value="symbols-e2e")
-    series.samples.add(raw_profile=gzip.compress(p.SerializeToString()))
+    sample = series.samples.add(raw_profile=gzip.compress(p.SerializeToString()))
+    # executable_info: one per mapping, in mapping order (Parca's WriteRaw).
+    for m in expect["mappings"]:
+        ei = sample.executable_info.add()
+        if m.get("exec"):
+            ei.elf_type = m["exec"]["elf_type"]
+            ei.load_segment.offset = m["exec"]["offset"]
+            ei.load_segment.vaddr = m["exec"]["vaddr"]
     ps_grpc.ProfileStoreServiceStub(ch).WriteRaw(req, timeout=30)
 
 q = q_grpc.QueryServiceStub(ch)

@@ -355,6 +355,21 @@ static void check_normalize(const char *bin, bool pie)
 			assert_int_equal(got, nm_value(bin, "outer_function"));
 		else
 			assert_int_equal(got, nm_value("libwork.so", "lib_work"));
+		/* The same from executable_info alone (what the agent sends:
+		 * ELF type and the executable PT_LOAD this mapping maps). */
+		const struct elfinfo_load *seg = NULL;
+		uint64_t got_exec = 0;
+
+		for (size_t i = 0; i < info.nloads; i++)
+			if ((info.loads[i].flags & 1 /* PF_X */) &&
+			    off >= (info.loads[i].offset & ~4095ull) &&
+			    off < info.loads[i].offset + info.loads[i].filesz)
+				seg = &info.loads[i];
+		assert_non_null(seg);
+		assert_int_equal(symbols_normalize_exec(info.type, seg->offset, seg->vaddr,
+							want_addr, start, limit, off, &got_exec),
+				 0);
+		assert_int_equal(got_exec, got);
 		/* The same through the separate debug file (its program headers
 		 * lost the file offsets), as when only debuginfo is at hand. */
 		char dbg[320];
@@ -397,6 +412,9 @@ static void test_normalize_outside_mapping(void **state)
 	path_of(p, sizeof(p), "main_pie");
 	assert_int_equal(elfinfo_read_file(p, &info, NULL), 0);
 	assert_int_equal(symbols_normalize(&info, 0x500, 0x1000, 0x2000, 0, &v), -ERANGE);
+	assert_int_equal(symbols_normalize_exec(3, 0, 0, 0x500, 0x1000, 0x2000, 0, &v), -ERANGE);
+	assert_int_equal(
+	    symbols_normalize_exec(1 /* ET_REL */, 0, 0, 0x1500, 0x1000, 0x2000, 0, &v), -EINVAL);
 }
 
 /* The build ID and load segments readelf reports. */
