@@ -162,6 +162,25 @@ void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, 
 	symbols_format_unresolved(name, size, m->filename[0] ? m->filename : m->build_id, vaddr);
 }
 
+/* New debuginfo for build_id (uploaded, or fetched by the store's thread):
+ * the symbolizer opens it afresh, and stored answers for the object's
+ * locations, which may come from a poorer source, are redone. */
+static void debuginfo_arrived(void *arg, const char *build_id)
+{
+	struct debuginfo_state *st = arg;
+	int n;
+
+	if (!st->symbolizer)
+		return; /* still starting: nothing symbolized yet */
+	symbolizer_forget(st->symbolizer, build_id);
+	n = store_resymbolize(server_store(st->srv), build_id);
+	if (n > 0)
+		log_info("debuginfo: %s arrived; symbolizing %d locations again", build_id, n);
+	pthread_mutex_lock(&st->lock);
+	pthread_cond_signal(&st->wake);
+	pthread_mutex_unlock(&st->lock);
+}
+
 static void *symbolize_loop(void *arg)
 {
 	struct debuginfo_state *st = arg;
@@ -172,6 +191,7 @@ static void *symbolize_loop(void *arg)
 
 		pthread_mutex_unlock(&st->lock);
 		struct kiln_error err = {0};
+		symbolizer_recheck(st->symbolizer);
 		int n = store_symbolize_pending(server_store(st->srv), 10000, &err);
 		if (n < 0)
 			log_warn("symbolize: %s", err.msg);
@@ -203,11 +223,19 @@ int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 	    .upstreams = c->debuginfod_upstreams,
 	    .http_timeout_seconds = c->debuginfod_timeout_s,
 	    .max_upload_bytes = c->grpc_max_msg_bytes,
+	    .negative_ttl_seconds = c->debuginfod_negative_ttl_s,
+	    .on_fetched = debuginfo_arrived,
+	    .on_fetched_arg = st,
 	};
 	st->store = debuginfo_store_new(&dc, err);
 	if (!st->store)
 		goto fail;
-	st->symbolizer = symbolizer_new(&(struct symbolizer_config){.debuginfo = st->store});
+	/* A stripped object is looked up again as soon as the negative cache
+	 * may have expired (at most every 10 s). */
+	st->symbolizer = symbolizer_new(&(struct symbolizer_config){
+	    .debuginfo = st->store,
+	    .recheck_seconds =
+		c->debuginfod_negative_ttl_s < 10 ? c->debuginfod_negative_ttl_s : 10});
 	if (!st->symbolizer) {
 		kiln_error_set(err, ENOMEM, "out of memory for the symbolizer");
 		goto fail;
@@ -238,8 +266,9 @@ void ext_debuginfo_stop(void *state)
 		pthread_mutex_unlock(&st->lock);
 		pthread_join(st->thread, NULL);
 	}
-	symbolizer_free(st->symbolizer);
+	/* The store's fetch thread calls debuginfo_arrived: stop it first. */
 	debuginfo_store_free(st->store);
+	symbolizer_free(st->symbolizer);
 	pthread_cond_destroy(&st->wake);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
@@ -454,7 +483,7 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 			  "%s", err.msg);
 		goto out;
 	}
-	symbolizer_forget(st->symbolizer, build_id);
+	debuginfo_arrived(st, build_id);
 	log_info("debuginfo: stored %s (%zu bytes)", build_id, data.len);
 	resp.build_id = build_id;
 	resp.size = data.len;

@@ -177,6 +177,9 @@ int64_t meta_function(struct meta *m, const struct meta_function *f);
 int64_t meta_location(struct meta *m, uint32_t mapping, uint64_t address,
 		      const struct meta_line *lines, uint32_t n_lines);
 int64_t meta_stack(struct meta *m, const uint32_t *locs, uint32_t n);
+/* Queues location loc for the background symbolization pass; caller holds
+ * m->mu. 0 or -ENOMEM. */
+int meta_sym_enqueue(struct meta *m, uint32_t loc);
 /* Records a symbolization result (n == 0 with failed: no symbols). */
 int meta_set_symbolized(struct meta *m, uint32_t loc, const struct meta_line *lines, uint32_t n,
 			bool failed);

@@ -295,7 +295,7 @@ static struct meta_lines *copy_lines(struct meta *m, const struct meta_line *lin
 	return ls;
 }
 
-static int sym_enqueue(struct meta *m, uint32_t loc)
+int meta_sym_enqueue(struct meta *m, uint32_t loc)
 {
 	if (m->n_sym_queue == m->cap_sym_queue) {
 		size_t cap = m->cap_sym_queue ? m->cap_sym_queue * 2 : 256;
@@ -347,7 +347,7 @@ static int64_t insert_location(struct meta *m, uint32_t mapping, uint64_t addres
 	slot->mapping = mapping;
 	atomic_store(&slot->lines, ls);
 	atomic_store(&slot->sym, wants_symbols(m, mapping, n) ? SYM_PENDING : SYM_NONE);
-	if (atomic_load(&slot->sym) == SYM_PENDING && sym_enqueue(m, (uint32_t)id))
+	if (atomic_load(&slot->sym) == SYM_PENDING && meta_sym_enqueue(m, (uint32_t)id))
 		return -ENOMEM;
 	if (log) {
 		struct buf rec = {0};

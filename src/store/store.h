@@ -202,6 +202,10 @@ int store_flush(struct store *s, struct kiln_error *err);
  * symbolizer from store_options; returns how many were resolved (>= 0) or a
  * negative errno. Meant for a background thread; never blocks ingestion. */
 int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err);
+/* Better debuginfo for build_id arrived: its symbolized locations become
+ * pending again (keeping their answer until the new one is stored) and
+ * store_symbolize_pending redoes them. Returns how many, or -ENOMEM. */
+int store_resymbolize(struct store *s, const char *build_id);
 
 /* Sizes for /metrics. */
 struct store_stats {

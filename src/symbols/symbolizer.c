@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/arena.h"
@@ -58,7 +59,10 @@ struct symfile {
 	struct htab *names;   /* raw name -> interned display name */
 	struct htab *cus;     /* CU DIE offset -> struct cu_index * */
 	struct arena *arena;
-	struct elfinfo info; /* program headers for normalization */
+	struct elfinfo info;	       /* program headers for normalization */
+	char *path;		       /* the file open */
+	char *obj_build_id, *obj_path; /* the object it was opened for */
+	time_t recheck_at;	       /* provisional (no DWARF): look for a better file then */
 };
 
 struct symbolizer {
@@ -67,6 +71,7 @@ struct symbolizer {
 	size_t max_cached;
 	struct htab *files; /* key -> struct symfile * (0: open failed) */
 	struct symfile *retired;
+	int recheck;
 };
 
 struct cu_index;
@@ -95,6 +100,9 @@ static void symfile_free(struct symfile *f)
 	htab_free(f->results);
 	htab_free(f->names);
 	arena_free(f->arena);
+	free(f->path);
+	free(f->obj_build_id);
+	free(f->obj_path);
 	free(f);
 }
 
@@ -197,7 +205,8 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 	f->names = htab_new(256);
 	f->arena = arena_new(64 * 1024);
 	f->cus = htab_new(256);
-	if (!f->results || !f->names || !f->arena || !f->cus) {
+	f->path = strdup(path);
+	if (!f->results || !f->names || !f->arena || !f->cus || !f->path) {
 		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
 		goto err;
 	}
@@ -610,6 +619,7 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 	size_t n;
 
 	out->stripped = !f->dwarf && !f->info.has_symtab;
+	out->partial = !f->dwarf;
 	if (htab_get(f->results, &addr, sizeof(addr), &v)) {
 		c = (struct cached *)(uintptr_t)v;
 		out->nframes = c->nframes;
@@ -649,6 +659,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	s->debuginfo = config ? config->debuginfo : NULL;
 	s->max_cached =
 	    config && config->max_cached_results ? config->max_cached_results : (1u << 20);
+	s->recheck = config && config->recheck_seconds > 0 ? config->recheck_seconds : 10;
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);
@@ -711,6 +722,37 @@ static int locate(struct symbolizer *s, const struct symbols_object *obj, char *
 			      has_id ? obj->build_id : "(none)");
 }
 
+/* A provisional symfile (no DWARF) is due: looks for obj's file again (which
+ * may queue a debuginfod fetch once the negative cache expired) and, when
+ * another file is found now, opens it in f's place; f is retired, so the
+ * strings it handed out stay valid. Caller holds the lock. */
+static struct symfile *recheck(struct symbolizer *s, const struct symbols_object *obj,
+			       const char *key, struct symfile *f)
+{
+	char path[4096];
+	struct symfile *nf;
+	uint64_t *slot;
+
+	f->recheck_at = time(NULL) + s->recheck;
+	if (locate(s, obj, path, sizeof(path), NULL) != 0 || strcmp(path, f->path) == 0)
+		return f;
+	nf = symfile_open(path, NULL);
+	slot = htab_lookup(s->files, key, strlen(key));
+	if (!nf || !slot) {
+		symfile_free(nf);
+		return f;
+	}
+	log_debug("symbolizer: %s: %s replaces %s", key, path, f->path);
+	nf->recheck_at = f->recheck_at;
+	nf->obj_build_id = f->obj_build_id;
+	nf->obj_path = f->obj_path;
+	f->obj_build_id = f->obj_path = NULL;
+	f->next_retired = s->retired;
+	s->retired = f;
+	*slot = (uint64_t)(uintptr_t)nf;
+	return nf;
+}
+
 /* The open symfile for obj (opening it on first use); caller holds the lock. */
 static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
 		       struct kiln_error *e)
@@ -724,7 +766,10 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	if (!key || !*key)
 		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
 	if (htab_get(s->files, key, strlen(key), &v) && v) {
-		*out = (struct symfile *)(uintptr_t)v;
+		f = (struct symfile *)(uintptr_t)v;
+		if (!f->dwarf && time(NULL) >= f->recheck_at)
+			f = recheck(s, obj, key, f);
+		*out = f;
 		return 0;
 	}
 	rc = locate(s, obj, path, sizeof(path), e);
@@ -733,6 +778,13 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	f = symfile_open(path, e);
 	if (!f)
 		return -ENOENT;
+	f->recheck_at = time(NULL) + s->recheck;
+	f->obj_build_id = strdup(obj->build_id ? obj->build_id : "");
+	f->obj_path = strdup(obj->path ? obj->path : "");
+	if (!f->obj_build_id || !f->obj_path) {
+		symfile_free(f);
+		return -ENOMEM;
+	}
 	rc = htab_put(s->files, key, strlen(key), (uint64_t)(uintptr_t)f);
 	if (rc < 0) {
 		symfile_free(f);
@@ -771,6 +823,28 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 		rc = symbols_normalize(&f->info, addr, map_start, map_limit, map_offset, vaddr);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+void symbolizer_recheck(struct symbolizer *s)
+{
+	size_t it = 0, kl;
+	const void *k;
+	uint64_t v;
+	time_t now = time(NULL);
+	char key[4096];
+
+	pthread_mutex_lock(&s->lock);
+	while (htab_next(s->files, &it, &k, &kl, &v)) {
+		struct symfile *f = (struct symfile *)(uintptr_t)v;
+
+		if (!f || f->dwarf || now < f->recheck_at || kl >= sizeof(key))
+			continue;
+		memcpy(key, k, kl);
+		key[kl] = '\0';
+		/* Replacing the value of the current key keeps the iteration. */
+		recheck(s, &(struct symbols_object){f->obj_build_id, f->obj_path}, key, f);
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 void symbolizer_forget(struct symbolizer *s, const char *build_id)

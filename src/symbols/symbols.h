@@ -133,6 +133,9 @@ struct symbols_location {
 	/* The file had neither DWARF nor .symtab (a stripped binary: only
 	 * .dynsym): its debuginfo, if uploaded or fetched later, says more. */
 	bool stripped;
+	/* The file has no DWARF (names from a symbol table, no file:line):
+	 * better debuginfo may still arrive. */
+	bool partial;
 	struct symbols_frame frames[SYMBOLS_MAX_FRAMES];
 };
 
@@ -143,6 +146,11 @@ struct symbolizer_config {
 	struct debuginfo_store *debuginfo;
 	/* Results cached per object; 0 means the default (1 << 20). */
 	size_t max_cached_results;
+	/* An object open without DWARF (a stripped binary, a symbol table
+	 * only) is provisional: its file is looked up again at most this
+	 * often, and a better one (uploaded, fetched from debuginfod once the
+	 * negative cache expired) replaces it. 0: 10 s. */
+	int recheck_seconds;
 };
 
 struct symbolizer;
@@ -170,7 +178,15 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 			 uint64_t map_start, uint64_t map_limit, uint64_t map_offset,
 			 uint64_t *vaddr, struct kiln_error *e);
 
-/* Forgets what is known about obj (a newer debug file arrived). */
+/* Looks again for the file of every provisional object that is due (see
+ * recheck_seconds), also of objects no lookup asks about any more because
+ * their answers are stored: the debuginfo store may then fetch their
+ * debuginfo from debuginfod after the negative cache expired. The server's
+ * background thread calls it. */
+void symbolizer_recheck(struct symbolizer *s);
+
+/* Forgets what is known about obj (a newer debug file arrived): the next
+ * lookup opens the file again. */
 void symbolizer_forget(struct symbolizer *s, const char *build_id);
 
 /* Formats the display of an unresolved frame, "[libc.so.6] +0x1234", into
