@@ -259,6 +259,24 @@ static void test_matches_addr2line_pie_nopie_shared(void **state)
 	symbolizer_free(s);
 }
 
+/* Compressed DWARF (SHF_COMPRESSED, as in Debian's debug packages), which
+ * the symbolizer inflates itself: the same answers as addr2line. */
+static void test_compressed_debug_sections(void **state)
+{
+	struct symbolizer *s = symbolizer_new(NULL);
+	char p[256];
+
+	(void)state;
+	sh("cd %s && objcopy --compress-debug-sections=zlib main_pie main_pie_z && "
+	   "readelf -SW main_pie_z | grep -q 'debug_info .* C '",
+	   dir);
+	path_of(p, sizeof(p), "main_pie_z");
+	struct symbols_object obj = {NULL, p};
+	assert_true(compare_function(s, &obj, "main_pie_z", "outer_function") > 0);
+	compare_function(s, &obj, "main_pie_z", "main");
+	symbolizer_free(s);
+}
+
 static void test_inlined_frame_order(void **state)
 {
 	struct symbolizer *s = symbolizer_new(NULL);
@@ -677,6 +695,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_matches_addr2line_pie_nopie_shared),
 	    cmocka_unit_test(test_inlined_frame_order),
+	    cmocka_unit_test(test_compressed_debug_sections),
 	    cmocka_unit_test(test_normalize_pie),
 	    cmocka_unit_test(test_normalize_nopie),
 	    cmocka_unit_test(test_normalize_outside_mapping),
