@@ -236,6 +236,13 @@ static int encode_mapping(struct buf *rec, uint64_t id, const void *key)
 	rc = rc ?: put_uvarint(rec, mp->filename);
 	rc = rc ?: put_uvarint(rec, mp->build_id);
 	rc = rc ?: put_uvarint(rec, mp->flags);
+	/* Optional tail (executable_info): records without it, as written
+	 * before it existed, replay with elf_type 0. */
+	if (mp->elf_type) {
+		rc = rc ?: put_uvarint(rec, mp->elf_type);
+		rc = rc ?: put_uvarint(rec, mp->load_offset);
+		rc = rc ?: put_uvarint(rec, mp->load_vaddr);
+	}
 	return rc;
 }
 
@@ -297,7 +304,7 @@ static struct meta_lines *copy_lines(struct meta *m, const struct meta_line *lin
 	return ls;
 }
 
-static int sym_enqueue(struct meta *m, uint32_t loc)
+int meta_sym_enqueue(struct meta *m, uint32_t loc)
 {
 	if (m->n_sym_queue == m->cap_sym_queue) {
 		size_t cap = m->cap_sym_queue ? m->cap_sym_queue * 2 : 256;
@@ -349,7 +356,7 @@ static int64_t insert_location(struct meta *m, uint32_t mapping, uint64_t addres
 	slot->mapping = mapping;
 	atomic_store(&slot->lines, ls);
 	atomic_store(&slot->sym, wants_symbols(m, mapping, n) ? SYM_PENDING : SYM_NONE);
-	if (atomic_load(&slot->sym) == SYM_PENDING && sym_enqueue(m, (uint32_t)id))
+	if (atomic_load(&slot->sym) == SYM_PENDING && meta_sym_enqueue(m, (uint32_t)id))
 		return -ENOMEM;
 	if (log) {
 		struct buf rec = {0};
@@ -506,6 +513,13 @@ int meta_replay_record(struct store *s, const uint8_t *p, size_t len)
 		mp.filename = (uint32_t)rd_below(&r, ns);
 		mp.build_id = (uint32_t)rd_below(&r, ns);
 		mp.flags = (uint32_t)rd_below(&r, 16);
+		if (r.p != r.end) {
+			mp.elf_type = (uint32_t)rd_below(&r, 1 << 16);
+			mp.load_offset = rd_uvarint(&r);
+			mp.load_vaddr = rd_uvarint(&r);
+			if (mp.elf_type == 0)
+				r.bad = true;
+		}
 		if (r.bad || id != chunked_count(&m->mappings))
 			return -EBADMSG;
 		rc = insert_mapping(m, &mp, false);
