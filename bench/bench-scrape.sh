@@ -109,9 +109,22 @@ ing_s = int(kv["ingest_cpu_ns"]) / 1e9
 print(f"targets up: {up}/{total} scrape units")
 print(f"scrapes: {scrapes} in {t:.1f} s = {scrapes / t:.1f}/s sustained "
       f"(expected {2 * targets / 10:.0f}/s after the first interval), errors {errors}")
-print(f"scheduler thread CPU: {sched_s:.2f} s = {100 * sched_s / t:.2f}% of one core, "
-      f"{1e6 * sched_s / max(scrapes, 1):.0f} us per scrape (fetch, gunzip, decode, delta)")
-print(f"ingest thread CPU: {ing_s:.2f} s = {100 * ing_s / t:.2f}% of one core (callback only counts)")
+dec_s = int(kv["decode_cpu_ns"]) / 1e9
+del_s = int(kv["delta_cpu_ns"]) / 1e9
+cb_s = int(kv["callback_cpu_ns"]) / 1e9
+http_s = max(sched_s - dec_s - del_s, 0)
+queue_s = max(ing_s - cb_s, 0)
+over_s = sched_s + queue_s
+pct = lambda s: f"{s:.2f} s = {100 * s / t:.2f}% of one core"
+print(f"scheduler thread CPU: {pct(sched_s)}, "
+      f"{1e6 * sched_s / max(scrapes, 1):.0f} us per scrape, of which")
+print(f"  schedule + HTTP (libcurl, sockets, poll): {pct(http_s)}")
+print(f"  decode (gunzip, parse, validate):          {pct(dec_s)}")
+print(f"  delta (deltas, projections, queueing):     {pct(del_s)}")
+print(f"ingest thread CPU: {pct(ing_s)}: queue handling {pct(queue_s)}, "
+      f"callback (store ingest; here it only counts) {pct(cb_s)}")
+print(f"OVERHEAD BEYOND INGEST (scheduler thread + ingest thread outside the callback): "
+      f"{pct(over_s)}, {1e6 * over_s / max(scrapes, 1):.0f} us per scrape (goal: < 5%)")
 print(f"ingest lag: avg {int(kv['lag_avg_ns']) / 1e6:.2f} ms, max {int(kv['lag_max_ns']) / 1e6:.2f} ms")
 print(f"peak RSS of the driver: {int(kv['maxrss_kb']) / 1024:.1f} MiB")
 print(f"peer: the Go process serving the same profiles used {go_s:.2f} s CPU = "

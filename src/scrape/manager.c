@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "common/htab.h"
@@ -197,10 +198,12 @@ static void *ingest_main(void *arg)
 		pthread_mutex_unlock(&m->queue_lock);
 
 		struct kiln_error err = {0};
+		uint64_t cb0 = thread_cpu_ns();
 		int rc = m->opts.ingest
 			     ? m->opts.ingest(m->opts.ingest_ctx, it->labels.v, it->labels.n,
 					      it->profile, it->timestamp_ms, it->delta, &err)
 			     : 0;
+		uint64_t cb = thread_cpu_ns() - cb0;
 		int64_t lag = mono_ns() - it->done_ns;
 		if (rc < 0) {
 			struct buf b;
@@ -219,6 +222,7 @@ static void *ingest_main(void *arg)
 		m->stats.ingest_lag_ns_total += (uint64_t)lag;
 		if ((uint64_t)lag > m->stats.ingest_lag_ns_max)
 			m->stats.ingest_lag_ns_max = (uint64_t)lag;
+		m->stats.callback_cpu_ns += cb;
 		m->stats.ingest_cpu_ns = thread_cpu_ns();
 		pthread_mutex_unlock(&m->status_lock);
 		item_free(it);
@@ -424,6 +428,7 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 	int64_t done_ns = mono_ns();
 	int64_t dur = done_ns / 1000000 - u->started_mono_ms;
 	char size[32];
+	uint64_t decode_ns = 0, delta_ns = 0;
 
 	curl_multi_remove_handle(m->multi, u->easy);
 	u->in_flight = false;
@@ -466,8 +471,11 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 					u->body.len);
 		struct pprof_profile *p = NULL;
 		struct kiln_error err = {0};
+		uint64_t t0 = thread_cpu_ns();
 		int rc = pprof_decode(u->body.data ? u->body.data : (const uint8_t *)"",
 				      u->body.len, &o, &p, &err);
+		uint64_t t1 = thread_cpu_ns();
+		decode_ns = t1 - t0;
 		if (rc == -EFBIG)
 			snprintf(msg, sizeof(msg), "body exceeds %s (decompressed)", size);
 		else if (rc < 0)
@@ -475,6 +483,8 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 		else if ((rc = process_profile(m, u, p, done_ns, &err)) < 0)
 			snprintf(msg, sizeof(msg), "processing the profile: %.200s",
 				 err.msg[0] ? err.msg : strerror(-rc));
+		if (p) /* decoded: the rest was type selection and deltas */
+			delta_ns = thread_cpu_ns() - t1;
 	}
 	size_t fetched = u->body.len;
 	/* Bodies can be large; do not keep one per target between scrapes. */
@@ -487,6 +497,8 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 	snprintf(u->last_error, sizeof(u->last_error), "%s", msg);
 	m->stats.scrapes++;
 	m->stats.bytes_fetched += fetched;
+	m->stats.decode_cpu_ns += decode_ns;
+	m->stats.delta_cpu_ns += delta_ns;
 	if (msg[0])
 		m->stats.scrape_errors++;
 	pthread_mutex_unlock(&m->status_lock);
@@ -495,6 +507,24 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 }
 
 /* ---- reload swap ------------------------------------------------------------ */
+
+/* How many idle connections the multi handle keeps for reuse: one per
+ * active unit, so that every target is scraped over a kept-alive connection
+ * (libcurl's default keeps 4 per transfer in flight; with 1,000 targets
+ * each scrape then opened a new connection and evicting the oldest walked
+ * the whole cache). Bounded by half the descriptor limit, leaving the rest
+ * to the server. */
+static size_t max_connections(size_t active_units)
+{
+	struct rlimit rl;
+	size_t cap = 512;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		cap = rl.rlim_cur / 2;
+	else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		cap = 65536;
+	size_t n = active_units + 8;
+	return n < cap ? n : cap < 16 ? 16 : cap;
+}
 
 static void swap_in(struct scrape_manager *m, struct scrape_config *cfg, struct scrape_unit **units,
 		    size_t n)
@@ -544,7 +574,9 @@ static void swap_in(struct scrape_manager *m, struct scrape_config *cfg, struct 
 	m->stats.active_units = 0;
 	for (size_t i = 0; i < n; i++)
 		m->stats.active_units += units[i]->active;
+	size_t keep = max_connections(m->stats.active_units);
 	pthread_mutex_unlock(&m->status_lock);
+	curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, (long)keep);
 	htab_free(old);
 	free(m->heap);
 	m->heap = calloc(n + 1, sizeof(*m->heap));
