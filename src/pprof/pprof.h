@@ -132,6 +132,12 @@ int pprof_profile_subset(const struct pprof_profile *src, const size_t *types, s
 			 int64_t time_nanos, int64_t duration_nanos, struct pprof_profile **out,
 			 struct kiln_error *err);
 
+/* Keeps only the sample types types[0..n_types) of p (strictly increasing
+ * indices), in place, and drops the samples whose kept values are all 0.
+ * No copy: objects that only dropped samples used stay in the tables.
+ * default_sample_type is cleared unless kept. Returns 0 or -EINVAL. */
+int pprof_profile_project(struct pprof_profile *p, const size_t *types, size_t n_types);
+
 /* ---- encoding ----------------------------------------------------------- */
 
 /* Appends the serialized message to out, gzip-compressed when gzip is true. */

@@ -47,7 +47,7 @@ static uint64_t use_obj(const struct pprof_idtab *t, uint64_t id, uint32_t *ids,
 		return 0;
 	if (!ids[pos]) {
 		order[*n] = (uint32_t)pos;
-		ids[pos] = (uint32_t)++*n;
+		ids[pos] = (uint32_t)++ * n;
 	}
 	return ids[pos];
 }
@@ -158,7 +158,8 @@ int pprof_profile_subset(const struct pprof_profile *src, const size_t *types, s
 		vt[t].type = use_str(&r, vt[t].type);
 		vt[t].unit = use_str(&r, vt[t].unit);
 		m->sample_type[t] = &vt[t];
-		if (s->default_sample_type && s->sample_type[types[t]]->type == s->default_sample_type)
+		if (s->default_sample_type &&
+		    s->sample_type[types[t]]->type == s->default_sample_type)
 			m->default_sample_type = vt[t].type;
 	}
 	if (s->period_type) {
@@ -277,4 +278,37 @@ out:
 	free(mem);
 	pprof_profile_free(p);
 	return rc;
+}
+
+int pprof_profile_project(struct pprof_profile *p, const size_t *types, size_t n_types)
+{
+	pprof_msg *m = p->msg;
+	bool keep_default = false;
+
+	for (size_t t = 0; t < n_types; t++)
+		if (types[t] >= m->n_sample_type || (t && types[t] <= types[t - 1]))
+			return -EINVAL;
+	/* In place, front to back: types[t] >= t, so nothing is overwritten
+	 * before it is read. */
+	size_t kept = 0;
+	for (size_t i = 0; i < m->n_sample; i++) {
+		pprof_sample_msg *s = m->sample[i];
+		bool any = false;
+		for (size_t t = 0; t < n_types; t++) {
+			s->value[t] = s->value[types[t]];
+			any = any || s->value[t] != 0;
+		}
+		s->n_value = n_types;
+		if (any)
+			m->sample[kept++] = s;
+	}
+	m->n_sample = kept;
+	for (size_t t = 0; t < n_types; t++) {
+		m->sample_type[t] = m->sample_type[types[t]];
+		keep_default = keep_default || m->sample_type[t]->type == m->default_sample_type;
+	}
+	m->n_sample_type = n_types;
+	if (!keep_default)
+		m->default_sample_type = 0;
+	return 0;
 }

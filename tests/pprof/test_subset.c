@@ -1,7 +1,7 @@
 /*
  * test_subset.c — pprof_profile_subset: chosen samples with new values,
  * only the objects they use, renumbered, and a valid profile that survives
- * an encode/decode round trip.
+ * an encode/decode round trip; pprof_profile_project: types kept in place.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -146,10 +146,53 @@ static void test_empty_and_bad_index(void **state)
 	pprof_profile_free(p);
 }
 
+/* In place: one type kept, zero samples dropped, the rest untouched. */
+static void test_project(void **state)
+{
+	(void)state;
+	struct pprof_profile *p = make(), *back = NULL;
+	size_t keep[1] = {1}, bad[2] = {1, 0};
+	assert_int_equal(pprof_profile_project(p, bad, 2), -EINVAL);
+	assert_int_equal(pprof_profile_project(p, keep, 1), 0);
+	const pprof_msg *m = pprof_profile_msg(p);
+	assert_int_equal(m->n_sample_type, 1);
+	assert_string_equal(pprof_string(p, m->sample_type[0]->type), "alloc_space");
+	assert_string_equal(pprof_string(p, m->default_sample_type), "alloc_space");
+	assert_int_equal(m->n_sample, 3);
+	assert_int_equal(m->sample[1]->value[0], 200);
+	assert_int_equal(m->sample[1]->n_value, 1);
+	struct buf b;
+	buf_init(&b);
+	assert_int_equal(pprof_encode(m, false, &b), 0);
+	assert_int_equal(pprof_decode(b.data, b.len, NULL, &back, NULL), 0);
+	assert_int_equal(pprof_profile_msg(back)->sample[2]->value[0], 300);
+	buf_free(&b);
+	pprof_profile_free(back);
+	pprof_profile_free(p);
+}
+
+static void test_project_drops_zero(void **state)
+{
+	(void)state;
+	struct pprof_profile *p = make(), *z = NULL;
+	size_t all[2] = {0, 1}, one[1] = {0}, s[2] = {0, 2};
+	int64_t v[4] = {0, 7, 4, 0};
+	assert_int_equal(pprof_profile_subset(p, all, 2, s, v, 2, 1, 0, &z, NULL), 0);
+	pprof_profile_free(p);
+	assert_int_equal(pprof_profile_project(z, one, 1), 0); /* default type dropped */
+	const pprof_msg *m = pprof_profile_msg(z);
+	assert_int_equal(m->n_sample, 1);
+	assert_int_equal(m->sample[0]->value[0], 4);
+	assert_int_equal(m->default_sample_type, 0);
+	pprof_profile_free(z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_subset),
+	    cmocka_unit_test(test_project),
+	    cmocka_unit_test(test_project_drops_zero),
 	    cmocka_unit_test(test_empty_and_bad_index),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
