@@ -95,6 +95,8 @@ out=$("$driver" --config "$dir/bench.yaml" --duration "$BENCH_SECONDS" --status 
 t1=$(date +%s%N)
 g1=$(cpu_ticks "$gp")
 echo "$out"
+awk -F'\t' '$6 != "" {print $6}' "$dir/status" | sort | uniq -c | sort -rn | head -5 |
+	sed 's/^/last error of targets down: /'
 up=$(awk -F'\t' '$4 == "up"' "$dir/status" | wc -l)
 total=$(wc -l <"$dir/status")
 python3 - "$out" "$t0" "$t1" "$TARGETS" "$up" "$total" "$g0" "$g1" "$hz" <<'PY'

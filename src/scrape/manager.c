@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -315,6 +316,31 @@ static void format_size(char *out, size_t len, size_t bytes)
 		snprintf(out, len, "%zu bytes", bytes);
 }
 
+/* Whether the URL's host is an IPv4 or IPv6 literal (nothing to resolve). */
+static bool host_is_ip(const char *url)
+{
+	const char *h = strstr(url, "://");
+	char host[64];
+	size_t n = 0;
+	unsigned char addr[16];
+	if (!h)
+		return false;
+	h += 3;
+	if (*h == '[') { /* [v6]:port */
+		const char *e = strchr(h, ']');
+		if (!e || (size_t)(e - h - 1) >= sizeof(host))
+			return false;
+		memcpy(host, h + 1, (size_t)(e - h - 1));
+		host[e - h - 1] = 0;
+		return inet_pton(AF_INET6, host, addr) == 1;
+	}
+	while (h[n] && h[n] != ':' && h[n] != '/' && h[n] != '?' && n < sizeof(host) - 1)
+		n++;
+	memcpy(host, h, n);
+	host[n] = 0;
+	return inet_pton(AF_INET, host, addr) == 1;
+}
+
 static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 {
 	if (!u->easy) {
@@ -328,6 +354,12 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 		curl_easy_setopt(u->easy, CURLOPT_USERAGENT, "kiln-scrape/1");
 		curl_easy_setopt(u->easy, CURLOPT_ACCEPT_ENCODING, "");
 	}
+	/* An address needs no DNS, so its cache entry never goes stale:
+	 * "forever" also spares the walk over every entry of libcurl's DNS
+	 * cache that each transfer otherwise makes to expire old ones (1,000
+	 * targets = 1,000 entries, one per host and port). Host names keep
+	 * libcurl's default (60 s). */
+	curl_easy_setopt(u->easy, CURLOPT_DNS_CACHE_TIMEOUT, host_is_ip(u->url) ? -1L : 60L);
 	/* Settings that a reload may change. */
 	curl_easy_setopt(u->easy, CURLOPT_URL, u->url);
 	curl_easy_setopt(u->easy, CURLOPT_TIMEOUT_MS, (long)u->timeout_ms);
@@ -646,9 +678,14 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *arg, void *so
 	struct epoll_event ev = {.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
 					   (what & CURL_POLL_OUT ? EPOLLOUT : 0u),
 				 .data.fd = fd};
-	if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 &&
-	    epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+	/* sockp (set by curl_multi_assign) marks a socket already in the set;
+	 * libcurl forgets it on REMOVE. */
+	if (sockp)
+		return epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -1 : 0;
+	if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 &&
+	    (errno != EEXIST || epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) < 0))
 		return -1;
+	curl_multi_assign(m->multi, fd, m);
 	return 0;
 }
 
