@@ -144,6 +144,21 @@ const pprof_mapping_msg *pprof_mapping(const struct pprof_profile *p, uint64_t i
 	return pprof_idtab_get(&p->mappings, id);
 }
 
+size_t pprof_location_pos(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_index(&p->locations, id);
+}
+
+size_t pprof_function_pos(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_index(&p->functions, id);
+}
+
+size_t pprof_mapping_pos(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_index(&p->mappings, id);
+}
+
 int pprof_sample_type_index(const struct pprof_profile *p, const char *name, struct kiln_error *err)
 {
 	const pprof_msg *m = p->msg;
