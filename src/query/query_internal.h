@@ -107,6 +107,34 @@ struct query_tree {
 	bool have_unit;
 };
 
+/* Makes *arr (of *cap elements of elem bytes) hold at least need, doubling.
+ * 0 or -ENOMEM. */
+int query_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* The frame for (name, binary), created with file/line/build id on first
+ * sight. Returns QNONE on out-of-memory. */
+uint32_t query_tree_frame(struct query_tree *t, uint32_t name, uint32_t binary, uint32_t file,
+			  int64_t line, uint32_t build_id);
+/* The frame of an unsymbolized address: "[binary] +0xOFFSET" when mapped to
+ * a named binary, else "0xADDRESS". QNONE on out-of-memory. */
+uint32_t query_tree_address_frame(struct query_tree *t, uint32_t binary, uint32_t build_id,
+				  bool mapped, uint64_t address, uint64_t memory_start,
+				  uint64_t file_offset);
+
+/* Folding stacks into the tree. The caller fills stack[0..depth) with frame
+ * ids, root first (grow it with query_grow on stack/cap_stack); qfold_add
+ * walks it down from the root, reusing the previous stack's nodes for the
+ * shared prefix (stacks often come in order), one children lookup per
+ * frame after it, and adds v to the leaf's self (base_self when base). */
+struct qfold {
+	uint32_t *stack;
+	size_t cap_stack;
+	uint32_t *prev_stack, *prev_nodes;
+	size_t prev_depth, cap_prev_stack, cap_prev_nodes;
+};
+int qfold_add(struct query_tree *t, struct qfold *f, size_t depth, int64_t v, bool base);
+void qfold_release(struct qfold *f);
+
 /* Interns s (len bytes) in t's string table. Returns the id or QNONE on
  * out-of-memory. */
 uint32_t query_tree_intern(struct query_tree *t, const char *s, size_t len);
