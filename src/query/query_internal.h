@@ -135,6 +135,26 @@ struct qfold {
 int qfold_add(struct query_tree *t, struct qfold *f, size_t depth, int64_t v, bool base);
 void qfold_release(struct qfold *f);
 
+/* A source's locations (by dense index) resolved once into frame lists
+ * (caller first, hidden binaries dropped), concatenated in frames. To
+ * resolve idx: start = n_frames, qlocs_push each frame, qlocs_done. */
+struct qlocs {
+	uint32_t *off; /* idx -> offset in frames; QNONE = not resolved yet */
+	uint32_t *len;
+	size_t n;
+	uint32_t *frames;
+	size_t n_frames, cap_frames;
+};
+int qlocs_init(struct qlocs *l, size_t n);
+/* Appends frame f unless its binary is hidden; -ENOMEM when f is QNONE. */
+int qlocs_push(const struct query_tree *t, struct qlocs *l, uint32_t f);
+void qlocs_done(struct qlocs *l, uint32_t idx, size_t start);
+void qlocs_release(struct qlocs *l);
+/* Appends location idx's frames to f->stack at *depth; *keep becomes true
+ * when one of them matches the tree's filter. 0 or -ENOMEM. */
+int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
+			uint32_t idx, size_t *depth, bool *keep);
+
 /* Interns s (len bytes) in t's string table. Returns the id or QNONE on
  * out-of-memory. */
 uint32_t query_tree_intern(struct query_tree *t, const char *s, size_t len);

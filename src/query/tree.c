@@ -291,10 +291,7 @@ struct add_ctx {
 	const pprof_msg *m;
 	uint32_t *str_map;     /* pprof string index -> tree string id (QNONE = not yet) */
 	struct qmap loc_index; /* location id -> index in m->location */
-	uint32_t *loc_off;     /* index -> offset in frames, QNONE = not resolved yet */
-	uint32_t *loc_len;
-	uint32_t *frames; /* concatenated frame lists, caller first */
-	size_t n_frames, cap_frames;
+	struct qlocs locs;     /* by index in m->location */
 	struct qfold fold;
 	bool dense_ids; /* location id == index + 1 for every location */
 };
@@ -312,18 +309,6 @@ static uint32_t pstr(struct add_ctx *c, int64_t idx)
 	return c->str_map[idx];
 }
 
-static int push_frame(struct add_ctx *c, uint32_t f)
-{
-	if (f == QNONE)
-		return -ENOMEM;
-	if (c->t->frames[f].hidden)
-		return 0;
-	if (query_grow((void **)&c->frames, &c->cap_frames, c->n_frames + 1, sizeof(*c->frames)))
-		return -ENOMEM;
-	c->frames[c->n_frames++] = f;
-	return 0;
-}
-
 /* Resolves location index li into frames (caller first). */
 static int resolve_location(struct add_ctx *c, size_t li)
 {
@@ -332,7 +317,7 @@ static int resolve_location(struct add_ctx *c, size_t li)
 	    loc->mapping_id ? pprof_mapping(c->p, loc->mapping_id) : NULL;
 	uint32_t binary = map ? pstr(c, map->filename) : 0;
 	uint32_t build_id = map ? pstr(c, map->build_id) : 0;
-	size_t start = c->n_frames;
+	size_t start = c->locs.n_frames;
 	bool symbolized = false;
 	int rc;
 
@@ -357,20 +342,21 @@ static int resolve_location(struct add_ctx *c, size_t li)
 		if (name == QNONE || file == QNONE)
 			return -ENOMEM;
 		line = fn->start_line ? fn->start_line : loc->line[k]->line;
-		rc = push_frame(c, query_tree_frame(c->t, name, binary, file, line, build_id));
+		rc = qlocs_push(c->t, &c->locs,
+				query_tree_frame(c->t, name, binary, file, line, build_id));
 		if (rc)
 			return rc;
 		symbolized = true;
 	}
 	if (!symbolized) {
-		rc = push_frame(c, query_tree_address_frame(
-				       c->t, binary, build_id, map != NULL, loc->address,
-				       map ? map->memory_start : 0, map ? map->file_offset : 0));
+		rc = qlocs_push(c->t, &c->locs,
+				query_tree_address_frame(c->t, binary, build_id, map != NULL,
+							 loc->address, map ? map->memory_start : 0,
+							 map ? map->file_offset : 0));
 		if (rc)
 			return rc;
 	}
-	c->loc_off[li] = (uint32_t)start;
-	c->loc_len[li] = (uint32_t)(c->n_frames - start);
+	qlocs_done(&c->locs, li, start);
 	return 0;
 }
 
@@ -402,6 +388,60 @@ static uint32_t child_of(struct query_tree *t, uint32_t parent, uint32_t f, int 
 	node->next_sibling = t->build[parent].first_child;
 	t->build[parent].first_child = n;
 	return n;
+}
+
+int qlocs_init(struct qlocs *l, size_t n)
+{
+	memset(l, 0, sizeof(*l));
+	l->off = malloc((n ? n : 1) * sizeof(*l->off));
+	l->len = malloc((n ? n : 1) * sizeof(*l->len));
+	if (!l->off || !l->len)
+		return -ENOMEM;
+	memset(l->off, 0xff, n * sizeof(*l->off));
+	l->n = n;
+	return 0;
+}
+
+int qlocs_push(const struct query_tree *t, struct qlocs *l, uint32_t f)
+{
+	if (f == QNONE)
+		return -ENOMEM;
+	if (t->frames[f].hidden)
+		return 0;
+	if (query_grow((void **)&l->frames, &l->cap_frames, l->n_frames + 1, sizeof(*l->frames)))
+		return -ENOMEM;
+	l->frames[l->n_frames++] = f;
+	return 0;
+}
+
+void qlocs_done(struct qlocs *l, uint32_t idx, size_t start)
+{
+	l->off[idx] = (uint32_t)start;
+	l->len[idx] = (uint32_t)(l->n_frames - start);
+}
+
+void qlocs_release(struct qlocs *l)
+{
+	free(l->off);
+	free(l->len);
+	free(l->frames);
+	memset(l, 0, sizeof(*l));
+}
+
+int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
+			uint32_t idx, size_t *depth, bool *keep)
+{
+	uint32_t off = l->off[idx], len = l->len[idx];
+
+	if (query_grow((void **)&f->stack, &f->cap_stack, *depth + len, sizeof(*f->stack)))
+		return -ENOMEM;
+	for (uint32_t j = 0; j < len; j++) {
+		uint32_t fr = l->frames[off + j];
+
+		*keep = *keep || t->frames[fr].matches_filter;
+		f->stack[(*depth)++] = fr;
+	}
+	return 0;
 }
 
 int qfold_add(struct query_tree *t, struct qfold *f, size_t depth, int64_t v, bool base)
@@ -475,17 +515,10 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 
 			if (li == QNONE)
 				continue; /* validated profiles never get here */
-			if (c->loc_off[li] == QNONE && (rc = resolve_location(c, li)))
+			if (c->locs.off[li] == QNONE && (rc = resolve_location(c, li)))
 				return rc;
-			if (query_grow((void **)&c->fold.stack, &c->fold.cap_stack,
-				       depth + c->loc_len[li], sizeof(*c->fold.stack)))
+			if (qfold_push_location(t, &c->fold, &c->locs, li, &depth, &keep))
 				return -ENOMEM;
-			for (uint32_t j = 0; j < c->loc_len[li]; j++) {
-				uint32_t f = c->frames[c->loc_off[li] + j];
-
-				keep = keep || t->frames[f].matches_filter;
-				c->fold.stack[depth++] = f;
-			}
 		}
 		if (!keep)
 			continue;
@@ -524,12 +557,10 @@ int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int samp
 
 	rc = -ENOMEM;
 	c.str_map = malloc((c.m->n_string_table + 1) * sizeof(*c.str_map));
-	c.loc_off = malloc((c.m->n_location + 1) * sizeof(*c.loc_off));
-	c.loc_len = malloc((c.m->n_location + 1) * sizeof(*c.loc_len));
-	if (!c.str_map || !c.loc_off || !c.loc_len || qmap_init(&c.loc_index, c.m->n_location))
+	if (!c.str_map || qlocs_init(&c.locs, c.m->n_location + 1) ||
+	    qmap_init(&c.loc_index, c.m->n_location))
 		goto out;
 	memset(c.str_map, 0xff, (c.m->n_string_table + 1) * sizeof(*c.str_map));
-	memset(c.loc_off, 0xff, (c.m->n_location + 1) * sizeof(*c.loc_off));
 	c.dense_ids = true;
 	for (size_t i = 0; i < c.m->n_location; i++)
 		if (c.m->location[i]->id != i + 1)
@@ -555,9 +586,7 @@ out:
 	else if (rc)
 		kiln_error_set(err, -rc, "flame graph: out of memory");
 	free(c.str_map);
-	free(c.loc_off);
-	free(c.loc_len);
-	free(c.frames);
+	qlocs_release(&c.locs);
 	qfold_release(&c.fold);
 	qmap_release(&c.loc_index);
 	return rc;

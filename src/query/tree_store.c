@@ -28,11 +28,7 @@ struct store_add {
 	struct query_tree *t;
 	bool base;
 	bool matched;
-	uint32_t *loc_off; /* location id -> offset in frames (QNONE = not seen) */
-	uint32_t *loc_len;
-	size_t n_loc;
-	uint32_t *frames; /* concatenated frame lists, caller first */
-	size_t n_frames, cap_frames;
+	struct qlocs locs; /* by metastore location id */
 	struct fn_ids *fn;
 	size_t cap_fn;
 	struct map_ids *map;
@@ -71,25 +67,7 @@ static int on_begin(void *ctx, const struct store_merge_info *info)
 			return -ENOMEM;
 		t->have_unit = true;
 	}
-	a->n_loc = info->n_locations + 1;
-	a->loc_off = malloc(a->n_loc * sizeof(*a->loc_off));
-	a->loc_len = malloc(a->n_loc * sizeof(*a->loc_len));
-	if (!a->loc_off || !a->loc_len)
-		return -ENOMEM;
-	memset(a->loc_off, 0xff, a->n_loc * sizeof(*a->loc_off));
-	return 0;
-}
-
-static int push_frame(struct store_add *a, uint32_t f)
-{
-	if (f == QNONE)
-		return -ENOMEM;
-	if (a->t->frames[f].hidden)
-		return 0;
-	if (query_grow((void **)&a->frames, &a->cap_frames, a->n_frames + 1, sizeof(*a->frames)))
-		return -ENOMEM;
-	a->frames[a->n_frames++] = f;
-	return 0;
+	return qlocs_init(&a->locs, info->n_locations + 1);
 }
 
 static int on_location(void *ctx, const struct store_location_view *l)
@@ -97,11 +75,11 @@ static int on_location(void *ctx, const struct store_location_view *l)
 	struct store_add *a = ctx;
 	struct query_tree *t = a->t;
 	uint32_t binary = 0, build_id = 0;
-	size_t start = a->n_frames;
+	size_t start = a->locs.n_frames;
 	bool symbolized = false;
 	int rc;
 
-	if (l->id >= a->n_loc)
+	if (l->id >= a->locs.n)
 		return -EINVAL; /* the store promised ids below n_locations */
 	if (l->mapping) {
 		uint32_t mid = l->mapping->id;
@@ -141,9 +119,10 @@ static int on_location(void *ctx, const struct store_location_view *l)
 		}
 		if (ids.name == 0)
 			continue;
-		rc = push_frame(a, query_tree_frame(t, ids.name, binary, ids.file,
-						    lv->start_line ? lv->start_line : lv->line,
-						    build_id));
+		rc = qlocs_push(t, &a->locs,
+				query_tree_frame(t, ids.name, binary, ids.file,
+						 lv->start_line ? lv->start_line : lv->line,
+						 build_id));
 		if (rc)
 			return rc;
 		symbolized = true;
@@ -151,14 +130,14 @@ static int on_location(void *ctx, const struct store_location_view *l)
 	if (!symbolized) {
 		const struct store_mapping_view *m = l->mapping;
 
-		rc = push_frame(a, query_tree_address_frame(t, binary, build_id, m != NULL,
-							    l->address, m ? m->memory_start : 0,
-							    m ? m->file_offset : 0));
+		rc = qlocs_push(t, &a->locs,
+				query_tree_address_frame(t, binary, build_id, m != NULL, l->address,
+							 m ? m->memory_start : 0,
+							 m ? m->file_offset : 0));
 		if (rc)
 			return rc;
 	}
-	a->loc_off[l->id] = (uint32_t)start;
-	a->loc_len[l->id] = (uint32_t)(a->n_frames - start);
+	qlocs_done(&a->locs, l->id, start);
 	return 0;
 }
 
@@ -177,18 +156,10 @@ static int on_stack(void *ctx, const uint32_t *locs, size_t n, int64_t v)
 	for (size_t k = n; k-- > 0;) {
 		uint32_t id = locs[k];
 
-		if (id >= a->n_loc || a->loc_off[id] == QNONE)
+		if (id >= a->locs.n || a->locs.off[id] == QNONE)
 			return -EINVAL; /* the store describes a location before its stacks */
-		uint32_t off = a->loc_off[id], len = a->loc_len[id];
-		if (query_grow((void **)&a->fold.stack, &a->fold.cap_stack, depth + len,
-			       sizeof(*a->fold.stack)))
+		if (qfold_push_location(t, &a->fold, &a->locs, id, &depth, &keep))
 			return -ENOMEM;
-		for (uint32_t j = 0; j < len; j++) {
-			uint32_t f = a->frames[off + j];
-
-			keep = keep || t->frames[f].matches_filter;
-			a->fold.stack[depth++] = f;
-		}
 	}
 	if (!keep)
 		return 0;
@@ -224,9 +195,7 @@ int query_tree_add_store(struct query_tree *t, struct store *s, const struct sto
 		kiln_error_set(err, E2BIG, "flame graph: more than %zu nodes", t->max_nodes);
 	if (matched)
 		*matched = a.matched;
-	free(a.loc_off);
-	free(a.loc_len);
-	free(a.frames);
+	qlocs_release(&a.locs);
 	free(a.fn);
 	free(a.map);
 	qfold_release(&a.fold);
