@@ -38,6 +38,8 @@ void qmap_release(struct qmap *m);
 uint32_t qmap_get(const struct qmap *m, uint64_t key);
 /* Inserts key -> val (key must be absent). 0 or -ENOMEM. */
 int qmap_put(struct qmap *m, uint64_t key, uint32_t val);
+/* Room for n more keys without a rehash. 0 or -ENOMEM. */
+int qmap_reserve(struct qmap *m, size_t n);
 
 /* ---- the tree -------------------------------------------------------------- */
 
@@ -120,6 +122,10 @@ uint32_t query_tree_frame(struct query_tree *t, uint32_t name, uint32_t binary, 
 uint32_t query_tree_address_frame(struct query_tree *t, uint32_t binary, uint32_t build_id,
 				  bool mapped, uint64_t address, uint64_t memory_start,
 				  uint64_t file_offset);
+
+/* Room for n more nodes (capped at max_nodes) in the build array and the
+ * children index: one allocation instead of doublings. 0 or -ENOMEM. */
+int query_tree_reserve(struct query_tree *t, size_t n);
 
 /* Folding stacks into the tree. The caller fills stack[0..depth) with frame
  * ids, root first (grow it with query_grow on stack/cap_stack); qfold_add

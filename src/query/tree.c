@@ -76,22 +76,36 @@ static void qmap_insert_slot(struct qmap_slot *slots, size_t cap, uint64_t store
 	slots[i].val = val;
 }
 
+/* Moves every entry into a table of cap slots. */
+static int qmap_rehash(struct qmap *m, size_t cap)
+{
+	struct qmap_slot *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	mem_populate(slots, cap * sizeof(*slots));
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].key)
+			qmap_insert_slot(slots, cap, m->slots[i].key, m->slots[i].val);
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	return 0;
+}
+
+int qmap_reserve(struct qmap *m, size_t n)
+{
+	size_t cap = m->cap ? m->cap : 16;
+
+	while ((m->count + n) * 2 > cap)
+		cap *= 2;
+	return cap == m->cap ? 0 : qmap_rehash(m, cap);
+}
+
 int qmap_put(struct qmap *m, uint64_t key, uint32_t val)
 {
-	if ((m->count + 1) * 2 > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 16;
-		struct qmap_slot *slots = calloc(cap, sizeof(*slots));
-
-		if (!slots)
-			return -ENOMEM;
-		mem_populate(slots, cap * sizeof(*slots));
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->slots[i].key)
-				qmap_insert_slot(slots, cap, m->slots[i].key, m->slots[i].val);
-		free(m->slots);
-		m->slots = slots;
-		m->cap = cap;
-	}
+	if ((m->count + 1) * 2 > m->cap && qmap_rehash(m, m->cap ? m->cap * 2 : 16))
+		return -ENOMEM;
 	qmap_insert_slot(m->slots, m->cap, key + 1, val);
 	m->count++;
 	return 0;
@@ -388,6 +402,15 @@ static uint32_t child_of(struct query_tree *t, uint32_t parent, uint32_t f, int 
 	node->next_sibling = t->build[parent].first_child;
 	t->build[parent].first_child = n;
 	return n;
+}
+
+int query_tree_reserve(struct query_tree *t, size_t n)
+{
+	if (n > t->max_nodes)
+		n = t->max_nodes;
+	if (query_grow((void **)&t->build, &t->cap_build, t->n_build + n, sizeof(*t->build)))
+		return -ENOMEM;
+	return qmap_reserve(&t->children, n);
 }
 
 int qlocs_init(struct qlocs *l, size_t n)

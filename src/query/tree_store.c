@@ -67,6 +67,10 @@ static int on_begin(void *ctx, const struct store_merge_info *info)
 			return -ENOMEM;
 		t->have_unit = true;
 	}
+	/* Most stacks end in a node of their own, and callers add some more:
+	 * sized for that, the tree is rarely copied as it grows. */
+	if (query_tree_reserve(t, info->n_stacks + info->n_stacks / 4))
+		return -ENOMEM;
 	return qlocs_init(&a->locs, info->n_locations + 1);
 }
 
