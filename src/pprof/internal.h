@@ -118,9 +118,6 @@ uint64_t pprof_builder_mapping_idx(struct pprof_builder *b, const pprof_mapping_
 uint64_t pprof_builder_function_idx(struct pprof_builder *b, int64_t name, int64_t system_name,
 				    int64_t filename, int64_t start_line);
 int pprof_builder_add_comment_idx(struct pprof_builder *b, int64_t idx);
-/* Room for n more samples (and their index) before a merge: one resize
- * instead of many. Returns 0 or -ENOMEM. */
-int pprof_builder_reserve_samples(struct pprof_builder *b, size_t n);
 /* Like pprof_builder_add_sample with labels already interned. */
 int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, size_t n_locs,
 				 const int64_t *values, const Perftools__Profiles__Label *labels,
