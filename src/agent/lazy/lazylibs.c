@@ -57,7 +57,10 @@ struct slot {
 	const char *name;
 	void **ptr;
 };
-#define SLOT(fn) {#fn, (void **)&p_##fn}
+#define SLOT(fn)                                                                                   \
+	{                                                                                          \
+#fn, (void **)&p_##fn                                                              \
+	}
 
 /* Opens soname and resolves every slot, or none: a half-resolved library
  * is not usable. The library stays open for the process's life. */
@@ -86,8 +89,8 @@ static int open_slots(const char *soname, const struct slot *s, size_t n)
 static void curl_open(void)
 {
 	static const struct slot s[] = {
-	    SLOT(curl_global_init),  SLOT(curl_easy_init),     SLOT(curl_easy_setopt),
-	    SLOT(curl_easy_perform), SLOT(curl_easy_cleanup),  SLOT(curl_easy_strerror),
+	    SLOT(curl_global_init),  SLOT(curl_easy_init),	SLOT(curl_easy_setopt),
+	    SLOT(curl_easy_perform), SLOT(curl_easy_cleanup),	SLOT(curl_easy_strerror),
 	    SLOT(curl_slist_append), SLOT(curl_slist_free_all),
 	};
 
@@ -97,9 +100,12 @@ static void curl_open(void)
 static void mhd_open(void)
 {
 	static const struct slot s[] = {
-	    SLOT(MHD_start_daemon_va),	   SLOT(MHD_stop_daemon),
-	    SLOT(MHD_create_response_from_buffer), SLOT(MHD_queue_response),
-	    SLOT(MHD_destroy_response),	   SLOT(MHD_add_response_header),
+	    SLOT(MHD_start_daemon_va),
+	    SLOT(MHD_stop_daemon),
+	    SLOT(MHD_create_response_from_buffer),
+	    SLOT(MHD_queue_response),
+	    SLOT(MHD_destroy_response),
+	    SLOT(MHD_add_response_header),
 	};
 
 	mhd_ok = open_slots(MHD_SONAME, s, sizeof(s) / sizeof(s[0]));
@@ -180,9 +186,8 @@ void curl_slist_free_all(struct curl_slist *list)
 
 /* ---- libmicrohttpd ---------------------------------------------------------- */
 
-struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port,
-				    MHD_AcceptPolicyCallback apc, void *apc_cls,
-				    MHD_AccessHandlerCallback dh, void *dh_cls, ...)
+struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port, MHD_AcceptPolicyCallback apc,
+				    void *apc_cls, MHD_AccessHandlerCallback dh, void *dh_cls, ...)
 {
 	struct MHD_Daemon *d;
 	va_list ap;
