@@ -10,7 +10,9 @@
  * shared across nodes as they would be in a real fleet. --scale S ingests
  * S x 24 h (1.0 = 24 h, ~170M sample rows).
  *
- *   bench_store run DIR [--scale S] [--threads N]
+ *   bench_store run DIR [--scale S] [--threads N] [--ingest-threads M]
+ *       N connections (writers); M server threads serving them in turn, as
+ *       the server's ingest pool does (default M = N: one per connection).
  *       ingests, prints figures, writes the profiles of two peer cases as
  *       gzipped pprof files under DIR/peer-1h and DIR/peer-node0 for
  *       `go tool pprof -proto`, and prints kiln's merge totals for them.
@@ -339,8 +341,9 @@ static void generator(const struct config *cfg, const int *fds)
  * commit fsync, head). */
 struct worker {
 	struct store *s;
-	int fd;
-	bool eof;
+	int *fd;	  /* the connections this thread serves, in turn */
+	bool *done, *eof; /* per connection: phase over; stream over */
+	size_t n_fd;
 	struct buf msg;
 	double decode_cpu, write_cpu;
 	uint64_t rows, profiles, failures;
@@ -354,49 +357,68 @@ static int64_t wall_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Ingests until the end of the phase (an empty frame or end of stream). */
+/* Reads and ingests one request from connection j; marks it done at the
+ * end of the phase (an empty frame) or of the stream. */
+static void serve_one(struct worker *wk, size_t j)
+{
+	uint32_t len;
+
+	if (read_all(wk->fd[j], &len, sizeof(len))) {
+		wk->eof[j] = wk->done[j] = true;
+		return;
+	}
+	if (len == 0) {
+		wk->done[j] = true;
+		return;
+	}
+	buf_reset(&wk->msg);
+	if (buf_reserve(&wk->msg, len) || read_all(wk->fd[j], wk->msg.data, len)) {
+		wk->eof[j] = wk->done[j] = true;
+		wk->failures++;
+		return;
+	}
+	struct ingest_limits lim = {.now_ms = wall_now_ms()};
+	struct ingest_batch b = {0};
+	struct kiln_error err = {0};
+	struct arena *a = arena_new(0);
+	double c0 = thread_cpu_s();
+	int rc = a ? ingest_prepare(wk->msg.data, len, &lim, a, &b, &err) : -ENOMEM;
+	double c1 = thread_cpu_s();
+
+	wk->decode_cpu += c1 - c0;
+	if (rc == 0) {
+		rc = ingest_commit(wk->s, &b, &err);
+		wk->write_cpu += thread_cpu_s() - c1;
+	}
+	if (rc) {
+		if (!wk->failures++)
+			fprintf(stderr, "write failed: %s\n", err.msg);
+	} else {
+		wk->rows += b.total_samples;
+		wk->profiles += b.n_profiles;
+	}
+	c0 = thread_cpu_s();
+	ingest_batch_release(&b);
+	arena_free(a);
+	wk->decode_cpu += thread_cpu_s() - c0;
+}
+
+/* Serves its connections round-robin, one request at a time, until each
+ * has ended the phase: like a server's ingest pool thread. */
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
-	uint32_t len;
+	bool more = true;
 
-	while (!wk->eof) {
-		if (read_all(wk->fd, &len, sizeof(len))) {
-			wk->eof = true;
-			break;
-		}
-		if (len == 0)
-			break;
-		buf_reset(&wk->msg);
-		if (buf_reserve(&wk->msg, len) || read_all(wk->fd, wk->msg.data, len)) {
-			wk->eof = true;
-			wk->failures++;
-			break;
-		}
-		struct ingest_limits lim = {.now_ms = wall_now_ms()};
-		struct ingest_batch b = {0};
-		struct kiln_error err = {0};
-		struct arena *a = arena_new(0);
-		double c0 = thread_cpu_s();
-		int rc = a ? ingest_prepare(wk->msg.data, len, &lim, a, &b, &err) : -ENOMEM;
-		double c1 = thread_cpu_s();
-
-		wk->decode_cpu += c1 - c0;
-		if (rc == 0) {
-			rc = ingest_commit(wk->s, &b, &err);
-			wk->write_cpu += thread_cpu_s() - c1;
-		}
-		if (rc) {
-			if (!wk->failures++)
-				fprintf(stderr, "write failed: %s\n", err.msg);
-		} else {
-			wk->rows += b.total_samples;
-			wk->profiles += b.n_profiles;
-		}
-		c0 = thread_cpu_s();
-		ingest_batch_release(&b);
-		arena_free(a);
-		wk->decode_cpu += thread_cpu_s() - c0;
+	for (size_t j = 0; j < wk->n_fd; j++)
+		wk->done[j] = wk->eof[j];
+	while (more) {
+		more = false;
+		for (size_t j = 0; j < wk->n_fd; j++)
+			if (!wk->done[j]) {
+				serve_one(wk, j);
+				more = true;
+			}
 	}
 	return NULL;
 }
@@ -490,7 +512,7 @@ static uint64_t dir_bytes(const char *dir, const char *suffix)
 	return total;
 }
 
-static int run(const char *dir, double scale, int threads)
+static int run(const char *dir, double scale, int threads, int ingest_threads)
 {
 	struct config cfg = {.dir = dir, .scale = scale, .threads = threads};
 	struct store_options o = {0};
@@ -519,9 +541,9 @@ static int run(const char *dir, double scale, int threads)
 	snprintf(path, sizeof(path), "%s/store", dir);
 	printf("scale: %.4f of 24 h = %.2f h of data: %d nodes x %d processes, one profile per "
 	       "process per 10 s (%" PRId64 " windows), ~%d stacks per profile from a pool of %d, "
-	       "depth 10-60; %d writer threads\n",
+	       "depth 10-60; %d writer connections served by %d server threads\n",
 	       scale, cfg.n_windows * WINDOW_MS / 3.6e6, NODES, KINDS, cfg.n_windows, PER_PROFILE,
-	       POOL, threads);
+	       POOL, threads, ingest_threads < threads ? ingest_threads : threads);
 	/* The generator is a separate process, so that the figures below
 	 * (CPU, RSS) are the server's alone. */
 	int *srv_fd = calloc((size_t)threads, sizeof(int)),
@@ -558,23 +580,30 @@ static int run(const char *dir, double scale, int threads)
 	/* Two phases: the first half of the windows sees most stacks for the
 	 * first time (slow path: interning), the second is the steady state of
 	 * a running fleet. */
-	struct worker *wk = calloc((size_t)threads, sizeof(*wk));
-	pthread_t *th = calloc((size_t)threads, sizeof(*th));
+	int nw = ingest_threads < threads ? ingest_threads : threads;
+	struct worker *wk = calloc((size_t)nw, sizeof(*wk));
+	pthread_t *th = calloc((size_t)nw, sizeof(*th));
 	uint64_t rows = 0, profiles = 0, failures = 0;
 	double t0 = now_s(), wall = 0, cpu = 0;
-	for (int i = 0; i < threads; i++)
-		wk[i] = (struct worker){.s = s, .fd = srv_fd[i]};
+	for (int i = 0; i < nw; i++) {
+		wk[i] = (struct worker){.s = s};
+		wk[i].fd = calloc((size_t)threads / nw + 1, sizeof(int));
+		wk[i].done = calloc((size_t)threads / nw + 1, sizeof(bool));
+		wk[i].eof = calloc((size_t)threads / nw + 1, sizeof(bool));
+	}
+	for (int c = 0; c < threads; c++)
+		wk[c % nw].fd[wk[c % nw].n_fd++] = srv_fd[c];
 	for (int phase = 0; phase < 2; phase++) {
 		double cpu0 = process_cpu_s(), p0 = now_s();
 		uint64_t prow = 0;
 		double pdecode = 0, pwrite = 0;
 
-		for (int i = 0; i < threads; i++) {
+		for (int i = 0; i < nw; i++) {
 			wk[i].rows = wk[i].profiles = 0;
 			wk[i].decode_cpu = wk[i].write_cpu = 0;
 			pthread_create(&th[i], NULL, worker_main, &wk[i]);
 		}
-		for (int i = 0; i < threads; i++) {
+		for (int i = 0; i < nw; i++) {
 			pthread_join(th[i], NULL);
 			prow += wk[i].rows;
 			profiles += wk[i].profiles;
@@ -596,11 +625,15 @@ static int run(const char *dir, double scale, int threads)
 		rows += prow;
 		cpu += pcpu;
 	}
-	for (int i = 0; i < threads; i++) {
+	for (int i = 0; i < nw; i++) {
 		failures += wk[i].failures;
-		close(srv_fd[i]);
 		buf_free(&wk[i].msg);
+		free(wk[i].fd);
+		free(wk[i].done);
+		free(wk[i].eof);
 	}
+	for (int i = 0; i < threads; i++)
+		close(srv_fd[i]);
 	int gen_status = 0;
 	waitpid(gen_pid, &gen_status, 0);
 	if (!WIFEXITED(gen_status) || WEXITSTATUS(gen_status)) {
@@ -685,13 +718,14 @@ static int total(const char *path)
 int main(int argc, char **argv)
 {
 	double scale = 0.02;
-	int threads = 8;
+	int threads = 8, ingest_threads = 0;
 
 	log_set_level(LOG_WARN);
 	if (argc == 3 && strcmp(argv[1], "total") == 0)
 		return total(argv[2]);
 	if (argc < 3 || strcmp(argv[1], "run") != 0) {
-		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N]\n"
+		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N] "
+				"[--ingest-threads M]\n"
 				"       bench_store total FILE\n");
 		return 2;
 	}
@@ -700,8 +734,12 @@ int main(int argc, char **argv)
 			scale = atof(argv[i + 1]);
 		else if (strcmp(argv[i], "--threads") == 0)
 			threads = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--ingest-threads") == 0)
+			ingest_threads = atoi(argv[i + 1]);
 	}
 	if (scale <= 0 || threads < 1)
 		return 2;
-	return run(argv[2], scale, threads);
+	if (ingest_threads < 1)
+		ingest_threads = threads;
+	return run(argv[2], scale, threads, ingest_threads);
 }
