@@ -12,6 +12,7 @@
 #include "pprof/pprof.h"
 
 #include "common/arena.h"
+#include "common/buf.h"
 #include "common/htab.h"
 
 #include <inttypes.h>
@@ -25,6 +26,7 @@ struct pprof_idtab {
 
 struct pprof_profile {
 	struct arena *arena;
+	struct buf raw; /* decoded: the message bytes, which the strings point into */
 	pprof_msg *msg;
 	struct pprof_idtab locations, functions, mappings;
 };
@@ -66,8 +68,13 @@ void pprof_idtab_free(struct pprof_idtab *t);
 int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
 		 struct kiln_error *err);
 
-/* Parses protobuf bytes into a message allocated in a (no validation). */
-int pprof_parse(struct arena *a, const uint8_t *data, size_t len, pprof_msg **out,
+/* Parses protobuf bytes into a message allocated in a (no validation).
+ * The string table is not copied: its strings point into data, which must
+ * outlive the message and have one writable byte at data[len]; each string
+ * is NUL-terminated in place by overwriting the byte after it (the key of
+ * the next field, or data[len]), so data is no longer valid protobuf
+ * afterwards. */
+int pprof_parse(struct arena *a, uint8_t *data, size_t len, pprof_msg **out,
 		struct kiln_error *err);
 
 /* Builds the three tables of p->msg and checks every invariant. */

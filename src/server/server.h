@@ -54,6 +54,7 @@ struct server_config {
 	int idle_timeout_s; /* a connection with nothing in flight is closed after this */
 	const char *const *debuginfod_upstreams; /* NULL-terminated URLs; NULL = none */
 	int debuginfod_timeout_s;		 /* per debuginfod request */
+	int debuginfod_negative_ttl_s;		 /* how long "not found" is remembered */
 };
 
 /* Fills defaults (the values documented above). */

@@ -287,6 +287,7 @@ static void mapping_info(struct meta *m, const struct meta_location *ml,
 	info->file_offset = mp->offset;
 	info->filename = meta_str(m, mp->filename);
 	info->build_id = meta_str(m, mp->build_id);
+	info->exec = (struct store_exec_info){mp->elf_type, mp->load_offset, mp->load_vaddr};
 }
 
 static int symbolize_one(struct store *s, uint32_t loc)

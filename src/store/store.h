@@ -49,12 +49,22 @@ struct store;
  * store_symbolize_pending, which a background thread calls. Ingestion never
  * calls the symbolizer. resolve() may be called from several threads at once
  * and must not call back into the store. */
+/* Parca's ExecutableInfo of a mapping, as WriteRaw's RawSample carries it
+ * (one per pprof mapping, in mapping order): the object's ELF type and the
+ * executable PT_LOAD segment the mapping maps, enough to normalize an
+ * address without the file. elf_type 0: not sent. */
+struct store_exec_info {
+	uint32_t elf_type; /* ET_EXEC, ET_DYN; 0 = unknown */
+	uint64_t load_offset, load_vaddr;
+};
+
 struct store_mapping_info {
 	uint64_t memory_start;
 	uint64_t memory_limit;
 	uint64_t file_offset;
 	const char *filename; /* "" when unknown */
 	const char *build_id; /* "" when unknown */
+	struct store_exec_info exec;
 };
 
 /* One frame at an address; strings only need to live until resolve() returns
@@ -141,6 +151,13 @@ void store_close(struct store *s);
 int store_write_profile(struct store *s, const struct store_label *labels, size_t n_labels,
 			const struct pprof_profile *p, int64_t timestamp_ms, bool delta,
 			struct kiln_error *err);
+/* The same with the ExecutableInfo of p's mappings: exec[i] belongs to the
+ * i-th mapping of the message (n_exec may be fewer; the rest have none). It
+ * is stored with the mapping and handed to the symbolizer hook. */
+int store_write_profile_exec(struct store *s, const struct store_label *labels, size_t n_labels,
+			     const struct pprof_profile *p, const struct store_exec_info *exec,
+			     size_t n_exec, int64_t timestamp_ms, bool delta,
+			     struct kiln_error *err);
 
 /* Every profile type with data in [start_ms, end_ms]; cb is called once per
  * type, in sorted order. */
@@ -229,6 +246,10 @@ int store_flush(struct store *s, struct kiln_error *err);
  * symbolizer from store_options; returns how many were resolved (>= 0) or a
  * negative errno. Meant for a background thread; never blocks ingestion. */
 int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err);
+/* Better debuginfo for build_id arrived: its symbolized locations become
+ * pending again (keeping their answer until the new one is stored) and
+ * store_symbolize_pending redoes them. Returns how many, or -ENOMEM. */
+int store_resymbolize(struct store *s, const char *build_id);
 
 /* Sizes for /metrics. */
 struct store_stats {
