@@ -123,6 +123,9 @@ uint32_t query_tree_address_frame(struct query_tree *t, uint32_t binary, uint32_
 				  bool mapped, uint64_t address, uint64_t memory_start,
 				  uint64_t file_offset);
 
+/* May a profile be added to t on side? 0, or -EINVAL with err set. */
+int query_tree_check_add(const struct query_tree *t, enum query_side side, struct kiln_error *err);
+
 /* Room for n more nodes (capped at max_nodes) in the build array and the
  * children index: one allocation instead of doublings. 0 or -ENOMEM. */
 int query_tree_reserve(struct query_tree *t, size_t n);

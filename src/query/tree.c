@@ -556,18 +556,26 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 	return 0;
 }
 
-int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int sample_index,
-		   enum query_side side, struct kiln_error *err)
+int query_tree_check_add(const struct query_tree *t, enum query_side side, struct kiln_error *err)
 {
-	struct add_ctx c = {.t = t, .p = p, .m = pprof_profile_msg(p)};
-	int rc;
-
 	if (t->finished)
 		return kiln_error_set(err, EINVAL, "flame graph: profile added after finish");
 	if (t->diff ? side == QUERY_SIDE_SINGLE : side != QUERY_SIDE_SINGLE)
 		return kiln_error_set(err, EINVAL, "flame graph: a %s tree takes %s profiles",
 				      t->diff ? "diff" : "plain",
 				      t->diff ? "BASE or COMPARE" : "SINGLE");
+	return 0;
+}
+
+int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int sample_index,
+		   enum query_side side, struct kiln_error *err)
+{
+	struct add_ctx c = {.t = t, .p = p, .m = pprof_profile_msg(p)};
+	int rc;
+
+	rc = query_tree_check_add(t, side, err);
+	if (rc)
+		return rc;
 	if (sample_index < 0) {
 		sample_index = pprof_sample_type_index(p, NULL, err);
 		if (sample_index < 0)

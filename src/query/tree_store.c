@@ -188,12 +188,9 @@ int query_tree_add_store(struct query_tree *t, struct store *s, const struct sto
 
 	if (matched)
 		*matched = false;
-	if (t->finished)
-		return kiln_error_set(err, EINVAL, "flame graph: profile added after finish");
-	if (t->diff ? side == QUERY_SIDE_SINGLE : side != QUERY_SIDE_SINGLE)
-		return kiln_error_set(err, EINVAL, "flame graph: a %s tree takes %s profiles",
-				      t->diff ? "diff" : "plain",
-				      t->diff ? "BASE or COMPARE" : "SINGLE");
+	rc = query_tree_check_add(t, side, err);
+	if (rc)
+		return rc;
 	rc = store_merge_visit(s, sel, &v, err);
 	if (rc == -E2BIG)
 		kiln_error_set(err, E2BIG, "flame graph: more than %zu nodes", t->max_nodes);
