@@ -66,6 +66,11 @@ struct cu_scratch {
 	size_t cap_segs;
 };
 
+struct cu_arange {
+	uint64_t low, high;
+	Dwarf_Off cu; /* the CU DIE's offset */
+};
+
 struct inflated {
 	void *p;
 	size_t size;
@@ -89,6 +94,9 @@ struct symfile {
 	struct inflated *inflated;     /* section bytes inflate_debug_sections made */
 	size_t ninflated;
 	struct cu_scratch scratch; /* for CU index builds */
+	struct cu_arange *aranges; /* address -> CU, sorted; see cu_lookup */
+	size_t naranges;
+	bool aranges_read;
 };
 
 struct symbolizer {
@@ -115,6 +123,7 @@ static void symfile_free(struct symfile *f)
 	free(f->syms);
 	htab_free(f->cus); /* the indexes live in the arena */
 	cu_scratch_free(&f->scratch);
+	free(f->aranges);
 	htab_free(f->results);
 	htab_free(f->names);
 	arena_free(f->arena);
@@ -206,6 +215,21 @@ static int load_symbols(struct symfile *f)
 	return 0;
 }
 
+/* Memory for an inflated section: faulting in megabytes page by page cost
+ * as much as inflating them (in a VM, a page fault is a hypercall), so the
+ * mapping asks for transparent huge pages and is populated at once. */
+static void *alloc_big(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	if (size >= (2u << 20))
+		madvise(p, size, MADV_HUGEPAGE);
+	madvise(p, size, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+	return p;
+}
+
 /* DWARF sections the symbolizer reads (through libdw): names, ranges, lines
  * and the CU lookup table. */
 static bool debug_section_needed(const char *name)
@@ -267,11 +291,8 @@ static void inflate_debug_sections(struct symfile *f)
 			f->inflated = v;
 			if (!z && !(z = libdeflate_alloc_decompressor()))
 				break;
-			/* Populated at once: faulting in megabytes page by
-			 * page costs as much as inflating them (in a VM). */
-			out = mmap(NULL, ch.ch_size ? ch.ch_size : 1, PROT_READ | PROT_WRITE,
-				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-			if (out == MAP_FAILED)
+			out = alloc_big(ch.ch_size ? ch.ch_size : 1);
+			if (!out)
 				break;
 			if (libdeflate_zlib_decompress(z, (const char *)d->d_buf + hdr,
 						       d->d_size - hdr, out, ch.ch_size,
@@ -692,6 +713,70 @@ static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint6
 	return lo < idx->nsegs && idx->segs[lo].low <= addr ? &idx->segs[lo] : NULL;
 }
 
+static int arange_cmp(const void *a, const void *b)
+{
+	const struct cu_arange *x = a, *y = b;
+
+	return x->low < y->low ? -1 : x->low > y->low;
+}
+
+/* The CU holding addr (its DIE in *cudie) and its index. The address ranges
+ * of .debug_aranges are copied once into a sorted array of our own: per
+ * address, dwarf_addrdie searched them and then looked the CU up by offset
+ * in a tree (tfind), a tenth of a cold run. Addresses outside the table
+ * (no .debug_aranges, or an incomplete one) still go to dwarf_addrdie. */
+static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *cudie)
+{
+	size_t lo = 0, hi;
+	uint64_t v;
+
+	if (!f->aranges_read) {
+		Dwarf_Aranges *ar;
+		size_t n = 0;
+
+		f->aranges_read = true;
+		if (dwarf_getaranges(f->dwarf, &ar, &n) == 0 && n > 0 &&
+		    (f->aranges = malloc(n * sizeof(*f->aranges))) != NULL) {
+			for (size_t i = 0; i < n; i++) {
+				Dwarf_Addr a;
+				Dwarf_Word len;
+				Dwarf_Off off;
+
+				if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &a, &len, &off) ==
+					0 &&
+				    len > 0)
+					f->aranges[f->naranges++] =
+					    (struct cu_arange){a, a + len, off};
+			}
+			qsort(f->aranges, f->naranges, sizeof(*f->aranges), arange_cmp);
+		}
+	}
+	hi = f->naranges;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->aranges[mid].low <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && addr < f->aranges[lo - 1].high) {
+		Dwarf_Off off = f->aranges[lo - 1].cu;
+
+		if (htab_get(f->cus, &off, sizeof(off), &v)) {
+			struct cu_index *idx = (struct cu_index *)(uintptr_t)v;
+
+			*cudie = idx->cudie;
+			return idx;
+		}
+		if (dwarf_offdie(f->dwarf, off, cudie))
+			return cu_index_get(f, cudie);
+	}
+	if (!dwarf_addrdie(f->dwarf, addr, cudie))
+		return NULL;
+	return cu_index_get(f, cudie);
+}
+
 /* Resolves with DWARF; returns the number of frames (0: no DWARF here). */
 static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames)
 {
@@ -703,14 +788,13 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	struct cu_index *idx;
 	const struct cu_segment *seg;
 
-	if (!f->dwarf || !dwarf_addrdie(f->dwarf, addr, &cudie))
+	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
 		return 0;
 	line = dwarf_getsrc_die(&cudie, addr);
 	if (line) {
 		file = dwarf_linesrc(line, NULL, NULL);
 		dwarf_lineno(line, &lineno);
 	}
-	idx = cu_index_get(f, &cudie);
 	seg = idx ? segment_lookup(idx, addr) : NULL;
 	/* Innermost first; each inlined node's call site is the position of
 	 * the frame that follows it. */
