@@ -280,6 +280,10 @@ static void inflate_debug_sections(struct symfile *f)
 		hdr = gelf_fsize(f->elf, ELF_T_CHDR, 1, EV_CURRENT);
 		if (!d || !d->d_buf || d->d_size < hdr || d->d_off != 0)
 			continue;
+		/* The header's size is untrusted (uploads): deflate cannot
+		 * expand more than 1032:1, and the memory is committed at once. */
+		if (ch.ch_size / 1032 > d->d_size)
+			continue;
 		if (!debug_section_needed(name)) {
 			out = NULL;
 			ch.ch_size = 0;
