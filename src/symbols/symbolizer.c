@@ -7,16 +7,21 @@
  * resolved frames. Lookups:
  *
  *   1. result cache (one hash probe: the warm path);
- *   2. DWARF: dwarf_addrdie finds the CU, dwarf_getsrc_die the line,
- *      dwarf_getscopes the chain of inlined_subroutine scopes up to the
+ *   2. DWARF: a sorted copy of .debug_aranges finds the CU,
+ *      dwarf_getsrc_die the line, and the CU's index (built once per CU:
+ *      see "per-CU index") the chain of inlined_subroutine nodes up to the
  *      enclosing subprogram. Frame i+1's file:line is the DW_AT_call_file /
- *      DW_AT_call_line of inlined scope i — where the callee was inlined;
+ *      DW_AT_call_line of inlined node i — where the callee was inlined;
  *   3. the symbol table, by binary search (name only, no file:line).
+ *
+ * Compressed debug sections are inflated here (libdeflate) before libdw
+ * sees the file, and only those symbolization reads (inflate_debug_sections).
  *
  * Names from libdw and libelf point into the mapped file and live as long as
  * the symfile; demangled names are interned in the symfile's arena. A symfile
- * that is forgotten (newer debuginfo) is retired, not freed, so strings
- * already handed out stay valid until symbolizer_free.
+ * that is forgotten (newer debuginfo) or replaced (a provisional one, without
+ * DWARF, for which a better file turned up: recheck) is retired, not freed,
+ * so strings already handed out stay valid until symbolizer_free.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
