@@ -137,6 +137,7 @@ struct http_response {
 	const char *content_type; /* static string */
 	struct buf body;
 	char disposition[128]; /* Content-Disposition when not empty */
+	char timing[128];      /* Server-Timing when not empty ("merge;dur=1.2, ...") */
 };
 
 typedef void (*http_handler_fn)(const struct http_request *req, struct http_response *resp);

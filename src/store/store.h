@@ -193,6 +193,50 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
 		struct kiln_error *err);
 
+/* The same merge handed to a visitor instead of a pprof builder (the flame
+ * graph folds stacks straight into its tree). begin() is called once when
+ * anything matched, then location() once per distinct location before the
+ * first stack that uses it, then stack() once per distinct stack with a
+ * non-zero sum. Views and their strings are valid during the call only;
+ * ids are metastore ids, stable for the store's lifetime, so a visitor may
+ * cache by them. A callback's negative errno stops the merge and is
+ * returned (with err set). */
+struct store_merge_info {
+	const char *sample_type, *sample_unit, *period_type, *period_unit;
+	int64_t period;
+	int64_t min_ts_ms, max_ts_ms; /* of the rows merged */
+	size_t n_stacks;    /* distinct stacks touched (an upper bound of stack() calls) */
+	size_t n_locations; /* location ids are below this */
+};
+struct store_mapping_view {
+	uint32_t id;
+	uint64_t memory_start, memory_limit, file_offset;
+	const char *filename, *build_id;
+	unsigned flags; /* bit 0..3: has_functions, filenames, line numbers, inline frames */
+};
+struct store_line_view {
+	uint32_t function_id; /* 0: a name from the symbolizer's unresolved() hook */
+	const char *name, *system_name, *filename;
+	int64_t start_line;
+	int64_t line;
+};
+struct store_location_view {
+	uint32_t id;
+	uint64_t address;
+	const struct store_mapping_view *mapping; /* NULL when none */
+	const struct store_line_view *lines;	  /* innermost (inlined) first, as in pprof */
+	size_t n_lines;
+};
+struct store_merge_visitor {
+	void *ctx;
+	int (*begin)(void *ctx, const struct store_merge_info *info);
+	int (*location)(void *ctx, const struct store_location_view *loc);
+	/* loc_ids: leaf first */
+	int (*stack)(void *ctx, const uint32_t *loc_ids, size_t n, int64_t value);
+};
+int store_merge_visit(struct store *s, const struct store_selector *sel,
+		      const struct store_merge_visitor *v, struct kiln_error *err);
+
 /* Cuts the whole head into blocks now, compacts every time window that has
  * several blocks and applies retention (the background thread does the same
  * on its own schedule). For tests, benchmarks and a clean shutdown. */
