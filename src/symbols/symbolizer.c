@@ -670,8 +670,10 @@ static int build_segments(struct cu_build *b)
 	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!b->idx->segs || !b->idx->nodes)
 		return -ENOMEM;
-	memcpy(b->idx->segs, segs, nsegs * sizeof(*segs));
-	memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
+	if (nsegs)
+		memcpy(b->idx->segs, segs, nsegs * sizeof(*segs));
+	if (b->nnodes) /* a CU without functions never grew the nodes */
+		memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
 	b->idx->nsegs = nsegs;
 	b->idx->nnodes = b->nnodes;
 	return 0;
