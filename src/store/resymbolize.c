@@ -44,8 +44,9 @@ int store_resymbolize(struct store *s, const char *build_id)
 		struct meta_location *l = chunked_at(&m->locations, i);
 		int sym = atomic_load(&l->sym);
 
-		if (!l->mapping || l->mapping >= nm || !hit[l->mapping] ||
-		    (sym != SYM_DONE && sym != SYM_FAILED))
+		/* Pending ones too: the background pass tries each queued
+		 * location once, and these may have failed (no file) then. */
+		if (!l->mapping || l->mapping >= nm || !hit[l->mapping] || sym == SYM_NONE)
 			continue;
 		if (meta_sym_enqueue(m, (uint32_t)i) < 0) {
 			n = -ENOMEM;

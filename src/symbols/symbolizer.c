@@ -7,16 +7,21 @@
  * resolved frames. Lookups:
  *
  *   1. result cache (one hash probe: the warm path);
- *   2. DWARF: dwarf_addrdie finds the CU, dwarf_getsrc_die the line,
- *      dwarf_getscopes the chain of inlined_subroutine scopes up to the
+ *   2. DWARF: a sorted copy of .debug_aranges finds the CU,
+ *      dwarf_getsrc_die the line, and the CU's index (built once per CU:
+ *      see "per-CU index") the chain of inlined_subroutine nodes up to the
  *      enclosing subprogram. Frame i+1's file:line is the DW_AT_call_file /
- *      DW_AT_call_line of inlined scope i — where the callee was inlined;
+ *      DW_AT_call_line of inlined node i — where the callee was inlined;
  *   3. the symbol table, by binary search (name only, no file:line).
+ *
+ * Compressed debug sections are inflated here (libdeflate) before libdw
+ * sees the file, and only those symbolization reads (inflate_debug_sections).
  *
  * Names from libdw and libelf point into the mapped file and live as long as
  * the symfile; demangled names are interned in the symfile's arena. A symfile
- * that is forgotten (newer debuginfo) is retired, not freed, so strings
- * already handed out stay valid until symbolizer_free.
+ * that is forgotten (newer debuginfo) or replaced (a provisional one, without
+ * DWARF, for which a better file turned up: recheck) is retired, not freed,
+ * so strings already handed out stay valid until symbolizer_free.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -66,6 +71,11 @@ struct cu_scratch {
 	size_t cap_segs;
 };
 
+struct cu_arange {
+	uint64_t low, high;
+	Dwarf_Off cu; /* the CU DIE's offset */
+};
+
 struct inflated {
 	void *p;
 	size_t size;
@@ -89,6 +99,9 @@ struct symfile {
 	struct inflated *inflated;     /* section bytes inflate_debug_sections made */
 	size_t ninflated;
 	struct cu_scratch scratch; /* for CU index builds */
+	struct cu_arange *aranges; /* address -> CU, sorted; see cu_lookup */
+	size_t naranges;
+	bool aranges_read;
 };
 
 struct symbolizer {
@@ -115,6 +128,7 @@ static void symfile_free(struct symfile *f)
 	free(f->syms);
 	htab_free(f->cus); /* the indexes live in the arena */
 	cu_scratch_free(&f->scratch);
+	free(f->aranges);
 	htab_free(f->results);
 	htab_free(f->names);
 	arena_free(f->arena);
@@ -206,6 +220,21 @@ static int load_symbols(struct symfile *f)
 	return 0;
 }
 
+/* Memory for an inflated section: faulting in megabytes page by page cost
+ * as much as inflating them (in a VM, a page fault is a hypercall), so the
+ * mapping asks for transparent huge pages and is populated at once. */
+static void *alloc_big(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	if (size >= (2u << 20))
+		madvise(p, size, MADV_HUGEPAGE);
+	madvise(p, size, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+	return p;
+}
+
 /* DWARF sections the symbolizer reads (through libdw): names, ranges, lines
  * and the CU lookup table. */
 static bool debug_section_needed(const char *name)
@@ -256,6 +285,10 @@ static void inflate_debug_sections(struct symfile *f)
 		hdr = gelf_fsize(f->elf, ELF_T_CHDR, 1, EV_CURRENT);
 		if (!d || !d->d_buf || d->d_size < hdr || d->d_off != 0)
 			continue;
+		/* The header's size is untrusted (uploads): deflate cannot
+		 * expand more than 1032:1, and the memory is committed at once. */
+		if (ch.ch_size / 1032 > d->d_size)
+			continue;
 		if (!debug_section_needed(name)) {
 			out = NULL;
 			ch.ch_size = 0;
@@ -267,11 +300,8 @@ static void inflate_debug_sections(struct symfile *f)
 			f->inflated = v;
 			if (!z && !(z = libdeflate_alloc_decompressor()))
 				break;
-			/* Populated at once: faulting in megabytes page by
-			 * page costs as much as inflating them (in a VM). */
-			out = mmap(NULL, ch.ch_size ? ch.ch_size : 1, PROT_READ | PROT_WRITE,
-				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-			if (out == MAP_FAILED)
+			out = alloc_big(ch.ch_size ? ch.ch_size : 1);
+			if (!out)
 				break;
 			if (libdeflate_zlib_decompress(z, (const char *)d->d_buf + hdr,
 						       d->d_size - hdr, out, ch.ch_size,
@@ -640,8 +670,10 @@ static int build_segments(struct cu_build *b)
 	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!b->idx->segs || !b->idx->nodes)
 		return -ENOMEM;
-	memcpy(b->idx->segs, segs, nsegs * sizeof(*segs));
-	memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
+	if (nsegs)
+		memcpy(b->idx->segs, segs, nsegs * sizeof(*segs));
+	if (b->nnodes) /* a CU without functions never grew the nodes */
+		memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
 	b->idx->nsegs = nsegs;
 	b->idx->nnodes = b->nnodes;
 	return 0;
@@ -692,6 +724,70 @@ static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint6
 	return lo < idx->nsegs && idx->segs[lo].low <= addr ? &idx->segs[lo] : NULL;
 }
 
+static int arange_cmp(const void *a, const void *b)
+{
+	const struct cu_arange *x = a, *y = b;
+
+	return x->low < y->low ? -1 : x->low > y->low;
+}
+
+/* The CU holding addr (its DIE in *cudie) and its index. The address ranges
+ * of .debug_aranges are copied once into a sorted array of our own: per
+ * address, dwarf_addrdie searched them and then looked the CU up by offset
+ * in a tree (tfind), a tenth of a cold run. Addresses outside the table
+ * (no .debug_aranges, or an incomplete one) still go to dwarf_addrdie. */
+static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *cudie)
+{
+	size_t lo = 0, hi;
+	uint64_t v;
+
+	if (!f->aranges_read) {
+		Dwarf_Aranges *ar;
+		size_t n = 0;
+
+		f->aranges_read = true;
+		if (dwarf_getaranges(f->dwarf, &ar, &n) == 0 && n > 0 &&
+		    (f->aranges = malloc(n * sizeof(*f->aranges))) != NULL) {
+			for (size_t i = 0; i < n; i++) {
+				Dwarf_Addr a;
+				Dwarf_Word len;
+				Dwarf_Off off;
+
+				if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &a, &len, &off) ==
+					0 &&
+				    len > 0)
+					f->aranges[f->naranges++] =
+					    (struct cu_arange){a, a + len, off};
+			}
+			qsort(f->aranges, f->naranges, sizeof(*f->aranges), arange_cmp);
+		}
+	}
+	hi = f->naranges;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->aranges[mid].low <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && addr < f->aranges[lo - 1].high) {
+		Dwarf_Off off = f->aranges[lo - 1].cu;
+
+		if (htab_get(f->cus, &off, sizeof(off), &v)) {
+			struct cu_index *idx = (struct cu_index *)(uintptr_t)v;
+
+			*cudie = idx->cudie;
+			return idx;
+		}
+		if (dwarf_offdie(f->dwarf, off, cudie))
+			return cu_index_get(f, cudie);
+	}
+	if (!dwarf_addrdie(f->dwarf, addr, cudie))
+		return NULL;
+	return cu_index_get(f, cudie);
+}
+
 /* Resolves with DWARF; returns the number of frames (0: no DWARF here). */
 static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames)
 {
@@ -703,14 +799,13 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	struct cu_index *idx;
 	const struct cu_segment *seg;
 
-	if (!f->dwarf || !dwarf_addrdie(f->dwarf, addr, &cudie))
+	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
 		return 0;
 	line = dwarf_getsrc_die(&cudie, addr);
 	if (line) {
 		file = dwarf_linesrc(line, NULL, NULL);
 		dwarf_lineno(line, &lineno);
 	}
-	idx = cu_index_get(f, &cudie);
 	seg = idx ? segment_lookup(idx, addr) : NULL;
 	/* Innermost first; each inlined node's call site is the position of
 	 * the frame that follows it. */

@@ -3,7 +3,8 @@
  * RawSample.executable_info) is stored with the mapping, survives a restart
  * (metastore replay of the optional record tail), and reaches the
  * symbolization hook; mappings written without it (as before it existed)
- * replay with none.
+ * replay with none. store_resymbolize: answers of one build ID are redone
+ * when better debuginfo arrives, and the new answer is what a restart sees.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,10 +113,79 @@ static void test_exec_info_persists(void **state)
 	free(dir);
 }
 
+static int version_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
+			   struct store_line_out *lines, size_t max, size_t *n)
+{
+	const char *version = ctx;
+	static __thread char name[64];
+
+	if (strcmp(m->build_id, "abcdef0123456789") != 0)
+		return -EINVAL;
+	snprintf(name, sizeof(name), "%s_%llx", version, (unsigned long long)address);
+	lines[0] = (struct store_line_out){name, name, "app.c", 1};
+	*n = max ? 1 : 0;
+	return 0;
+}
+
+/* Counts the functions of the merged profile whose name starts with prefix. */
+static size_t names_with(struct store *s, const char *prefix)
+{
+	struct store_selector sel = {"parca_agent:samples:count:cpu:nanoseconds:delta", NULL, 0, 0,
+				     10000};
+	struct pprof_profile *p = merge_to_profile(s, &sel);
+	size_t n = 0;
+
+	assert_non_null(p);
+	const pprof_msg *m = pprof_profile_msg(p);
+	for (size_t i = 0; i < m->n_function; i++)
+		n += strncmp(pprof_string(p, m->function[i]->name), prefix, strlen(prefix)) == 0;
+	pprof_profile_free(p);
+	return n;
+}
+
+static void test_resymbolize(void **state)
+{
+	char *dir = make_tmpdir();
+	char version[8] = "old";
+	struct store_symbolizer sym = {.ctx = version, .resolve = version_resolve};
+	struct store_options opts = {.path = dir, .symbolizer = &sym};
+	struct kiln_error err = {0};
+	struct store *s = NULL;
+	struct pprof_profile *p = make_profile_ex(5, 1, 0, true);
+
+	(void)state;
+	assert_int_equal(store_open(&opts, &s, &err), 0);
+	write_exec(s, p, NULL, 0, 1000);
+	assert_true(store_symbolize_pending(s, 0, NULL) > 0);
+	size_t old = names_with(s, "old_");
+	assert_true(old > 0);
+	assert_int_equal(store_resymbolize(s, "0000"), 0); /* no such object */
+	snprintf(version, sizeof(version), "new");
+	/* Stored answers stay until redone. */
+	assert_int_equal(names_with(s, "new_"), 0);
+	assert_true(store_resymbolize(s, "ABCDEF0123456789") > 0); /* any case */
+	assert_true(store_symbolize_pending(s, 0, NULL) > 0);
+	assert_int_equal(names_with(s, "new_"), old);
+	assert_int_equal(names_with(s, "old_"), 0);
+	store_close(s);
+
+	/* A restart replays the newer answer. */
+	snprintf(version, sizeof(version), "bad");
+	s = NULL;
+	assert_int_equal(store_open(&opts, &s, &err), 0);
+	assert_int_equal(names_with(s, "new_"), old);
+	assert_int_equal(names_with(s, "bad_"), 0);
+	store_close(s);
+	pprof_profile_free(p);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_exec_info_persists),
+	    cmocka_unit_test(test_resymbolize),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -120,6 +120,14 @@ static int setup(void **state)
 	   "objcopy --only-keep-debug libwork.so libwork.so.debug",
 	   dir);
 	sh("cd %s && g++ -g -O2 -o box box.cc", dir);
+	/* A CU with code but no subprogram DIEs (assembly, as in libc). */
+	write_file("asm_main.c", "int asm_add(int, int);\n"
+				 "int main(int argc, char **argv) { return asm_add(argc, 1); }\n");
+	write_file("asm_add.S", ".text\n.globl asm_add\n.type asm_add, @function\nasm_add:\n"
+				"\tmov %edi, %eax\n\tadd %esi, %eax\n\tret\n"
+				".size asm_add, .-asm_add\n"
+				".section .note.GNU-stack,\"\",@progbits\n");
+	sh("cd %s && gcc -g -O2 -o asm_prog asm_main.c asm_add.S", dir);
 	/* No GNU build ID: known by the hash of .text. */
 	sh("cd %s && gcc -g -O2 -o main_noid main.c -L. -lwork -Wl,-rpath,%s -Wl,--build-id=none "
 	   "&& strip -o main_noid_stripped main_noid && "
@@ -677,6 +685,32 @@ static void test_hash_id_without_build_id(void **state)
 	debuginfo_store_free(d);
 }
 
+static void test_assembly_cu(void **state)
+{
+	struct symbolizer *s = symbolizer_new(NULL);
+	struct symbols_location loc;
+	char p[256];
+
+	(void)state;
+	path_of(p, sizeof(p), "asm_prog");
+	struct symbols_object obj = {NULL, p};
+	/* Its CU has lines but no function DIEs: name from .symtab, place
+	 * from the line table. */
+	assert_int_equal(
+	    symbolizer_resolve(s, &obj, nm_value("asm_prog", "asm_add") + 2, &loc, NULL), 0);
+	assert_int_equal(loc.nframes, 1);
+	assert_string_equal(loc.frames[0].function, "asm_add");
+	assert_non_null(loc.frames[0].file);
+	assert_non_null(strstr(loc.frames[0].file, "asm_add.S"));
+	assert_int_equal(loc.frames[0].line, 6);
+	/* And the C CU beside it. */
+	assert_int_equal(symbolizer_resolve(s, &obj, nm_value("asm_prog", "main"), &loc, NULL), 0);
+	assert_true(loc.nframes >= 1);
+	assert_string_equal(loc.frames[loc.nframes - 1].function, "main");
+	assert_non_null(strstr(loc.frames[loc.nframes - 1].file, "asm_main.c"));
+	symbolizer_free(s);
+}
+
 static void test_garbage_is_not_elf(void **state)
 {
 	struct elfinfo info;
@@ -696,6 +730,7 @@ int main(void)
 	    cmocka_unit_test(test_matches_addr2line_pie_nopie_shared),
 	    cmocka_unit_test(test_inlined_frame_order),
 	    cmocka_unit_test(test_compressed_debug_sections),
+	    cmocka_unit_test(test_assembly_cu),
 	    cmocka_unit_test(test_normalize_pie),
 	    cmocka_unit_test(test_normalize_nopie),
 	    cmocka_unit_test(test_normalize_outside_mapping),
