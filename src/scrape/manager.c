@@ -47,6 +47,9 @@
 #include "common/log.h"
 #include "scrape/scrape_internal.h"
 
+#define BODY_POOL     32
+#define BODY_POOL_CAP ((size_t)1 << 20) /* larger bodies are freed */
+
 struct ingest_item {
 	struct ingest_item *next;
 	struct scrape_labels labels; /* inline: in the item's own allocation */
@@ -87,6 +90,10 @@ struct scrape_manager {
 	/* Scheduler-only. */
 	struct scrape_unit **heap;
 	size_t heap_len;
+	/* Response buffers between scrapes: a few are reused instead of one
+	 * grown by doubling (and faulted in) per scrape, or one kept per unit. */
+	struct buf body_pool[BODY_POOL];
+	size_t n_body_pool;
 
 	/* Ingest queue. */
 	pthread_mutex_t queue_lock;
@@ -369,6 +376,8 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 	u->max_body = m->opts.max_body_bytes;
 	u->too_big = false;
 	u->curl_err[0] = 0;
+	if (!u->body.cap && m->n_body_pool)
+		u->body = m->body_pool[--m->n_body_pool];
 	buf_reset(&u->body);
 	u->started_mono_ms = mono_ms();
 	u->started_wall_ms = wall_ms();
@@ -560,7 +569,12 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 	}
 	size_t fetched = u->body.len;
 	/* Bodies can be large; do not keep one per target between scrapes. */
-	buf_free(&u->body);
+	if (u->body.cap && u->body.cap <= BODY_POOL_CAP && m->n_body_pool < BODY_POOL) {
+		m->body_pool[m->n_body_pool++] = u->body;
+		buf_init(&u->body);
+	} else {
+		buf_free(&u->body);
+	}
 
 	pthread_mutex_lock(&m->status_lock);
 	u->last_scrape_ms = u->started_wall_ms;
@@ -936,6 +950,8 @@ void scrape_manager_free(struct scrape_manager *m)
 	scrape_config_free(m->pending_cfg);
 	scrape_config_free(m->cfg);
 	free(m->heap);
+	for (size_t i = 0; i < m->n_body_pool; i++)
+		buf_free(&m->body_pool[i]);
 	curl_multi_cleanup(m->multi); /* may still tell on_socket to forget sockets */
 	close_fds(m);
 	pthread_mutex_destroy(&m->status_lock);
