@@ -43,6 +43,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "common/gzip.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "scrape/scrape_internal.h"
@@ -94,6 +95,7 @@ struct scrape_manager {
 	 * grown by doubling (and faulted in) per scrape, or one kept per unit. */
 	struct buf body_pool[BODY_POOL];
 	size_t n_body_pool;
+	struct scrape_inflater inflater;
 
 	/* Ingest queue. */
 	pthread_mutex_t queue_lock;
@@ -553,8 +555,19 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 		struct pprof_profile *p = NULL;
 		struct kiln_error err = {0};
 		uint64_t t0 = thread_cpu_ns();
-		int rc = pprof_decode(u->body.data ? u->body.data : (const uint8_t *)"",
-				      u->body.len, &o, &p, &err);
+		const uint8_t *data = u->body.data ? u->body.data : (const uint8_t *)"";
+		size_t len = u->body.len;
+		int rc = 0;
+		if (gzip_is_gzip(data, len)) { /* into the kept buffer */
+			rc = scrape_inflate(&m->inflater, data, len, m->opts.max_body_bytes, &err);
+			data = m->inflater.out.data;
+			len = m->inflater.out.len;
+			if (rc == 0 && len == 0)
+				rc = kiln_error_set(&err, EINVAL, "empty input after gunzip");
+		}
+		if (rc == 0)
+			rc = pprof_decode(data, len, &o, &p, &err);
+		scrape_inflater_trim(&m->inflater);
 		uint64_t t1 = thread_cpu_ns();
 		decode_ns = t1 - t0;
 		if (rc == -EFBIG)
@@ -952,6 +965,7 @@ void scrape_manager_free(struct scrape_manager *m)
 	free(m->heap);
 	for (size_t i = 0; i < m->n_body_pool; i++)
 		buf_free(&m->body_pool[i]);
+	scrape_inflater_release(&m->inflater);
 	curl_multi_cleanup(m->multi); /* may still tell on_socket to forget sockets */
 	close_fds(m);
 	pthread_mutex_destroy(&m->status_lock);
