@@ -39,9 +39,9 @@ int scrape_inflate(struct scrape_inflater *z, const void *data, size_t len, size
 		return kiln_error_set(err, ENOMEM, "gzip: out of memory");
 	while (off < len) {
 		if (off && !gzip_is_gzip(in + off, len - off))
-			return kiln_error_set(err, EBADMSG,
-					      "gzip: %zu trailing bytes after the stream at offset %zu",
-					      len - off, off);
+			return kiln_error_set(
+			    err, EBADMSG, "gzip: %zu trailing bytes after the stream at offset %zu",
+			    len - off, off);
 		size_t room = max_out - z->out.len;
 		/* Start from the member's ISIZE when plausible, else 8x. */
 		size_t isize = 0, avail;
@@ -56,25 +56,28 @@ int scrape_inflate(struct scrape_inflater *z, const void *data, size_t len, size
 			if (avail > room)
 				avail = room;
 			if (buf_reserve(&z->out, avail + 1) < 0)
-				return kiln_error_set(err, ENOMEM, "gzip: out of memory for %zu bytes",
-						      avail);
+				return kiln_error_set(err, ENOMEM,
+						      "gzip: out of memory for %zu bytes", avail);
 			enum libdeflate_result r = libdeflate_gzip_decompress_ex(
-			    z->d, in + off, len - off, z->out.data + z->out.len, avail, &used, &got);
+			    z->d, in + off, len - off, z->out.data + z->out.len, avail, &used,
+			    &got);
 			if (r == LIBDEFLATE_SUCCESS) {
 				z->out.len += got;
 				off += used;
 				break;
 			}
 			if (r != LIBDEFLATE_INSUFFICIENT_SPACE)
-				return kiln_error_set(err, EBADMSG,
-						      "gzip: corrupt or truncated data in the member "
-						      "at offset %zu",
-						      off);
+				return kiln_error_set(
+				    err, EBADMSG,
+				    "gzip: corrupt or truncated data in the member "
+				    "at offset %zu",
+				    off);
 			if (avail >= room)
-				return kiln_error_set(err, EFBIG,
-						      "gzip: inflated size exceeds the limit of %zu "
-						      "bytes",
-						      max_out);
+				return kiln_error_set(
+				    err, EFBIG,
+				    "gzip: inflated size exceeds the limit of %zu "
+				    "bytes",
+				    max_out);
 			avail = avail > room / 2 ? room : avail * 2;
 		}
 	}
