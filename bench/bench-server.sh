@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench-server — the embedded store under a synthetic agent fleet
-# (bench/bench_store.c): ingest rate per core, merge latency (1 h of one
+# (bench/bench_store.c; the generator runs as a separate process, so CPU and
+# RSS figures are the server process alone): ingest rate per core, merge latency (1 h of one
 # process; everything), on-disk bytes per sample row, peak RSS; then the same
 # merges done by `go tool pprof -proto` on the same profiles written as
 # files (the peer), with kiln/go totals compared and the time ratio.

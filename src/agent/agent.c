@@ -12,6 +12,7 @@
  * take, and those drops are reported).
  */
 #include "agent/agent.h"
+#include "common/htab.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -27,12 +28,17 @@
 #define GRACE_NS	(50ull * 1000000)
 #define MAPS_REFRESH_NS (1000ull * 1000000)
 #define PROC_EXPIRY_NS	(600ull * 1000000000)
+/* Kernel names are re-asked this often (see ksymcache.c), or sooner if the
+ * cache grows past KSYM_CACHE_MAX addresses. */
+#define KSYM_CLEAR_NS  (600ull * 1000000000)
+#define KSYM_CACHE_MAX 200000
 
 struct agent {
 	const struct agent_config *cfg;
 	struct agent_metrics *m;
 	struct proc_cache *procs;
-	struct kallsyms *ksyms;
+	struct ksym_cache *ksyms;
+	uint64_t ksyms_cleared_ns;
 	struct agent_labels host_labels;
 	struct window *cur, *next;
 	struct sampler *sampler;
@@ -65,9 +71,14 @@ static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 	    len < SAMPLE_EVENT_HEADER_SIZE + nf * 8)
 		return;
 	ADD(samples, 1);
-	memcpy(comm, e->comm, PROFILER_COMM_LEN);
+	/* The main thread's name is the process's (the group leader's comm)
+	 * as it was when sampled: /proc, read later, may show the image an
+	 * exec since brought (a fork's child samples as "bash" first). For
+	 * other threads the name comes from /proc/PID/stat, and their own
+	 * name stands in only if the process is already gone. */
+	memcpy(comm, e->thread_comm, PROFILER_COMM_LEN);
 	comm[PROFILER_COMM_LEN] = '\0';
-	p = proc_cache_get(a->procs, e->pid, comm, a->now_ns);
+	p = proc_cache_get(a->procs, e->pid, comm, e->tid == e->pid, a->now_ns);
 	if (!p) {
 		ADD(drops_oom, 1);
 		return;
@@ -119,6 +130,44 @@ static void update_kernel_stats(struct agent *a)
 	SET(drops_ringbuf, st[STAT_DROP_RINGBUF_FULL]);
 	SET(kernel_stack_errors, st[STAT_KERNEL_STACK_ERR]);
 	SET(user_stack_errors, st[STAT_USER_STACK_ERR]);
+}
+
+static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,
+			   const char (**names)[KSYM_NAME_LEN])
+{
+	return sampler_symbolize(ctx, addrs, n, names);
+}
+
+/* Names the kernel frames of w that the cache does not know yet, in a few
+ * batched lookups, before any profile is built. */
+static void window_name_kernel_frames(struct agent *a, struct window *w)
+{
+	int rc = 0;
+
+	if (!a->ksyms)
+		return;
+	if (a->now_ns - a->ksyms_cleared_ns > KSYM_CLEAR_NS ||
+	    ksym_cache_count(a->ksyms) > KSYM_CACHE_MAX) {
+		ksym_cache_clear(a->ksyms);
+		a->ksyms_cleared_ns = a->now_ns;
+	}
+	for (size_t i = 0; i < w->n && !rc; i++) {
+		size_t iter = 0, klen;
+		const void *key;
+		uint64_t count;
+
+		while (!rc && htab_next(w->procs[i].stacks, &iter, &key, &klen, &count)) {
+			const struct window_stack_key *k = key;
+			const uint64_t *frames = (const uint64_t *)((const char *)key + sizeof(*k));
+
+			for (size_t f = 0; f < k->n_kernel && !rc; f++)
+				rc = ksym_cache_want(a->ksyms, ksym_frame_addr(frames[f], f == 0));
+		}
+	}
+	if (!rc)
+		rc = ksym_cache_resolve(a->ksyms);
+	if (rc)
+		log_warn("naming kernel frames: %s (they stay addresses)", strerror(-rc));
 }
 
 /* Builds the profiles of w (one variant per label placement the sinks
@@ -240,6 +289,7 @@ static void window_finish(struct agent *a, struct window *w)
 	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), dt;
 
 	update_kernel_stats(a);
+	window_name_kernel_frames(a, w);
 	window_emit(a, w);
 	log_debug("window: %llu samples from %zu processes", (unsigned long long)w->samples, w->n);
 	window_free(w);
@@ -311,9 +361,6 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		kiln_error_set(err, -rc, "out of memory");
 		goto out;
 	}
-	if (kallsyms_load("/proc/kallsyms", &a.ksyms, &kerr) != 0)
-		log_warn("kernel frames stay unsymbolized: %s", kerr.msg);
-
 	a.now_ns = clock_ns(CLOCK_MONOTONIC);
 	a.wall_minus_mono = (int64_t)clock_ns(CLOCK_REALTIME) - (int64_t)a.now_ns;
 	a.cur = window_new(a.now_ns, a.now_ns + cfg->duration_ns,
@@ -326,6 +373,21 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	rc = sampler_open(cfg->frequency_hz, cfg->ringbuf_bytes, on_record, &a, &a.sampler, err);
 	if (rc)
 		goto out;
+	/* Kernel frames are named per address by the kernel itself; a kernel
+	 * too old for that gets the whole /proc/kallsyms table instead. */
+	a.ksyms = ksym_cache_new(symbolize_batch, a.sampler);
+	a.ksyms_cleared_ns = a.now_ns;
+	if (a.ksyms && !sampler_can_symbolize(a.sampler)) {
+		struct kallsyms *table = NULL;
+
+		if (kallsyms_load("/proc/kallsyms", &table, &kerr) == 0) {
+			ksym_cache_set_table(a.ksyms, table);
+		} else {
+			log_warn("kernel frames stay unsymbolized: %s", kerr.msg);
+			ksym_cache_free(a.ksyms);
+			a.ksyms = NULL;
+		}
+	}
 	log_info("profiling every CPU at %u Hz, %.1fs windows", cfg->frequency_hz,
 		 (double)cfg->duration_ns / 1e9);
 
@@ -377,7 +439,7 @@ out:
 	if (a.gz)
 		libdeflate_free_compressor(a.gz);
 	buf_free(&a.gz_scratch);
-	kallsyms_free(a.ksyms);
+	ksym_cache_free(a.ksyms);
 	labels_free(&a.host_labels);
 	return rc;
 }

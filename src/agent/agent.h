@@ -6,10 +6,11 @@
  *   sampler.c      load the skeleton, open perf events per CPU, poll the ring
  *   window.c       aggregate records into per-process windows
  *   profile.c      turn one process's window into a pprof profile
- *   procinfo.c     per-process cache: /proc/PID/{maps,cgroup,exe,comm}, labels
+ *   procinfo.c     per-process cache: /proc/PID/{stat,maps,cgroup,exe}, labels
  *   procmaps.c     /proc/PID/maps parsing (pure)
  *   buildid.c      GNU build IDs from ELF notes
- *   kallsyms.c     kernel symbolization from /proc/kallsyms
+ *   ksymcache.c    kernel frame names, looked up on demand and cached
+ *   kallsyms.c     a /proc/kallsyms table (fallback for old kernels)
  *   labels.c       label sets, cgroup -> systemd_unit/container_id, k=v lists
  *   sink_local.c   the --local-store-directory sink
  *   metrics.c      counters and the /metrics endpoint
@@ -154,9 +155,42 @@ void kallsyms_free(struct kallsyms *k);
  * Returns false when addr is outside every known symbol. */
 bool kallsyms_lookup(const struct kallsyms *k, uint64_t addr, const char **name,
 		     const char **module, uint64_t *sym_start);
-/* The address range covered by text symbols (for the kernel mapping). */
-void kallsyms_range(const struct kallsyms *k, uint64_t *lo, uint64_t *hi);
 size_t kallsyms_count(const struct kallsyms *k);
+
+/* ---- kernel frame names on demand (ksymcache.c) -------------------------- */
+
+/* Names addrs[0..n) (n <= KSYM_BATCH) in the kernel's %pS form; *names
+ * receives them. Returns how many were named or a negative errno
+ * (sampler_symbolize has this shape). */
+typedef int (*ksym_batch_fn)(void *ctx, const uint64_t *addrs, size_t n,
+			     const char (**names)[KSYM_NAME_LEN]);
+struct ksym_cache;
+/* fn may be NULL if a table is set before the first resolve. */
+struct ksym_cache *ksym_cache_new(ksym_batch_fn fn, void *ctx);
+void ksym_cache_free(struct ksym_cache *c);
+/* Resolves from a /proc/kallsyms table instead of fn (takes ownership). */
+void ksym_cache_set_table(struct ksym_cache *c, struct kallsyms *table);
+/* Notes that addr will be looked up. Returns 0 or -ENOMEM. */
+int ksym_cache_want(struct ksym_cache *c, uint64_t addr);
+/* Names every address wanted since the last call, in batches. Returns 0 or
+ * the first error (what could not be named stays unnamed until a clear). */
+int ksym_cache_resolve(struct ksym_cache *c);
+/* The name and module ("" for the core kernel) of a resolved address. */
+bool ksym_cache_lookup(const struct ksym_cache *c, uint64_t addr, const char **name,
+		       const char **module);
+/* Forgets every name (addresses of unloaded modules get reused). */
+void ksym_cache_clear(struct ksym_cache *c);
+size_t ksym_cache_count(const struct ksym_cache *c);
+/* Splits "name+0xoff/0xsize [module]" (module optional). False for a bare
+ * address (no symbol) or text that does not fit. */
+bool ksym_parse(const char *text, char *name, size_t namesz, char *module, size_t modsz);
+/* The address to name a kernel frame by: return addresses (every frame but
+ * the leaf) minus one, so that a call ending a function names that
+ * function rather than the next. */
+static inline uint64_t ksym_frame_addr(uint64_t addr, bool leaf)
+{
+	return leaf ? addr : addr - 1;
+}
 
 /* ---- processes (procinfo.c) ---------------------------------------------- */
 
@@ -184,11 +218,13 @@ struct proc_cache;
 struct proc_cache *proc_cache_new(const char *proc_root);
 void proc_cache_free(struct proc_cache *c);
 /* Returns the cached info for pid, reading /proc the first time (or after an
- * exec). comm is the process name from the sample, used when /proc is gone.
- * Never NULL except on out-of-memory: a vanished process gets an entry with
- * what the sample told us. The entry stays valid while refs > 0. */
+ * exec). comm is the process name a sample gives: exact (comm_exact, from
+ * the main thread) wins over /proc/PID/stat's, which may already show a
+ * later exec; otherwise it is used only when /proc is gone. Never NULL
+ * except on out-of-memory: a vanished process gets an entry with what the
+ * sample told us. The entry stays valid while refs > 0. */
 struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
-				 uint64_t now_ns);
+				 bool comm_exact, uint64_t now_ns);
 /* Re-reads the maps of p if addr is in none of them (the process mapped new
  * code), at most once per min_interval_ns; the interval doubles (up to a
  * minute) each time a re-read does not explain the address, because a
@@ -214,9 +250,9 @@ void proc_cache_reap_exited(struct proc_cache *c, uint64_t cutoff_ns);
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
 size_t proc_cache_count(const struct proc_cache *c);
 /* Reads /proc/PID/{stat,exe,cgroup,maps} into a fresh entry (exposed for
- * tests); comm is the name from the sample (NULL: read /proc/PID/comm). */
+ * tests); comm and comm_exact as for proc_cache_get (comm may be NULL). */
 struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
-				 struct buildid_cache *bc);
+				 bool comm_exact, struct buildid_cache *bc);
 void proc_info_free(struct proc_info *p);
 /* A window holds an entry while it has samples for it; releasing the last
  * hold of an entry the cache already dropped frees it. */
@@ -257,7 +293,9 @@ void window_free(struct window *w);
 /* ---- profiles (profile.c) ------------------------------------------------- */
 
 struct profile_env {
-	const struct kallsyms *ksyms; /* NULL: kernel frames stay addresses */
+	/* Kernel frame names, resolved for this window's frames (see
+	 * ksym_cache_want); NULL: kernel frames stay addresses. */
+	const struct ksym_cache *ksyms;
 	unsigned frequency_hz;
 	const struct agent_labels *host_labels; /* node, kernel_release, external */
 	/* Optional, reused across profiles (NULL: allocated per profile): a
@@ -442,6 +480,14 @@ int sampler_drain(struct sampler *s);
 /* Detaches from the perf events: no sample is taken after this returns, so
  * a following drain sees every sample the kernel counted. */
 void sampler_stop(struct sampler *s);
+/* Names up to KSYM_BATCH kernel addresses through the kernel's kallsyms
+ * lookup (%pS: "name+0xoff/0xsize [module]", or the bare hex address when
+ * no symbol covers it). *names points into the sampler (valid until the
+ * next call). Returns how many were named, or -EOPNOTSUPP when the kernel
+ * lacks bpf_snprintf (before 5.13), or another negative errno. */
+int sampler_symbolize(struct sampler *s, const uint64_t *addrs, size_t n,
+		      const char (**names)[KSYM_NAME_LEN]);
+bool sampler_can_symbolize(const struct sampler *s);
 /* Sums the per-CPU kernel counters (enum profiler_stat) into out[STAT_NR]. */
 int sampler_stats(struct sampler *s, uint64_t *out, size_t n);
 void sampler_close(struct sampler *s);

@@ -2,7 +2,9 @@
  * kallsyms.c — kernel symbolization from /proc/kallsyms.
  *
  * Kernel frames are symbolized in the agent because the kernel's layout is
- * only known on the running host (KASLR, modules, BPF programs). We keep
+ * only known on the running host (KASLR, modules, BPF programs). The agent
+ * asks the kernel per address (ksymcache.c); this whole-file table is its
+ * fallback on kernels too old for that (no bpf_snprintf). We keep
  * text symbols (t, T, w, W) sorted by address; a frame belongs to the last
  * symbol starting at or below it. Module symbols end in "\t[module]"; the
  * module name is interned once per module. Names live in one arena.
@@ -222,12 +224,6 @@ bool kallsyms_lookup(const struct kallsyms *k, uint64_t addr, const char **name,
 	if (sym_start)
 		*sym_start = k->syms[lo].addr;
 	return true;
-}
-
-void kallsyms_range(const struct kallsyms *k, uint64_t *lo, uint64_t *hi)
-{
-	*lo = k->n ? k->syms[0].addr : 0;
-	*hi = k->n ? k->syms[k->n - 1].addr + (1u << 20) : 0;
 }
 
 size_t kallsyms_count(const struct kallsyms *k)

@@ -63,6 +63,17 @@ static uint64_t stat_start_time(const char *stat)
 	return v;
 }
 
+/* The name in "PID (NAME) STATE ...": from the first '(' to the last ')'
+ * (a name may itself contain parentheses). Leaves out alone if absent. */
+static void stat_comm(const char *stat, char *out, size_t outsz)
+{
+	const char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+
+	if (!open || !close || close < open)
+		return;
+	snprintf(out, outsz, "%.*s", (int)(close - open - 1), open + 1);
+}
+
 static void read_maps(const char *proc_root, struct proc_info *p, struct buildid_cache *bc,
 		      struct buf *b)
 {
@@ -100,7 +111,7 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 }
 
 struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
-				 struct buildid_cache *bc)
+				 bool comm_exact, struct buildid_cache *bc)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
 	char path[256], exe[4096] = "", cgroup[4096] = "/", unit[512], cid[80], num[16];
@@ -112,13 +123,12 @@ struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char
 	buf_init(&b);
 	p->pid = pid;
 	snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
-	if (read_small(proc_root, pid, "stat", &b) == 0)
+	/* stat has the process name (the group leader's, as /proc/PID/comm)
+	 * beside the start time: one open for both. */
+	if (read_small(proc_root, pid, "stat", &b) == 0) {
 		p->start_time = stat_start_time((const char *)b.data);
-	/* The sample carries the process name (the group leader's comm, what
-	 * /proc/PID/comm holds): one open fewer per new process. */
-	if ((!comm || !comm[0]) && read_small(proc_root, pid, "comm", &b) == 0 && b.len) {
-		b.data[strcspn((char *)b.data, "\n")] = '\0';
-		snprintf(p->comm, sizeof(p->comm), "%s", (char *)b.data);
+		if (!comm_exact || !p->comm[0])
+			stat_comm((const char *)b.data, p->comm, sizeof(p->comm));
 	}
 	snprintf(path, sizeof(path), "%s/%u/exe", proc_root, pid);
 	n = readlink(path, exe, sizeof(exe) - 1);
@@ -225,7 +235,7 @@ void proc_info_release(struct proc_info *p)
 }
 
 struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
-				 uint64_t now_ns)
+				 bool comm_exact, uint64_t now_ns)
 {
 	struct proc_info **link = &c->buckets[pid % PROC_BUCKETS], *p;
 
@@ -243,7 +253,7 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 		cache_unlink(c, p, link);
 		break;
 	}
-	p = proc_info_read(c->proc_root, pid, comm, c->buildids);
+	p = proc_info_read(c->proc_root, pid, comm, comm_exact, c->buildids);
 	if (!p)
 		return NULL;
 	p->last_seen_ns = now_ns;

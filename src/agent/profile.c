@@ -48,7 +48,7 @@ static uint64_t kernel_location(struct pprof_builder *b, const struct profile_en
 	struct pprof_line_desc line = {0};
 
 	if (!env->ksyms ||
-	    !kallsyms_lookup(env->ksyms, leaf ? addr : addr - 1, &name, &module, NULL))
+	    !ksym_cache_lookup(env->ksyms, ksym_frame_addr(addr, leaf), &name, &module))
 		return pprof_builder_location(b, kmapping, addr, NULL, 0);
 	if (module[0])
 		snprintf(file, sizeof(file), "[%s]", module);
@@ -186,10 +186,13 @@ int profile_build(const struct profile_env *env, const struct window *w,
 		}
 	}
 	if (env->ksyms) {
+		/* The kernel half of the address space: kernel frames are never
+		 * normalized through this mapping (they carry their names). */
 		struct pprof_mapping_desc km = {.filename = "[kernel.kallsyms]",
+						.memory_start = 0x8000000000000000ull,
+						.memory_limit = UINT64_MAX,
 						.has_functions = true};
 
-		kallsyms_range(env->ksyms, &km.memory_start, &km.memory_limit);
 		kmapping = pprof_builder_mapping(b, &km);
 		if (!kmapping || exec_info_note(exec, kmapping, NULL) != 0)
 			goto fail;

@@ -13,11 +13,18 @@
  * handle_exec tells user space that a process replaced its image, so that
  * its cached mappings are re-read; handle_exit that it is gone, so that its
  * cache entry is dropped once no window needs it.
+ *
+ * symbolize is never attached: user space runs it (BPF_PROG_TEST_RUN) to
+ * name the kernel addresses its profiles need, through the kernel's own
+ * kallsyms lookup, instead of reading all of /proc/kallsyms.
+ *
+ * Nothing here reads a kernel structure, so there is nothing for CO-RE to
+ * relocate and libbpf never has to load and parse the kernel's BTF (a 5 MB
+ * parse that was a third of the agent's start-up): the object still runs
+ * unchanged on any kernel with the helpers it calls.
  */
 #include "vmlinux.h"
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
 
 #include "profiler.h"
 
@@ -55,7 +62,6 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
-	struct task_struct *task;
 	struct sample_event *e;
 	long klen, ulen;
 	__u64 size;
@@ -74,8 +80,6 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	e->ktime_ns = bpf_ktime_get_ns();
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(e->thread_comm, sizeof(e->thread_comm));
-	task = (struct task_struct *)bpf_get_current_task();
-	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
 
 	klen = bpf_get_stack(ctx, e->frames, PROFILER_MAX_KERNEL_FRAMES * 8, 0);
 	if (klen < 0) {
@@ -85,19 +89,17 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	klen /= 8;
 	if (klen > PROFILER_MAX_KERNEL_FRAMES)
 		klen = PROFILER_MAX_KERNEL_FRAMES;
-	ulen = 0;
-	/* Kernel threads have no user stack; that is not an error. */
-	if (!(BPF_CORE_READ(task, flags) & 0x00200000 /* PF_KTHREAD */)) {
-		ulen = bpf_get_stack(ctx, &e->frames[klen], PROFILER_MAX_USER_FRAMES * 8,
-				     BPF_F_USER_STACK);
-		if (ulen < 0) {
-			stat_inc(STAT_USER_STACK_ERR);
-			ulen = 0;
-		}
-		ulen /= 8;
-		if (ulen > PROFILER_MAX_USER_FRAMES)
-			ulen = PROFILER_MAX_USER_FRAMES;
+	/* A kernel thread has no user stack: the kernel's walker returns no
+	 * frames for it (not an error), so there is no need to look at the
+	 * task's flags (which would take CO-RE, hence the kernel's BTF). */
+	ulen = bpf_get_stack(ctx, &e->frames[klen], PROFILER_MAX_USER_FRAMES * 8, BPF_F_USER_STACK);
+	if (ulen < 0) {
+		stat_inc(STAT_USER_STACK_ERR);
+		ulen = 0;
 	}
+	ulen /= 8;
+	if (ulen > PROFILER_MAX_USER_FRAMES)
+		ulen = PROFILER_MAX_USER_FRAMES;
 	e->n_kernel = klen;
 	e->n_user = ulen;
 
@@ -111,7 +113,8 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* A BTF raw tracepoint: needs no tracefs mount, only the kernel's BTF. */
+/* Plain raw tracepoints: attached by name, with no tracefs mount and no
+ * BTF; only the current task's ids are used, never the arguments. */
 static __always_inline void send_process_event(__u32 kind, __u32 pid)
 {
 	struct exec_event *e;
@@ -127,20 +130,43 @@ static __always_inline void send_process_event(__u32 kind, __u32 pid)
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+SEC("raw_tp/sched_process_exec")
+int handle_exec(void *ctx)
 {
 	send_process_event(PROFILER_EVENT_EXEC, bpf_get_current_pid_tgid() >> 32);
 	return 0;
 }
 
 /* Only the thread group leader's exit ends a process for our purposes. */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(handle_exit, struct task_struct *p)
+SEC("raw_tp/sched_process_exit")
+int handle_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
 	if ((__u32)id == id >> 32)
 		send_process_event(PROFILER_EVENT_EXIT, id >> 32);
+	return 0;
+}
+
+/* Kernel symbolization on demand. User space writes up to KSYM_BATCH
+ * addresses and their count into ksym_req (mmapped .bss) and runs this
+ * program; the kernel's %pS ("name+0xoff/0xsize [module]", the same table
+ * /proc/kallsyms prints, BPF programs included) fills ksym_names. */
+struct ksym_request ksym_req;
+char ksym_names[KSYM_BATCH][KSYM_NAME_LEN];
+
+SEC("raw_tp")
+int symbolize(void *ctx)
+{
+	__u32 n = ksym_req.n;
+
+	for (__u32 i = 0; i < KSYM_BATCH; i++) {
+		__u64 addr;
+
+		if (i >= n)
+			break;
+		addr = ksym_req.addrs[i];
+		bpf_snprintf(ksym_names[i], KSYM_NAME_LEN, "%pS", &addr, sizeof(addr));
+	}
 	return 0;
 }

@@ -46,8 +46,9 @@ struct sample_event {
 	__u16 n_user;
 	__u64 ktime_ns; /* CLOCK_MONOTONIC */
 	__u64 cgroup_id;
-	char comm[PROFILER_COMM_LEN];	     /* process (group leader) name */
-	char thread_comm[PROFILER_COMM_LEN]; /* this thread's name */
+	/* This thread's name; the process's (group leader's) when tid == pid.
+	 * User space takes the process name from /proc/PID/stat. */
+	char thread_comm[PROFILER_COMM_LEN];
 	__u64 frames[PROFILER_MAX_FRAMES];
 };
 
@@ -58,6 +59,15 @@ struct exec_event {
 	__u32 kind; /* PROFILER_EVENT_EXEC or PROFILER_EVENT_EXIT */
 	__u32 pid;
 	__u64 ktime_ns;
+};
+
+/* The symbolize program's input (see profiler.bpf.c). */
+#define KSYM_BATCH    32
+#define KSYM_NAME_LEN 256
+struct ksym_request {
+	__u32 n;
+	__u32 pad;
+	__u64 addrs[KSYM_BATCH];
 };
 
 #endif

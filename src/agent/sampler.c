@@ -6,8 +6,9 @@
  * PERF_COUNT_SW_CPU_CLOCK event per online CPU with a fixed period of
  * 1e9/freq ns (exactly freq samples per second of CPU time, unlike the
  * adaptive frequency mode), attach the program to each, attach the exec
- * tracepoint, and open the ring buffer. Each failure names the step and
- * what to do about it.
+ * and exit raw tracepoints, and open the ring buffer. Each failure names
+ * the step and what to do about it. sampler_symbolize runs the (never
+ * attached) symbolize program to name kernel addresses.
  */
 #include "agent/agent.h"
 #include "common/log.h"
@@ -33,6 +34,7 @@ struct sampler {
 	int *fds;
 	int n_cpus;
 	struct bpf_link *exec_link, *exit_link;
+	bool can_symbolize; /* the kernel has bpf_snprintf (5.13+) */
 	sampler_record_fn fn;
 	void *ctx;
 };
@@ -152,6 +154,13 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 				    strerror(-rc));
 		goto fail;
 	}
+	/* The symbolize program needs bpf_snprintf; without it the agent
+	 * falls back to reading /proc/kallsyms, so do not let it fail the
+	 * whole load. */
+	s->can_symbolize =
+	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_snprintf, NULL) == 1;
+	if (!s->can_symbolize)
+		bpf_program__set_autoload(s->skel->progs.symbolize, false);
 	rc = profiler_bpf__load(s->skel);
 	if (rc) {
 		rc = kiln_error_set(
@@ -237,6 +246,29 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 int sampler_drain(struct sampler *s)
 {
 	return ring_buffer__consume(s->rb);
+}
+
+bool sampler_can_symbolize(const struct sampler *s)
+{
+	return s->can_symbolize;
+}
+
+int sampler_symbolize(struct sampler *s, const uint64_t *addrs, size_t n,
+		      const char (**names)[KSYM_NAME_LEN])
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	struct ksym_request *req = &s->skel->bss->ksym_req;
+
+	if (!s->can_symbolize)
+		return -EOPNOTSUPP;
+	if (n > KSYM_BATCH)
+		n = KSYM_BATCH;
+	memcpy(req->addrs, addrs, n * sizeof(*addrs));
+	req->n = (__u32)n;
+	if (bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.symbolize), &opts) != 0)
+		return -errno;
+	*names = (const char(*)[KSYM_NAME_LEN])s->skel->bss->ksym_names;
+	return (int)n;
 }
 
 int sampler_stats(struct sampler *s, uint64_t *out, size_t n)

@@ -221,6 +221,9 @@ int pprof_builder_merge_scaled(struct pprof_builder *b, const struct pprof_profi
 			       struct kiln_error *err);
 
 size_t pprof_builder_sample_count(const struct pprof_builder *b);
+/* Room for n more samples (and their index) before adding them: one resize
+ * instead of many. Returns 0 or -ENOMEM. */
+int pprof_builder_reserve_samples(struct pprof_builder *b, size_t n);
 
 /* Turns what was built so far into a validated profile without a
  * serialize/parse round trip: everything is copied into the profile's own

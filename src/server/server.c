@@ -36,6 +36,7 @@ void server_config_defaults(struct server_config *c)
 	c->max_connections = 1024;
 	c->idle_timeout_s = 300;
 	c->debuginfod_timeout_s = 30;
+	c->debuginfod_negative_ttl_s = 600;
 }
 
 struct store *server_store(struct server *s)

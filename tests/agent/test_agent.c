@@ -1,6 +1,7 @@
 /*
  * test_agent.c — unit tests for the agent's pure parts: /proc/PID/maps
- * parsing, cgroup -> labels, label lists, kallsyms lookup, build-ID
+ * parsing, cgroup -> labels, label lists, kallsyms lookup, kernel names on
+ * demand (and the BPF symbolizer against /proc/kallsyms), build-ID
  * reading, and a window turned into a pprof profile.
  */
 #include <setjmp.h>
@@ -248,6 +249,204 @@ static void test_kallsyms_lookup_with_modules(void **state)
 	unlink(path);
 }
 
+static void test_ksym_parse_forms(void **state)
+{
+	char name[KSYM_NAME_LEN], module[64];
+
+	(void)state;
+	assert_true(ksym_parse("vfs_read+0x1a/0x40", name, sizeof(name), module, sizeof(module)));
+	assert_string_equal(name, "vfs_read");
+	assert_string_equal(module, "");
+	assert_true(ksym_parse("ext4_file_read_iter+0x0/0x100 [ext4]", name, sizeof(name), module,
+			       sizeof(module)));
+	assert_string_equal(name, "ext4_file_read_iter");
+	assert_string_equal(module, "ext4");
+	assert_true(ksym_parse("bpf_prog_6deef7357e7b4530_sd_fw+0x10/0x80 [bpf]", name,
+			       sizeof(name), module, sizeof(module)));
+	assert_string_equal(name, "bpf_prog_6deef7357e7b4530_sd_fw");
+	assert_string_equal(module, "bpf");
+	assert_true(ksym_parse("copy_page.constprop.0+0x3/0x9", name, sizeof(name), module,
+			       sizeof(module)));
+	assert_string_equal(name, "copy_page.constprop.0");
+	/* No symbol: the kernel prints the bare address. */
+	assert_false(ksym_parse("0xffffffffc0123456", name, sizeof(name), module, sizeof(module)));
+	/* Cut short by the buffer: nothing is trusted. */
+	assert_false(
+	    ksym_parse("ext4_read+0x0/0x10 [ex", name, sizeof(name), module, sizeof(module)));
+	assert_false(ksym_parse("some_very_long_na", name, sizeof(name), module, sizeof(module)));
+	assert_false(ksym_parse("vfs_read+0x1a/0x40", name, 4, module, sizeof(module)));
+}
+
+/* A stand-in for the BPF symbolize program: names every address below
+ * 0xffffffffc0000000 "fn_<hex>" in the core kernel and the rest as module
+ * code, leaves 0xffffffffffff0000 and above unnamed, and counts calls. */
+struct fake_ksyms {
+	int calls;
+	size_t asked;
+	char names[KSYM_BATCH][KSYM_NAME_LEN];
+};
+
+static int fake_batch(void *ctx, const uint64_t *addrs, size_t n,
+		      const char (**names)[KSYM_NAME_LEN])
+{
+	struct fake_ksyms *f = ctx;
+
+	assert_true(n >= 1 && n <= KSYM_BATCH);
+	f->calls++;
+	f->asked += n;
+	for (size_t i = 0; i < n; i++) {
+		if (addrs[i] >= 0xffffffffffff0000ull)
+			snprintf(f->names[i], KSYM_NAME_LEN, "0x%llx",
+				 (unsigned long long)addrs[i]);
+		else if (addrs[i] >= 0xffffffffc0000000ull)
+			snprintf(f->names[i], KSYM_NAME_LEN, "mod_%llx+0x0/0x1 [mymod]",
+				 (unsigned long long)addrs[i]);
+		else
+			snprintf(f->names[i], KSYM_NAME_LEN, "fn_%llx+0x2/0x10",
+				 (unsigned long long)addrs[i]);
+	}
+	*names = (const char(*)[KSYM_NAME_LEN])f->names;
+	return (int)n;
+}
+
+static void test_ksym_cache_names_on_demand(void **state)
+{
+	struct fake_ksyms fake = {0};
+	struct ksym_cache *c = ksym_cache_new(fake_batch, &fake);
+	const char *name, *module;
+	char want[64];
+
+	(void)state;
+	assert_non_null(c);
+	/* 70 distinct addresses, each wanted twice: three batched calls. */
+	for (int round = 0; round < 2; round++)
+		for (uint64_t i = 0; i < 70; i++)
+			assert_int_equal(ksym_cache_want(c, 0xffffffff81000000ull + i * 16), 0);
+	assert_int_equal(ksym_cache_want(c, 0xffffffffc0001000ull), 0);
+	assert_int_equal(ksym_cache_want(c, 0xffffffffffff1234ull), 0);
+	assert_int_equal(ksym_cache_resolve(c), 0);
+	assert_int_equal(fake.calls, 3);
+	assert_int_equal(fake.asked, 72);
+	assert_int_equal(ksym_cache_count(c), 72);
+	assert_true(ksym_cache_lookup(c, 0xffffffff81000000ull + 69 * 16, &name, &module));
+	snprintf(want, sizeof(want), "fn_%llx", 0xffffffff81000000ull + 69 * 16);
+	assert_string_equal(name, want);
+	assert_string_equal(module, "");
+	assert_true(ksym_cache_lookup(c, 0xffffffffc0001000ull, &name, &module));
+	assert_string_equal(module, "mymod");
+	assert_false(ksym_cache_lookup(c, 0xffffffffffff1234ull, &name, &module)); /* no symbol */
+	assert_false(ksym_cache_lookup(c, 0xffffffff90000000ull, &name, &module)); /* not asked */
+	/* Known addresses are not asked again; nothing new: no call. */
+	assert_int_equal(ksym_cache_want(c, 0xffffffff81000000ull), 0);
+	assert_int_equal(ksym_cache_want(c, 0xffffffffffff1234ull), 0);
+	assert_int_equal(ksym_cache_resolve(c), 0);
+	assert_int_equal(fake.calls, 3);
+	/* After a clear, names are asked for again. */
+	ksym_cache_clear(c);
+	assert_false(ksym_cache_lookup(c, 0xffffffff81000000ull, &name, &module));
+	assert_int_equal(ksym_cache_want(c, 0xffffffff81000000ull), 0);
+	assert_int_equal(ksym_cache_resolve(c), 0);
+	assert_int_equal(fake.calls, 4);
+	assert_true(ksym_cache_lookup(c, 0xffffffff81000000ull, &name, &module));
+	ksym_cache_free(c);
+}
+
+/* The fallback: the same cache answering from a /proc/kallsyms table. */
+static void test_ksym_cache_from_table(void **state)
+{
+	char path[] = "/tmp/kiln-kallsyms-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+	struct kallsyms *k = NULL;
+	struct kiln_error err = {0};
+	struct ksym_cache *c = ksym_cache_new(NULL, NULL);
+	const char *name, *module;
+
+	(void)state;
+	fprintf(f, "ffffffff81000000 T _stext\nffffffff81000100 t do_one\n"
+		   "ffffffffc0001000 t ext4_read\t[ext4]\n");
+	fclose(f);
+	assert_int_equal(kallsyms_load(path, &k, &err), 0);
+	unlink(path);
+	ksym_cache_set_table(c, k);
+	assert_int_equal(ksym_cache_want(c, 0xffffffff81000150ull), 0);
+	assert_int_equal(ksym_cache_want(c, 0xffffffffc0001010ull), 0);
+	assert_int_equal(ksym_cache_want(c, 0xffffffff80000000ull), 0);
+	assert_int_equal(ksym_cache_resolve(c), 0);
+	assert_true(ksym_cache_lookup(c, 0xffffffff81000150ull, &name, &module));
+	assert_string_equal(name, "do_one");
+	assert_true(ksym_cache_lookup(c, 0xffffffffc0001010ull, &name, &module));
+	assert_string_equal(name, "ext4_read");
+	assert_string_equal(module, "ext4");
+	assert_false(ksym_cache_lookup(c, 0xffffffff80000000ull, &name, &module));
+	ksym_cache_free(c);
+}
+
+/* Whether /proc/kallsyms lists name (in module, "" for the core kernel)
+ * at addr: aliases share addresses, so any of them is a right answer. */
+static bool kallsyms_has(uint64_t addr, const char *name, const char *module)
+{
+	FILE *f = fopen("/proc/kallsyms", "re");
+	char line[1024];
+	bool found = false;
+
+	assert_non_null(f);
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long long a;
+		char type, sym[512], mod[512] = "";
+
+		if (sscanf(line, "%llx %c %511s [%511[^]]]", &a, &type, sym, mod) >= 3 && a == addr)
+			found = strcmp(sym, name) == 0 && strcmp(mod, module) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/* The real thing (root, as the integration tests): the BPF symbolize
+ * program names addresses as /proc/kallsyms lists them, module code
+ * included, with the offset into the function. */
+static void test_sampler_symbolize_matches_kallsyms(void **state)
+{
+	struct kiln_error err = {0};
+	struct sampler *s = NULL;
+	const char(*names)[KSYM_NAME_LEN];
+	uint64_t addrs[KSYM_BATCH];
+	char name[KSYM_NAME_LEN], module[KSYM_NAME_LEN], line[1024];
+	size_t n = 0, nmod = 0;
+	FILE *f;
+
+	(void)state;
+	/* Every 2000th text symbol (the core kernel and, if loaded, modules),
+	 * asked about 1 byte in, as a return address would be. */
+	f = fopen("/proc/kallsyms", "re");
+	assert_non_null(f);
+	for (size_t i = 0; n < KSYM_BATCH && fgets(line, sizeof(line), f); i++) {
+		unsigned long long a;
+		char type, sym[512], mod[512] = "";
+
+		if (sscanf(line, "%llx %c %511s [%511[^]]]", &a, &type, sym, mod) < 3 || !a ||
+		    (type != 't' && type != 'T'))
+			continue;
+		if (i % 2000 == 0 || (mod[0] && nmod < 4 && strcmp(mod, "bpf") != 0)) {
+			nmod += mod[0] != '\0';
+			addrs[n++] = a + 1;
+		}
+	}
+	fclose(f);
+	assert_true(n >= 8);
+	assert_int_equal(sampler_open(19, 0, NULL, NULL, &s, &err), 0);
+	assert_true(sampler_can_symbolize(s));
+	assert_int_equal(sampler_symbolize(s, addrs, n, &names), (int)n);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(ksym_parse(names[i], name, sizeof(name), module, sizeof(module)));
+		assert_non_null(strstr(names[i], "+0x1/"));
+		if (!kallsyms_has(addrs[i] - 1, name, module))
+			fail_msg("%s is not what /proc/kallsyms lists at %llx", names[i],
+				 (unsigned long long)addrs[i] - 1);
+	}
+	sampler_close(s);
+}
+
 /* The build ID of our own executable, read from memory through the loader's
  * program headers: an independent path from buildid.c's libelf reading. */
 static int find_note(struct dl_phdr_info *info, size_t size, void *data)
@@ -347,7 +546,7 @@ static void test_elf_facts_load_for(void **state)
 static void test_proc_info_of_self(void **state)
 {
 	struct buildid_cache *c = buildid_cache_new();
-	struct proc_info *p = proc_info_read("/proc", (uint32_t)getpid(), NULL, c);
+	struct proc_info *p = proc_info_read("/proc", (uint32_t)getpid(), NULL, false, c);
 	const struct proc_mapping *m;
 	char pid[16];
 
@@ -375,6 +574,21 @@ static void test_proc_info_of_self(void **state)
 		assert_int_equal(dl_iterate_phdr(main_bias, &bias), 1);
 		assert_int_equal(file_off - m->load_offset + m->load_vaddr, addr - bias);
 	}
+	proc_info_free(p);
+
+	/* The name: a main thread's sample wins over /proc (which may show a
+	 * later exec); another thread's name stands in only when /proc is
+	 * gone (pid 0x7ffffff0 does not exist). */
+	p = proc_info_read("/proc", (uint32_t)getpid(), "worker", false, c);
+	assert_string_equal(p->comm, "test_agent");
+	proc_info_free(p);
+	p = proc_info_read("/proc", (uint32_t)getpid(), "bash", true, c);
+	assert_string_equal(p->comm, "bash");
+	proc_info_free(p);
+	p = proc_info_read("/proc", 0x7ffffff0u, "worker", false, c);
+	assert_non_null(p);
+	assert_string_equal(p->comm, "worker");
+	assert_string_equal(labels_get(&p->labels, "comm"), "worker");
 	proc_info_free(p);
 	buildid_cache_free(c);
 }
@@ -506,6 +720,10 @@ int main(void)
 	    cmocka_unit_test(test_cgroup_derive_patterns),
 	    cmocka_unit_test(test_labels_set_sorted_and_parse),
 	    cmocka_unit_test(test_kallsyms_lookup_with_modules),
+	    cmocka_unit_test(test_ksym_parse_forms),
+	    cmocka_unit_test(test_ksym_cache_names_on_demand),
+	    cmocka_unit_test(test_ksym_cache_from_table),
+	    cmocka_unit_test(test_sampler_symbolize_matches_kallsyms),
 	    cmocka_unit_test(test_buildid_matches_loaded_note),
 	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),

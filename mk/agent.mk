@@ -1,0 +1,12 @@
+# kiln-agent's link (see docs/PERFORMANCE.md, agent: start-up). Each shared
+# library costs the dynamic loader relocations and page faults at every
+# start: the agent links its small libraries statically, and reaches
+# libcurl and libmicrohttpd (~30 shared objects behind them: gnutls,
+# OpenSSL, Kerberos, ...) through stubs that open them on first use
+# (src/agent/lazy/lazylibs.c, not part of libkiln.a). A new library call in
+# an agent object shows up as a link error here: add it to the list or to
+# the stubs. The other binaries link as before.
+AGENT_LAZY_OBJS := $(OUT)/obj/agent/lazy/lazylibs.o
+$(BIN)/kiln-agent: $(AGENT_LAZY_OBJS)
+$(BIN)/kiln-agent: LDLIBS := -Wl,-Bstatic -lbpf -ldw -lelf -lprotobuf-c -ldeflate -lxxhash \
+	-lzstd -llzma -lbz2 -lz -Wl,-Bdynamic -liberty -ldl -lpthread -lm
