@@ -43,9 +43,13 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "common/gzip.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "scrape/scrape_internal.h"
+
+#define BODY_POOL     32
+#define BODY_POOL_CAP ((size_t)1 << 20) /* larger bodies are freed */
 
 struct ingest_item {
 	struct ingest_item *next;
@@ -87,6 +91,11 @@ struct scrape_manager {
 	/* Scheduler-only. */
 	struct scrape_unit **heap;
 	size_t heap_len;
+	/* Response buffers between scrapes: a few are reused instead of one
+	 * grown by doubling (and faulted in) per scrape, or one kept per unit. */
+	struct buf body_pool[BODY_POOL];
+	size_t n_body_pool;
+	struct scrape_inflater inflater;
 
 	/* Ingest queue. */
 	pthread_mutex_t queue_lock;
@@ -369,6 +378,8 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 	u->max_body = m->opts.max_body_bytes;
 	u->too_big = false;
 	u->curl_err[0] = 0;
+	if (!u->body.cap && m->n_body_pool)
+		u->body = m->body_pool[--m->n_body_pool];
 	buf_reset(&u->body);
 	u->started_mono_ms = mono_ms();
 	u->started_wall_ms = wall_ms();
@@ -544,8 +555,19 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 		struct pprof_profile *p = NULL;
 		struct kiln_error err = {0};
 		uint64_t t0 = thread_cpu_ns();
-		int rc = pprof_decode(u->body.data ? u->body.data : (const uint8_t *)"",
-				      u->body.len, &o, &p, &err);
+		const uint8_t *data = u->body.data ? u->body.data : (const uint8_t *)"";
+		size_t len = u->body.len;
+		int rc = 0;
+		if (gzip_is_gzip(data, len)) { /* into the kept buffer */
+			rc = scrape_inflate(&m->inflater, data, len, m->opts.max_body_bytes, &err);
+			data = m->inflater.out.data;
+			len = m->inflater.out.len;
+			if (rc == 0 && len == 0)
+				rc = kiln_error_set(&err, EINVAL, "empty input after gunzip");
+		}
+		if (rc == 0)
+			rc = pprof_decode(data, len, &o, &p, &err);
+		scrape_inflater_trim(&m->inflater);
 		uint64_t t1 = thread_cpu_ns();
 		decode_ns = t1 - t0;
 		if (rc == -EFBIG)
@@ -560,7 +582,12 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 	}
 	size_t fetched = u->body.len;
 	/* Bodies can be large; do not keep one per target between scrapes. */
-	buf_free(&u->body);
+	if (u->body.cap && u->body.cap <= BODY_POOL_CAP && m->n_body_pool < BODY_POOL) {
+		m->body_pool[m->n_body_pool++] = u->body;
+		buf_init(&u->body);
+	} else {
+		buf_free(&u->body);
+	}
 
 	pthread_mutex_lock(&m->status_lock);
 	u->last_scrape_ms = u->started_wall_ms;
@@ -936,6 +963,9 @@ void scrape_manager_free(struct scrape_manager *m)
 	scrape_config_free(m->pending_cfg);
 	scrape_config_free(m->cfg);
 	free(m->heap);
+	for (size_t i = 0; i < m->n_body_pool; i++)
+		buf_free(&m->body_pool[i]);
+	scrape_inflater_release(&m->inflater);
 	curl_multi_cleanup(m->multi); /* may still tell on_socket to forget sockets */
 	close_fds(m);
 	pthread_mutex_destroy(&m->status_lock);
