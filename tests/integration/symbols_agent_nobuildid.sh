@@ -60,16 +60,7 @@ KILN=$T/kiln-ns
 server_start
 [ -e "/proc/$SPID/root$T/bin/kprog_noid" ] && die "the server can see the binaries"
 
-"$KILN_BIN/kiln-agent" --remote-store-address="$ADDR" --remote-store-insecure \
-	--local-store-directory="$T/local" --profiling-duration=2s \
-	--profiling-cpu-sampling-frequency=49 --http-address= >"$T/agent.log" 2>&1 &
-APID=$!
-for _ in $(seq 1 300); do
-	grep -q "profiling every CPU" "$T/agent.log" && break
-	kill -0 $APID 2>/dev/null || die "agent exited: $(cat "$T/agent.log")"
-	sleep 0.1
-done
-grep -q "profiling every CPU" "$T/agent.log" || die "agent did not start: $(cat "$T/agent.log")"
+agent_start_push
 
 "$T/bin/kprog_noid" 14 >"$T/kprog.out" &
 PPID_=$!

@@ -28,28 +28,7 @@ mkdir -p "$T/stubs" "$T/dfd" "$T/full"
 	parca/profilestore/v1alpha1/profilestore.proto parca/query/v1alpha1/query.proto \
 	parca/metastore/v1alpha1/metastore.proto pprof/profile.proto) || die "grpc_tools.protoc failed"
 
-cat >"$T/prog.c" <<'C'
-#include <stdio.h>
-volatile long sink;
-const char *variant = VARIANT;
-static inline __attribute__((always_inline)) long mix(long x)
-{
-	sink += x * 7;
-	return sink ^ x;
-}
-__attribute__((noinline)) long hot_loop(long n)
-{
-	long acc = 0;
-	for (long i = 0; i < n; i++)
-		acc += mix(i + acc);
-	return acc;
-}
-int main(int argc, char **argv)
-{
-	printf("%s %ld\n", variant, hot_loop(argc * 1000));
-	return 0;
-}
-C
+cp "$(dirname "$0")/symbols_progs/hot_loop.c" "$T/prog.c" || die "cp"
 # Two source files, so that each build's file:line is its own.
 cp "$T/prog.c" "$T/prog_s.c" && cp "$T/prog.c" "$T/prog_p.c" || die "cp"
 (cd "$T" && gcc -g -O2 -Wl,--build-id -DVARIANT='"s"' -o full/prog_s prog_s.c &&
