@@ -5,7 +5,10 @@
 #
 # Prints, per size: tree build and JSON write CPU time, JSON bytes per node, and
 # wall times of whole processes: `bench_query top` vs `go tool pprof -top`,
-# `bench_query folded` vs `go tool pprof -traces` (ratio = go / kiln).
+# `bench_query folded` vs `go tool pprof -traces` (ratio = go / kiln). Then the
+# server's flame graph query on the same profile written into a store, as CPU
+# time: through a pprof profile (store_merge + to_profile + tree, the old path)
+# vs folded straight from the store (query_tree_add_store, what kiln does).
 # Figures only; never fails on time. SIZES="10000 100000" to choose sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +18,7 @@ command -v go >/dev/null || { echo "bench-query: go not found (make deps install
 dir=$(mktemp -d /tmp/kiln-bench-query-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 : "${SIZES:=10000 100000 500000}"
+store_rows=()
 
 # wall time of a command in ms (best of 3), output discarded
 wall_ms() {
@@ -46,7 +50,17 @@ for n in $SIZES; do
 		"${m[json_bytes_per_node]}" "$(awk "BEGIN{print ${m[json_bytes]}/1e6}")" \
 		"$kt" "$gt" "$(awk "BEGIN{print $gt/($kt>0?$kt:1)}")" \
 		"$kf" "$gf" "$(awk "BEGIN{print $gf/($kf>0?$kf:1)}")"
+	store_rows+=("$(printf '%-8s %14s %9s %14s %9s %6.1f %5s' "${m[nodes]}" \
+		"${m[store_via_pprof_first_ms]}" "${m[store_via_pprof_ms]}" \
+		"${m[store_direct_first_ms]}" "${m[store_direct_ms]}" \
+		"$(awk "BEGIN{print ${m[store_via_pprof_ms]}/(${m[store_direct_ms]}>0?${m[store_direct_ms]}:1)}")" \
+		"$([ "${m[store_same_json]}" = 1 ] && echo yes || echo NO)")")
 	unset m
 done
 echo "(build/json: in-process thread CPU time, best of 3; top/fold vs go: whole-process wall time,"
 echo " best of 3, each including decoding the gzipped profile; ratio = go tool pprof / kiln)"
+echo
+echo "server flame graph query on a store holding the profile (thread CPU ms; first and best of 3):"
+printf '%-8s %14s %9s %14s %9s %6s %5s\n' nodes via_pprof_1st via_pprof direct_1st direct ratio same
+printf '%s\n' "${store_rows[@]}"
+echo "(via_pprof: store_merge -> pprof profile -> tree; direct: query_tree_add_store; same = identical JSON)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench-server — the embedded store under a synthetic agent fleet
-# (bench/bench_store.c): ingest rate per core, merge latency (1 h of one
+# (bench/bench_store.c; the generator runs as a separate process, so CPU and
+# RSS figures are the server process alone): ingest rate per core, merge latency (1 h of one
 # process; everything), on-disk bytes per sample row, peak RSS; then the same
 # merges done by `go tool pprof -proto` on the same profiles written as
 # files (the peer), with kiln/go totals compared and the time ratio.
@@ -9,28 +10,34 @@
 #   bench/bench-server.sh --scale 1 the same, straight from the script
 #   SCALE=0.02 (default)            ~0.5 h of data, about two minutes
 #   THREADS=64 / --threads 64       concurrent writers (group commit)
+#   INGEST_THREADS=8 (default)      server threads serving them in turn, as the
+#                                   server's ingest pool (8 threads) does; 0 = one
+#                                   thread per connection
 # Figures only; never fails on time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/bench/bench_store
 [ -x "$bin" ] || { echo "bench-server: $bin missing (run: make bench-server)" >&2; exit 1; }
 command -v go >/dev/null || { echo "bench-server: go not found (make deps installs golang-go)" >&2; exit 1; }
-: "${SCALE:=0.02}" "${THREADS:=64}" "${BENCH_DIR:=}"
+: "${SCALE:=0.02}" "${THREADS:=64}" "${BENCH_DIR:=}" "${INGEST_THREADS:=8}"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--scale) SCALE=$2; shift 2 ;;
 	--scale=*) SCALE=${1#*=}; shift ;;
 	--threads) THREADS=$2; shift 2 ;;
 	--threads=*) THREADS=${1#*=}; shift ;;
-	*) echo "usage: $0 [--scale S] [--threads N]" >&2; exit 2 ;;
+	--ingest-threads) INGEST_THREADS=$2; shift 2 ;;
+	--ingest-threads=*) INGEST_THREADS=${1#*=}; shift ;;
+	*) echo "usage: $0 [--scale S] [--threads N] [--ingest-threads M]" >&2; exit 2 ;;
 	esac
 done
 if [ -n "$BENCH_DIR" ]; then dir=$BENCH_DIR; rm -rf "$dir"; mkdir -p "$dir"; else
 	dir=$(mktemp -d /var/tmp/kiln-bench-server-XXXXXX); fi
 trap 'rm -rf "$dir"' EXIT
 
-echo "== kiln store: $bin run $dir --scale $SCALE --threads $THREADS"
-out=$(MALLOC_ARENA_MAX=4 "$bin" run "$dir" --scale "$SCALE" --threads "$THREADS")
+echo "== kiln store: $bin run $dir --scale $SCALE --threads $THREADS --ingest-threads $INGEST_THREADS"
+out=$(MALLOC_ARENA_MAX=4 "$bin" run "$dir" --scale "$SCALE" --threads "$THREADS" \
+	--ingest-threads "$INGEST_THREADS")
 echo "$out" | grep -v '^peer-'
 
 # The peer: go tool pprof -proto merging the same profiles from files.

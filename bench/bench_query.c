@@ -5,7 +5,13 @@
  *                                     graph has about NODES nodes
  *   bench_query measure FILE          decode it, then time tree build, JSON,
  *                                     folded and top (best of 3), print
- *                                     figures as "key value" lines
+ *                                     figures as "key value" lines; then
+ *                                     write it into a store and time the
+ *                                     server's flame graph query both ways:
+ *                                     through a pprof profile (store_merge,
+ *                                     to_profile, query_tree_add) and folded
+ *                                     straight from the store
+ *                                     (query_tree_add_store), first and best
  *   bench_query top FILE              decode + tree + top text to stdout
  *   bench_query folded FILE           decode + tree + folded to stdout
  *
@@ -29,6 +35,7 @@
 #include "common/buf.h"
 #include "pprof/pprof.h"
 #include "query/query.h"
+#include "store/store.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
@@ -145,6 +152,100 @@ static struct pprof_profile *load(const char *path, double *ms)
 	return p;
 }
 
+/* One flame graph query on the store, as kiln answers it: via a pprof
+ * profile or straight from the store; finished tree in *out. */
+static double store_query(struct store *s, bool direct, struct query_tree **out)
+{
+	struct store_selector sel = {.profile_type = "bench:cpu:nanoseconds:cpu:nanoseconds:delta",
+				     .start_ms = 0,
+				     .end_ms = INT64_MAX};
+	struct kiln_error err = {0};
+	struct pprof_builder *b = NULL;
+	struct pprof_profile *p = NULL;
+	struct query_tree *t = query_tree_new(NULL);
+	double t0 = now_ms();
+	int rc;
+
+	if (direct) {
+		rc = query_tree_add_store(t, s, &sel, QUERY_SIDE_SINGLE, NULL, &err);
+	} else {
+		b = pprof_builder_new();
+		rc = store_merge(s, &sel, b, &err);
+		if (!rc)
+			rc = pprof_builder_to_profile(b, &p, &err);
+		if (!rc)
+			rc = query_tree_add(t, p, -1, QUERY_SIDE_SINGLE, &err);
+	}
+	if (!rc)
+		rc = query_tree_finish(t, &err);
+	double ms = now_ms() - t0;
+	pprof_builder_free(b);
+	pprof_profile_free(p);
+	if (rc) {
+		fprintf(stderr, "bench_query: store query: %s\n", err.msg);
+		query_tree_free(t);
+		t = NULL;
+	}
+	*out = t;
+	return ms;
+}
+
+/* The store figures of `measure` (see the top of the file). */
+static int measure_store(const struct pprof_profile *p)
+{
+	char dir[] = "/tmp/kiln-bench-query-store-XXXXXX", cmd[96];
+	struct store_label labels[] = {{"__name__", "bench"}, {"job", "bench"}};
+	struct store_options o = {.path = dir};
+	struct kiln_error err = {0};
+	struct store *s = NULL;
+	double first[2] = {0, 0}, best[2] = {1e18, 1e18};
+	char *json[2] = {NULL, NULL};
+	int rc = 1;
+
+	if (!mkdtemp(dir))
+		return 1;
+	if (store_open(&o, &s, &err) || store_write_profile(s, labels, 2, p, 1000, true, &err)) {
+		fprintf(stderr, "bench_query: store: %s\n", err.msg);
+		goto out;
+	}
+	/* alternate the two ways so that both see the same machine */
+	for (int rep = 0; rep < 6; rep++) {
+		int way = rep % 2;
+		struct query_tree *t;
+		double ms = store_query(s, way == 1, &t);
+
+		if (!t)
+			goto out;
+		if (rep < 2)
+			first[way] = ms;
+		best[way] = ms < best[way] ? ms : best[way];
+		if (!json[way]) {
+			struct buf b;
+
+			buf_init(&b);
+			if (query_tree_write_json(t, &b) || buf_terminate(&b)) {
+				query_tree_free(t);
+				goto out;
+			}
+			json[way] = (char *)b.data;
+		}
+		query_tree_free(t);
+	}
+	printf("store_via_pprof_first_ms %.1f\n", first[0]);
+	printf("store_via_pprof_ms %.1f\n", best[0]);
+	printf("store_direct_first_ms %.1f\n", first[1]);
+	printf("store_direct_ms %.1f\n", best[1]);
+	printf("store_same_json %d\n", strcmp(json[0], json[1]) == 0);
+	rc = 0;
+out:
+	free(json[0]);
+	free(json[1]);
+	store_close(s);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	(void)!system(cmd);
+	return rc;
+}
+
 static int measure(const char *path)
 {
 	double decode_ms, build = 1e18, json = 1e18, folded = 1e18, top = 1e18;
@@ -204,8 +305,9 @@ static int measure(const char *path)
 	printf("folded_bytes %zu\n", folded_bytes);
 	printf("top_ms %.1f\n", top);
 	query_tree_free(t);
+	int rc = measure_store(p);
 	pprof_profile_free(p);
-	return 0;
+	return rc;
 }
 
 static int report(const char *path, bool folded)

@@ -10,15 +10,23 @@
  * shared across nodes as they would be in a real fleet. --scale S ingests
  * S x 24 h (1.0 = 24 h, ~170M sample rows).
  *
- *   bench_store run DIR [--scale S] [--threads N]
+ *   bench_store run DIR [--scale S] [--threads N] [--ingest-threads M]
+ *       N connections (writers); M server threads serving them in turn, as
+ *       the server's ingest pool does (default M = N: one per connection).
  *       ingests, prints figures, writes the profiles of two peer cases as
  *       gzipped pprof files under DIR/peer-1h and DIR/peer-node0 for
  *       `go tool pprof -proto`, and prints kiln's merge totals for them.
  *   bench_store total FILE     prints the sum of sample type 0 of a pprof file
  *
- * Ingest CPU is the process' CPU time minus the time spent generating the
- * profiles (measured per thread), so rows per core-second count only the
- * store's own work (interning, WAL, fsync, head, cuts, compaction).
+ * Two processes, so that what is printed is the server's alone: a forked
+ * generator builds the profiles (gzipped as an agent sends them) and sends
+ * one WriteRawRequest per profile over a socket per writer thread; the
+ * bench process is the server: per connection a thread does what the
+ * WriteRaw handler does minus HTTP/2 (ingest_prepare: unpack, label
+ * validation, gunzip, pprof parse and validation; ingest_commit:
+ * store_write_profile with WAL group commit and fsync), then the merges run
+ * against the store. Ingest CPU and peak RSS are this process' own
+ * (getrusage RUSAGE_SELF); the generator's peak is printed separately.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,12 +36,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "pprof/pprof.h"
+#include "server/ingest.h"
 #include "store/store.h"
 
 #define NODES	    10
@@ -124,12 +137,12 @@ static double process_cpu_s(void)
 	       ru.ru_stime.tv_usec / 1e6;
 }
 
-/* The profile of process (node, kind) in window w. */
-static struct pprof_profile *make_profile(int node, int kind, int64_t w, int64_t ts, size_t *rows)
+/* The profile of process (node, kind) in window w, gzipped as an agent
+ * sends it (libdeflate level 1), appended to out. */
+static void make_profile(int node, int kind, int64_t w, int64_t ts, struct buf *out)
 {
 	const struct kind *kd = &kinds[kind];
 	struct pprof_builder *b = pprof_builder_new();
-	struct pprof_profile *p = NULL;
 	struct pprof_mapping_desc md = {.memory_start = 0x400000,
 					.memory_limit = 0x4000000,
 					.filename = kd->file,
@@ -161,77 +174,251 @@ static struct pprof_profile *make_profile(int node, int kind, int64_t w, int64_t
 		int64_t v = 1 + (int64_t)(mix(seed ^ (uint64_t)s) % 20);
 		pprof_builder_add_sample(b, locs, (size_t)d, &v, NULL, 0);
 	}
-	*rows = pprof_builder_sample_count(b);
-	pprof_builder_to_profile(b, &p, NULL);
+	pprof_builder_encode(b, true, out);
 	pprof_builder_free(b);
-	return p;
 }
 
-struct worker {
-	struct config *cfg;
-	struct store *s;
-	int id;
-	double gen_cpu, write_cpu;
-	uint64_t rows, profiles, failures;
-};
-
 static void write_peer_file(const struct config *cfg, const char *sub, int node, int kind,
-			    int64_t w, const struct pprof_profile *p)
+			    int64_t w, const struct buf *gz)
 {
-	struct buf out = {0};
 	char path[4096];
 	FILE *f;
 
-	pprof_encode(pprof_profile_msg(p), true, &out);
 	snprintf(path, sizeof(path), "%s/%s/n%02d-k%02d-%08" PRId64 ".pb.gz", cfg->dir, sub, node,
 		 kind, w);
 	f = fopen(path, "w");
 	if (f) {
-		fwrite(out.data, 1, out.len, f);
+		fwrite(gz->data, 1, gz->len, f);
 		fclose(f);
 	}
-	buf_free(&out);
 }
 
-static void *worker_main(void *arg)
+static int write_all(int fd, const void *p, size_t n)
 {
-	struct worker *wk = arg;
-	struct config *cfg = wk->cfg;
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t k = write(fd, b, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t k = read(fd, b, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* ---- the generator process: one thread per connection ----
+ * Each thread sends, over its socket, one WriteRawRequest per profile of
+ * its share of the fleet (u32 length + message), and an empty frame where
+ * the warm-up phase ends. */
+struct gen {
+	const struct config *cfg;
+	int id, fd;
+};
+
+static void send_phase(const struct gen *g, int64_t w_begin, int64_t w_end, struct buf *gz,
+		       struct buf *msg)
+{
+	const struct config *cfg = g->cfg;
 	char node_s[16], comm_s[32];
 
-	for (int64_t w = cfg->w_begin; w < cfg->w_end; w++) {
-		for (int pidx = wk->id; pidx < NODES * KINDS; pidx += cfg->threads) {
+	for (int64_t w = w_begin; w < w_end; w++) {
+		for (int pidx = g->id; pidx < NODES * KINDS; pidx += cfg->threads) {
 			int node = pidx / KINDS, kind = pidx % KINDS;
 			int64_t ts = cfg->t0 + w * WINDOW_MS + pidx * 37;
-			double c0 = thread_cpu_s();
-			size_t rows;
-			struct pprof_profile *p = make_profile(node, kind, w, ts, &rows);
+
+			buf_reset(gz);
+			make_profile(node, kind, w, ts, gz);
 			/* peer files: the last hour of process (0, 0); node 0, last peer_node_windows */
 			if (node == 0 && kind == 0 && w >= cfg->n_windows - cfg->peer_1h_windows)
-				write_peer_file(cfg, "peer-1h", node, kind, w, p);
+				write_peer_file(cfg, "peer-1h", node, kind, w, gz);
 			if (node == 0 && w >= cfg->n_windows - cfg->peer_node_windows)
-				write_peer_file(cfg, "peer-node0", node, kind, w, p);
-			wk->gen_cpu += thread_cpu_s() - c0;
+				write_peer_file(cfg, "peer-node0", node, kind, w, gz);
 
 			snprintf(node_s, sizeof(node_s), "node-%02d", node);
 			snprintf(comm_s, sizeof(comm_s), "service-%02d", kind);
-			struct store_label l[3] = {
-			    {"__name__", "parca_agent"}, {"node", node_s}, {"comm", comm_s}};
-			struct kiln_error err = {0};
-			double w0 = thread_cpu_s();
-			int wrc = store_write_profile(wk->s, l, 3, p, ts, true, &err);
-			wk->write_cpu += thread_cpu_s() - w0;
-			if (wrc) {
-				if (!wk->failures++)
-					fprintf(stderr, "write failed: %s\n", err.msg);
-			} else {
-				wk->rows += rows;
-				wk->profiles++;
-			}
-			c0 = thread_cpu_s();
-			pprof_profile_free(p);
-			wk->gen_cpu += thread_cpu_s() - c0;
+			Parca__Profilestore__V1alpha1__Label l[3] = {
+			    PARCA__PROFILESTORE__V1ALPHA1__LABEL__INIT,
+			    PARCA__PROFILESTORE__V1ALPHA1__LABEL__INIT,
+			    PARCA__PROFILESTORE__V1ALPHA1__LABEL__INIT};
+			Parca__Profilestore__V1alpha1__Label *lp[3] = {&l[0], &l[1], &l[2]};
+			Parca__Profilestore__V1alpha1__LabelSet ls =
+			    PARCA__PROFILESTORE__V1ALPHA1__LABEL_SET__INIT;
+			Parca__Profilestore__V1alpha1__RawSample rs =
+			    PARCA__PROFILESTORE__V1ALPHA1__RAW_SAMPLE__INIT;
+			Parca__Profilestore__V1alpha1__RawSample *rsp = &rs;
+			Parca__Profilestore__V1alpha1__RawProfileSeries se =
+			    PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
+			Parca__Profilestore__V1alpha1__RawProfileSeries *sep = &se;
+			Parca__Profilestore__V1alpha1__WriteRawRequest req =
+			    PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
+
+			l[0].name = "__name__";
+			l[0].value = "parca_agent";
+			l[1].name = "node";
+			l[1].value = node_s;
+			l[2].name = "comm";
+			l[2].value = comm_s;
+			ls.n_labels = 3;
+			ls.labels = lp;
+			rs.raw_profile.data = gz->data;
+			rs.raw_profile.len = gz->len;
+			se.labels = &ls;
+			se.n_samples = 1;
+			se.samples = &rsp;
+			req.n_series = 1;
+			req.series = &sep;
+			size_t n =
+			    parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+			uint32_t len = (uint32_t)n;
+			buf_reset(msg);
+			if (buf_reserve(msg, n))
+				exit(1);
+			parca__profilestore__v1alpha1__write_raw_request__pack(&req, msg->data);
+			if (write_all(g->fd, &len, sizeof(len)) || write_all(g->fd, msg->data, n))
+				exit(1);
 		}
+	}
+}
+
+static void *gen_main(void *arg)
+{
+	const struct gen *g = arg;
+	const struct config *cfg = g->cfg;
+	struct buf gz = {0}, msg = {0};
+	uint32_t zero = 0;
+
+	send_phase(g, 0, cfg->n_windows / 2, &gz, &msg);
+	if (write_all(g->fd, &zero, sizeof(zero)))
+		exit(1);
+	send_phase(g, cfg->n_windows / 2, cfg->n_windows, &gz, &msg);
+	close(g->fd);
+	buf_free(&gz);
+	buf_free(&msg);
+	return NULL;
+}
+
+/* Runs in the forked generator process; never returns. */
+static void generator(const struct config *cfg, const int *fds)
+{
+	struct gen *g = calloc((size_t)cfg->threads, sizeof(*g));
+	pthread_t *th = calloc((size_t)cfg->threads, sizeof(*th));
+
+	setup_kinds();
+	for (int i = 0; i < cfg->threads; i++) {
+		g[i] = (struct gen){cfg, i, fds[i]};
+		pthread_create(&th[i], NULL, gen_main, &g[i]);
+	}
+	for (int i = 0; i < cfg->threads; i++)
+		pthread_join(th[i], NULL);
+	_exit(0);
+}
+
+/* ---- the server process: one ingest thread per connection ----
+ * What rpc_write_raw does with a request, minus HTTP/2: ingest_prepare
+ * (WriteRawRequest unpack, label validation, gunzip, pprof parse and
+ * validation) and ingest_commit (store_write_profile: interning, WAL, group
+ * commit fsync, head). */
+struct worker {
+	struct store *s;
+	int *fd;	  /* the connections this thread serves, in turn */
+	bool *done, *eof; /* per connection: phase over; stream over */
+	size_t n_fd;
+	struct buf msg;
+	double decode_cpu, write_cpu;
+	uint64_t rows, profiles, failures;
+};
+
+static int64_t wall_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads and ingests one request from connection j; marks it done at the
+ * end of the phase (an empty frame) or of the stream. */
+static void serve_one(struct worker *wk, size_t j)
+{
+	uint32_t len;
+
+	if (read_all(wk->fd[j], &len, sizeof(len))) {
+		wk->eof[j] = wk->done[j] = true;
+		return;
+	}
+	if (len == 0) {
+		wk->done[j] = true;
+		return;
+	}
+	buf_reset(&wk->msg);
+	if (buf_reserve(&wk->msg, len) || read_all(wk->fd[j], wk->msg.data, len)) {
+		wk->eof[j] = wk->done[j] = true;
+		wk->failures++;
+		return;
+	}
+	struct ingest_limits lim = {.now_ms = wall_now_ms()};
+	struct ingest_batch b = {0};
+	struct kiln_error err = {0};
+	struct arena *a = arena_new(0);
+	double c0 = thread_cpu_s();
+	int rc = a ? ingest_prepare(wk->msg.data, len, &lim, a, &b, &err) : -ENOMEM;
+	double c1 = thread_cpu_s();
+
+	wk->decode_cpu += c1 - c0;
+	if (rc == 0) {
+		rc = ingest_commit(wk->s, &b, &err);
+		wk->write_cpu += thread_cpu_s() - c1;
+	}
+	if (rc) {
+		if (!wk->failures++)
+			fprintf(stderr, "write failed: %s\n", err.msg);
+	} else {
+		wk->rows += b.total_samples;
+		wk->profiles += b.n_profiles;
+	}
+	c0 = thread_cpu_s();
+	ingest_batch_release(&b);
+	arena_free(a);
+	wk->decode_cpu += thread_cpu_s() - c0;
+}
+
+/* Serves its connections round-robin, one request at a time, until each
+ * has ended the phase: like a server's ingest pool thread. */
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	bool more = true;
+
+	for (size_t j = 0; j < wk->n_fd; j++)
+		wk->done[j] = wk->eof[j];
+	while (more) {
+		more = false;
+		for (size_t j = 0; j < wk->n_fd; j++)
+			if (!wk->done[j]) {
+				serve_one(wk, j);
+				more = true;
+			}
 	}
 	return NULL;
 }
@@ -292,14 +479,16 @@ static double time_merge(struct store *s, const struct store_matcher *m, size_t 
 	return median(t, runs);
 }
 
-static double rss_mb(void)
+/* field: "VmRSS" (now) or "VmHWM" (peak so far) of this process. */
+static double status_mb(const char *field)
 {
 	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
+	char line[256], fmt[64];
 	double kb = 0;
 
+	snprintf(fmt, sizeof(fmt), "%s: %%lf kB", field);
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %lf kB", &kb) == 1)
+		if (sscanf(line, fmt, &kb) == 1)
 			break;
 	if (f)
 		fclose(f);
@@ -323,7 +512,7 @@ static uint64_t dir_bytes(const char *dir, const char *suffix)
 	return total;
 }
 
-static int run(const char *dir, double scale, int threads)
+static int run(const char *dir, double scale, int threads, int ingest_threads)
 {
 	struct config cfg = {.dir = dir, .scale = scale, .threads = threads};
 	struct store_options o = {0};
@@ -352,55 +541,109 @@ static int run(const char *dir, double scale, int threads)
 	snprintf(path, sizeof(path), "%s/store", dir);
 	printf("scale: %.4f of 24 h = %.2f h of data: %d nodes x %d processes, one profile per "
 	       "process per 10 s (%" PRId64 " windows), ~%d stacks per profile from a pool of %d, "
-	       "depth 10-60; %d writer threads\n",
+	       "depth 10-60; %d writer connections served by %d server threads\n",
 	       scale, cfg.n_windows * WINDOW_MS / 3.6e6, NODES, KINDS, cfg.n_windows, PER_PROFILE,
-	       POOL, threads);
-	setup_kinds();
+	       POOL, threads, ingest_threads < threads ? ingest_threads : threads);
+	/* The generator is a separate process, so that the figures below
+	 * (CPU, RSS) are the server's alone. */
+	int *srv_fd = calloc((size_t)threads, sizeof(int)),
+	    *gen_fd = calloc((size_t)threads, sizeof(int));
+	for (int i = 0; i < threads; i++) {
+		int sv[2];
+
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+			perror("socketpair");
+			return 1;
+		}
+		srv_fd[i] = sv[0];
+		gen_fd[i] = sv[1];
+	}
+	fflush(stdout);
+	pid_t gen_pid = fork();
+	if (gen_pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (gen_pid == 0) {
+		for (int i = 0; i < threads; i++)
+			close(srv_fd[i]);
+		generator(&cfg, gen_fd);
+	}
+	for (int i = 0; i < threads; i++)
+		close(gen_fd[i]);
 	if (store_open(&o, &s, &err)) {
 		fprintf(stderr, "open: %s\n", err.msg);
+		kill(gen_pid, SIGTERM);
 		return 1;
 	}
 
 	/* Two phases: the first half of the windows sees most stacks for the
 	 * first time (slow path: interning), the second is the steady state of
 	 * a running fleet. */
-	struct worker *wk = calloc((size_t)threads, sizeof(*wk));
-	pthread_t *th = calloc((size_t)threads, sizeof(*th));
+	int nw = ingest_threads < threads ? ingest_threads : threads;
+	struct worker *wk = calloc((size_t)nw, sizeof(*wk));
+	pthread_t *th = calloc((size_t)nw, sizeof(*th));
 	uint64_t rows = 0, profiles = 0, failures = 0;
-	double gen = 0, t0 = now_s(), wall = 0, cpu = 0;
+	double t0 = now_s(), wall = 0, cpu = 0;
+	for (int i = 0; i < nw; i++) {
+		wk[i] = (struct worker){.s = s};
+		wk[i].fd = calloc((size_t)threads / nw + 1, sizeof(int));
+		wk[i].done = calloc((size_t)threads / nw + 1, sizeof(bool));
+		wk[i].eof = calloc((size_t)threads / nw + 1, sizeof(bool));
+	}
+	for (int c = 0; c < threads; c++)
+		wk[c % nw].fd[wk[c % nw].n_fd++] = srv_fd[c];
 	for (int phase = 0; phase < 2; phase++) {
 		double cpu0 = process_cpu_s(), p0 = now_s();
 		uint64_t prow = 0;
-		double pgen = 0, pwrite = 0;
+		double pdecode = 0, pwrite = 0;
 
-		cfg.w_begin = phase ? cfg.n_windows / 2 : 0;
-		cfg.w_end = phase ? cfg.n_windows : cfg.n_windows / 2;
-		for (int i = 0; i < threads; i++) {
-			wk[i] = (struct worker){.cfg = &cfg, .s = s, .id = i};
+		for (int i = 0; i < nw; i++) {
+			wk[i].rows = wk[i].profiles = 0;
+			wk[i].decode_cpu = wk[i].write_cpu = 0;
 			pthread_create(&th[i], NULL, worker_main, &wk[i]);
 		}
-		for (int i = 0; i < threads; i++) {
+		for (int i = 0; i < nw; i++) {
 			pthread_join(th[i], NULL);
 			prow += wk[i].rows;
 			profiles += wk[i].profiles;
-			failures += wk[i].failures;
-			pgen += wk[i].gen_cpu;
+			pdecode += wk[i].decode_cpu;
 			pwrite += wk[i].write_cpu;
 		}
 		if (phase == 1 && store_flush(s, &err))
 			fprintf(stderr, "flush: %s\n", err.msg);
-		double pcpu = process_cpu_s() - cpu0 - pgen, pwall = now_s() - p0;
+		double pcpu = process_cpu_s() - cpu0, pwall = now_s() - p0;
 		printf("ingest %s: %" PRIu64
-		       " rows, %.0f sample rows/s per core (store CPU %.1f s; "
-		       "profile generation CPU %.1f s excluded), %.1f s wall; inside "
-		       "store_write_profile alone: %.0f rows/s per core\n",
+		       " rows, %.0f sample rows/s per core (server CPU %.1f s: WriteRaw decode "
+		       "%.1f s, store_write_profile %.1f s, the rest WAL leader/background), "
+		       "%.1f s wall; inside store_write_profile alone: %.0f rows/s per core\n",
 		       phase ? "steady state (second half, incl. final cut+compaction)"
 			     : "warm-up (first half, new stacks)",
-		       prow, prow / pcpu, pcpu, pgen, pwall, prow / pwrite);
+		       prow, prow / pcpu, pcpu, pdecode, pwrite, pwall, prow / pwrite);
+		printf("  RSS now %.0f MB, peak so far %.0f MB\n", status_mb("VmRSS"),
+		       status_mb("VmHWM"));
 		rows += prow;
-		gen += pgen;
 		cpu += pcpu;
 	}
+	for (int i = 0; i < nw; i++) {
+		failures += wk[i].failures;
+		buf_free(&wk[i].msg);
+		free(wk[i].fd);
+		free(wk[i].done);
+		free(wk[i].eof);
+	}
+	for (int i = 0; i < threads; i++)
+		close(srv_fd[i]);
+	int gen_status = 0;
+	waitpid(gen_pid, &gen_status, 0);
+	if (!WIFEXITED(gen_status) || WEXITSTATUS(gen_status)) {
+		fprintf(stderr, "generator process failed (status %d)\n", gen_status);
+		failures++;
+	}
+	struct rusage gen_ru;
+	getrusage(RUSAGE_CHILDREN, &gen_ru);
+	free(srv_fd);
+	free(gen_fd);
 	wall = now_s() - t0;
 	printf("ingest: %" PRIu64 " sample rows in %" PRIu64 " profiles (%" PRIu64
 	       " failed); %.1f s wall; overall %.0f sample rows/s per core\n",
@@ -416,9 +659,9 @@ static int run(const char *dir, double scale, int threads)
 	       blocks, st.blocks, (double)blocks / rows, meta, (double)meta / rows,
 	       (double)(blocks + meta) / rows, st.stacks, st.locations);
 
-	printf("RSS after ingest: %.0f MB (store with %" PRIu64
-	       " head rows, plus idle generator)\n",
-	       rss_mb(), st.head_rows);
+	printf("RSS after ingest: %.0f MB, peak during ingest %.0f MB (server process: store with "
+	       "%" PRIu64 " head rows)\n",
+	       status_mb("VmRSS"), status_mb("VmHWM"), st.head_rows);
 	size_t samples;
 	int64_t total;
 	double enc;
@@ -429,24 +672,26 @@ static int run(const char *dir, double scale, int threads)
 	double merge_cpu;
 	double ms = time_merge(s, m1, 2, lo1, last, 7, &samples, &total, &enc, &merge_cpu);
 	printf("merge one process, last %.2f h: %.2f ms wall, %.2f ms CPU (median of 7; %zu "
-	       "samples, total %" PRId64 "; gzip encode %.2f ms)\n",
-	       (last - lo1) / 3.6e6, ms, merge_cpu, samples, total, enc);
+	       "samples, total %" PRId64 "; gzip encode %.2f ms); RSS peak so far %.0f MB\n",
+	       (last - lo1) / 3.6e6, ms, merge_cpu, samples, total, enc, status_mb("VmHWM"));
 	printf("peer-1h kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
 	ms = time_merge(s, NULL, 0, cfg.t0, last, 3, &samples, &total, &enc, &merge_cpu);
 	printf("merge everything, %.2f h x %d processes: %.1f ms wall, %.1f ms CPU (median of 3; "
-	       "%zu samples, total %" PRId64 "; gzip encode %.1f ms)\n",
-	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, merge_cpu, samples, total, enc);
+	       "%zu samples, total %" PRId64 "; gzip encode %.1f ms); RSS peak so far %.0f MB\n",
+	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, merge_cpu, samples, total, enc,
+	       status_mb("VmHWM"));
 	int64_t lo_node = last - cfg.peer_node_windows * WINDOW_MS;
 	ms = time_merge(s, m1, 1, lo_node, last, 3, &samples, &total, &enc, &merge_cpu);
 	printf("merge node-00 (20 processes), last %.2f h: %.1f ms wall, %.1f ms CPU (%zu "
-	       "samples)\n",
-	       (last - lo_node) / 3.6e6, ms, merge_cpu, samples);
+	       "samples); RSS peak so far %.0f MB\n",
+	       (last - lo_node) / 3.6e6, ms, merge_cpu, samples, status_mb("VmHWM"));
 	printf("peer-node0 kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
 	store_close(s);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("peak RSS: %.0f MB (whole bench process: store plus profile generator)\n",
-	       ru.ru_maxrss / 1024.0);
+	printf("peak RSS: %.0f MB (server process alone; the profile generator, a separate "
+	       "process, peaked at %.0f MB)\n",
+	       ru.ru_maxrss / 1024.0, gen_ru.ru_maxrss / 1024.0);
 	free(wk);
 	free(th);
 	return failures ? 1 : 0;
@@ -473,13 +718,14 @@ static int total(const char *path)
 int main(int argc, char **argv)
 {
 	double scale = 0.02;
-	int threads = 8;
+	int threads = 8, ingest_threads = 0;
 
 	log_set_level(LOG_WARN);
 	if (argc == 3 && strcmp(argv[1], "total") == 0)
 		return total(argv[2]);
 	if (argc < 3 || strcmp(argv[1], "run") != 0) {
-		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N]\n"
+		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N] "
+				"[--ingest-threads M]\n"
 				"       bench_store total FILE\n");
 		return 2;
 	}
@@ -488,8 +734,12 @@ int main(int argc, char **argv)
 			scale = atof(argv[i + 1]);
 		else if (strcmp(argv[i], "--threads") == 0)
 			threads = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--ingest-threads") == 0)
+			ingest_threads = atoi(argv[i + 1]);
 	}
 	if (scale <= 0 || threads < 1)
 		return 2;
-	return run(argv[2], scale, threads);
+	if (ingest_threads < 1)
+		ingest_threads = threads;
+	return run(argv[2], scale, threads, ingest_threads);
 }

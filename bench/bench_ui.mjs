@@ -29,10 +29,25 @@ for (const size of sizes) {
 	await page.waitForFunction(() => (window.__kilnPerf?.searches?.length ?? 0) > 0, null, { timeout: 300000 });
 	const runs = [];
 	for (let r = 0; r < RUNS; r++) {
-		const before = await page.evaluate(() => window.__kilnPerf.searches.length);
+		const before = await page.evaluate(() => {
+			performance.clearResourceTimings();
+			return window.__kilnPerf.searches.length;
+		});
 		await page.click('[data-testid="search-a"]');
 		await page.waitForFunction((b) => window.__kilnPerf.searches.length > b, before, { timeout: 300000 });
-		runs.push(await page.evaluate(() => window.__kilnPerf.searches.at(-1)));
+		runs.push(
+			await page.evaluate(() => {
+				// The server's own split of the flame graph request (its Server-Timing header):
+				// wall ms of merge (store → tree), tree (finish), encode (JSON), and its CPU ms.
+				const e = performance
+					.getEntriesByType('resource')
+					.filter((x) => x.name.includes('/api/v1/query') && x.name.includes('report=flamegraph'))
+					.at(-1);
+				const server = {};
+				for (const t of e?.serverTiming ?? []) server[t.name] = t.duration;
+				return { ...window.__kilnPerf.searches.at(-1), server };
+			}),
+		);
 	}
 	// Zoom: into the widest frame at depths 8, 9, 10, then back out to the root.
 	const frames = await page.evaluate(async () => {
@@ -83,6 +98,8 @@ for (const size of sizes) {
 		searchToPaint: med(runs.map((x) => x.ms)),
 		client: med(runs.map((x) => x.parseMs + x.drawMs)),
 		fetch: med(runs.map((x) => x.fetchMs)),
+		server: med(runs.map((x) => (x.server.merge ?? NaN) + (x.server.tree ?? NaN) + (x.server.encode ?? NaN))),
+		serverCpu: med(runs.map((x) => x.server.cpu ?? NaN)),
 		json: med(runs.map((x) => x.jsonMs)),
 		layout: med(runs.map((x) => x.parseMs)),
 		draw: med(runs.map((x) => x.drawMs)),
@@ -116,12 +133,12 @@ for (const pu of peers) {
 }
 await browser.close();
 
-const f = (x, d = 1) => (x == null ? 'timeout' : x.toFixed(d));
+const f = (x, d = 1) => (x == null ? 'timeout' : Number.isNaN(x) ? '-' : x.toFixed(d));
 console.log('\nui: Search → painted icicle graph (headless Chromium 1280x800, median of ' + RUNS + ')');
-console.log('size   nodes     search→paint ms  fetch ms  JSON.parse ms  layout ms  first draw ms  API MB  bytes/node  zoom frame ms (median/p95/max, n)  wheel zoom+pan frame ms (median/p95/max, n)');
+console.log('size   nodes     search→paint ms  fetch ms  (server ms, cpu ms)  JSON.parse ms  layout ms  first draw ms  API MB  bytes/node  zoom frame ms (median/p95/max, n)  wheel zoom+pan frame ms (median/p95/max, n)');
 for (const r of results) {
 	console.log(
-		`${r.size.padEnd(6)} ${String(r.nodes).padEnd(9)} ${f(r.searchToPaint).padStart(15)}  ${f(r.fetch).padStart(8)}  ${f(r.json).padStart(13)}  ${f(r.layout).padStart(9)}  ${f(r.draw).padStart(13)}  ${f(r.mb, 2).padStart(6)}  ${f(r.bytesPerNode).padStart(10)}  ${f(r.zoomMedian, 2)}/${f(r.zoomP95, 2)}/${f(r.zoomMax, 2)}, ${r.frames}  ${f(r.panMedian, 2)}/${f(r.panP95, 2)}/${f(r.panMax, 2)}, ${r.panN}`,
+		`${r.size.padEnd(6)} ${String(r.nodes).padEnd(9)} ${f(r.searchToPaint).padStart(15)}  ${f(r.fetch).padStart(8)}  ${`(${f(r.server)}, ${f(r.serverCpu)})`.padStart(19)}  ${f(r.json).padStart(13)}  ${f(r.layout).padStart(9)}  ${f(r.draw).padStart(13)}  ${f(r.mb, 2).padStart(6)}  ${f(r.bytesPerNode).padStart(10)}  ${f(r.zoomMedian, 2)}/${f(r.zoomP95, 2)}/${f(r.zoomMax, 2)}, ${r.frames}  ${f(r.panMedian, 2)}/${f(r.panP95, 2)}/${f(r.panMax, 2)}, ${r.panN}`,
 	);
 }
 if (peerResults.length) {

@@ -10,7 +10,9 @@
  * the (dev, inode) that /proc/PID/maps prints, which needs no system call:
  * the same library mapped by 200 processes is read once. A rebuilt binary
  * normally gets a new inode (compilers and installers write a new file and
- * rename it), so it is read again.
+ * rename it), so it is read again. A file without a GNU build ID gets the
+ * hash of its .text section instead (symbols.h, symbols_text_hash_id), the
+ * ID the server recomputes to check its debuginfo upload.
  *
  * The same read also keeps the ELF type and the PT_LOAD program headers:
  * they are what a mapping's executable_info tells the server (which load
@@ -19,6 +21,7 @@
  */
 #include "agent/agent.h"
 #include "common/htab.h"
+#include "symbols/symbols.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -213,6 +216,11 @@ static int read_facts(const char *path, char *hex, size_t hexsz, struct elf_fact
 		if (d)
 			rc = note_find_build_id(d, hex, hexsz);
 	}
+	/* No GNU note (linked with --build-id=none): the hash of .text, as
+	 * Parca's agent does, so that debuginfo can still be uploaded and
+	 * found by ID (symbols_text_hash_id). */
+	if (rc == -ENOENT && symbols_text_hash_id(elf, hex, hexsz) == 0)
+		rc = 0;
 out:
 	elf_end(elf);
 	close(fd);

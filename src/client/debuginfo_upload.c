@@ -234,8 +234,8 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 		if ((rc = elfinfo_read_file(path, &info, e)) < 0)
 			return rc;
 		if (!info.build_id[0])
-			return kiln_error_set(
-			    e, ENOENT, "%s: no GNU build ID (link with -Wl,--build-id)", path);
+			return kiln_error_set(e, ENOENT, "%s: no GNU build ID and no .text to hash",
+					      path);
 		snprintf(r->build_id, sizeof(r->build_id), "%s", info.build_id);
 	}
 	/* Nothing worth sending: a stripped file whose debug parts would be

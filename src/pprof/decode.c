@@ -3,7 +3,9 @@
  *
  * Gzip input (magic 1f 8b) is inflated first, bounded by max_inflated_bytes.
  * The message is parsed (parse.c) into the profile's arena, so that freeing
- * a profile is one arena_free no matter how many submessages it has.
+ * a profile is one arena_free no matter how many submessages it has; the
+ * (inflated) message bytes stay with the profile, as its strings point into
+ * them.
  * Nothing is handed out before pprof_profile_index has validated it.
  */
 #include "pprof/internal.h"
@@ -22,7 +24,7 @@ int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *o
 	size_t max =
 	    opts && opts->max_inflated_bytes ? opts->max_inflated_bytes : DEFAULT_MAX_INFLATED;
 	struct pprof_profile *p;
-	struct buf raw = {0};
+	size_t chunk;
 	int rc;
 
 	*out = NULL;
@@ -31,34 +33,49 @@ int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *o
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return kiln_error_set(err, ENOMEM, "out of memory");
-	/* Big chunks for big profiles: fewer mallocs, fewer page-table walks. */
-	p->arena = arena_new(len < 64 * 1024 ? 16 * 1024 : len < (16 << 20) ? 1 << 20 : 4 << 20);
+	/* The message bytes stay with the profile: its strings point into
+	 * them (pprof_parse), which saves a copy and an allocation per
+	 * string, most of a profile's string table. */
+	if (gzip_is_gzip(data, len)) {
+		rc = pprof_gunzip(data, len, max, &p->raw, err);
+		if (rc)
+			goto fail;
+		if (p->raw.len == 0) {
+			rc = kiln_error_set(err, EINVAL, "empty input after gunzip");
+			goto fail;
+		}
+	} else if (buf_reserve(&p->raw, len + 1) == 0) {
+		memcpy(p->raw.data, data, len);
+		p->raw.len = len;
+	} else {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	/* pprof_parse needs data[len] writable (the last string's
+	 * terminator); pprof_gunzip leaves room for it. */
+	if ((rc = buf_reserve(&p->raw, 1))) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	/* One chunk for the whole message where possible (a growing arena
+	 * takes five or six for an agent profile, the big ones fresh from the
+	 * kernel each time): the parsed structs take 3.4 times the message
+	 * bytes for agent CPU profiles, up to 4 for sample-heavy ones. */
+	chunk = p->raw.len < (2u << 20) ? p->raw.len * 4 + 16 * 1024 : 8u << 20;
+	p->arena = arena_new(chunk);
 	if (!p->arena) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (gzip_is_gzip(data, len)) {
-		rc = pprof_gunzip(data, len, max, &raw, err);
-		if (rc)
-			goto fail;
-		data = raw.data;
-		len = raw.len;
-		if (len == 0) {
-			rc = kiln_error_set(err, EINVAL, "empty input after gunzip");
-			goto fail;
-		}
-	}
-	rc = pprof_parse(p->arena, data, len, &p->msg, err);
+	rc = pprof_parse(p->arena, p->raw.data, p->raw.len, &p->msg, err);
 	if (rc)
 		goto fail;
 	rc = pprof_profile_index(p, err);
 	if (rc)
 		goto fail;
-	buf_free(&raw);
 	*out = p;
 	return 0;
 fail:
-	buf_free(&raw);
 	pprof_profile_free(p);
 	return rc;
 }
@@ -91,6 +108,7 @@ void pprof_profile_free(struct pprof_profile *p)
 	pprof_idtab_free(&p->functions);
 	pprof_idtab_free(&p->mappings);
 	arena_free(p->arena);
+	buf_free(&p->raw);
 	free(p);
 }
 
@@ -124,6 +142,21 @@ const pprof_function_msg *pprof_function(const struct pprof_profile *p, uint64_t
 const pprof_mapping_msg *pprof_mapping(const struct pprof_profile *p, uint64_t id)
 {
 	return pprof_idtab_get(&p->mappings, id);
+}
+
+size_t pprof_location_pos(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_index(&p->locations, id);
+}
+
+size_t pprof_function_pos(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_index(&p->functions, id);
+}
+
+size_t pprof_mapping_pos(const struct pprof_profile *p, uint64_t id)
+{
+	return pprof_idtab_index(&p->mappings, id);
 }
 
 int pprof_sample_type_index(const struct pprof_profile *p, const char *name, struct kiln_error *err)

@@ -12,6 +12,7 @@
 #include "pprof/pprof.h"
 
 #include "common/arena.h"
+#include "common/buf.h"
 #include "common/htab.h"
 
 #include <inttypes.h>
@@ -25,6 +26,7 @@ struct pprof_idtab {
 
 struct pprof_profile {
 	struct arena *arena;
+	struct buf raw; /* decoded: the message bytes, which the strings point into */
 	pprof_msg *msg;
 	struct pprof_idtab locations, functions, mappings;
 };
@@ -66,8 +68,13 @@ void pprof_idtab_free(struct pprof_idtab *t);
 int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
 		 struct kiln_error *err);
 
-/* Parses protobuf bytes into a message allocated in a (no validation). */
-int pprof_parse(struct arena *a, const uint8_t *data, size_t len, pprof_msg **out,
+/* Parses protobuf bytes into a message allocated in a (no validation).
+ * The string table is not copied: its strings point into data, which must
+ * outlive the message and have one writable byte at data[len]; each string
+ * is NUL-terminated in place by overwriting the byte after it (the key of
+ * the next field, or data[len]), so data is no longer valid protobuf
+ * afterwards. */
+int pprof_parse(struct arena *a, uint8_t *data, size_t len, pprof_msg **out,
 		struct kiln_error *err);
 
 /* Builds the three tables of p->msg and checks every invariant. */
@@ -111,9 +118,6 @@ uint64_t pprof_builder_mapping_idx(struct pprof_builder *b, const pprof_mapping_
 uint64_t pprof_builder_function_idx(struct pprof_builder *b, int64_t name, int64_t system_name,
 				    int64_t filename, int64_t start_line);
 int pprof_builder_add_comment_idx(struct pprof_builder *b, int64_t idx);
-/* Room for n more samples (and their index) before a merge: one resize
- * instead of many. Returns 0 or -ENOMEM. */
-int pprof_builder_reserve_samples(struct pprof_builder *b, size_t n);
 /* Like pprof_builder_add_sample with labels already interned. */
 int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, size_t n_locs,
 				 const int64_t *values, const Perftools__Profiles__Label *labels,

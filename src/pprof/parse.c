@@ -22,6 +22,7 @@
 struct parse {
 	struct arena *a;
 	const uint8_t *base;
+	uint8_t *mut; /* base, writable: strings are terminated in place */
 	struct kiln_error *err;
 };
 
@@ -451,10 +452,17 @@ static int fill_top(struct parse *ps, struct wire w, pprof_msg *m, const struct 
 	struct wire sub = {0};
 	uint32_t f = 0, t = 0;
 	uint64_t v = 0;
+	uint8_t *nul = NULL; /* where the last string read ends */
 	int rc = 0;
 
 	while (w.p < w.end) {
 		wire_key(&w, &f, &t);
+		/* The byte after the previous string is this field's key, which
+		 * has just been read and is not needed again. */
+		if (nul) {
+			*nul = 0;
+			nul = NULL;
+		}
 		switch (f) {
 		case 1:
 			wire_bytes(&w, &sub);
@@ -483,10 +491,8 @@ static int fill_top(struct parse *ps, struct wire w, pprof_msg *m, const struct 
 			break;
 		case 6:
 			wire_bytes(&w, &sub);
-			m->string_table[istr] =
-			    arena_strndup(ps->a, (const char *)sub.p, (size_t)(sub.end - sub.p));
-			if (!m->string_table[istr++])
-				rc = oom(ps);
+			m->string_table[istr++] = (char *)ps->mut + (sub.p - ps->base);
+			nul = ps->mut + (sub.end - ps->base);
 			break;
 		case 11:
 			wire_bytes(&w, &sub);
@@ -523,13 +529,14 @@ static int fill_top(struct parse *ps, struct wire w, pprof_msg *m, const struct 
 		if (rc)
 			return rc;
 	}
+	if (nul)
+		*nul = 0; /* a string at the very end: data[len] */
 	return 0;
 }
 
-int pprof_parse(struct arena *a, const uint8_t *data, size_t len, pprof_msg **out,
-		struct kiln_error *err)
+int pprof_parse(struct arena *a, uint8_t *data, size_t len, pprof_msg **out, struct kiln_error *err)
 {
-	struct parse ps = {.a = a, .base = data, .err = err};
+	struct parse ps = {.a = a, .base = data, .mut = data, .err = err};
 	struct wire w = {.p = data, .end = data + len};
 	struct top_counts c;
 	pprof_msg *m;

@@ -65,6 +65,11 @@ const char *pprof_string(const struct pprof_profile *p, int64_t idx);
 const pprof_location_msg *pprof_location(const struct pprof_profile *p, uint64_t id);
 const pprof_function_msg *pprof_function(const struct pprof_profile *p, uint64_t id);
 const pprof_mapping_msg *pprof_mapping(const struct pprof_profile *p, uint64_t id);
+/* Positions in msg->location / function / mapping of the object with this
+ * id, or SIZE_MAX: for per-object side tables (arrays indexed by position). */
+size_t pprof_location_pos(const struct pprof_profile *p, uint64_t id);
+size_t pprof_function_pos(const struct pprof_profile *p, uint64_t id);
+size_t pprof_mapping_pos(const struct pprof_profile *p, uint64_t id);
 /* Index of the sample type whose type string is name; with name NULL the
  * default one (default_sample_type if set, else the last, as pprof does).
  * -ENOENT if there is no such type; the error lists the available ones. */
@@ -110,6 +115,28 @@ struct pprof_top {
  * Returns 0 or -ENOMEM; free with pprof_top_free. */
 int pprof_top(const struct pprof_profile *p, int ti, struct pprof_top *out);
 void pprof_top_free(struct pprof_top *t);
+
+/* ---- subsets ------------------------------------------------------------ */
+
+/* A new profile made of some samples of src with new values: sample i has
+ * the stack and labels of src sample samples[i] and the values
+ * values[i * n_types .. (i + 1) * n_types) for the sample types
+ * types[0..n_types) of src (indices). Only the strings, mappings, functions
+ * and locations those samples use are kept, renumbered 1..N in order of
+ * first use, by position (no interning: much cheaper than the builder;
+ * samples are not merged). Period, comments and frame filters as in src;
+ * default_sample_type only if it is among the chosen types. Returns 0,
+ * -EINVAL (an index out of range) or -ENOMEM. */
+int pprof_profile_subset(const struct pprof_profile *src, const size_t *types, size_t n_types,
+			 const size_t *samples, const int64_t *values, size_t n_samples,
+			 int64_t time_nanos, int64_t duration_nanos, struct pprof_profile **out,
+			 struct kiln_error *err);
+
+/* Keeps only the sample types types[0..n_types) of p (strictly increasing
+ * indices), in place, and drops the samples whose kept values are all 0.
+ * No copy: objects that only dropped samples used stay in the tables.
+ * default_sample_type is cleared unless kept. Returns 0 or -EINVAL. */
+int pprof_profile_project(struct pprof_profile *p, const size_t *types, size_t n_types);
 
 /* ---- encoding ----------------------------------------------------------- */
 
@@ -194,6 +221,9 @@ int pprof_builder_merge_scaled(struct pprof_builder *b, const struct pprof_profi
 			       struct kiln_error *err);
 
 size_t pprof_builder_sample_count(const struct pprof_builder *b);
+/* Room for n more samples (and their index) before adding them: one resize
+ * instead of many. Returns 0 or -ENOMEM. */
+int pprof_builder_reserve_samples(struct pprof_builder *b, size_t n);
 
 /* Turns what was built so far into a validated profile without a
  * serialize/parse round trip: everything is copied into the profile's own

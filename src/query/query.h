@@ -178,6 +178,13 @@ void query_tree_free(struct query_tree *t);
  * (bad index or side), -E2BIG (max_nodes), -ENOMEM. */
 int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int sample_index,
 		   enum query_side side, struct kiln_error *err);
+/* Adds the store's merge of sel (store_merge_visit: every distinct stack in
+ * range, summed) on the given side, folding stacks straight into the tree
+ * without building a pprof profile first (tree_store.c). *matched says
+ * whether anything matched. Same results and errors as query_tree_add on
+ * the profile store_merge would build. */
+int query_tree_add_store(struct query_tree *t, struct store *s, const struct store_selector *sel,
+			 enum query_side side, bool *matched, struct kiln_error *err);
 /* Sorts siblings (by name, then binary), lays the nodes out in depth-first
  * pre-order, applies trim_fraction. Must be called once, after the last
  * add and before any accessor or writer. */

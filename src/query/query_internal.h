@@ -38,6 +38,8 @@ void qmap_release(struct qmap *m);
 uint32_t qmap_get(const struct qmap *m, uint64_t key);
 /* Inserts key -> val (key must be absent). 0 or -ENOMEM. */
 int qmap_put(struct qmap *m, uint64_t key, uint32_t val);
+/* Room for n more keys without a rehash. 0 or -ENOMEM. */
+int qmap_reserve(struct qmap *m, size_t n);
 
 /* ---- the tree -------------------------------------------------------------- */
 
@@ -106,6 +108,61 @@ struct query_tree {
 	uint32_t sample_type; /* string id */
 	bool have_unit;
 };
+
+/* Makes *arr (of *cap elements of elem bytes) hold at least need, doubling.
+ * 0 or -ENOMEM. */
+int query_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* The frame for (name, binary), created with file/line/build id on first
+ * sight. Returns QNONE on out-of-memory. */
+uint32_t query_tree_frame(struct query_tree *t, uint32_t name, uint32_t binary, uint32_t file,
+			  int64_t line, uint32_t build_id);
+/* The frame of an unsymbolized address: "[binary] +0xOFFSET" when mapped to
+ * a named binary, else "0xADDRESS". QNONE on out-of-memory. */
+uint32_t query_tree_address_frame(struct query_tree *t, uint32_t binary, uint32_t build_id,
+				  bool mapped, uint64_t address, uint64_t memory_start,
+				  uint64_t file_offset);
+
+/* May a profile be added to t on side? 0, or -EINVAL with err set. */
+int query_tree_check_add(const struct query_tree *t, enum query_side side, struct kiln_error *err);
+
+/* Room for n more nodes (capped at max_nodes) in the build array and the
+ * children index: one allocation instead of doublings. 0 or -ENOMEM. */
+int query_tree_reserve(struct query_tree *t, size_t n);
+
+/* Folding stacks into the tree. The caller fills stack[0..depth) with frame
+ * ids, root first (grow it with query_grow on stack/cap_stack); qfold_add
+ * walks it down from the root, reusing the previous stack's nodes for the
+ * shared prefix (stacks often come in order), one children lookup per
+ * frame after it, and adds v to the leaf's self (base_self when base). */
+struct qfold {
+	uint32_t *stack;
+	size_t cap_stack;
+	uint32_t *prev_stack, *prev_nodes;
+	size_t prev_depth, cap_prev_stack, cap_prev_nodes;
+};
+int qfold_add(struct query_tree *t, struct qfold *f, size_t depth, int64_t v, bool base);
+void qfold_release(struct qfold *f);
+
+/* A source's locations (by dense index) resolved once into frame lists
+ * (caller first, hidden binaries dropped), concatenated in frames. To
+ * resolve idx: start = n_frames, qlocs_push each frame, qlocs_done. */
+struct qlocs {
+	uint32_t *off; /* idx -> offset in frames; QNONE = not resolved yet */
+	uint32_t *len;
+	size_t n;
+	uint32_t *frames;
+	size_t n_frames, cap_frames;
+};
+int qlocs_init(struct qlocs *l, size_t n);
+/* Appends frame f unless its binary is hidden; -ENOMEM when f is QNONE. */
+int qlocs_push(const struct query_tree *t, struct qlocs *l, uint32_t f);
+void qlocs_done(struct qlocs *l, uint32_t idx, size_t start);
+void qlocs_release(struct qlocs *l);
+/* Appends location idx's frames to f->stack at *depth; *keep becomes true
+ * when one of them matches the tree's filter. 0 or -ENOMEM. */
+int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
+			uint32_t idx, size_t *depth, bool *keep);
 
 /* Interns s (len bytes) in t's string table. Returns the id or QNONE on
  * out-of-memory. */

@@ -76,21 +76,36 @@ static void qmap_insert_slot(struct qmap_slot *slots, size_t cap, uint64_t store
 	slots[i].val = val;
 }
 
+/* Moves every entry into a table of cap slots. */
+static int qmap_rehash(struct qmap *m, size_t cap)
+{
+	struct qmap_slot *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	mem_populate(slots, cap * sizeof(*slots));
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].key)
+			qmap_insert_slot(slots, cap, m->slots[i].key, m->slots[i].val);
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	return 0;
+}
+
+int qmap_reserve(struct qmap *m, size_t n)
+{
+	size_t cap = m->cap ? m->cap : 16;
+
+	while ((m->count + n) * 2 > cap)
+		cap *= 2;
+	return cap == m->cap ? 0 : qmap_rehash(m, cap);
+}
+
 int qmap_put(struct qmap *m, uint64_t key, uint32_t val)
 {
-	if ((m->count + 1) * 2 > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 16;
-		struct qmap_slot *slots = calloc(cap, sizeof(*slots));
-
-		if (!slots)
-			return -ENOMEM;
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->slots[i].key)
-				qmap_insert_slot(slots, cap, m->slots[i].key, m->slots[i].val);
-		free(m->slots);
-		m->slots = slots;
-		m->cap = cap;
-	}
+	if ((m->count + 1) * 2 > m->cap && qmap_rehash(m, m->cap ? m->cap * 2 : 16))
+		return -ENOMEM;
 	qmap_insert_slot(m->slots, m->cap, key + 1, val);
 	m->count++;
 	return 0;
@@ -98,7 +113,7 @@ int qmap_put(struct qmap *m, uint64_t key, uint32_t val)
 
 /* ---- growth helper ------------------------------------------------------- */
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+int query_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
 	size_t n;
 	void *p;
@@ -111,6 +126,8 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 	p = realloc(*arr, n * elem);
 	if (!p)
 		return -ENOMEM;
+	/* the new part in one call rather than a page fault per 4 KiB */
+	mem_populate((char *)p + *cap * elem, (n - *cap) * elem);
 	*arr = p;
 	*cap = n;
 	return 0;
@@ -127,7 +144,7 @@ uint32_t query_tree_intern(struct query_tree *t, const char *s, size_t len)
 		return (uint32_t)id;
 	/* make room before indexing, so a failure leaves no dangling id */
 	if (t->n_strs >= QNONE - 1 ||
-	    grow((void **)&t->strs, &t->cap_strs, t->n_strs + 1, sizeof(*t->strs)))
+	    query_grow((void **)&t->strs, &t->cap_strs, t->n_strs + 1, sizeof(*t->strs)))
 		return QNONE;
 	copy = arena_strndup(t->arena, s, len);
 	if (!copy || htab_put(t->str_index, s, len, t->n_strs))
@@ -153,9 +170,7 @@ static bool binary_hidden(const struct query_tree *t, const char *binary)
 	return false;
 }
 
-/* The frame for (name, binary), created with file/line/build id on first
- * sight. Returns QNONE on out-of-memory. */
-static uint32_t frame_for(struct query_tree *t, uint32_t name, uint32_t binary, uint32_t file,
+uint32_t query_tree_frame(struct query_tree *t, uint32_t name, uint32_t binary, uint32_t file,
 			  int64_t line, uint32_t build_id)
 {
 	uint64_t key = (uint64_t)name << 32 | binary;
@@ -171,7 +186,7 @@ static uint32_t frame_for(struct query_tree *t, uint32_t name, uint32_t binary, 
 			fr->line = line;
 		return f;
 	}
-	if (grow((void **)&t->frames, &t->cap_frames, t->n_frames + 1, sizeof(*t->frames)))
+	if (query_grow((void **)&t->frames, &t->cap_frames, t->n_frames + 1, sizeof(*t->frames)))
 		return QNONE;
 	f = (uint32_t)t->n_frames;
 	if (qmap_put(&t->frame_index, key, f))
@@ -185,6 +200,26 @@ static uint32_t frame_for(struct query_tree *t, uint32_t name, uint32_t binary, 
 	fr->hidden = binary_hidden(t, t->strs[binary]);
 	fr->matches_filter = t->filter && strstr(t->strs[name], t->filter) != NULL;
 	return f;
+}
+
+uint32_t query_tree_address_frame(struct query_tree *t, uint32_t binary, uint32_t build_id,
+				  bool mapped, uint64_t address, uint64_t memory_start,
+				  uint64_t file_offset)
+{
+	char text[64 + 256];
+	int n;
+
+	if (mapped && binary)
+		n = snprintf(text, sizeof(text), "[%.256s] +0x%" PRIx64,
+			     basename_of(t->strs[binary]), address - memory_start + file_offset);
+	else
+		n = snprintf(text, sizeof(text), "0x%" PRIx64, address);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		n = (int)strlen(text);
+	uint32_t name = query_tree_intern(t, text, (size_t)n);
+	if (name == QNONE)
+		return QNONE;
+	return query_tree_frame(t, name, binary, 0, 0, build_id);
 }
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -228,7 +263,7 @@ struct query_tree *query_tree_new(const struct query_tree_options *opts)
 		goto fail;
 	t->unit = 0;
 	t->sample_type = 0;
-	if (grow((void **)&t->build, &t->cap_build, 1, sizeof(*t->build)))
+	if (query_grow((void **)&t->build, &t->cap_build, 1, sizeof(*t->build)))
 		goto fail;
 	root = &t->build[t->n_build++];
 	memset(root, 0, sizeof(*root));
@@ -270,17 +305,8 @@ struct add_ctx {
 	const pprof_msg *m;
 	uint32_t *str_map;     /* pprof string index -> tree string id (QNONE = not yet) */
 	struct qmap loc_index; /* location id -> index in m->location */
-	uint32_t *loc_off;     /* index -> offset in frames, QNONE = not resolved yet */
-	uint32_t *loc_len;
-	uint32_t *frames; /* concatenated frame lists, caller first */
-	size_t n_frames, cap_frames;
-	uint32_t *stack; /* scratch: one sample's frames, root first */
-	size_t cap_stack;
-	/* the previous kept sample: its frames and the node at each depth, so
-	 * that a shared prefix (samples often come in stack order) needs no
-	 * hash lookups */
-	uint32_t *prev_stack, *prev_nodes;
-	size_t prev_depth, cap_prev_stack, cap_prev_nodes;
+	struct qlocs locs;     /* by index in m->location */
+	struct qfold fold;
 	bool dense_ids; /* location id == index + 1 for every location */
 };
 
@@ -297,18 +323,6 @@ static uint32_t pstr(struct add_ctx *c, int64_t idx)
 	return c->str_map[idx];
 }
 
-static int push_frame(struct add_ctx *c, uint32_t f)
-{
-	if (f == QNONE)
-		return -ENOMEM;
-	if (c->t->frames[f].hidden)
-		return 0;
-	if (grow((void **)&c->frames, &c->cap_frames, c->n_frames + 1, sizeof(*c->frames)))
-		return -ENOMEM;
-	c->frames[c->n_frames++] = f;
-	return 0;
-}
-
 /* Resolves location index li into frames (caller first). */
 static int resolve_location(struct add_ctx *c, size_t li)
 {
@@ -317,7 +331,7 @@ static int resolve_location(struct add_ctx *c, size_t li)
 	    loc->mapping_id ? pprof_mapping(c->p, loc->mapping_id) : NULL;
 	uint32_t binary = map ? pstr(c, map->filename) : 0;
 	uint32_t build_id = map ? pstr(c, map->build_id) : 0;
-	size_t start = c->n_frames;
+	size_t start = c->locs.n_frames;
 	bool symbolized = false;
 	int rc;
 
@@ -342,32 +356,21 @@ static int resolve_location(struct add_ctx *c, size_t li)
 		if (name == QNONE || file == QNONE)
 			return -ENOMEM;
 		line = fn->start_line ? fn->start_line : loc->line[k]->line;
-		rc = push_frame(c, frame_for(c->t, name, binary, file, line, build_id));
+		rc = qlocs_push(c->t, &c->locs,
+				query_tree_frame(c->t, name, binary, file, line, build_id));
 		if (rc)
 			return rc;
 		symbolized = true;
 	}
 	if (!symbolized) {
-		char text[64 + 256];
-		int n;
-
-		if (map && binary) {
-			uint64_t off = loc->address - map->memory_start + map->file_offset;
-
-			n = snprintf(text, sizeof(text), "[%.256s] +0x%" PRIx64,
-				     basename_of(c->t->strs[binary]), off);
-		} else {
-			n = snprintf(text, sizeof(text), "0x%" PRIx64, loc->address);
-		}
-		if (n < 0 || (size_t)n >= sizeof(text))
-			n = (int)strlen(text);
-		rc = push_frame(c, frame_for(c->t, query_tree_intern(c->t, text, (size_t)n), binary,
-					     0, 0, build_id));
+		rc = qlocs_push(c->t, &c->locs,
+				query_tree_address_frame(c->t, binary, build_id, map != NULL,
+							 loc->address, map ? map->memory_start : 0,
+							 map ? map->file_offset : 0));
 		if (rc)
 			return rc;
 	}
-	c->loc_off[li] = (uint32_t)start;
-	c->loc_len[li] = (uint32_t)(c->n_frames - start);
+	qlocs_done(&c->locs, li, start);
 	return 0;
 }
 
@@ -385,7 +388,7 @@ static uint32_t child_of(struct query_tree *t, uint32_t parent, uint32_t f, int 
 		*rc = -E2BIG;
 		return QNONE;
 	}
-	if (grow((void **)&t->build, &t->cap_build, t->n_build + 1, sizeof(*t->build)) ||
+	if (query_grow((void **)&t->build, &t->cap_build, t->n_build + 1, sizeof(*t->build)) ||
 	    qmap_put(&t->children, key, (uint32_t)t->n_build)) {
 		*rc = -ENOMEM;
 		return QNONE;
@@ -401,16 +404,112 @@ static uint32_t child_of(struct query_tree *t, uint32_t parent, uint32_t f, int 
 	return n;
 }
 
-static void swap_stacks(struct add_ctx *c, size_t depth)
+int query_tree_reserve(struct query_tree *t, size_t n)
 {
-	uint32_t *p = c->prev_stack;
-	size_t cap = c->cap_prev_stack;
+	if (n > t->max_nodes)
+		n = t->max_nodes;
+	if (query_grow((void **)&t->build, &t->cap_build, t->n_build + n, sizeof(*t->build)))
+		return -ENOMEM;
+	return qmap_reserve(&t->children, n);
+}
 
-	c->prev_stack = c->stack;
-	c->cap_prev_stack = c->cap_stack;
-	c->stack = p;
-	c->cap_stack = cap;
-	c->prev_depth = depth;
+int qlocs_init(struct qlocs *l, size_t n)
+{
+	memset(l, 0, sizeof(*l));
+	l->off = malloc((n ? n : 1) * sizeof(*l->off));
+	l->len = malloc((n ? n : 1) * sizeof(*l->len));
+	if (!l->off || !l->len)
+		return -ENOMEM;
+	memset(l->off, 0xff, n * sizeof(*l->off));
+	l->n = n;
+	return 0;
+}
+
+int qlocs_push(const struct query_tree *t, struct qlocs *l, uint32_t f)
+{
+	if (f == QNONE)
+		return -ENOMEM;
+	if (t->frames[f].hidden)
+		return 0;
+	if (query_grow((void **)&l->frames, &l->cap_frames, l->n_frames + 1, sizeof(*l->frames)))
+		return -ENOMEM;
+	l->frames[l->n_frames++] = f;
+	return 0;
+}
+
+void qlocs_done(struct qlocs *l, uint32_t idx, size_t start)
+{
+	l->off[idx] = (uint32_t)start;
+	l->len[idx] = (uint32_t)(l->n_frames - start);
+}
+
+void qlocs_release(struct qlocs *l)
+{
+	free(l->off);
+	free(l->len);
+	free(l->frames);
+	memset(l, 0, sizeof(*l));
+}
+
+int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
+			uint32_t idx, size_t *depth, bool *keep)
+{
+	uint32_t off = l->off[idx], len = l->len[idx];
+
+	if (query_grow((void **)&f->stack, &f->cap_stack, *depth + len, sizeof(*f->stack)))
+		return -ENOMEM;
+	for (uint32_t j = 0; j < len; j++) {
+		uint32_t fr = l->frames[off + j];
+
+		*keep = *keep || t->frames[fr].matches_filter;
+		f->stack[(*depth)++] = fr;
+	}
+	return 0;
+}
+
+int qfold_add(struct query_tree *t, struct qfold *f, size_t depth, int64_t v, bool base)
+{
+	uint32_t node = 0, *p;
+	size_t common = 0, cap;
+	int rc = 0;
+
+	if (query_grow((void **)&f->prev_nodes, &f->cap_prev_nodes, depth + 1,
+		       sizeof(*f->prev_nodes)))
+		return -ENOMEM;
+	while (common < depth && common < f->prev_depth &&
+	       f->stack[common] == f->prev_stack[common])
+		common++;
+	for (size_t d = 0; d < depth; d++) {
+		if (d < common) {
+			node = f->prev_nodes[d];
+		} else {
+			node = child_of(t, node, f->stack[d], &rc);
+			if (node == QNONE)
+				return rc;
+			f->prev_nodes[d] = node;
+		}
+	}
+	/* this stack's frames become the previous ones */
+	p = f->prev_stack;
+	cap = f->cap_prev_stack;
+	f->prev_stack = f->stack;
+	f->cap_prev_stack = f->cap_stack;
+	f->stack = p;
+	f->cap_stack = cap;
+	f->prev_depth = depth;
+	if (base)
+		t->build[node].base_self += v;
+	else
+		t->build[node].self += v;
+	return 0;
+}
+
+void qfold_release(struct qfold *f)
+{
+	free(f->stack);
+	free(f->prev_stack);
+	free(f->prev_nodes);
+	memset(f, 0, sizeof(*f));
 }
 
 static int add_samples(struct add_ctx *c, int idx, bool base)
@@ -420,9 +519,8 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 	for (size_t si = 0; si < c->m->n_sample; si++) {
 		const pprof_sample_msg *s = c->m->sample[si];
 		int64_t v = s->value[idx];
-		size_t depth = 0, common;
+		size_t depth = 0;
 		bool keep = !t->filter;
-		uint32_t node = 0;
 		int rc = 0;
 
 		if (v == 0)
@@ -440,17 +538,10 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 
 			if (li == QNONE)
 				continue; /* validated profiles never get here */
-			if (c->loc_off[li] == QNONE && (rc = resolve_location(c, li)))
+			if (c->locs.off[li] == QNONE && (rc = resolve_location(c, li)))
 				return rc;
-			if (grow((void **)&c->stack, &c->cap_stack, depth + c->loc_len[li],
-				 sizeof(*c->stack)))
+			if (qfold_push_location(t, &c->fold, &c->locs, li, &depth, &keep))
 				return -ENOMEM;
-			for (uint32_t j = 0; j < c->loc_len[li]; j++) {
-				uint32_t f = c->frames[c->loc_off[li] + j];
-
-				keep = keep || t->frames[f].matches_filter;
-				c->stack[depth++] = f;
-			}
 		}
 		if (!keep)
 			continue;
@@ -458,30 +549,21 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 			t->base_filtered += v;
 		else
 			t->filtered += v;
-		if (grow((void **)&c->prev_nodes, &c->cap_prev_nodes, depth + 1,
-			 sizeof(*c->prev_nodes)))
-			return -ENOMEM;
-		common = 0;
-		while (common < depth && common < c->prev_depth &&
-		       c->stack[common] == c->prev_stack[common])
-			common++;
-		for (size_t d = 0; d < depth; d++) {
-			if (d < common) {
-				node = c->prev_nodes[d];
-			} else {
-				node = child_of(t, node, c->stack[d], &rc);
-				if (node == QNONE)
-					return rc;
-				c->prev_nodes[d] = node;
-			}
-		}
-		/* this sample's frames become the previous ones */
-		swap_stacks(c, depth);
-		if (base)
-			t->build[node].base_self += v;
-		else
-			t->build[node].self += v;
+		rc = qfold_add(t, &c->fold, depth, v, base);
+		if (rc)
+			return rc;
 	}
+	return 0;
+}
+
+int query_tree_check_add(const struct query_tree *t, enum query_side side, struct kiln_error *err)
+{
+	if (t->finished)
+		return kiln_error_set(err, EINVAL, "flame graph: profile added after finish");
+	if (t->diff ? side == QUERY_SIDE_SINGLE : side != QUERY_SIDE_SINGLE)
+		return kiln_error_set(err, EINVAL, "flame graph: a %s tree takes %s profiles",
+				      t->diff ? "diff" : "plain",
+				      t->diff ? "BASE or COMPARE" : "SINGLE");
 	return 0;
 }
 
@@ -491,12 +573,9 @@ int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int samp
 	struct add_ctx c = {.t = t, .p = p, .m = pprof_profile_msg(p)};
 	int rc;
 
-	if (t->finished)
-		return kiln_error_set(err, EINVAL, "flame graph: profile added after finish");
-	if (t->diff ? side == QUERY_SIDE_SINGLE : side != QUERY_SIDE_SINGLE)
-		return kiln_error_set(err, EINVAL, "flame graph: a %s tree takes %s profiles",
-				      t->diff ? "diff" : "plain",
-				      t->diff ? "BASE or COMPARE" : "SINGLE");
+	rc = query_tree_check_add(t, side, err);
+	if (rc)
+		return rc;
 	if (sample_index < 0) {
 		sample_index = pprof_sample_type_index(p, NULL, err);
 		if (sample_index < 0)
@@ -509,12 +588,10 @@ int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int samp
 
 	rc = -ENOMEM;
 	c.str_map = malloc((c.m->n_string_table + 1) * sizeof(*c.str_map));
-	c.loc_off = malloc((c.m->n_location + 1) * sizeof(*c.loc_off));
-	c.loc_len = malloc((c.m->n_location + 1) * sizeof(*c.loc_len));
-	if (!c.str_map || !c.loc_off || !c.loc_len || qmap_init(&c.loc_index, c.m->n_location))
+	if (!c.str_map || qlocs_init(&c.locs, c.m->n_location + 1) ||
+	    qmap_init(&c.loc_index, c.m->n_location))
 		goto out;
 	memset(c.str_map, 0xff, (c.m->n_string_table + 1) * sizeof(*c.str_map));
-	memset(c.loc_off, 0xff, (c.m->n_location + 1) * sizeof(*c.loc_off));
 	c.dense_ids = true;
 	for (size_t i = 0; i < c.m->n_location; i++)
 		if (c.m->location[i]->id != i + 1)
@@ -540,12 +617,8 @@ out:
 	else if (rc)
 		kiln_error_set(err, -rc, "flame graph: out of memory");
 	free(c.str_map);
-	free(c.loc_off);
-	free(c.loc_len);
-	free(c.frames);
-	free(c.stack);
-	free(c.prev_stack);
-	free(c.prev_nodes);
+	qlocs_release(&c.locs);
+	qfold_release(&c.fold);
 	qmap_release(&c.loc_index);
 	return rc;
 }
@@ -600,6 +673,8 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 	t->nodes = malloc(t->n_build * sizeof(*t->nodes));
 	if (!order || !rank || !stack || !pre_index || !t->nodes)
 		goto out;
+	mem_populate(t->nodes, t->n_build * sizeof(*t->nodes));
+	mem_populate(pre_index, t->n_build * sizeof(*pre_index));
 	for (size_t i = 0; i < t->n_frames; i++)
 		order[i] = (uint32_t)i;
 	qsort_r(order, t->n_frames, sizeof(*order), cmp_frame, t);
@@ -651,7 +726,7 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 			if (t->trim_fraction > 0 && abs64(kn->cum) < threshold_b &&
 			    (!t->diff || abs64(kn->base_cum) < threshold_a))
 				continue;
-			if (grow((void **)&kids, &cap_kids, nk + 1, sizeof(*kids)))
+			if (query_grow((void **)&kids, &cap_kids, nk + 1, sizeof(*kids)))
 				goto out;
 			kids[nk].rank = rank[kn->frame];
 			kids[nk].node = k;

@@ -9,8 +9,13 @@
  * interval on that grid, so there is no drift. A unit that comes due while
  * its previous scrape is still running (a CPU profile takes the whole
  * interval) is started again as soon as that one ends, like a Go ticker with
- * one buffered tick. All transfers share one curl multi handle; the thread
- * sleeps in curl_multi_poll until the next due time or socket activity.
+ * one buffered tick. All transfers share one curl multi handle driven by
+ * events (curl_multi_socket_action over an epoll set that libcurl's socket
+ * callback maintains): a readable socket runs only its own transfer, where
+ * curl_multi_perform would run — and poll(2) — every transfer in flight.
+ * The thread sleeps in epoll_wait until the next due time, libcurl's timer,
+ * a socket event or a wakeup (reload, stop: an eventfd). Idle connections
+ * stay in libcurl's cache, one per target, and are reused (keep-alive).
  *
  * A finished transfer is checked (HTTP status, size limit, timeout), decoded
  * with the pprof library (gzip or plain), turned into deltas where the kind
@@ -31,15 +36,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
+#include "common/gzip.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "scrape/scrape_internal.h"
 
+#define BODY_POOL     32
+#define BODY_POOL_CAP ((size_t)1 << 20) /* larger bodies are freed */
+
 struct ingest_item {
 	struct ingest_item *next;
-	struct scrape_labels labels;
+	struct scrape_labels labels; /* inline: in the item's own allocation */
 	struct pprof_profile *profile;
 	int64_t timestamp_ms;
 	bool delta;
@@ -49,6 +63,9 @@ struct ingest_item {
 struct scrape_manager {
 	struct scrape_manager_options opts;
 	CURLM *multi;
+	int epfd;	     /* the sockets libcurl watches, and wakefd */
+	int wakefd;	     /* eventfd: a reload is parked, or stop */
+	int64_t curl_due_ns; /* libcurl's timer (monotonic ns), -1 = none */
 	pthread_t scheduler, ingester;
 	atomic_bool stop;
 	/* Set (under queue_lock) once the scheduler thread has exited: only then
@@ -74,6 +91,11 @@ struct scrape_manager {
 	/* Scheduler-only. */
 	struct scrape_unit **heap;
 	size_t heap_len;
+	/* Response buffers between scrapes: a few are reused instead of one
+	 * grown by doubling (and faulted in) per scrape, or one kept per unit. */
+	struct buf body_pool[BODY_POOL];
+	size_t n_body_pool;
+	struct scrape_inflater inflater;
 
 	/* Ingest queue. */
 	pthread_mutex_t queue_lock;
@@ -106,6 +128,15 @@ static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static uint64_t thread_clock_ns(pthread_t t)
+{
+	clockid_t cid;
+	struct timespec ts;
+	if (pthread_getcpuclockid(t, &cid) != 0 || clock_gettime(cid, &ts) != 0)
+		return 0;
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
@@ -172,7 +203,6 @@ static void schedule_first(struct scrape_unit *u, int64_t now)
 
 static void item_free(struct ingest_item *it)
 {
-	scrape_labels_free(&it->labels);
 	pprof_profile_free(it->profile);
 	free(it);
 }
@@ -197,10 +227,12 @@ static void *ingest_main(void *arg)
 		pthread_mutex_unlock(&m->queue_lock);
 
 		struct kiln_error err = {0};
+		uint64_t cb0 = thread_cpu_ns();
 		int rc = m->opts.ingest
 			     ? m->opts.ingest(m->opts.ingest_ctx, it->labels.v, it->labels.n,
 					      it->profile, it->timestamp_ms, it->delta, &err)
 			     : 0;
+		uint64_t cb = thread_cpu_ns() - cb0;
 		int64_t lag = mono_ns() - it->done_ns;
 		if (rc < 0) {
 			struct buf b;
@@ -219,7 +251,7 @@ static void *ingest_main(void *arg)
 		m->stats.ingest_lag_ns_total += (uint64_t)lag;
 		if ((uint64_t)lag > m->stats.ingest_lag_ns_max)
 			m->stats.ingest_lag_ns_max = (uint64_t)lag;
-		m->stats.ingest_cpu_ns = thread_cpu_ns();
+		m->stats.callback_cpu_ns += cb;
 		pthread_mutex_unlock(&m->status_lock);
 		item_free(it);
 	}
@@ -231,11 +263,26 @@ static void *ingest_main(void *arg)
 static int enqueue(struct scrape_manager *m, const struct scrape_unit *u, struct pprof_profile *p,
 		   int64_t ts_ms, bool delta, int64_t done_ns)
 {
-	struct ingest_item *it = calloc(1, sizeof(*it));
-	if (!it || scrape_labels_copy(&it->labels, &u->labels) < 0) {
-		free(it);
+	/* One allocation: the item, then its label array, then the strings
+	 * (the unit's labels may go away with a reload while it waits). */
+	struct ingest_item *it;
+	size_t bytes = sizeof(*it) + u->labels.n * sizeof(struct store_label);
+	for (size_t i = 0; i < u->labels.n; i++)
+		bytes += strlen(u->labels.v[i].name) + strlen(u->labels.v[i].value) + 2;
+	it = malloc(bytes);
+	if (!it) {
 		pprof_profile_free(p);
 		return -ENOMEM;
+	}
+	memset(it, 0, sizeof(*it));
+	it->labels.v = (struct store_label *)(it + 1);
+	it->labels.n = u->labels.n;
+	char *str = (char *)(it->labels.v + u->labels.n);
+	for (size_t i = 0; i < u->labels.n; i++) {
+		size_t nl = strlen(u->labels.v[i].name) + 1, vl = strlen(u->labels.v[i].value) + 1;
+		it->labels.v[i].name = memcpy(str, u->labels.v[i].name, nl);
+		it->labels.v[i].value = memcpy(str + nl, u->labels.v[i].value, vl);
+		str += nl + vl;
 	}
 	it->profile = p;
 	it->timestamp_ms = ts_ms;
@@ -278,6 +325,31 @@ static void format_size(char *out, size_t len, size_t bytes)
 		snprintf(out, len, "%zu bytes", bytes);
 }
 
+/* Whether the URL's host is an IPv4 or IPv6 literal (nothing to resolve). */
+static bool host_is_ip(const char *url)
+{
+	const char *h = strstr(url, "://");
+	char host[64];
+	size_t n = 0;
+	unsigned char addr[16];
+	if (!h)
+		return false;
+	h += 3;
+	if (*h == '[') { /* [v6]:port */
+		const char *e = strchr(h, ']');
+		if (!e || (size_t)(e - h - 1) >= sizeof(host))
+			return false;
+		memcpy(host, h + 1, (size_t)(e - h - 1));
+		host[e - h - 1] = 0;
+		return inet_pton(AF_INET6, host, addr) == 1;
+	}
+	while (h[n] && h[n] != ':' && h[n] != '/' && h[n] != '?' && n < sizeof(host) - 1)
+		n++;
+	memcpy(host, h, n);
+	host[n] = 0;
+	return inet_pton(AF_INET, host, addr) == 1;
+}
+
 static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 {
 	if (!u->easy) {
@@ -291,6 +363,12 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 		curl_easy_setopt(u->easy, CURLOPT_USERAGENT, "kiln-scrape/1");
 		curl_easy_setopt(u->easy, CURLOPT_ACCEPT_ENCODING, "");
 	}
+	/* An address needs no DNS, so its cache entry never goes stale:
+	 * "forever" also spares the walk over every entry of libcurl's DNS
+	 * cache that each transfer otherwise makes to expire old ones (1,000
+	 * targets = 1,000 entries, one per host and port). Host names keep
+	 * libcurl's default (60 s). */
+	curl_easy_setopt(u->easy, CURLOPT_DNS_CACHE_TIMEOUT, host_is_ip(u->url) ? -1L : 60L);
 	/* Settings that a reload may change. */
 	curl_easy_setopt(u->easy, CURLOPT_URL, u->url);
 	curl_easy_setopt(u->easy, CURLOPT_TIMEOUT_MS, (long)u->timeout_ms);
@@ -300,6 +378,8 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 	u->max_body = m->opts.max_body_bytes;
 	u->too_big = false;
 	u->curl_err[0] = 0;
+	if (!u->body.cap && m->n_body_pool)
+		u->body = m->body_pool[--m->n_body_pool];
 	buf_reset(&u->body);
 	u->started_mono_ms = mono_ms();
 	u->started_wall_ms = wall_ms();
@@ -364,7 +444,10 @@ static void select_types(const struct pprof_endpoint_config *e, const struct ppr
 	}
 }
 
-/* Decoded profile -> ingest items. Takes ownership of p. */
+/* Decoded profile -> ingest items. Takes ownership of p. The delta of a
+ * cumulative profile is cut out of it (pprof_profile_subset) before p itself
+ * is projected in place onto its gauge types and queued: no copy of the
+ * whole profile. */
 static int process_profile(struct scrape_manager *m, struct scrape_unit *u, struct pprof_profile *p,
 			   int64_t done_ns, struct kiln_error *err)
 {
@@ -382,23 +465,18 @@ static int process_profile(struct scrape_manager *m, struct scrape_unit *u, stru
 			pprof_profile_free(p);
 			return 0;
 		}
-		if (n_cum == msg->n_sample_type)
-			return enqueue(m, u, p, ts, delta, done_ns);
-		rc = scrape_delta(NULL, p, cum, n_cum, &out, &reset, err);
-		pprof_profile_free(p);
-		return rc < 0 ? rc : enqueue(m, u, out, ts, delta, done_ns);
-	}
-	if (n_gauge) {
-		if ((rc = scrape_delta(NULL, p, gauge, n_gauge, &out, &reset, err)) < 0 ||
-		    (rc = enqueue(m, u, out, ts, false, done_ns)) < 0)
-			goto out;
+		if (n_cum < msg->n_sample_type && pprof_profile_project(p, cum, n_cum) < 0) {
+			pprof_profile_free(p);
+			return kiln_error_set(err, EINVAL, "keep_sample_type: bad projection");
+		}
+		return enqueue(m, u, p, ts, delta, done_ns);
 	}
 	if (n_cum) {
 		struct scrape_baseline *next = NULL;
 		if (u->base) {
 			if ((rc = scrape_delta_next(u->base, p, cum, n_cum, &out, &reset, &next,
 						    err)) < 0)
-				goto out;
+				goto fail;
 			if (reset)
 				log_info("scrape: %s: counters went backwards (target restarted?); "
 					 "the new scrape is taken as the delta",
@@ -411,8 +489,17 @@ static int process_profile(struct scrape_manager *m, struct scrape_unit *u, stru
 			scrape_baseline_free(u->base);
 			u->base = next;
 		}
+		if (rc < 0)
+			goto fail;
 	}
-out:
+	if (n_gauge) { /* the "inuse_*" types, as scraped: p itself */
+		if (pprof_profile_project(p, gauge, n_gauge) < 0) {
+			rc = kiln_error_set(err, EINVAL, "gauge projection failed");
+			goto fail;
+		}
+		return enqueue(m, u, p, ts, false, done_ns);
+	}
+fail:
 	pprof_profile_free(p);
 	return rc;
 }
@@ -424,6 +511,7 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 	int64_t done_ns = mono_ns();
 	int64_t dur = done_ns / 1000000 - u->started_mono_ms;
 	char size[32];
+	uint64_t decode_ns = 0, delta_ns = 0;
 
 	curl_multi_remove_handle(m->multi, u->easy);
 	u->in_flight = false;
@@ -466,8 +554,22 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 					u->body.len);
 		struct pprof_profile *p = NULL;
 		struct kiln_error err = {0};
-		int rc = pprof_decode(u->body.data ? u->body.data : (const uint8_t *)"",
-				      u->body.len, &o, &p, &err);
+		uint64_t t0 = thread_cpu_ns();
+		const uint8_t *data = u->body.data ? u->body.data : (const uint8_t *)"";
+		size_t len = u->body.len;
+		int rc = 0;
+		if (gzip_is_gzip(data, len)) { /* into the kept buffer */
+			rc = scrape_inflate(&m->inflater, data, len, m->opts.max_body_bytes, &err);
+			data = m->inflater.out.data;
+			len = m->inflater.out.len;
+			if (rc == 0 && len == 0)
+				rc = kiln_error_set(&err, EINVAL, "empty input after gunzip");
+		}
+		if (rc == 0)
+			rc = pprof_decode(data, len, &o, &p, &err);
+		scrape_inflater_trim(&m->inflater);
+		uint64_t t1 = thread_cpu_ns();
+		decode_ns = t1 - t0;
 		if (rc == -EFBIG)
 			snprintf(msg, sizeof(msg), "body exceeds %s (decompressed)", size);
 		else if (rc < 0)
@@ -475,10 +577,17 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 		else if ((rc = process_profile(m, u, p, done_ns, &err)) < 0)
 			snprintf(msg, sizeof(msg), "processing the profile: %.200s",
 				 err.msg[0] ? err.msg : strerror(-rc));
+		if (p) /* decoded: the rest was type selection and deltas */
+			delta_ns = thread_cpu_ns() - t1;
 	}
 	size_t fetched = u->body.len;
 	/* Bodies can be large; do not keep one per target between scrapes. */
-	buf_free(&u->body);
+	if (u->body.cap && u->body.cap <= BODY_POOL_CAP && m->n_body_pool < BODY_POOL) {
+		m->body_pool[m->n_body_pool++] = u->body;
+		buf_init(&u->body);
+	} else {
+		buf_free(&u->body);
+	}
 
 	pthread_mutex_lock(&m->status_lock);
 	u->last_scrape_ms = u->started_wall_ms;
@@ -487,6 +596,8 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 	snprintf(u->last_error, sizeof(u->last_error), "%s", msg);
 	m->stats.scrapes++;
 	m->stats.bytes_fetched += fetched;
+	m->stats.decode_cpu_ns += decode_ns;
+	m->stats.delta_cpu_ns += delta_ns;
 	if (msg[0])
 		m->stats.scrape_errors++;
 	pthread_mutex_unlock(&m->status_lock);
@@ -495,6 +606,24 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, CURLc
 }
 
 /* ---- reload swap ------------------------------------------------------------ */
+
+/* How many idle connections the multi handle keeps for reuse: one per
+ * active unit, so that every target is scraped over a kept-alive connection
+ * (libcurl's default keeps 4 per transfer in flight; with 1,000 targets
+ * each scrape then opened a new connection and evicting the oldest walked
+ * the whole cache). Bounded by half the descriptor limit, leaving the rest
+ * to the server. */
+static size_t max_connections(size_t active_units)
+{
+	struct rlimit rl;
+	size_t cap = 512;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		cap = rl.rlim_cur / 2;
+	else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		cap = 65536;
+	size_t n = active_units + 8;
+	return n < cap ? n : cap < 16 ? 16 : cap;
+}
 
 static void swap_in(struct scrape_manager *m, struct scrape_config *cfg, struct scrape_unit **units,
 		    size_t n)
@@ -544,7 +673,9 @@ static void swap_in(struct scrape_manager *m, struct scrape_config *cfg, struct 
 	m->stats.active_units = 0;
 	for (size_t i = 0; i < n; i++)
 		m->stats.active_units += units[i]->active;
+	size_t keep = max_connections(m->stats.active_units);
 	pthread_mutex_unlock(&m->status_lock);
+	curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, (long)keep);
 	htab_free(old);
 	free(m->heap);
 	m->heap = calloc(n + 1, sizeof(*m->heap));
@@ -556,9 +687,69 @@ static void swap_in(struct scrape_manager *m, struct scrape_config *cfg, struct 
 
 /* ---- scheduler thread ------------------------------------------------------- */
 
+static void wake(struct scrape_manager *m)
+{
+	uint64_t one = 1;
+	ssize_t w = write(m->wakefd, &one, sizeof(one));
+	(void)w; /* EAGAIN: a wakeup is already pending */
+}
+
+/* libcurl: watch fd for what (CURL_POLL_IN/OUT/INOUT), or stop (REMOVE). */
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *arg, void *sockp)
+{
+	struct scrape_manager *m = arg;
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL); /* EBADF if closed: fine */
+		return 0;
+	}
+	struct epoll_event ev = {.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
+					   (what & CURL_POLL_OUT ? EPOLLOUT : 0u),
+				 .data.fd = fd};
+	/* sockp (set by curl_multi_assign) marks a socket already in the set;
+	 * libcurl forgets it on REMOVE. */
+	if (sockp)
+		return epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -1 : 0;
+	if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 &&
+	    (errno != EEXIST || epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) < 0))
+		return -1;
+	curl_multi_assign(m->multi, fd, m);
+	return 0;
+}
+
+/* libcurl: call socket_action(CURL_SOCKET_TIMEOUT) in timeout_ms (-1 = no
+ * timer). */
+static int on_timer(CURLM *multi, long timeout_ms, void *arg)
+{
+	struct scrape_manager *m = arg;
+	m->curl_due_ns = timeout_ms < 0 ? -1 : mono_ns() + (int64_t)timeout_ms * 1000000;
+	return 0;
+}
+
+/* Finished transfers: check, decode, delta, queue; restart a unit that
+ * came due meanwhile. */
+static void reap(struct scrape_manager *m)
+{
+	CURLMsg *cm;
+	int left;
+	while ((cm = curl_multi_info_read(m->multi, &left))) {
+		if (cm->msg != CURLMSG_DONE)
+			continue;
+		struct scrape_unit *u;
+		curl_easy_getinfo(cm->easy_handle, CURLINFO_PRIVATE, (char **)&u);
+		CURLcode res = cm->data.result;
+		finish_scrape(m, u, res);
+		if (u->pending) {
+			u->pending = false;
+			if (start_scrape(m, u) < 0)
+				log_warn("scrape: cannot start %s", u->url);
+		}
+	}
+}
+
 static void *scheduler_main(void *arg)
 {
 	struct scrape_manager *m = arg;
+	int running;
 
 	while (!atomic_load(&m->stop)) {
 		pthread_mutex_lock(&m->pending_lock);
@@ -592,34 +783,36 @@ static void *scheduler_main(void *arg)
 			heap_down(m, 0);
 		}
 
-		int running;
-		curl_multi_perform(m->multi, &running);
-		CURLMsg *cm;
-		int left;
-		while ((cm = curl_multi_info_read(m->multi, &left))) {
-			if (cm->msg != CURLMSG_DONE)
-				continue;
-			struct scrape_unit *u;
-			curl_easy_getinfo(cm->easy_handle, CURLINFO_PRIVATE, (char **)&u);
-			CURLcode res = cm->data.result;
-			finish_scrape(m, u, res);
-			if (u->pending) {
-				u->pending = false;
-				start_scrape(m, u);
-			}
-		}
-
-		pthread_mutex_lock(&m->status_lock);
-		m->stats.scheduler_cpu_ns = thread_cpu_ns();
-		pthread_mutex_unlock(&m->status_lock);
-
-		int64_t wait = 1000;
-		now = mono_ms();
+		/* Sleep until something is due: a unit, libcurl's timer, a
+		 * socket or a wakeup. */
+		int64_t now_ns = mono_ns(), wait = 1000;
 		if (m->heap_len) {
-			int64_t until = m->heap[0]->next_due_ms - now;
-			wait = until < 0 ? 0 : until < wait ? until : wait;
+			int64_t until = m->heap[0]->next_due_ms - now_ns / 1000000;
+			wait = until < wait ? until : wait;
 		}
-		curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
+		if (m->curl_due_ns >= 0) {
+			int64_t until = (m->curl_due_ns - now_ns + 999999) / 1000000;
+			wait = until < wait ? until : wait;
+		}
+		struct epoll_event ev[64];
+		int nev = epoll_wait(m->epfd, ev, 64, wait < 0 ? 0 : (int)wait);
+		for (int i = 0; i < nev; i++) {
+			if (ev[i].data.fd == m->wakefd) {
+				uint64_t v;
+				ssize_t r = read(m->wakefd, &v, sizeof(v));
+				(void)r; /* EAGAIN: drained already */
+				continue;
+			}
+			int what = (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+				   (ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+				   (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+			curl_multi_socket_action(m->multi, ev[i].data.fd, what, &running);
+		}
+		if (m->curl_due_ns >= 0 && mono_ns() >= m->curl_due_ns) {
+			m->curl_due_ns = -1;
+			curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+		}
+		reap(m);
 	}
 	/* Abort what is in flight; units are freed by the caller. */
 	for (size_t i = 0; i < m->n_units; i++)
@@ -628,6 +821,15 @@ static void *scheduler_main(void *arg)
 			m->units[i]->in_flight = false;
 		}
 	return NULL;
+}
+
+static void close_fds(struct scrape_manager *m)
+{
+	if (m->epfd >= 0)
+		close(m->epfd);
+	if (m->wakefd >= 0)
+		close(m->wakefd);
+	m->epfd = m->wakefd = -1;
 }
 
 /* ---- public API --------------------------------------------------------------- */
@@ -653,12 +855,30 @@ int scrape_manager_new(const struct scrape_manager_options *opts, struct scrape_
 	pthread_mutex_init(&m->queue_lock, NULL);
 	pthread_cond_init(&m->queue_cond, NULL);
 	pthread_cond_init(&m->space_cond, NULL);
+	m->curl_due_ns = -1;
+	m->epfd = epoll_create1(EPOLL_CLOEXEC);
+	m->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	struct epoll_event wev = {.events = EPOLLIN};
+	wev.data.fd = m->wakefd;
+	if (m->epfd < 0 || m->wakefd < 0 ||
+	    epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->wakefd, &wev) < 0) {
+		rc = kiln_error_set(err, errno, "scrape: epoll/eventfd: %s", strerror(errno));
+		close_fds(m);
+		free(m);
+		return rc;
+	}
 	if (!(m->multi = curl_multi_init())) {
+		close_fds(m);
 		free(m);
 		return kiln_error_set(err, ENOMEM, "curl_multi_init failed");
 	}
+	curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
+	curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
 	if (cfg && (rc = scrape_manager_apply(m, cfg, err)) < 0) {
 		curl_multi_cleanup(m->multi);
+		close_fds(m);
 		free(m);
 		return rc;
 	}
@@ -686,6 +906,7 @@ fail:
 	free(m->pending_units);
 	pthread_mutex_unlock(&m->pending_lock);
 	curl_multi_cleanup(m->multi);
+	close_fds(m);
 	free(m);
 	return rc;
 }
@@ -711,7 +932,7 @@ int scrape_manager_apply(struct scrape_manager *m, struct scrape_config *cfg,
 	m->n_pending_units = n;
 	m->has_pending = true;
 	pthread_mutex_unlock(&m->pending_lock);
-	curl_multi_wakeup(m->multi);
+	wake(m);
 	size_t active = 0;
 	for (size_t i = 0; i < n; i++)
 		active += units[i]->active;
@@ -725,7 +946,7 @@ void scrape_manager_free(struct scrape_manager *m)
 	if (!m)
 		return;
 	atomic_store(&m->stop, true);
-	curl_multi_wakeup(m->multi);
+	wake(m);
 	pthread_join(m->scheduler, NULL);
 	pthread_mutex_lock(&m->queue_lock);
 	m->scheduler_done = true;
@@ -742,7 +963,11 @@ void scrape_manager_free(struct scrape_manager *m)
 	scrape_config_free(m->pending_cfg);
 	scrape_config_free(m->cfg);
 	free(m->heap);
-	curl_multi_cleanup(m->multi);
+	for (size_t i = 0; i < m->n_body_pool; i++)
+		buf_free(&m->body_pool[i]);
+	scrape_inflater_release(&m->inflater);
+	curl_multi_cleanup(m->multi); /* may still tell on_socket to forget sockets */
+	close_fds(m);
 	pthread_mutex_destroy(&m->status_lock);
 	pthread_mutex_destroy(&m->pending_lock);
 	pthread_mutex_destroy(&m->queue_lock);
@@ -801,6 +1026,10 @@ void scrape_manager_get_stats(struct scrape_manager *m, struct scrape_stats *out
 	pthread_mutex_lock(&m->status_lock);
 	*out = m->stats;
 	pthread_mutex_unlock(&m->status_lock);
+	/* Both threads' CPU clocks, read from here: the threads themselves
+	 * spend nothing on it. */
+	out->scheduler_cpu_ns = thread_clock_ns(m->scheduler);
+	out->ingest_cpu_ns = thread_clock_ns(m->ingester);
 	pthread_mutex_lock(&m->queue_lock);
 	out->ingest_queued = m->queued;
 	pthread_mutex_unlock(&m->queue_lock);

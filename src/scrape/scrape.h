@@ -247,8 +247,16 @@ struct scrape_stats {
 	uint64_t profiles_ingested;
 	uint64_t ingest_errors;
 	uint64_t bytes_fetched;
-	uint64_t scheduler_cpu_ns; /* CPU time of the scheduler thread */
-	uint64_t ingest_cpu_ns;	   /* CPU time of the ingest thread (incl. callback) */
+	/* CPU time by phase (CLOCK_THREAD_CPUTIME_ID around each phase). The
+	 * scrape overhead "beyond ingest" is scheduler_cpu_ns plus
+	 * ingest_cpu_ns - callback_cpu_ns; the callback (store ingest) is not
+	 * scrape overhead. */
+	uint64_t scheduler_cpu_ns; /* the scheduler thread, all phases: */
+	uint64_t decode_cpu_ns;	   /*   gunzip, parse, validate */
+	uint64_t delta_cpu_ns;	   /*   type selection, deltas, projections, queueing */
+	/* (scheduler - decode - delta = scheduling, libcurl, sockets, poll) */
+	uint64_t ingest_cpu_ns;	  /* the ingest thread, incl. the callback */
+	uint64_t callback_cpu_ns; /*   inside the ingest callback */
 	uint64_t ingest_lag_ns_total;
 	uint64_t ingest_lag_ns_max; /* scrape finished -> callback returned */
 	size_t active_units;

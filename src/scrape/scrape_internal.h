@@ -57,4 +57,17 @@ int scrape_units_build(const struct scrape_config *cfg, struct scrape_unit ***ou
 		       struct kiln_error *err);
 void scrape_unit_free(struct scrape_unit *u);
 
+/* Gunzip with state kept across calls (inflate.c; one per scheduler
+ * thread). scrape_inflate replaces out with the inflated data (concatenated
+ * members allowed): 0, -EBADMSG (corrupt), -EFBIG (past max_out) or
+ * -ENOMEM. scrape_inflater_trim drops an unusually large buffer. */
+struct scrape_inflater {
+	struct libdeflate_decompressor *d;
+	struct buf out;
+};
+int scrape_inflate(struct scrape_inflater *z, const void *data, size_t len, size_t max_out,
+		   struct kiln_error *err);
+void scrape_inflater_trim(struct scrape_inflater *z);
+void scrape_inflater_release(struct scrape_inflater *z);
+
 #endif

@@ -228,12 +228,14 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 {
 	char status[8];
 	snprintf(status, sizeof(status), "%d", r->status);
-	nghttp2_nv nva[3] = {NV(":status", status)};
+	nghttp2_nv nva[4] = {NV(":status", status)};
 	size_t n = 1;
 	nva[n++] = (nghttp2_nv)NV("content-type",
 				  r->content_type ? r->content_type : "text/plain; charset=utf-8");
 	if (r->disposition[0])
 		nva[n++] = (nghttp2_nv)NV("content-disposition", r->disposition);
+	if (r->timing[0])
+		nva[n++] = (nghttp2_nv)NV("server-timing", r->timing);
 	buf_free(&st->out);
 	st->out = r->body; /* moved */
 	memset(&r->body, 0, sizeof(r->body));

@@ -50,6 +50,8 @@ void http_targets(const struct http_request *req, struct http_response *resp);
 int ext_scrape_start(struct server *s, const char *config_path, void **state,
 		     struct kiln_error *err);
 void ext_scrape_stop(void *state);
+/* Appends the kiln_scrape_* metrics (CPU by phase, scrapes, errors). */
+void ext_scrape_metrics(struct server *s, struct buf *out);
 
 /* Self-profiling (selfprof.c): CPU profile of the server's own threads. */
 void http_debug_pprof_profile(const struct http_request *req, struct http_response *resp);

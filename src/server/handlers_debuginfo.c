@@ -11,7 +11,9 @@
  *
  * The store calls server_symbolize_resolve (installed in store_options by
  * server.c) with a location's mapping and address: the address is
- * normalized through the object's program headers, resolved to frames
+ * normalized through the mapping's executable_info when the agent sent it
+ * (ELF type and load segment, stored with the mapping), else through the
+ * object's program headers, then resolved to frames
  * (inlined first), and an address in no known function becomes one frame
  * named "[binary] +0xADDR" so it never vanishes. A missing file is a
  * transient failure (-ENOENT/-EAGAIN): the store retries later, so debuginfo
@@ -70,6 +72,16 @@ static struct debuginfo_state *state_of(struct server *s)
 
 /* --- symbolization ------------------------------------------------------- */
 
+/* Normalizes through the mapping's executable_info when the agent sent it
+ * (no file needed); false: not sent or not usable, use the ELF headers. */
+static bool normalize_exec(const struct store_mapping_info *m, uint64_t address, uint64_t *vaddr)
+{
+	return m->exec.elf_type &&
+	       symbols_normalize_exec(m->exec.elf_type, m->exec.load_offset, m->exec.load_vaddr,
+				      address, m->memory_start, m->memory_limit, m->file_offset,
+				      vaddr) == 0;
+}
+
 int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
 			     struct store_line_out *lines, size_t max_lines, size_t *n_lines)
 {
@@ -84,7 +96,7 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 		return -EAGAIN; /* not started yet */
 	/* Mappings with no addresses (pprof from runtimes that send none)
 	 * carry addresses that are already file-relative. */
-	if (m->memory_limit > m->memory_start) {
+	if (m->memory_limit > m->memory_start && !normalize_exec(m, address, &vaddr)) {
 		rc = symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
 					  m->memory_limit, m->file_offset, &vaddr, NULL);
 		if (rc < 0 && rc != -ERANGE)
@@ -132,6 +144,8 @@ void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, 
 	uint64_t vaddr = address;
 	bool normalized = m->memory_limit <= m->memory_start;
 
+	if (!normalized && address >= m->memory_start && address < m->memory_limit)
+		normalized = normalize_exec(m, address, &vaddr);
 	if (!normalized && address >= m->memory_start && address < m->memory_limit) {
 		normalized =
 		    st && symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
@@ -148,6 +162,25 @@ void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, 
 	symbols_format_unresolved(name, size, m->filename[0] ? m->filename : m->build_id, vaddr);
 }
 
+/* New debuginfo for build_id (uploaded, or fetched by the store's thread):
+ * the symbolizer opens it afresh, and stored answers for the object's
+ * locations, which may come from a poorer source, are redone. */
+static void debuginfo_arrived(void *arg, const char *build_id)
+{
+	struct debuginfo_state *st = arg;
+	int n;
+
+	if (!st->symbolizer)
+		return; /* still starting: nothing symbolized yet */
+	symbolizer_forget(st->symbolizer, build_id);
+	n = store_resymbolize(server_store(st->srv), build_id);
+	if (n > 0)
+		log_info("debuginfo: %s arrived; symbolizing %d locations again", build_id, n);
+	pthread_mutex_lock(&st->lock);
+	pthread_cond_signal(&st->wake);
+	pthread_mutex_unlock(&st->lock);
+}
+
 static void *symbolize_loop(void *arg)
 {
 	struct debuginfo_state *st = arg;
@@ -158,6 +191,7 @@ static void *symbolize_loop(void *arg)
 
 		pthread_mutex_unlock(&st->lock);
 		struct kiln_error err = {0};
+		symbolizer_recheck(st->symbolizer);
 		int n = store_symbolize_pending(server_store(st->srv), 10000, &err);
 		if (n < 0)
 			log_warn("symbolize: %s", err.msg);
@@ -189,11 +223,19 @@ int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 	    .upstreams = c->debuginfod_upstreams,
 	    .http_timeout_seconds = c->debuginfod_timeout_s,
 	    .max_upload_bytes = c->grpc_max_msg_bytes,
+	    .negative_ttl_seconds = c->debuginfod_negative_ttl_s,
+	    .on_fetched = debuginfo_arrived,
+	    .on_fetched_arg = st,
 	};
 	st->store = debuginfo_store_new(&dc, err);
 	if (!st->store)
 		goto fail;
-	st->symbolizer = symbolizer_new(&(struct symbolizer_config){.debuginfo = st->store});
+	/* A stripped object is looked up again as soon as the negative cache
+	 * may have expired (at most every 10 s). */
+	st->symbolizer = symbolizer_new(&(struct symbolizer_config){
+	    .debuginfo = st->store,
+	    .recheck_seconds =
+		c->debuginfod_negative_ttl_s < 10 ? c->debuginfod_negative_ttl_s : 10});
 	if (!st->symbolizer) {
 		kiln_error_set(err, ENOMEM, "out of memory for the symbolizer");
 		goto fail;
@@ -224,8 +266,9 @@ void ext_debuginfo_stop(void *state)
 		pthread_mutex_unlock(&st->lock);
 		pthread_join(st->thread, NULL);
 	}
-	symbolizer_free(st->symbolizer);
+	/* The store's fetch thread calls debuginfo_arrived: stop it first. */
 	debuginfo_store_free(st->store);
+	symbolizer_free(st->symbolizer);
 	pthread_cond_destroy(&st->wake);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
@@ -440,7 +483,7 @@ void rpc_debuginfo_upload(struct grpc_call *c)
 			  "%s", err.msg);
 		goto out;
 	}
-	symbolizer_forget(st->symbolizer, build_id);
+	debuginfo_arrived(st, build_id);
 	log_info("debuginfo: stored %s (%zu bytes)", build_id, data.len);
 	resp.build_id = build_id;
 	resp.size = data.len;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +114,14 @@ int ext_scrape_start(struct server *s, const char *config_path, void **state,
 		return 0; /* no pull mode */
 	if ((rc = load_config(s, config_path, &cfg, err)) < 0)
 		return rc;
+	/* One kept-alive connection per target (the scrape manager keeps up to
+	 * half the descriptor limit): lift the soft limit to the hard one, as
+	 * the Go runtime does for its programs. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	if (!(e = calloc(1, sizeof(*e))) || !(e->config_path = strdup(config_path))) {
 		free(e);
 		scrape_config_free(cfg);
@@ -155,6 +164,64 @@ void ext_scrape_stop(void *state)
 	scrape_manager_free(e->manager);
 	free(e->config_path);
 	free(e);
+}
+
+/* Prometheus lines for the scrape manager (nothing when pull mode is off).
+ * CPU by phase: schedule_http (scheduling, libcurl, sockets), decode
+ * (gunzip, parse, validate), delta (deltas, projections, queueing), queue
+ * (the ingest thread outside the store) — together the pull-mode overhead —
+ * and ingest (store_write_profile on the ingest thread). */
+void ext_scrape_metrics(struct server *s, struct buf *out)
+{
+	struct scrape_ext *e = server_extension_state(s, "scrape");
+	struct scrape_stats st;
+	if (!e)
+		return;
+	scrape_manager_get_stats(e->manager, &st);
+	uint64_t sched = st.scheduler_cpu_ns, dec = st.decode_cpu_ns, del = st.delta_cpu_ns;
+	uint64_t http = sched > dec + del ? sched - dec - del : 0;
+	uint64_t queue =
+	    st.ingest_cpu_ns > st.callback_cpu_ns ? st.ingest_cpu_ns - st.callback_cpu_ns : 0;
+	const struct {
+		const char *phase;
+		uint64_t ns;
+	} phases[] = {{"schedule_http", http},
+		      {"decode", dec},
+		      {"delta", del},
+		      {"queue", queue},
+		      {"ingest", st.callback_cpu_ns}};
+	buf_printf(out, "# HELP kiln_scrape_cpu_seconds_total Pull-mode thread CPU by phase "
+			"(all but ingest is scrape overhead).\n"
+			"# TYPE kiln_scrape_cpu_seconds_total counter\n");
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+		buf_printf(out, "kiln_scrape_cpu_seconds_total{phase=\"%s\"} %.6f\n",
+			   phases[i].phase, (double)phases[i].ns / 1e9);
+	const struct {
+		const char *name, *type, *help;
+		uint64_t v;
+	} c[] = {
+	    {"kiln_scrape_scrapes_total", "counter", "Scrapes finished.", st.scrapes},
+	    {"kiln_scrape_errors_total", "counter", "Scrapes that failed.", st.scrape_errors},
+	    {"kiln_scrape_bytes_total", "counter", "Response bytes fetched.", st.bytes_fetched},
+	    {"kiln_scrape_profiles_ingested_total", "counter", "Profiles handed to the store.",
+	     st.profiles_ingested},
+	    {"kiln_scrape_ingest_errors_total", "counter", "Profiles the store refused.",
+	     st.ingest_errors},
+	    {"kiln_scrape_active_targets", "gauge", "Active scrape units (target x kind).",
+	     st.active_units},
+	    {"kiln_scrape_ingest_queued", "gauge", "Profiles waiting for the store.",
+	     st.ingest_queued},
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", c[i].name, c[i].help,
+			   c[i].name, c[i].type, c[i].name, (unsigned long long)c[i].v);
+	buf_printf(out,
+		   "# HELP kiln_scrape_ingest_lag_seconds Scrape finished -> stored.\n"
+		   "# TYPE kiln_scrape_ingest_lag_seconds summary\n"
+		   "kiln_scrape_ingest_lag_seconds_sum %.6f\n"
+		   "kiln_scrape_ingest_lag_seconds_count %llu\n",
+		   (double)st.ingest_lag_ns_total / 1e9,
+		   (unsigned long long)(st.profiles_ingested + st.ingest_errors));
 }
 
 /* Snapshot of the targets; empty when pull mode is off. */

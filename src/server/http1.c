@@ -162,6 +162,8 @@ static enum MHD_Result send_response(struct server *s, struct MHD_Connection *co
 		MHD_add_response_header(mr, "Content-Type", r->content_type);
 	if (r->disposition[0])
 		MHD_add_response_header(mr, "Content-Disposition", r->disposition);
+	if (r->timing[0])
+		MHD_add_response_header(mr, "Server-Timing", r->timing);
 	const char *origin = cors_origin(s, conn);
 	if (origin) {
 		MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);

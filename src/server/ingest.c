@@ -122,6 +122,36 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 	return 0;
 }
 
+/* Copies a RawSample's executable_info (Parca's: one per pprof mapping, in
+ * mapping order; the symbolizer normalizes addresses with it). An entry
+ * without a load segment or with an ELF type other than ET_EXEC/ET_DYN
+ * (the kernel's is 0) carries nothing and is kept as "none"; entries past
+ * the last mapping are ignored. */
+static int exec_infos(const Parca__Profilestore__V1alpha1__RawSample *rs, struct arena *a,
+		      struct ingest_profile *ip, struct kiln_error *err)
+{
+	const pprof_msg *m = pprof_profile_msg(ip->profile);
+	size_t n = rs->n_executable_info;
+
+	if (n > m->n_mapping)
+		n = m->n_mapping; /* extras describe no mapping: ignored */
+	if (n == 0)
+		return 0;
+	ip->exec = arena_calloc(a, n, sizeof(*ip->exec));
+	if (!ip->exec)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	ip->n_exec = n;
+	for (size_t k = 0; k < n; k++) {
+		const Parca__Profilestore__V1alpha1__ExecutableInfo *ei = rs->executable_info[k];
+
+		if (!ei || !ei->load_segment || (ei->elf_type != 2 && ei->elf_type != 3))
+			continue; /* 2: ET_EXEC, 3: ET_DYN */
+		ip->exec[k] = (struct store_exec_info){ei->elf_type, ei->load_segment->offset,
+						       ei->load_segment->vaddr};
+	}
+	return 0;
+}
+
 int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
 		   struct ingest_batch *out, struct kiln_error *err)
 {
@@ -171,6 +201,11 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 			ip->timestamp_ms =
 			    m->time_nanos > 0 ? m->time_nanos / 1000000 : lim->now_ms;
 			ip->delta = profile_is_delta(ip->profile);
+			rc = exec_infos(rs->samples[j], a, ip, err);
+			if (rc) {
+				kiln_error_prefix(err, "series[%zu].samples[%zu]: ", i, j);
+				goto fail;
+			}
 			out->total_samples += (uint64_t)m->n_sample * m->n_sample_type;
 			out->total_bytes += raw->len;
 		}

@@ -38,6 +38,9 @@ struct ingest_profile {
 	int64_t timestamp_ms;
 	bool delta;
 	size_t raw_bytes;
+	/* RawSample.executable_info, one per pprof mapping (in the arena). */
+	struct store_exec_info *exec;
+	size_t n_exec;
 };
 
 struct ingest_series {

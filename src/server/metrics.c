@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/handlers.h"
 #include "server/internal.h"
 #include "store/store.h"
 
@@ -142,5 +143,6 @@ int metrics_render(struct server *s, struct buf *out)
 		   (unsigned long)st.wal_fsyncs);
 	help(out, "kiln_ready", "gauge", "1 while the server is ready.");
 	buf_printf(out, "kiln_ready %d\n", atomic_load(&s->ready) ? 1 : 0);
+	ext_scrape_metrics(s, out);
 	return 0;
 }

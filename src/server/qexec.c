@@ -41,9 +41,10 @@ int qexec_check_type(struct server *s, const char *profile_type, struct kiln_err
 	return rc;
 }
 
-/* Parses, checks and merges one selection. *out stays NULL when nothing
- * matched. */
-static int select_merge(struct server *s, const struct qexec_side *side, struct pprof_profile **out,
+/* Parses, checks and merges one selection: into *out (which stays NULL when
+ * nothing matched), or with tree set folded into tree on that side. */
+static int select_merge(struct server *s, const struct qexec_side *side, struct query_tree *tree,
+			enum query_side tree_side, struct pprof_profile **out,
 			struct query_profile_type *type, long *pos, struct kiln_error *err)
 {
 	struct query_selector sel = {0};
@@ -66,6 +67,10 @@ static int select_merge(struct server *s, const struct qexec_side *side, struct 
 	}
 	struct store_selector ss;
 	query_selector_to_store(&sel, side->start_ms, side->end_ms, &ss);
+	if (tree) {
+		rc = query_tree_add_store(tree, server_store(s), &ss, tree_side, NULL, err);
+		goto out;
+	}
 	b = pprof_builder_new();
 	if (!b) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
@@ -80,6 +85,19 @@ out:
 	return rc;
 }
 
+static struct query_tree *new_tree(const struct qexec_request *r)
+{
+	struct query_tree_options o = {
+	    .diff = r->mode == QEXEC_DIFF,
+	    .filter = r->filter,
+	    .hide_binaries = r->hide_binaries,
+	    .n_hide_binaries = r->n_hide_binaries,
+	    .trim_fraction = r->trim_fraction,
+	};
+
+	return query_tree_new(&o);
+}
+
 int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_result *out,
 	      struct kiln_error *err)
 {
@@ -89,7 +107,14 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 	out->error_position = -1;
 	if (r->a.start_ms > r->a.end_ms || (r->mode == QEXEC_DIFF && r->b.start_ms > r->b.end_ms))
 		return kiln_error_set(err, EINVAL, "time range: start is after end");
-	rc = select_merge(s, &r->a, &out->a, &out->type, &out->error_position, err);
+	if (r->tree) {
+		out->tree = new_tree(r);
+		if (!out->tree)
+			return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	rc = select_merge(s, &r->a, out->tree,
+			  r->mode == QEXEC_DIFF ? QUERY_SIDE_BASE : QUERY_SIDE_SINGLE, &out->a,
+			  &out->type, &out->error_position, err);
 	if (rc) {
 		if (r->mode == QEXEC_DIFF) {
 			out->error_side = 'a';
@@ -98,7 +123,8 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 		return rc;
 	}
 	if (r->mode == QEXEC_DIFF) {
-		rc = select_merge(s, &r->b, &out->b, NULL, &out->error_position, err);
+		rc = select_merge(s, &r->b, out->tree, QUERY_SIDE_COMPARE, &out->b, NULL,
+				  &out->error_position, err);
 		if (rc) {
 			out->error_side = 'b';
 			kiln_error_prefix(err, "b: ");
@@ -110,16 +136,11 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 int qexec_build_tree(const struct qexec_request *r, struct qexec_result *res,
 		     struct kiln_error *err)
 {
-	struct query_tree_options o = {
-	    .diff = r->mode == QEXEC_DIFF,
-	    .filter = r->filter,
-	    .hide_binaries = r->hide_binaries,
-	    .n_hide_binaries = r->n_hide_binaries,
-	    .trim_fraction = r->trim_fraction,
-	};
 	int rc = 0;
 
-	res->tree = query_tree_new(&o);
+	if (res->tree) /* folded by qexec_run */
+		return query_tree_finish(res->tree, err);
+	res->tree = new_tree(r);
 	if (!res->tree)
 		return kiln_error_set(err, ENOMEM, "out of memory");
 	if (r->mode == QEXEC_DIFF) {

@@ -34,13 +34,17 @@ struct qexec_request {
 	const char *const *hide_binaries;
 	size_t n_hide_binaries;
 	double trim_fraction;
+	/* Fold the store's stacks straight into res->tree (flame graph and top
+	 * reports): no pprof profiles are built, res->a/b stay NULL and
+	 * qexec_build_tree only finishes the tree. */
+	bool tree;
 };
 
 struct qexec_result {
 	struct pprof_profile *a;	/* merged A (or the only one); NULL when empty */
 	struct pprof_profile *b;	/* merged B (diff); NULL when empty */
 	struct query_profile_type type; /* of A */
-	struct query_tree *tree;	/* after qexec_build_tree */
+	struct query_tree *tree;	/* after qexec_build_tree (or qexec_run with tree) */
 	long error_position;		/* parse errors: byte offset in the failing query */
 	char error_side;		/* 'a' or 'b' for diff parse errors, else 0 */
 };

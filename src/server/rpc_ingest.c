@@ -16,8 +16,9 @@ int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_err
 	for (size_t i = 0; i < b->n_profiles; i++) {
 		const struct ingest_profile *ip = &b->profiles[i];
 		const struct ingest_series *se = &b->series[ip->series];
-		int rc = store_write_profile(s, se->labels, se->n_labels, ip->profile,
-					     ip->timestamp_ms, ip->delta, err);
+		int rc =
+		    store_write_profile_exec(s, se->labels, se->n_labels, ip->profile, ip->exec,
+					     ip->n_exec, ip->timestamp_ms, ip->delta, err);
 		if (rc) {
 			kiln_error_prefix(err, "series[%zu]: ", ip->series);
 			return rc;

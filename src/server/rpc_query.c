@@ -63,6 +63,47 @@ static void fail_from(struct grpc_call *c, int rc, const struct kiln_error *err)
 		  err->msg[0] ? err->msg : "query failed");
 }
 
+/* Every handler's start: a fresh arena (*a, freed by the caller even on
+ * failure) and the request unpacked into it. NULL once the call has been
+ * answered with an error. */
+static void *unpack_request(struct grpc_call *c, const ProtobufCMessageDescriptor *d,
+			    struct arena **a)
+{
+	ProtobufCAllocator alloc;
+	void *r;
+
+	*a = arena_new(0);
+	if (!*a) {
+		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return NULL;
+	}
+	arena_protobuf_allocator(*a, &alloc);
+	r = protobuf_c_message_unpack(d, &alloc, c->req_len, c->req);
+	if (!r)
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "%s: not a valid protobuf message",
+			  d->short_name);
+	return r;
+}
+
+/* Room for item n in an arena-allocated pointer array (*items, *cap
+ * pointers; the old array stays in the arena). 0 or -ENOMEM. */
+static int grow_ptrs(struct arena *a, void *items, size_t *cap, size_t n, size_t first)
+{
+	void ***arr = items;
+
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : first;
+	void **p = arena_alloc(a, ncap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	if (n)
+		memcpy(p, *arr, n * sizeof(*p));
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
 /* ---- ProfileTypes ------------------------------------------------------------ */
 
 struct types_ctx {
@@ -78,17 +119,9 @@ static void add_type(void *ctx, const char *key)
 	struct query_profile_type t = {0};
 	if (tc->rc || query_profile_type_parse(key, &t, NULL) != 0)
 		return;
-	if (tc->n == tc->cap) {
-		size_t cap = tc->cap ? tc->cap * 2 : 16;
-		void *p = arena_alloc(tc->a, cap * sizeof(*tc->items));
-		if (!p) {
-			tc->rc = -ENOMEM;
-			goto out;
-		}
-		if (tc->n)
-			memcpy(p, tc->items, tc->n * sizeof(*tc->items));
-		tc->items = p;
-		tc->cap = cap;
+	if (grow_ptrs(tc->a, &tc->items, &tc->cap, tc->n, 16)) {
+		tc->rc = -ENOMEM;
+		goto out;
 	}
 	Parca__Query__V1alpha1__ProfileType *pt = arena_alloc(tc->a, sizeof(*pt));
 	if (!pt) {
@@ -110,10 +143,12 @@ out:
 void rpc_profile_types(struct grpc_call *c)
 {
 	struct kiln_error err = {0};
-	struct arena *a = arena_new(0);
+	struct arena *a;
+	if (!unpack_request(c, &parca__query__v1alpha1__profile_types_request__descriptor, &a)) {
+		arena_free(a);
+		return;
+	}
 	struct types_ctx tc = {.a = a};
-	if (!a)
-		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	int rc =
 	    store_profile_types(server_store(c->srv), INT64_MIN, INT64_MAX, add_type, &tc, &err);
 	if (rc || tc.rc) {
@@ -142,17 +177,9 @@ static void add_string(void *ctx, const char *s)
 	struct strings_ctx *sc = ctx;
 	if (sc->rc)
 		return;
-	if (sc->n == sc->cap) {
-		size_t cap = sc->cap ? sc->cap * 2 : 32;
-		char **p = arena_alloc(sc->a, cap * sizeof(*p));
-		if (!p) {
-			sc->rc = -ENOMEM;
-			return;
-		}
-		if (sc->n)
-			memcpy(p, sc->items, sc->n * sizeof(*p));
-		sc->items = p;
-		sc->cap = cap;
+	if (grow_ptrs(sc->a, &sc->items, &sc->cap, sc->n, 32)) {
+		sc->rc = -ENOMEM;
+		return;
 	}
 	sc->items[sc->n] = arena_strdup(sc->a, s);
 	if (!sc->items[sc->n]) {
@@ -206,67 +233,55 @@ static int list_strings(struct server *s, char **match, size_t n_match, const ch
 	return 0;
 }
 
-void rpc_labels(struct grpc_call *c)
+/* Answers Labels (label == NULL) or Values (of label) with the sorted
+ * distinct strings of the series matching match[] in [start, end]. */
+static void answer_strings(struct grpc_call *c, struct arena *a, char **match, size_t n_match,
+			   const char *label, const Google__Protobuf__Timestamp *start,
+			   const Google__Protobuf__Timestamp *end)
 {
 	struct kiln_error err = {0};
-	struct arena *a = arena_new(0);
-	ProtobufCAllocator alloc;
-	if (!a)
-		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-	arena_protobuf_allocator(a, &alloc);
-	Parca__Query__V1alpha1__LabelsRequest *r =
-	    parca__query__v1alpha1__labels_request__unpack(&alloc, c->req_len, c->req);
 	struct strings_ctx sc = {.a = a};
-	if (!r) {
-		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
-			  "LabelsRequest: not a valid protobuf message");
+	int rc = list_strings(c->srv, match, n_match, label, ts_ms(start, INT64_MIN),
+			      ts_ms(end, INT64_MAX), &sc, &err);
+
+	if (rc)
+		return fail_from(c, rc, &err);
+	if (label) {
+		Parca__Query__V1alpha1__ValuesResponse resp =
+		    PARCA__QUERY__V1ALPHA1__VALUES_RESPONSE__INIT;
+		resp.n_label_values = sc.n;
+		resp.label_values = sc.items;
+		respond(c, &resp.base);
 	} else {
-		int rc =
-		    list_strings(c->srv, r->match, r->n_match, NULL, ts_ms(r->start, INT64_MIN),
-				 ts_ms(r->end, INT64_MAX), &sc, &err);
-		if (rc) {
-			fail_from(c, rc, &err);
-		} else {
-			Parca__Query__V1alpha1__LabelsResponse resp =
-			    PARCA__QUERY__V1ALPHA1__LABELS_RESPONSE__INIT;
-			resp.n_label_names = sc.n;
-			resp.label_names = sc.items;
-			respond(c, &resp.base);
-		}
+		Parca__Query__V1alpha1__LabelsResponse resp =
+		    PARCA__QUERY__V1ALPHA1__LABELS_RESPONSE__INIT;
+		resp.n_label_names = sc.n;
+		resp.label_names = sc.items;
+		respond(c, &resp.base);
 	}
+}
+
+void rpc_labels(struct grpc_call *c)
+{
+	struct arena *a;
+	Parca__Query__V1alpha1__LabelsRequest *r =
+	    unpack_request(c, &parca__query__v1alpha1__labels_request__descriptor, &a);
+
+	if (r)
+		answer_strings(c, a, r->match, r->n_match, NULL, r->start, r->end);
 	arena_free(a);
 }
 
 void rpc_values(struct grpc_call *c)
 {
-	struct kiln_error err = {0};
-	struct arena *a = arena_new(0);
-	ProtobufCAllocator alloc;
-	if (!a)
-		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-	arena_protobuf_allocator(a, &alloc);
+	struct arena *a;
 	Parca__Query__V1alpha1__ValuesRequest *r =
-	    parca__query__v1alpha1__values_request__unpack(&alloc, c->req_len, c->req);
-	struct strings_ctx sc = {.a = a};
-	if (!r) {
-		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
-			  "ValuesRequest: not a valid protobuf message");
-	} else if (!r->label_name[0]) {
+	    unpack_request(c, &parca__query__v1alpha1__values_request__descriptor, &a);
+
+	if (r && !r->label_name[0])
 		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "ValuesRequest: label_name is empty");
-	} else {
-		int rc =
-		    list_strings(c->srv, r->match, r->n_match, r->label_name,
-				 ts_ms(r->start, INT64_MIN), ts_ms(r->end, INT64_MAX), &sc, &err);
-		if (rc) {
-			fail_from(c, rc, &err);
-		} else {
-			Parca__Query__V1alpha1__ValuesResponse resp =
-			    PARCA__QUERY__V1ALPHA1__VALUES_RESPONSE__INIT;
-			resp.n_label_values = sc.n;
-			resp.label_values = sc.items;
-			respond(c, &resp.base);
-		}
-	}
+	else if (r)
+		answer_strings(c, a, r->match, r->n_match, r->label_name, r->start, r->end);
 	arena_free(a);
 }
 
@@ -288,16 +303,8 @@ static void add_series(void *ctx, const struct store_label *labels, size_t n_lab
 	struct arena *a = rc->a;
 	if (rc->rc)
 		return;
-	if (rc->n == rc->cap) {
-		size_t cap = rc->cap ? rc->cap * 2 : 16;
-		void *p = arena_alloc(a, cap * sizeof(*rc->series));
-		if (!p)
-			goto oom;
-		if (rc->n)
-			memcpy(p, rc->series, rc->n * sizeof(*rc->series));
-		rc->series = p;
-		rc->cap = cap;
-	}
+	if (grow_ptrs(a, &rc->series, &rc->cap, rc->n, 16))
+		goto oom;
 	Parca__Query__V1alpha1__MetricsSeries *ms = arena_alloc(a, sizeof(*ms));
 	Parca__Profilestore__V1alpha1__LabelSet *ls = arena_alloc(a, sizeof(*ls));
 	if (!ms || !ls)
@@ -362,22 +369,15 @@ static Parca__Query__V1alpha1__ValueType *value_type(struct arena *a, const char
 void rpc_query_range(struct grpc_call *c)
 {
 	struct kiln_error err = {0};
-	struct arena *a = arena_new(0);
+	struct arena *a;
 	struct query_selector sel = {0};
 	struct query_profile_type pt = {0};
-	ProtobufCAllocator alloc;
 	int rc;
-
-	if (!a)
-		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-	arena_protobuf_allocator(a, &alloc);
 	Parca__Query__V1alpha1__QueryRangeRequest *r =
-	    parca__query__v1alpha1__query_range_request__unpack(&alloc, c->req_len, c->req);
-	if (!r) {
-		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
-			  "QueryRangeRequest: not a valid protobuf message");
+	    unpack_request(c, &parca__query__v1alpha1__query_range_request__descriptor, &a);
+
+	if (!r)
 		goto out;
-	}
 	rc = query_parse_compiled(r->query, 0, &sel, &err);
 	if (rc == 0)
 		rc = qexec_check_type(c->srv, sel.profile_type, &err);
@@ -582,70 +582,63 @@ static int side_from_diff(const Parca__Query__V1alpha1__ProfileDiffSelection *d,
 	return -EINVAL;
 }
 
+/* The mode and selection(s) of r into qr: 0, or -EINVAL with why said. */
+static int request_sides(const query_req *r, struct qexec_request *qr, char *why, size_t len)
+{
+	const char *bad = NULL;
+
+	switch (r->mode) {
+	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__MODE__MODE_SINGLE_UNSPECIFIED:
+		qr->mode = QEXEC_SINGLE;
+		if (r->options_case != PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_SINGLE ||
+		    side_from_single(r->single, &qr->a))
+			bad = "mode SINGLE needs options.single with a time and a query";
+		break;
+	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__MODE__MODE_MERGE:
+		qr->mode = QEXEC_MERGE;
+		if (r->options_case != PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_MERGE ||
+		    side_from_merge(r->merge, &qr->a))
+			bad = "mode MERGE needs options.merge";
+		break;
+	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__MODE__MODE_DIFF:
+		qr->mode = QEXEC_DIFF;
+		if (r->options_case != PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_DIFF ||
+		    !r->diff || side_from_diff(r->diff->a, &qr->a) ||
+		    side_from_diff(r->diff->b, &qr->b))
+			bad = "mode DIFF needs options.diff with selections a and b, each merge or "
+			      "single";
+		break;
+	default:
+		snprintf(why, len, "unknown mode %d", (int)r->mode);
+		return -EINVAL;
+	}
+	if (bad)
+		snprintf(why, len, "%s", bad);
+	return bad ? -EINVAL : 0;
+}
+
 void rpc_query(struct grpc_call *c)
 {
 	struct kiln_error err = {0};
-	struct arena *a = arena_new(0);
+	struct arena *a;
 	struct qexec_request qr = {0};
 	struct qexec_result res = {0};
-	ProtobufCAllocator alloc;
 	int rc;
+	query_req *r = unpack_request(c, &parca__query__v1alpha1__query_request__descriptor, &a);
 
-	if (!a)
-		return (void)grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-	arena_protobuf_allocator(a, &alloc);
-	query_req *r = parca__query__v1alpha1__query_request__unpack(&alloc, c->req_len, c->req);
-	if (!r) {
-		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
-			  "QueryRequest: not a valid protobuf message");
+	if (!r)
 		goto out;
-	}
-	switch (r->mode) {
-	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__MODE__MODE_SINGLE_UNSPECIFIED:
-		qr.mode = QEXEC_SINGLE;
-		rc = r->options_case == PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_SINGLE
-			 ? side_from_single(r->single, &qr.a)
-			 : -EINVAL;
-		if (rc) {
-			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
-				  "mode SINGLE needs options.single with a time and a query");
-			goto out;
-		}
-		break;
-	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__MODE__MODE_MERGE:
-		qr.mode = QEXEC_MERGE;
-		rc = r->options_case == PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_MERGE
-			 ? side_from_merge(r->merge, &qr.a)
-			 : -EINVAL;
-		if (rc) {
-			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
-				  "mode MERGE needs options.merge");
-			goto out;
-		}
-		break;
-	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__MODE__MODE_DIFF:
-		qr.mode = QEXEC_DIFF;
-		rc = r->options_case == PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__OPTIONS_DIFF &&
-			     r->diff
-			 ? side_from_diff(r->diff->a, &qr.a)
-			 : -EINVAL;
-		if (rc == 0)
-			rc = side_from_diff(r->diff->b, &qr.b);
-		if (rc) {
-			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
-				  "mode DIFF needs options.diff with selections a and b, each "
-				  "merge or single");
-			goto out;
-		}
-		break;
-	default:
-		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "unknown mode %d", (int)r->mode);
+	char why[128];
+	if (request_sides(r, &qr, why, sizeof(why))) {
+		grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
 		goto out;
 	}
 	qr.filter = r->filter_query && r->filter_query[0] ? r->filter_query : NULL;
 	if (r->node_trim_threshold > 0 && r->node_trim_threshold < 100)
 		qr.trim_fraction = r->node_trim_threshold / 100.0;
 
+	qr.tree =
+	    r->report_type != PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__REPORT_TYPE__REPORT_TYPE_PPROF;
 	rc = qexec_run(c->srv, &qr, &res, &err);
 	if (rc) {
 		fail_from(c, rc, &err);

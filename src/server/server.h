@@ -54,6 +54,7 @@ struct server_config {
 	int idle_timeout_s; /* a connection with nothing in flight is closed after this */
 	const char *const *debuginfod_upstreams; /* NULL-terminated URLs; NULL = none */
 	int debuginfod_timeout_s;		 /* per debuginfod request */
+	int debuginfod_negative_ttl_s;		 /* how long "not found" is remembered */
 };
 
 /* Fills defaults (the values documented above). */
@@ -136,6 +137,7 @@ struct http_response {
 	const char *content_type; /* static string */
 	struct buf body;
 	char disposition[128]; /* Content-Disposition when not empty */
+	char timing[128];      /* Server-Timing when not empty ("merge;dur=1.2, ...") */
 };
 
 typedef void (*http_handler_fn)(const struct http_request *req, struct http_response *resp);

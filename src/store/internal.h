@@ -102,6 +102,8 @@ struct meta_mapping {
 	uint64_t start, limit, offset;
 	uint32_t filename, build_id; /* string ids */
 	uint32_t flags;		     /* bit 0..3: has_functions, filenames, line numbers, inline */
+	uint32_t elf_type;	     /* executable_info; 0: none (then the two below are 0) */
+	uint64_t load_offset, load_vaddr;
 };
 struct meta_function {
 	uint32_t name, system_name, filename;
@@ -175,6 +177,9 @@ int64_t meta_function(struct meta *m, const struct meta_function *f);
 int64_t meta_location(struct meta *m, uint32_t mapping, uint64_t address,
 		      const struct meta_line *lines, uint32_t n_lines);
 int64_t meta_stack(struct meta *m, const uint32_t *locs, uint32_t n);
+/* Queues location loc for the background symbolization pass; caller holds
+ * m->mu. 0 or -ENOMEM. */
+int meta_sym_enqueue(struct meta *m, uint32_t loc);
 /* Records a symbolization result (n == 0 with failed: no symbols). */
 int meta_set_symbolized(struct meta *m, uint32_t loc, const struct meta_line *lines, uint32_t n,
 			bool failed);

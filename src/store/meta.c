@@ -195,34 +195,60 @@ int64_t meta_string(struct meta *m, const char *s, size_t len)
 
 /* ---- mappings and functions ---- */
 
-static int64_t insert_mapping(struct meta *m, const struct meta_mapping *mp, bool log)
+/* Interns a fixed-size key (a struct without padding garbage) in ix: a new
+ * one is copied into the next slot of arr and, when log, its record (built
+ * by encode) goes to pending. The id is the slot's index. */
+static int64_t intern_fixed(struct meta *m, struct htab *ix, struct chunked *arr, const void *key,
+			    size_t size, bool log,
+			    int (*encode)(struct buf *rec, uint64_t id, const void *key))
 {
-	uint64_t id = chunked_count(&m->mappings);
-	int rc = htab_intern(m->mapping_ix, mp, sizeof(*mp), &id);
-	struct buf rec = {0};
+	uint64_t id = chunked_count(arr);
+	int rc = htab_intern(ix, key, size, &id);
+	void *slot;
 
 	if (rc != 0)
 		return rc < 0 ? rc : (int64_t)id;
-	struct meta_mapping *slot = chunked_slot(&m->mappings);
-	if (!slot)
+	if (!(slot = chunked_slot(arr)))
 		return -ENOMEM;
-	*slot = *mp;
+	memcpy(slot, key, size);
 	if (log) {
-		rc = buf_append(&rec, (uint8_t[]){MREC_MAPPING}, 1);
-		rc = rc ?: put_uvarint(&rec, id);
-		rc = rc ?: put_uvarint(&rec, mp->start);
-		rc = rc ?: put_uvarint(&rec, mp->limit);
-		rc = rc ?: put_uvarint(&rec, mp->offset);
-		rc = rc ?: put_uvarint(&rec, mp->filename);
-		rc = rc ?: put_uvarint(&rec, mp->build_id);
-		rc = rc ?: put_uvarint(&rec, mp->flags);
+		struct buf rec = {0};
+
+		rc = encode(&rec, id, key);
 		rc = rc ?: log_record(m, &rec);
 		buf_free(&rec);
 		if (rc)
 			return rc;
 	}
-	chunked_publish(&m->mappings);
+	chunked_publish(arr);
 	return (int64_t)id;
+}
+
+static int encode_mapping(struct buf *rec, uint64_t id, const void *key)
+{
+	const struct meta_mapping *mp = key;
+	int rc = buf_append(rec, (uint8_t[]){MREC_MAPPING}, 1);
+
+	rc = rc ?: put_uvarint(rec, id);
+	rc = rc ?: put_uvarint(rec, mp->start);
+	rc = rc ?: put_uvarint(rec, mp->limit);
+	rc = rc ?: put_uvarint(rec, mp->offset);
+	rc = rc ?: put_uvarint(rec, mp->filename);
+	rc = rc ?: put_uvarint(rec, mp->build_id);
+	rc = rc ?: put_uvarint(rec, mp->flags);
+	/* Optional tail (executable_info): records without it, as written
+	 * before it existed, replay with elf_type 0. */
+	if (mp->elf_type) {
+		rc = rc ?: put_uvarint(rec, mp->elf_type);
+		rc = rc ?: put_uvarint(rec, mp->load_offset);
+		rc = rc ?: put_uvarint(rec, mp->load_vaddr);
+	}
+	return rc;
+}
+
+static int64_t insert_mapping(struct meta *m, const struct meta_mapping *mp, bool log)
+{
+	return intern_fixed(m, m->mapping_ix, &m->mappings, mp, sizeof(*mp), log, encode_mapping);
 }
 
 int64_t meta_mapping(struct meta *m, const struct meta_mapping *mp)
@@ -234,32 +260,22 @@ int64_t meta_mapping(struct meta *m, const struct meta_mapping *mp)
 	return insert_mapping(m, &k, true);
 }
 
+static int encode_function(struct buf *rec, uint64_t id, const void *key)
+{
+	const struct meta_function *f = key;
+	int rc = buf_append(rec, (uint8_t[]){MREC_FUNCTION}, 1);
+
+	rc = rc ?: put_uvarint(rec, id);
+	rc = rc ?: put_uvarint(rec, f->name);
+	rc = rc ?: put_uvarint(rec, f->system_name);
+	rc = rc ?: put_uvarint(rec, f->filename);
+	rc = rc ?: put_svarint(rec, f->start_line);
+	return rc;
+}
+
 static int64_t insert_function(struct meta *m, const struct meta_function *f, bool log)
 {
-	uint64_t id = chunked_count(&m->functions);
-	int rc = htab_intern(m->function_ix, f, sizeof(*f), &id);
-	struct buf rec = {0};
-
-	if (rc != 0)
-		return rc < 0 ? rc : (int64_t)id;
-	struct meta_function *slot = chunked_slot(&m->functions);
-	if (!slot)
-		return -ENOMEM;
-	*slot = *f;
-	if (log) {
-		rc = buf_append(&rec, (uint8_t[]){MREC_FUNCTION}, 1);
-		rc = rc ?: put_uvarint(&rec, id);
-		rc = rc ?: put_uvarint(&rec, f->name);
-		rc = rc ?: put_uvarint(&rec, f->system_name);
-		rc = rc ?: put_uvarint(&rec, f->filename);
-		rc = rc ?: put_svarint(&rec, f->start_line);
-		rc = rc ?: log_record(m, &rec);
-		buf_free(&rec);
-		if (rc)
-			return rc;
-	}
-	chunked_publish(&m->functions);
-	return (int64_t)id;
+	return intern_fixed(m, m->function_ix, &m->functions, f, sizeof(*f), log, encode_function);
 }
 
 int64_t meta_function(struct meta *m, const struct meta_function *f)
@@ -288,7 +304,7 @@ static struct meta_lines *copy_lines(struct meta *m, const struct meta_line *lin
 	return ls;
 }
 
-static int sym_enqueue(struct meta *m, uint32_t loc)
+int meta_sym_enqueue(struct meta *m, uint32_t loc)
 {
 	if (m->n_sym_queue == m->cap_sym_queue) {
 		size_t cap = m->cap_sym_queue ? m->cap_sym_queue * 2 : 256;
@@ -340,7 +356,7 @@ static int64_t insert_location(struct meta *m, uint32_t mapping, uint64_t addres
 	slot->mapping = mapping;
 	atomic_store(&slot->lines, ls);
 	atomic_store(&slot->sym, wants_symbols(m, mapping, n) ? SYM_PENDING : SYM_NONE);
-	if (atomic_load(&slot->sym) == SYM_PENDING && sym_enqueue(m, (uint32_t)id))
+	if (atomic_load(&slot->sym) == SYM_PENDING && meta_sym_enqueue(m, (uint32_t)id))
 		return -ENOMEM;
 	if (log) {
 		struct buf rec = {0};
@@ -497,6 +513,13 @@ int meta_replay_record(struct store *s, const uint8_t *p, size_t len)
 		mp.filename = (uint32_t)rd_below(&r, ns);
 		mp.build_id = (uint32_t)rd_below(&r, ns);
 		mp.flags = (uint32_t)rd_below(&r, 16);
+		if (r.p != r.end) {
+			mp.elf_type = (uint32_t)rd_below(&r, 1 << 16);
+			mp.load_offset = rd_uvarint(&r);
+			mp.load_vaddr = rd_uvarint(&r);
+			if (mp.elf_type == 0)
+				r.bad = true;
+		}
 		if (r.bad || id != chunked_count(&m->mappings))
 			return -EBADMSG;
 		rc = insert_mapping(m, &mp, false);

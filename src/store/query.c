@@ -10,8 +10,10 @@
  * Merge: values are first summed per stack id in a dense array indexed by
  * stack id (blocks whose time range lies inside the query contribute their
  * precomputed per-stack rollup instead of their rows), then each distinct
- * stack is resolved once into the builder, with per-query caches from
- * metastore ids to builder ids.
+ * location is described once and each distinct stack handed over once to a
+ * visitor (store_merge_visit): the flame graph folds them into its tree; the
+ * pprof builder visitor (store_merge) keeps per-query caches from metastore
+ * ids to builder ids.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -285,6 +287,7 @@ static void mapping_info(struct meta *m, const struct meta_location *ml,
 	info->file_offset = mp->offset;
 	info->filename = meta_str(m, mp->filename);
 	info->build_id = meta_str(m, mp->build_id);
+	info->exec = (struct store_exec_info){mp->elf_type, mp->load_offset, mp->load_vaddr};
 }
 
 static int symbolize_one(struct store *s, uint32_t loc)
@@ -459,117 +462,88 @@ static void merge_visit(void *ctx, const struct head *h)
 	}
 }
 
-struct resolver {
+/* Per-merge state for describing locations to a visitor. */
+struct describer {
 	struct store *s;
-	struct pprof_builder *b;
-	uint64_t *loc, *func, *map; /* metastore id -> builder id (0 = not yet) */
-	size_t n_loc, n_func, n_map;
-	struct pprof_line_desc lines[256];
+	struct store_mapping_view map;
+	struct store_line_view lines[256];
+	char name[512]; /* from the unresolved() hook */
 };
 
-static uint64_t resolve_mapping(struct resolver *r, uint32_t id)
+/* Fills *v with location id (symbolizing it first when it waits for that). */
+static void describe_location(struct describer *d, uint32_t id, struct store_location_view *v)
 {
-	struct meta *m = &r->s->meta;
+	struct meta *m = &d->s->meta;
+	struct meta_location *l = chunked_at(&m->locations, id);
 
-	if (id == 0 || id >= r->n_map)
-		return 0;
-	if (!r->map[id]) {
-		const struct meta_mapping *mp = chunked_at(&m->mappings, id);
-		struct pprof_mapping_desc d = {
+	if (atomic_load(&l->sym) == SYM_PENDING)
+		symbolize_one(d->s, id); /* failures leave it unsymbolized */
+	const struct meta_lines *ls = atomic_load(&l->lines);
+
+	v->id = id;
+	v->address = l->address;
+	v->mapping = NULL;
+	v->lines = d->lines;
+	v->n_lines = 0;
+	if (l->mapping && l->mapping < chunked_count(&m->mappings)) {
+		const struct meta_mapping *mp = chunked_at(&m->mappings, l->mapping);
+
+		d->map = (struct store_mapping_view){
+		    .id = l->mapping,
 		    .memory_start = mp->start,
 		    .memory_limit = mp->limit,
 		    .file_offset = mp->offset,
 		    .filename = meta_str(m, mp->filename),
 		    .build_id = meta_str(m, mp->build_id),
-		    .has_functions = mp->flags & 1,
-		    .has_filenames = mp->flags & 2,
-		    .has_line_numbers = mp->flags & 4,
-		    .has_inline_frames = mp->flags & 8,
+		    .flags = mp->flags & 15,
 		};
-		r->map[id] = pprof_builder_mapping(r->b, &d);
+		v->mapping = &d->map;
 	}
-	return r->map[id];
-}
-
-static uint64_t resolve_function(struct resolver *r, uint32_t id)
-{
-	struct meta *m = &r->s->meta;
-
-	if (id >= r->n_func) {
-		/* Symbolization added functions since the cache was sized. */
-		size_t n = chunked_count(&m->functions);
-		uint64_t *f = id < n ? realloc(r->func, (n + 1) * sizeof(*f)) : NULL;
-
-		if (!f)
-			return 0;
-		memset(f + r->n_func, 0, (n + 1 - r->n_func) * sizeof(*f));
-		r->func = f;
-		r->n_func = n;
-	}
-	if (id == 0)
-		return 0;
-	if (!r->func[id]) {
-		const struct meta_function *f = chunked_at(&m->functions, id);
-
-		r->func[id] =
-		    pprof_builder_function(r->b, meta_str(m, f->name), meta_str(m, f->system_name),
-					   meta_str(m, f->filename), f->start_line);
-	}
-	return r->func[id];
-}
-
-static uint64_t resolve_location(struct resolver *r, uint32_t id)
-{
-	struct meta *m = &r->s->meta;
-
-	if (id == 0 || id >= r->n_loc)
-		return 0;
-	if (r->loc[id])
-		return r->loc[id];
-	struct meta_location *l = chunked_at(&m->locations, id);
-	if (atomic_load(&l->sym) == SYM_PENDING)
-		symbolize_one(r->s, id); /* failures leave it unsymbolized */
-	const struct meta_lines *ls = atomic_load(&l->lines);
-	if (atomic_load(&l->sym) == SYM_PENDING && ls->n == 0 && r->s->symbolizer.unresolved) {
+	if (atomic_load(&l->sym) == SYM_PENDING && ls->n == 0 && d->s->symbolizer.unresolved) {
 		/* Not resolvable yet (no debuginfo so far): show it by name. */
 		struct store_mapping_info info;
-		char name[512] = "";
 
+		d->name[0] = '\0';
 		mapping_info(m, l, &info);
-		r->s->symbolizer.unresolved(r->s->symbolizer.ctx, &info, l->address, name,
-					    sizeof(name));
-		if (name[0]) {
-			r->lines[0].function_id = pprof_builder_function(r->b, name, name, "", 0);
-			r->lines[0].line = 0;
-			r->lines[0].column = 0;
-			r->loc[id] = pprof_builder_location(r->b, resolve_mapping(r, l->mapping),
-							    l->address, r->lines, 1);
-			return r->loc[id];
+		d->s->symbolizer.unresolved(d->s->symbolizer.ctx, &info, l->address, d->name,
+					    sizeof(d->name));
+		if (d->name[0]) {
+			d->lines[0] = (struct store_line_view){
+			    .name = d->name, .system_name = d->name, .filename = ""};
+			v->n_lines = 1;
+			return;
 		}
 	}
-	uint32_t n = ls->n < 256 ? ls->n : 256;
-	for (uint32_t i = 0; i < n; i++) {
-		r->lines[i].function_id = resolve_function(r, ls->l[i].function);
-		r->lines[i].line = ls->l[i].line;
-		r->lines[i].column = 0;
+	size_t n = ls->n < 256 ? ls->n : 256;
+	size_t n_func = chunked_count(&m->functions);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t fid = ls->l[i].function;
+		const struct meta_function *f =
+		    fid && fid < n_func ? chunked_at(&m->functions, fid) : NULL;
+
+		d->lines[i] = (struct store_line_view){
+		    .function_id = f ? fid : 0,
+		    .name = f ? meta_str(m, f->name) : "",
+		    .system_name = f ? meta_str(m, f->system_name) : "",
+		    .filename = f ? meta_str(m, f->filename) : "",
+		    .start_line = f ? f->start_line : 0,
+		    .line = ls->l[i].line,
+		};
 	}
-	r->loc[id] =
-	    pprof_builder_location(r->b, resolve_mapping(r, l->mapping), l->address, r->lines, n);
-	return r->loc[id];
+	v->n_lines = n;
 }
 
-int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
-		struct kiln_error *err)
+int store_merge_visit(struct store *s, const struct store_selector *sel,
+		      const struct store_merge_visitor *v, struct kiln_error *err)
 {
 	struct agg a = {.min_ts = INT64_MAX, .max_ts = INT64_MIN};
 	struct merge_ctx c = {.s = s, .agg = &a, .sel = sel};
-	struct resolver res = {.s = s, .b = out};
+	struct describer *d = NULL;
 	struct series_rows tmp = {0};
 	struct snapshot snap = {0};
-	uint64_t *stack_ids = NULL;
-	size_t cap_stack = 0;
+	uint8_t *loc_seen = NULL;
 	uint32_t *ids = NULL;
-	size_t n;
+	size_t n, n_loc;
 	int rc;
 
 	if (!sel->profile_type)
@@ -627,59 +601,188 @@ int store_merge(struct store *s, const struct store_selector *sel, struct pprof_
 	if (!a.n_touched)
 		goto out;
 
-	/* Resolve each distinct stack once. */
+	/* Describe each distinct location once, then hand over each stack. */
 	const struct series *se = series_at(&s->sx, ids[0]);
-	if (pprof_builder_add_sample_type(out, se->sample_type, se->sample_unit) ||
-	    pprof_builder_set_period(out, se->period_type, se->period_unit, se->period)) {
+	n_loc = chunked_count(&s->meta.locations);
+	struct store_merge_info info = {
+	    .sample_type = se->sample_type,
+	    .sample_unit = se->sample_unit,
+	    .period_type = se->period_type,
+	    .period_unit = se->period_unit,
+	    .period = se->period,
+	    .min_ts_ms = a.min_ts,
+	    .max_ts_ms = a.max_ts,
+	    .n_stacks = a.n_touched,
+	    .n_locations = n_loc,
+	};
+	d = malloc(sizeof(*d));
+	loc_seen = calloc(n_loc + 1, 1);
+	if (!d || !loc_seen) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	pprof_builder_set_time(out, a.min_ts * 1000000, (a.max_ts - a.min_ts) * 1000000);
-	res.n_loc = chunked_count(&s->meta.locations);
-	res.n_func = chunked_count(&s->meta.functions);
-	res.n_map = chunked_count(&s->meta.mappings);
-	res.loc = calloc(res.n_loc + 1, sizeof(*res.loc));
-	res.func = calloc(res.n_func + 1, sizeof(*res.func));
-	res.map = calloc(res.n_map + 1, sizeof(*res.map));
-	if (!res.loc || !res.func || !res.map) {
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
-		goto out;
-	}
+	d->s = s;
+	rc = v->begin ? v->begin(v->ctx, &info) : 0;
 	for (size_t t = 0; t < a.n_touched && !rc; t++) {
 		uint32_t st = a.touched[t];
-		int64_t v = a.sum[st];
 		const struct meta_stack *stk = chunked_at(&s->meta.stacks, st);
 
-		if (v == 0)
+		if (a.sum[st] == 0)
 			continue;
-		if (stk->n > cap_stack) {
-			uint64_t *x = realloc(stack_ids, stk->n * sizeof(*x));
-			if (!x) {
-				rc = -ENOMEM;
-				break;
+		for (uint32_t j = 0; j < stk->n && !rc; j++) {
+			uint32_t id = stk->locs[j];
+			struct store_location_view lv;
+
+			if (id == 0 || id >= n_loc) {
+				rc = kiln_error_set(err, EIO,
+						    "merge: stack %u names location %u of %zu", st,
+						    id, n_loc);
+				goto out;
 			}
-			stack_ids = x;
-			cap_stack = stk->n;
+			if (loc_seen[id])
+				continue;
+			loc_seen[id] = 1;
+			describe_location(d, id, &lv);
+			rc = v->location ? v->location(v->ctx, &lv) : 0;
 		}
-		for (uint32_t j = 0; j < stk->n; j++) {
-			stack_ids[j] = resolve_location(&res, stk->locs[j]);
-			if (!stack_ids[j])
-				rc = -ENOMEM;
-		}
-		rc = rc ?: pprof_builder_add_sample(out, stack_ids, stk->n, &v, NULL, 0);
+		if (!rc && v->stack)
+			rc = v->stack(v->ctx, stk->locs, stk->n, a.sum[st]);
 	}
 	if (rc)
-		rc = kiln_error_set(err, -rc, "merge: cannot build the profile: %s", strerror(-rc));
+		rc = kiln_error_set(err, -rc, "merge: %s", strerror(-rc));
 out:
 	snapshot_release(&snap);
 	series_rows_free(&tmp);
 	free(a.sum);
 	free(a.seen);
 	free(a.touched);
-	free(res.loc);
-	free(res.func);
-	free(res.map);
-	free(stack_ids);
+	free(loc_seen);
+	free(d);
 	free(ids);
+	return rc;
+}
+
+/* ---- merging into a pprof builder ------------------------------------------ */
+
+/* metastore id -> builder id caches (0 = not yet) */
+struct to_builder {
+	struct pprof_builder *b;
+	uint64_t *loc, *func, *map;
+	size_t n_loc, n_func, n_map;
+	uint64_t *stack;
+	size_t cap_stack;
+	struct pprof_line_desc lines[256];
+};
+
+/* Makes room for index id in a zeroed cache array. */
+static int cache_room(uint64_t **arr, size_t *n, uint32_t id)
+{
+	if (id < *n)
+		return 0;
+	size_t cap = *n ? *n : 64;
+	while (cap <= id)
+		cap *= 2;
+	uint64_t *p = realloc(*arr, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	memset(p + *n, 0, (cap - *n) * sizeof(*p));
+	*arr = p;
+	*n = cap;
+	return 0;
+}
+
+static int builder_begin(void *ctx, const struct store_merge_info *info)
+{
+	struct to_builder *tb = ctx;
+
+	if (pprof_builder_add_sample_type(tb->b, info->sample_type, info->sample_unit) ||
+	    pprof_builder_set_period(tb->b, info->period_type, info->period_unit, info->period) ||
+	    pprof_builder_reserve_samples(tb->b, info->n_stacks))
+		return -ENOMEM;
+	pprof_builder_set_time(tb->b, info->min_ts_ms * 1000000,
+			       (info->max_ts_ms - info->min_ts_ms) * 1000000);
+	return cache_room(&tb->loc, &tb->n_loc, (uint32_t)info->n_locations);
+}
+
+static int builder_location(void *ctx, const struct store_location_view *l)
+{
+	struct to_builder *tb = ctx;
+	uint64_t map = 0;
+
+	if (l->mapping) {
+		const struct store_mapping_view *mv = l->mapping;
+
+		if (cache_room(&tb->map, &tb->n_map, mv->id))
+			return -ENOMEM;
+		if (!tb->map[mv->id]) {
+			struct pprof_mapping_desc d = {
+			    .memory_start = mv->memory_start,
+			    .memory_limit = mv->memory_limit,
+			    .file_offset = mv->file_offset,
+			    .filename = mv->filename,
+			    .build_id = mv->build_id,
+			    .has_functions = mv->flags & 1,
+			    .has_filenames = mv->flags & 2,
+			    .has_line_numbers = mv->flags & 4,
+			    .has_inline_frames = mv->flags & 8,
+			};
+			tb->map[mv->id] = pprof_builder_mapping(tb->b, &d);
+		}
+		map = tb->map[mv->id];
+	}
+	for (size_t i = 0; i < l->n_lines; i++) {
+		const struct store_line_view *lv = &l->lines[i];
+		uint64_t f = 0;
+
+		if (lv->function_id && cache_room(&tb->func, &tb->n_func, lv->function_id))
+			return -ENOMEM;
+		if (lv->function_id)
+			f = tb->func[lv->function_id];
+		if (!f) {
+			f = pprof_builder_function(tb->b, lv->name, lv->system_name, lv->filename,
+						   lv->start_line);
+			if (lv->function_id)
+				tb->func[lv->function_id] = f;
+		}
+		tb->lines[i] = (struct pprof_line_desc){.function_id = f, .line = lv->line};
+	}
+	if (cache_room(&tb->loc, &tb->n_loc, l->id))
+		return -ENOMEM;
+	tb->loc[l->id] = pprof_builder_location(tb->b, map, l->address, tb->lines, l->n_lines);
+	return tb->loc[l->id] ? 0 : -ENOMEM;
+}
+
+static int builder_stack(void *ctx, const uint32_t *locs, size_t n, int64_t value)
+{
+	struct to_builder *tb = ctx;
+
+	if (n > tb->cap_stack) {
+		uint64_t *x = realloc(tb->stack, n * sizeof(*x));
+		if (!x)
+			return -ENOMEM;
+		tb->stack = x;
+		tb->cap_stack = n;
+	}
+	for (size_t j = 0; j < n; j++)
+		tb->stack[j] = tb->loc[locs[j]];
+	return pprof_builder_add_sample(tb->b, tb->stack, n, &value, NULL, 0);
+}
+
+int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
+		struct kiln_error *err)
+{
+	struct to_builder tb = {.b = out};
+	struct store_merge_visitor v = {
+	    .ctx = &tb,
+	    .begin = builder_begin,
+	    .location = builder_location,
+	    .stack = builder_stack,
+	};
+	int rc = store_merge_visit(s, sel, &v, err);
+
+	free(tb.loc);
+	free(tb.func);
+	free(tb.map);
+	free(tb.stack);
 	return rc;
 }

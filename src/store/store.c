@@ -221,6 +221,8 @@ static int build_ix(struct idmap *m, void **items, size_t n, size_t id_offset)
 struct ingest {
 	const struct pprof_profile *p;
 	const pprof_msg *msg;
+	const struct store_exec_info *exec; /* per mapping, in message order */
+	size_t n_exec;
 	struct idmap fn_ix, map_ix, loc_ix; /* pprof id -> position + 1 */
 	XXH128_hash_t *str_hash, *fn_hash, *map_hash, *loc_hash;
 	uint32_t *fn_meta, *map_meta, *loc_meta, *str_meta; /* 0 = not interned yet */
@@ -388,6 +390,11 @@ static int64_t ingest_mapping(struct ingest *in, struct meta *m, uint64_t pprof_
 		mm.flags = (uint32_t)mp->has_functions | (uint32_t)mp->has_filenames << 1 |
 			   (uint32_t)mp->has_line_numbers << 2 |
 			   (uint32_t)mp->has_inline_frames << 3;
+		if (mi - 1 < in->n_exec && in->exec[mi - 1].elf_type) {
+			mm.elf_type = in->exec[mi - 1].elf_type;
+			mm.load_offset = in->exec[mi - 1].load_offset;
+			mm.load_vaddr = in->exec[mi - 1].load_vaddr;
+		}
 		int64_t id = meta_mapping(m, &mm);
 		if (id < 0)
 			return id;
@@ -507,6 +514,14 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 			const struct pprof_profile *p, int64_t timestamp_ms, bool delta,
 			struct kiln_error *err)
 {
+	return store_write_profile_exec(s, labels, n_labels, p, NULL, 0, timestamp_ms, delta, err);
+}
+
+int store_write_profile_exec(struct store *s, const struct store_label *labels, size_t n_labels,
+			     const struct pprof_profile *p, const struct store_exec_info *exec,
+			     size_t n_exec, int64_t timestamp_ms, bool delta,
+			     struct kiln_error *err)
+{
 	const pprof_msg *msg;
 	struct store_label *sorted = NULL;
 	const char *name;
@@ -539,6 +554,8 @@ int store_write_profile(struct store *s, const struct store_label *labels, size_
 		goto out;
 	}
 
+	in.exec = exec;
+	in.n_exec = exec ? n_exec : 0;
 	rc = ingest_prepare(&in, p);
 	if (rc) {
 		rc = kiln_error_set(err, -rc, "out of memory");

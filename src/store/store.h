@@ -49,12 +49,22 @@ struct store;
  * store_symbolize_pending, which a background thread calls. Ingestion never
  * calls the symbolizer. resolve() may be called from several threads at once
  * and must not call back into the store. */
+/* Parca's ExecutableInfo of a mapping, as WriteRaw's RawSample carries it
+ * (one per pprof mapping, in mapping order): the object's ELF type and the
+ * executable PT_LOAD segment the mapping maps, enough to normalize an
+ * address without the file. elf_type 0: not sent. */
+struct store_exec_info {
+	uint32_t elf_type; /* ET_EXEC, ET_DYN; 0 = unknown */
+	uint64_t load_offset, load_vaddr;
+};
+
 struct store_mapping_info {
 	uint64_t memory_start;
 	uint64_t memory_limit;
 	uint64_t file_offset;
 	const char *filename; /* "" when unknown */
 	const char *build_id; /* "" when unknown */
+	struct store_exec_info exec;
 };
 
 /* One frame at an address; strings only need to live until resolve() returns
@@ -141,6 +151,13 @@ void store_close(struct store *s);
 int store_write_profile(struct store *s, const struct store_label *labels, size_t n_labels,
 			const struct pprof_profile *p, int64_t timestamp_ms, bool delta,
 			struct kiln_error *err);
+/* The same with the ExecutableInfo of p's mappings: exec[i] belongs to the
+ * i-th mapping of the message (n_exec may be fewer; the rest have none). It
+ * is stored with the mapping and handed to the symbolizer hook. */
+int store_write_profile_exec(struct store *s, const struct store_label *labels, size_t n_labels,
+			     const struct pprof_profile *p, const struct store_exec_info *exec,
+			     size_t n_exec, int64_t timestamp_ms, bool delta,
+			     struct kiln_error *err);
 
 /* Every profile type with data in [start_ms, end_ms]; cb is called once per
  * type, in sorted order. */
@@ -176,6 +193,50 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
 		struct kiln_error *err);
 
+/* The same merge handed to a visitor instead of a pprof builder (the flame
+ * graph folds stacks straight into its tree). begin() is called once when
+ * anything matched, then location() once per distinct location before the
+ * first stack that uses it, then stack() once per distinct stack with a
+ * non-zero sum. Views and their strings are valid during the call only;
+ * ids are metastore ids, stable for the store's lifetime, so a visitor may
+ * cache by them. A callback's negative errno stops the merge and is
+ * returned (with err set). */
+struct store_merge_info {
+	const char *sample_type, *sample_unit, *period_type, *period_unit;
+	int64_t period;
+	int64_t min_ts_ms, max_ts_ms; /* of the rows merged */
+	size_t n_stacks;    /* distinct stacks touched (an upper bound of stack() calls) */
+	size_t n_locations; /* location ids are below this */
+};
+struct store_mapping_view {
+	uint32_t id;
+	uint64_t memory_start, memory_limit, file_offset;
+	const char *filename, *build_id;
+	unsigned flags; /* bit 0..3: has_functions, filenames, line numbers, inline frames */
+};
+struct store_line_view {
+	uint32_t function_id; /* 0: a name from the symbolizer's unresolved() hook */
+	const char *name, *system_name, *filename;
+	int64_t start_line;
+	int64_t line;
+};
+struct store_location_view {
+	uint32_t id;
+	uint64_t address;
+	const struct store_mapping_view *mapping; /* NULL when none */
+	const struct store_line_view *lines;	  /* innermost (inlined) first, as in pprof */
+	size_t n_lines;
+};
+struct store_merge_visitor {
+	void *ctx;
+	int (*begin)(void *ctx, const struct store_merge_info *info);
+	int (*location)(void *ctx, const struct store_location_view *loc);
+	/* loc_ids: leaf first */
+	int (*stack)(void *ctx, const uint32_t *loc_ids, size_t n, int64_t value);
+};
+int store_merge_visit(struct store *s, const struct store_selector *sel,
+		      const struct store_merge_visitor *v, struct kiln_error *err);
+
 /* Cuts the whole head into blocks now, compacts every time window that has
  * several blocks and applies retention (the background thread does the same
  * on its own schedule). For tests, benchmarks and a clean shutdown. */
@@ -185,6 +246,10 @@ int store_flush(struct store *s, struct kiln_error *err);
  * symbolizer from store_options; returns how many were resolved (>= 0) or a
  * negative errno. Meant for a background thread; never blocks ingestion. */
 int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err);
+/* Better debuginfo for build_id arrived: its symbolized locations become
+ * pending again (keeping their answer until the new one is stored) and
+ * store_symbolize_pending redoes them. Returns how many, or -ENOMEM. */
+int store_resymbolize(struct store *s, const char *build_id);
 
 /* Sizes for /metrics. */
 struct store_stats {

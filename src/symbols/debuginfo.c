@@ -45,6 +45,8 @@ struct debuginfo_store {
 	int timeout;
 	size_t max_upload;
 	int negative_ttl;
+	void (*on_fetched)(void *arg, const char *build_id);
+	void *on_fetched_arg;
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
@@ -329,6 +331,8 @@ static void *fetch_thread(void *arg)
 		d->queue = f->next;
 		pthread_mutex_unlock(&d->lock);
 		int rc = fetch_one(d, f->build_id);
+		if (rc == 0 && d->on_fetched)
+			d->on_fetched(d->on_fetched_arg, f->build_id);
 		pthread_mutex_lock(&d->lock);
 		uint64_t v =
 		    rc == 0 ? 0 : ((uint64_t)(time(NULL) + d->negative_ttl) << 2) | ST_NEGATIVE;
@@ -396,10 +400,16 @@ int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const 
 	    strcasecmp(info.build_id, id) == 0) {
 		hint_matches = true;
 		snprintf(path, sizeof(path), "%s", path_hint);
-		/* A binary with its own symbols is good enough; a stripped one
-		 * only after the upstreams had their chance. */
-		if (info.has_debug_info || info.has_symtab)
+		/* A binary with DWARF is as good as it gets. One with only
+		 * .symtab names functions now, while the upstreams are asked
+		 * for DWARF; a stripped one is used only after they said no. */
+		if (info.has_debug_info)
 			goto found;
+		if (info.has_symtab) {
+			if (d->nupstreams && d->dir)
+				request_fetch(d, id);
+			goto found;
+		}
 	}
 	if (d->nupstreams && d->dir) {
 		rc = request_fetch(d, id);
@@ -425,6 +435,8 @@ struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *c, st
 	d->timeout = c->http_timeout_seconds > 0 ? c->http_timeout_seconds : 30;
 	d->max_upload = c->max_upload_bytes ? c->max_upload_bytes : ((size_t)1 << 30);
 	d->negative_ttl = c->negative_ttl_seconds > 0 ? c->negative_ttl_seconds : 600;
+	d->on_fetched = c->on_fetched;
+	d->on_fetched_arg = c->on_fetched_arg;
 	d->local_dir = strdup(c->local_debug_dir ? c->local_debug_dir : "/usr/lib/debug");
 	d->state = htab_new(64);
 	if (!d->local_dir || !d->state)

@@ -9,12 +9,15 @@
  *
  *   1. <storage>/debuginfo/<build-id>/debuginfo (uploaded or fetched before)
  *   2. /usr/lib/debug/.build-id/xx/yyyy.debug (local debug packages)
- *   3. the binary at the hinted path, if its build ID matches
+ *   3. the binary at the hinted path, if its build ID matches and it has
+ *      DWARF; one with only .symtab is returned too, but a debuginfod fetch
+ *      is queued for it (DWARF adds lines and inlined frames)
  *   4. debuginfod upstreams — never inline: the lookup queues a fetch on the
  *      store's own thread and returns -EAGAIN; the caller retries later.
  *      Failed fetches are remembered (negative cache) for
  *      negative_ttl_seconds so a missing build ID is not asked for on every
- *      location.
+ *      location; after that, a lookup asks again. A stripped binary at the
+ *      hinted path is returned while the upstreams say no.
  *
  * Thread-safe. Ingestion never waits on it: only the symbolizer (running
  * off the ingest path) calls debuginfo_store_find.
@@ -36,6 +39,10 @@ struct debuginfo_config {
 	size_t max_upload_bytes;      /* 0: 1 GiB */
 	int negative_ttl_seconds;     /* 0: 600 */
 	const char *local_debug_dir;  /* NULL: /usr/lib/debug */
+	/* Called (on the fetch thread, no lock held) after a debuginfod fetch
+	 * stored a file, so that answers from a poorer source are redone. */
+	void (*on_fetched)(void *arg, const char *build_id);
+	void *on_fetched_arg;
 };
 
 struct debuginfo_store;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "symbols/symbols.h"
 
@@ -25,6 +26,49 @@ static void hex_encode(const uint8_t *in, size_t n, char *out)
 		out[2 * i + 1] = digits[in[i] & 15];
 	}
 	out[2 * n] = '\0';
+}
+
+int symbols_text_hash_id(struct Elf *elf, char *hex, size_t hexsz)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (hexsz < 17 || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return -ENOENT;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		const char *name;
+		Elf_Data *d = NULL;
+		XXH64_state_t *st;
+		uint8_t be[8];
+		uint64_t h;
+		bool any = false;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, ".text") != 0)
+			continue;
+		st = XXH64_createState();
+		if (!st)
+			return -ENOMEM;
+		XXH64_reset(st, 0);
+		while ((d = elf_rawdata(scn, d)) != NULL) {
+			if (d->d_buf && d->d_size) {
+				XXH64_update(st, d->d_buf, d->d_size);
+				any = true;
+			}
+		}
+		h = XXH64_digest(st);
+		XXH64_freeState(st);
+		if (!any)
+			return -ENOENT;
+		for (int i = 0; i < 8; i++)
+			be[i] = (uint8_t)(h >> (56 - 8 * i));
+		hex_encode(be, 8, hex);
+		return 0;
+	}
+	return -ENOENT;
 }
 
 /* Fills out from an open Elf handle. */
@@ -67,6 +111,10 @@ static int elfinfo_from_elf(Elf *elf, struct elfinfo *out, const char *what, str
 	idlen = dwelf_elf_gnu_build_id(elf, &id);
 	if (idlen > 0 && (size_t)idlen * 2 <= SYMBOLS_BUILD_ID_MAX)
 		hex_encode(id, (size_t)idlen, out->build_id);
+
+	if (!out->build_id[0] &&
+	    symbols_text_hash_id(elf, out->build_id, sizeof(out->build_id)) == 0)
+		out->build_id_is_hash = true;
 
 	link = dwelf_elf_gnu_debuglink(elf, &crc);
 	if (link) {
@@ -145,6 +193,21 @@ bool symbols_build_id_valid(const char *s)
 			return false;
 	}
 	return n >= 2 && n % 2 == 0;
+}
+
+int symbols_normalize_exec(uint32_t elf_type, uint64_t seg_offset, uint64_t seg_vaddr,
+			   uint64_t addr, uint64_t map_start, uint64_t map_limit,
+			   uint64_t map_offset, uint64_t *vaddr)
+{
+	*vaddr = addr;
+	if (addr < map_start || (map_limit && addr >= map_limit))
+		return -ERANGE;
+	if (elf_type == ET_EXEC)
+		return 0;
+	if (elf_type != ET_DYN)
+		return -EINVAL;
+	*vaddr = addr - map_start + map_offset - seg_offset + seg_vaddr;
+	return 0;
 }
 
 int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,

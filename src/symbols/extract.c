@@ -6,7 +6,8 @@
  * addresses too), but only the bytes of .symtab with its string table, the
  * notes (the build ID among them), .debug_* / .zdebug_*, .gnu_debugaltlink
  * and the section name table are written; every other section becomes
- * SHT_NOBITS. Program headers are kept as they are: tools read the load
+ * SHT_NOBITS — except .text of a file without a GNU build ID, whose ID is
+ * the hash of .text (symbols_text_hash_id). Program headers are kept as they are: tools read the load
  * segments from them. The output is typically a fraction of the binary and
  * is what kiln-agent and `kilnctl debuginfo upload` send.
  */
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <elfutils/libdwelf.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,11 +24,14 @@
 #include "symbols/symbols.h"
 
 static bool keep_section(Elf *elf, size_t shstrndx, size_t index, const GElf_Shdr *sh,
-			 size_t symtab_strndx)
+			 size_t symtab_strndx, bool keep_text)
 {
 	const char *name = elf_strptr(elf, shstrndx, sh->sh_name);
 
 	if (index == shstrndx || index == symtab_strndx)
+		return true;
+	/* Without a GNU build ID the file is known by the hash of .text. */
+	if (keep_text && name && strcmp(name, ".text") == 0)
 		return true;
 	if (sh->sh_type == SHT_SYMTAB || sh->sh_type == SHT_NOTE)
 		return true;
@@ -46,6 +51,8 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 	char tmp[4096];
 	int64_t layout;
 	struct stat st;
+	bool keep_text;
+	const void *id;
 
 	elf_version(EV_CURRENT);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", out_path) >= (int)sizeof(tmp))
@@ -60,6 +67,7 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 		    kiln_error_set(e, ENOEXEC, "%s: not an ELF file with section headers", in_path);
 		goto out;
 	}
+	keep_text = dwelf_elf_gnu_build_id(in, &id) <= 0;
 	/* The string table of .symtab is kept with it. */
 	while ((scn = elf_nextscn(in, scn)) != NULL) {
 		GElf_Shdr sh;
@@ -103,7 +111,7 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 					    elf_errmsg(-1));
 			goto out;
 		}
-		if (keep_section(in, shstrndx, index, &sh, symtab_strndx) &&
+		if (keep_section(in, shstrndx, index, &sh, symtab_strndx, keep_text) &&
 		    sh.sh_type != SHT_NOBITS) {
 			/* Raw bytes: no byte-order translation either way. */
 			data = elf_rawdata(scn, NULL);

@@ -7,28 +7,36 @@
  * resolved frames. Lookups:
  *
  *   1. result cache (one hash probe: the warm path);
- *   2. DWARF: dwarf_addrdie finds the CU, dwarf_getsrc_die the line,
- *      dwarf_getscopes the chain of inlined_subroutine scopes up to the
+ *   2. DWARF: a sorted copy of .debug_aranges finds the CU,
+ *      dwarf_getsrc_die the line, and the CU's index (built once per CU:
+ *      see "per-CU index") the chain of inlined_subroutine nodes up to the
  *      enclosing subprogram. Frame i+1's file:line is the DW_AT_call_file /
- *      DW_AT_call_line of inlined scope i — where the callee was inlined;
+ *      DW_AT_call_line of inlined node i — where the callee was inlined;
  *   3. the symbol table, by binary search (name only, no file:line).
+ *
+ * Compressed debug sections are inflated here (libdeflate) before libdw
+ * sees the file, and only those symbolization reads (inflate_debug_sections).
  *
  * Names from libdw and libelf point into the mapped file and live as long as
  * the symfile; demangled names are interned in the symfile's arena. A symfile
- * that is forgotten (newer debuginfo) is retired, not freed, so strings
- * already handed out stay valid until symbolizer_free.
+ * that is forgotten (newer debuginfo) or replaced (a provisional one, without
+ * DWARF, for which a better file turned up: recheck) is retired, not freed,
+ * so strings already handed out stay valid until symbolizer_free.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <libdeflate.h>
 #include <libelf.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/arena.h"
@@ -47,6 +55,32 @@ struct cached {
 	struct symbols_frame frames[];
 };
 
+/* Growable arrays reused by every CU index build of a symfile: a CU is
+ * indexed once, so per-build allocations (and the page faults of fresh
+ * memory) were a fifth of a cold run. */
+struct cu_scratch {
+	struct cu_node *nodes;
+	size_t cap_nodes;
+	struct cu_range *ranges;
+	size_t cap_ranges;
+	struct cu_event *ev;
+	size_t cap_ev;
+	int32_t *active;
+	size_t cap_active;
+	struct cu_segment *segs;
+	size_t cap_segs;
+};
+
+struct cu_arange {
+	uint64_t low, high;
+	Dwarf_Off cu; /* the CU DIE's offset */
+};
+
+struct inflated {
+	void *p;
+	size_t size;
+};
+
 struct symfile {
 	struct symfile *next_retired;
 	int fd;
@@ -58,7 +92,16 @@ struct symfile {
 	struct htab *names;   /* raw name -> interned display name */
 	struct htab *cus;     /* CU DIE offset -> struct cu_index * */
 	struct arena *arena;
-	struct elfinfo info; /* program headers for normalization */
+	struct elfinfo info;	       /* program headers for normalization */
+	char *path;		       /* the file open */
+	char *obj_build_id, *obj_path; /* the object it was opened for */
+	time_t recheck_at;	       /* provisional (no DWARF): look for a better file then */
+	struct inflated *inflated;     /* section bytes inflate_debug_sections made */
+	size_t ninflated;
+	struct cu_scratch scratch; /* for CU index builds */
+	struct cu_arange *aranges; /* address -> CU, sorted; see cu_lookup */
+	size_t naranges;
+	bool aranges_read;
 };
 
 struct symbolizer {
@@ -67,10 +110,10 @@ struct symbolizer {
 	size_t max_cached;
 	struct htab *files; /* key -> struct symfile * (0: open failed) */
 	struct symfile *retired;
+	int recheck;
 };
 
-struct cu_index;
-static void cu_index_free(struct cu_index *idx);
+static void cu_scratch_free(struct cu_scratch *sc);
 
 static void symfile_free(struct symfile *f)
 {
@@ -83,18 +126,18 @@ static void symfile_free(struct symfile *f)
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f->syms);
-	if (f->cus) {
-		size_t it = 0, kl;
-		const void *k;
-		uint64_t v;
-
-		while (htab_next(f->cus, &it, &k, &kl, &v))
-			cu_index_free((struct cu_index *)(uintptr_t)v);
-		htab_free(f->cus);
-	}
+	htab_free(f->cus); /* the indexes live in the arena */
+	cu_scratch_free(&f->scratch);
+	free(f->aranges);
 	htab_free(f->results);
 	htab_free(f->names);
 	arena_free(f->arena);
+	for (size_t i = 0; i < f->ninflated; i++)
+		munmap(f->inflated[i].p, f->inflated[i].size);
+	free(f->inflated);
+	free(f->path);
+	free(f->obj_build_id);
+	free(f->obj_path);
 	free(f);
 }
 
@@ -177,6 +220,111 @@ static int load_symbols(struct symfile *f)
 	return 0;
 }
 
+/* Memory for an inflated section: faulting in megabytes page by page cost
+ * as much as inflating them (in a VM, a page fault is a hypercall), so the
+ * mapping asks for transparent huge pages and is populated at once. */
+static void *alloc_big(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	if (size >= (2u << 20))
+		madvise(p, size, MADV_HUGEPAGE);
+	madvise(p, size, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+	return p;
+}
+
+/* DWARF sections the symbolizer reads (through libdw): names, ranges, lines
+ * and the CU lookup table. */
+static bool debug_section_needed(const char *name)
+{
+	static const char *const needed[] = {
+	    ".debug_info",     ".debug_abbrev",	     ".debug_line", ".debug_line_str",
+	    ".debug_str",      ".debug_str_offsets", ".debug_addr", ".debug_ranges",
+	    ".debug_rnglists", ".debug_aranges",
+	};
+
+	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++)
+		if (strcmp(name, needed[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Debian's debug files (and many distributions' binaries) carry
+ * SHF_COMPRESSED DWARF, which dwarf_begin_elf inflates whole, every debug
+ * section, with zlib: a quarter of a cold symbolization of libc went there,
+ * much of it into .debug_loclists that symbolization never reads. So before
+ * libdw sees the file: sections it would inflate for nothing become empty
+ * (libdw ignores a section without data), and the ones needed are inflated
+ * here with libdeflate (several times faster than zlib on whole buffers).
+ * Anything unexpected (zstd, a size mismatch) is left to libdw. */
+static void inflate_debug_sections(struct symfile *f)
+{
+	struct libdeflate_decompressor *z = NULL;
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(f->elf, &shstrndx) != 0)
+		return;
+	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *name;
+		Elf_Data *d;
+		void *out;
+		size_t hdr, got = 0;
+
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED))
+			continue;
+		name = elf_strptr(f->elf, shstrndx, sh.sh_name);
+		if (!name || strncmp(name, ".debug_", 7) != 0 || !gelf_getchdr(scn, &ch) ||
+		    ch.ch_type != ELFCOMPRESS_ZLIB)
+			continue;
+		d = elf_getdata(scn, NULL);
+		hdr = gelf_fsize(f->elf, ELF_T_CHDR, 1, EV_CURRENT);
+		if (!d || !d->d_buf || d->d_size < hdr || d->d_off != 0)
+			continue;
+		/* The header's size is untrusted (uploads): deflate cannot
+		 * expand more than 1032:1, and the memory is committed at once. */
+		if (ch.ch_size / 1032 > d->d_size)
+			continue;
+		if (!debug_section_needed(name)) {
+			out = NULL;
+			ch.ch_size = 0;
+		} else {
+			struct inflated *v = realloc(f->inflated, (f->ninflated + 1) * sizeof(*v));
+
+			if (!v)
+				break;
+			f->inflated = v;
+			if (!z && !(z = libdeflate_alloc_decompressor()))
+				break;
+			out = alloc_big(ch.ch_size ? ch.ch_size : 1);
+			if (!out)
+				break;
+			if (libdeflate_zlib_decompress(z, (const char *)d->d_buf + hdr,
+						       d->d_size - hdr, out, ch.ch_size,
+						       &got) != LIBDEFLATE_SUCCESS ||
+			    got != ch.ch_size) {
+				munmap(out, ch.ch_size ? ch.ch_size : 1);
+				continue; /* libdw will try, and say what is wrong */
+			}
+			f->inflated[f->ninflated++] =
+			    (struct inflated){out, ch.ch_size ? ch.ch_size : 1};
+		}
+		sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
+		sh.sh_size = ch.ch_size;
+		if (!gelf_update_shdr(scn, &sh))
+			continue;
+		d->d_buf = out;
+		d->d_size = ch.ch_size;
+		d->d_type = ELF_T_BYTE;
+		d->d_align = ch.ch_addralign ? ch.ch_addralign : 1;
+	}
+	libdeflate_free_decompressor(z);
+}
+
 static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
@@ -188,7 +336,8 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 		kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
 		goto err;
 	}
-	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
+	/* Private: inflate_debug_sections rewrites section headers in place. */
+	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
 	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
 		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
 		goto err;
@@ -197,7 +346,8 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 	f->names = htab_new(256);
 	f->arena = arena_new(64 * 1024);
 	f->cus = htab_new(256);
-	if (!f->results || !f->names || !f->arena || !f->cus) {
+	f->path = strdup(path);
+	if (!f->results || !f->names || !f->arena || !f->cus || !f->path) {
 		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
 		goto err;
 	}
@@ -207,6 +357,7 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 		kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
 		goto err;
 	}
+	inflate_debug_sections(f);
 	/* No DWARF is fine: the symbol table still names functions. */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
 	return f;
@@ -306,11 +457,29 @@ struct cu_segment {
 
 struct cu_index {
 	Dwarf_Die cudie;
-	struct cu_node *nodes;
-	size_t nnodes, cap_nodes;
+	struct cu_node *nodes; /* in the symfile's arena, like the index */
+	size_t nnodes;
 	struct cu_segment *segs;
 	size_t nsegs;
 };
+
+/* Makes room for n elements of size sz in *p (capacity *cap). */
+static bool grow(void *pp, size_t *cap, size_t n, size_t sz)
+{
+	void **p = pp;
+	size_t c = *cap ? *cap : 256;
+
+	if (n <= *cap)
+		return true;
+	while (c < n)
+		c *= 2;
+	void *np = realloc(*p, c * sz);
+	if (!np)
+		return false;
+	*p = np;
+	*cap = c;
+	return true;
+}
 
 struct cu_range {
 	uint64_t low, high;
@@ -320,9 +489,9 @@ struct cu_range {
 struct cu_build {
 	struct symfile *f;
 	struct cu_index *idx;
+	struct cu_scratch *sc;
 	Dwarf_Files *files;
-	struct cu_range *ranges;
-	size_t nranges, cap_ranges;
+	size_t nnodes, nranges;
 	bool oom;
 };
 
@@ -333,18 +502,11 @@ static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool
 	Dwarf_Attribute attr;
 	Dwarf_Word w;
 
-	if (idx->nnodes == idx->cap_nodes) {
-		size_t cap = idx->cap_nodes ? idx->cap_nodes * 2 : 64;
-		struct cu_node *n = realloc(idx->nodes, cap * sizeof(*n));
-
-		if (!n) {
-			b->oom = true;
-			return -1;
-		}
-		idx->nodes = n;
-		idx->cap_nodes = cap;
+	if (!grow(&b->sc->nodes, &b->sc->cap_nodes, b->nnodes + 1, sizeof(*b->sc->nodes))) {
+		b->oom = true;
+		return -1;
 	}
-	struct cu_node *node = &idx->nodes[idx->nnodes];
+	struct cu_node *node = &b->sc->nodes[b->nnodes];
 	memset(node, 0, sizeof(*node));
 	die_names(b->f, die, &fr);
 	node->function = fr.function;
@@ -359,25 +521,18 @@ static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool
 		if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &w) == 0)
 			node->call_line = (int64_t)w;
 	}
-	return (int32_t)idx->nnodes++;
+	return (int32_t)b->nnodes++;
 }
 
 static void add_range(struct cu_build *b, uint64_t low, uint64_t high, int32_t node, int32_t depth)
 {
 	if (high <= low)
 		return;
-	if (b->nranges == b->cap_ranges) {
-		size_t cap = b->cap_ranges ? b->cap_ranges * 2 : 128;
-		struct cu_range *r = realloc(b->ranges, cap * sizeof(*r));
-
-		if (!r) {
-			b->oom = true;
-			return;
-		}
-		b->ranges = r;
-		b->cap_ranges = cap;
+	if (!grow(&b->sc->ranges, &b->sc->cap_ranges, b->nranges + 1, sizeof(*b->sc->ranges))) {
+		b->oom = true;
+		return;
 	}
-	b->ranges[b->nranges++] = (struct cu_range){low, high, node, depth};
+	b->sc->ranges[b->nranges++] = (struct cu_range){low, high, node, depth};
 }
 
 static void index_children(struct cu_build *b, Dwarf_Die *parent_die, int32_t parent, int depth)
@@ -431,35 +586,60 @@ struct cu_event {
 	bool start;
 };
 
-static int event_cmp(const void *a, const void *b)
+static bool event_before(const struct cu_event *x, const struct cu_event *y)
 {
-	const struct cu_event *x = a, *y = b;
-
 	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	return (int)x->start - (int)y->start; /* ends before starts */
+		return x->addr < y->addr;
+	return !x->start && y->start; /* ends before starts */
 }
 
-/* Turns the (possibly nested) ranges into disjoint innermost segments. */
+/* Bottom-up merge sort of ev[0..n) with tmp[0..n) (stable, O(n log n), no
+ * allocation: qsort allocates its own buffer on every call). Returns the
+ * sorted array (ev or tmp). */
+static struct cu_event *sort_events(struct cu_event *ev, struct cu_event *tmp, size_t n)
+{
+	for (size_t w = 1; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+
+			while (i < mid && j < hi)
+				tmp[k++] = event_before(&ev[j], &ev[i]) ? ev[j++] : ev[i++];
+			while (i < mid)
+				tmp[k++] = ev[i++];
+			while (j < hi)
+				tmp[k++] = ev[j++];
+		}
+		struct cu_event *t = ev;
+		ev = tmp;
+		tmp = t;
+	}
+	return ev;
+}
+
+/* Turns the (possibly nested) ranges into disjoint innermost segments,
+ * copied with the nodes into the symfile's arena. */
 static int build_segments(struct cu_build *b)
 {
-	size_t nev = b->nranges * 2, nactive = 0;
-	struct cu_event *ev = malloc((nev ? nev : 1) * sizeof(*ev));
-	int32_t *active = malloc((b->nranges ? b->nranges : 1) * sizeof(*active));
-	struct cu_segment *segs = malloc((nev ? nev : 1) * sizeof(*segs));
-	size_t nsegs = 0;
+	struct cu_scratch *sc = b->sc;
+	const struct cu_range *ranges = sc->ranges;
+	size_t nev = b->nranges * 2, nactive = 0, nsegs = 0;
+	struct cu_event *ev;
+	struct cu_segment *segs;
+	int32_t *active;
 
-	if (!ev || !active || !segs) {
-		free(ev);
-		free(active);
-		free(segs);
+	/* ev holds two halves: the events and the sort's buffer. */
+	if (!grow(&sc->ev, &sc->cap_ev, 2 * nev + 1, sizeof(*sc->ev)) ||
+	    !grow(&sc->active, &sc->cap_active, b->nranges + 1, sizeof(*sc->active)) ||
+	    !grow(&sc->segs, &sc->cap_segs, nev + 1, sizeof(*sc->segs)))
 		return -ENOMEM;
-	}
+	active = sc->active;
+	segs = sc->segs;
 	for (size_t i = 0; i < b->nranges; i++) {
-		ev[2 * i] = (struct cu_event){b->ranges[i].low, (int32_t)i, true};
-		ev[2 * i + 1] = (struct cu_event){b->ranges[i].high, (int32_t)i, false};
+		sc->ev[2 * i] = (struct cu_event){ranges[i].low, (int32_t)i, true};
+		sc->ev[2 * i + 1] = (struct cu_event){ranges[i].high, (int32_t)i, false};
 	}
-	qsort(ev, nev, sizeof(*ev), event_cmp);
+	ev = sort_events(sc->ev, sc->ev + nev, nev);
 	for (size_t i = 0; i < nev;) {
 		uint64_t at = ev[i].addr;
 
@@ -478,51 +658,54 @@ static int build_segments(struct cu_build *b)
 			continue;
 		int32_t best = active[0];
 		for (size_t k = 1; k < nactive; k++)
-			if (b->ranges[active[k]].depth > b->ranges[best].depth)
+			if (ranges[active[k]].depth > ranges[best].depth)
 				best = active[k];
-		int32_t node = b->ranges[best].node;
+		int32_t node = ranges[best].node;
 		if (nsegs && segs[nsegs - 1].high == at && segs[nsegs - 1].node == node)
 			segs[nsegs - 1].high = ev[i].addr;
 		else
 			segs[nsegs++] = (struct cu_segment){at, ev[i].addr, node};
 	}
-	free(ev);
-	free(active);
-	b->idx->segs = segs;
+	b->idx->segs = arena_alloc(b->f->arena, (nsegs ? nsegs : 1) * sizeof(*segs));
+	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
+	if (!b->idx->segs || !b->idx->nodes)
+		return -ENOMEM;
+	if (nsegs)
+		memcpy(b->idx->segs, segs, nsegs * sizeof(*segs));
+	if (b->nnodes) /* a CU without functions never grew the nodes */
+		memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
 	b->idx->nsegs = nsegs;
+	b->idx->nnodes = b->nnodes;
 	return 0;
 }
 
-static void cu_index_free(struct cu_index *idx)
+static void cu_scratch_free(struct cu_scratch *sc)
 {
-	if (!idx)
-		return;
-	free(idx->nodes);
-	free(idx->segs);
-	free(idx);
+	free(sc->nodes);
+	free(sc->ranges);
+	free(sc->ev);
+	free(sc->active);
+	free(sc->segs);
 }
 
-/* The index of the CU whose DIE is cudie, built on first use. */
+/* The index of the CU whose DIE is cudie, built on first use (in the
+ * symfile's arena: it lives as long as the symfile). */
 static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
 {
 	Dwarf_Off off = dwarf_dieoffset(cudie);
-	struct cu_build b = {.f = f};
+	struct cu_build b = {.f = f, .sc = &f->scratch};
 	uint64_t v;
 
 	if (htab_get(f->cus, &off, sizeof(off), &v))
 		return (struct cu_index *)(uintptr_t)v;
-	b.idx = calloc(1, sizeof(*b.idx));
+	b.idx = arena_calloc(f->arena, 1, sizeof(*b.idx));
 	if (!b.idx)
 		return NULL;
 	b.idx->cudie = *cudie;
 	index_children(&b, cudie, -1, 0);
 	if (b.oom || build_segments(&b) < 0 ||
-	    htab_put(f->cus, &off, sizeof(off), (uint64_t)(uintptr_t)b.idx) < 0) {
-		free(b.ranges);
-		cu_index_free(b.idx);
+	    htab_put(f->cus, &off, sizeof(off), (uint64_t)(uintptr_t)b.idx) < 0)
 		return NULL;
-	}
-	free(b.ranges);
 	return b.idx;
 }
 
@@ -541,6 +724,70 @@ static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint6
 	return lo < idx->nsegs && idx->segs[lo].low <= addr ? &idx->segs[lo] : NULL;
 }
 
+static int arange_cmp(const void *a, const void *b)
+{
+	const struct cu_arange *x = a, *y = b;
+
+	return x->low < y->low ? -1 : x->low > y->low;
+}
+
+/* The CU holding addr (its DIE in *cudie) and its index. The address ranges
+ * of .debug_aranges are copied once into a sorted array of our own: per
+ * address, dwarf_addrdie searched them and then looked the CU up by offset
+ * in a tree (tfind), a tenth of a cold run. Addresses outside the table
+ * (no .debug_aranges, or an incomplete one) still go to dwarf_addrdie. */
+static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *cudie)
+{
+	size_t lo = 0, hi;
+	uint64_t v;
+
+	if (!f->aranges_read) {
+		Dwarf_Aranges *ar;
+		size_t n = 0;
+
+		f->aranges_read = true;
+		if (dwarf_getaranges(f->dwarf, &ar, &n) == 0 && n > 0 &&
+		    (f->aranges = malloc(n * sizeof(*f->aranges))) != NULL) {
+			for (size_t i = 0; i < n; i++) {
+				Dwarf_Addr a;
+				Dwarf_Word len;
+				Dwarf_Off off;
+
+				if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &a, &len, &off) ==
+					0 &&
+				    len > 0)
+					f->aranges[f->naranges++] =
+					    (struct cu_arange){a, a + len, off};
+			}
+			qsort(f->aranges, f->naranges, sizeof(*f->aranges), arange_cmp);
+		}
+	}
+	hi = f->naranges;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->aranges[mid].low <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && addr < f->aranges[lo - 1].high) {
+		Dwarf_Off off = f->aranges[lo - 1].cu;
+
+		if (htab_get(f->cus, &off, sizeof(off), &v)) {
+			struct cu_index *idx = (struct cu_index *)(uintptr_t)v;
+
+			*cudie = idx->cudie;
+			return idx;
+		}
+		if (dwarf_offdie(f->dwarf, off, cudie))
+			return cu_index_get(f, cudie);
+	}
+	if (!dwarf_addrdie(f->dwarf, addr, cudie))
+		return NULL;
+	return cu_index_get(f, cudie);
+}
+
 /* Resolves with DWARF; returns the number of frames (0: no DWARF here). */
 static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames)
 {
@@ -552,14 +799,13 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	struct cu_index *idx;
 	const struct cu_segment *seg;
 
-	if (!f->dwarf || !dwarf_addrdie(f->dwarf, addr, &cudie))
+	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
 		return 0;
 	line = dwarf_getsrc_die(&cudie, addr);
 	if (line) {
 		file = dwarf_linesrc(line, NULL, NULL);
 		dwarf_lineno(line, &lineno);
 	}
-	idx = cu_index_get(f, &cudie);
 	seg = idx ? segment_lookup(idx, addr) : NULL;
 	/* Innermost first; each inlined node's call site is the position of
 	 * the frame that follows it. */
@@ -610,6 +856,7 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 	size_t n;
 
 	out->stripped = !f->dwarf && !f->info.has_symtab;
+	out->partial = !f->dwarf;
 	if (htab_get(f->results, &addr, sizeof(addr), &v)) {
 		c = (struct cached *)(uintptr_t)v;
 		out->nframes = c->nframes;
@@ -649,6 +896,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	s->debuginfo = config ? config->debuginfo : NULL;
 	s->max_cached =
 	    config && config->max_cached_results ? config->max_cached_results : (1u << 20);
+	s->recheck = config && config->recheck_seconds > 0 ? config->recheck_seconds : 10;
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);
@@ -711,6 +959,37 @@ static int locate(struct symbolizer *s, const struct symbols_object *obj, char *
 			      has_id ? obj->build_id : "(none)");
 }
 
+/* A provisional symfile (no DWARF) is due: looks for obj's file again (which
+ * may queue a debuginfod fetch once the negative cache expired) and, when
+ * another file is found now, opens it in f's place; f is retired, so the
+ * strings it handed out stay valid. Caller holds the lock. */
+static struct symfile *recheck(struct symbolizer *s, const struct symbols_object *obj,
+			       const char *key, struct symfile *f)
+{
+	char path[4096];
+	struct symfile *nf;
+	uint64_t *slot;
+
+	f->recheck_at = time(NULL) + s->recheck;
+	if (locate(s, obj, path, sizeof(path), NULL) != 0 || strcmp(path, f->path) == 0)
+		return f;
+	nf = symfile_open(path, NULL);
+	slot = htab_lookup(s->files, key, strlen(key));
+	if (!nf || !slot) {
+		symfile_free(nf);
+		return f;
+	}
+	log_debug("symbolizer: %s: %s replaces %s", key, path, f->path);
+	nf->recheck_at = f->recheck_at;
+	nf->obj_build_id = f->obj_build_id;
+	nf->obj_path = f->obj_path;
+	f->obj_build_id = f->obj_path = NULL;
+	f->next_retired = s->retired;
+	s->retired = f;
+	*slot = (uint64_t)(uintptr_t)nf;
+	return nf;
+}
+
 /* The open symfile for obj (opening it on first use); caller holds the lock. */
 static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
 		       struct kiln_error *e)
@@ -724,7 +1003,10 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	if (!key || !*key)
 		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
 	if (htab_get(s->files, key, strlen(key), &v) && v) {
-		*out = (struct symfile *)(uintptr_t)v;
+		f = (struct symfile *)(uintptr_t)v;
+		if (!f->dwarf && time(NULL) >= f->recheck_at)
+			f = recheck(s, obj, key, f);
+		*out = f;
 		return 0;
 	}
 	rc = locate(s, obj, path, sizeof(path), e);
@@ -733,6 +1015,13 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	f = symfile_open(path, e);
 	if (!f)
 		return -ENOENT;
+	f->recheck_at = time(NULL) + s->recheck;
+	f->obj_build_id = strdup(obj->build_id ? obj->build_id : "");
+	f->obj_path = strdup(obj->path ? obj->path : "");
+	if (!f->obj_build_id || !f->obj_path) {
+		symfile_free(f);
+		return -ENOMEM;
+	}
 	rc = htab_put(s->files, key, strlen(key), (uint64_t)(uintptr_t)f);
 	if (rc < 0) {
 		symfile_free(f);
@@ -771,6 +1060,28 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 		rc = symbols_normalize(&f->info, addr, map_start, map_limit, map_offset, vaddr);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+void symbolizer_recheck(struct symbolizer *s)
+{
+	size_t it = 0, kl;
+	const void *k;
+	uint64_t v;
+	time_t now = time(NULL);
+	char key[4096];
+
+	pthread_mutex_lock(&s->lock);
+	while (htab_next(s->files, &it, &k, &kl, &v)) {
+		struct symfile *f = (struct symfile *)(uintptr_t)v;
+
+		if (!f || f->dwarf || now < f->recheck_at || kl >= sizeof(key))
+			continue;
+		memcpy(key, k, kl);
+		key[kl] = '\0';
+		/* Replacing the value of the current key keeps the iteration. */
+		recheck(s, &(struct symbols_object){f->obj_build_id, f->obj_path}, key, f);
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 void symbolizer_forget(struct symbolizer *s, const char *build_id)

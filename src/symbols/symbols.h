@@ -53,8 +53,11 @@ struct elfinfo_load {
 };
 
 struct elfinfo {
-	char build_id[SYMBOLS_BUILD_ID_MAX + 1]; /* lowercase hex, "" if none */
-	uint16_t type;				 /* ET_EXEC, ET_DYN, ... */
+	/* Lowercase hex: the NT_GNU_BUILD_ID note, else the hash ID of .text
+	 * (symbols_text_hash_id; build_id_is_hash set), "" if neither. */
+	char build_id[SYMBOLS_BUILD_ID_MAX + 1];
+	bool build_id_is_hash;
+	uint16_t type; /* ET_EXEC, ET_DYN, ... */
 	uint16_t machine;
 	size_t nloads;
 	struct elfinfo_load loads[ELFINFO_MAX_LOADS];
@@ -68,6 +71,17 @@ struct elfinfo {
 int elfinfo_read_file(const char *path, struct elfinfo *out, struct kiln_error *e);
 int elfinfo_read_mem(const void *data, size_t size, struct elfinfo *out, struct kiln_error *e);
 
+/* The ID of an ELF file that has no NT_GNU_BUILD_ID note (linked with
+ * --build-id=none): XXH64, seed 0, of the bytes of its .text section, as 16
+ * lowercase hex digits of the big-endian value. This is what Parca's agent
+ * uses for such files, so IDs agree with Parca's. .text and not the whole
+ * file: stripping or adding debug sections keeps the ID, so an unstripped
+ * build and its stripped copy match, and so does the debug extract (which
+ * keeps .text for such files — see symbols_extract_debuginfo). elf is a
+ * libelf Elf *. Returns 0, or -ENOENT when there is no .text with bytes. */
+struct Elf;
+int symbols_text_hash_id(struct Elf *elf, char *hex, size_t hexsz);
+
 /* True when s is a plausible build ID: 2..SYMBOLS_BUILD_ID_MAX lowercase or
  * uppercase hex digits, even length. Used to validate untrusted input before
  * it becomes part of a path. */
@@ -76,7 +90,9 @@ bool symbols_build_id_valid(const char *s);
 /* Writes to out_path what `eu-strip --only-keep-debug` keeps: all section
  * headers, but only the bytes of .symtab/.strtab, notes and .debug_*; other
  * sections become SHT_NOBITS. The build ID and addresses are unchanged, so
- * the result symbolizes like the original. Written to out_path.tmp and
+ * the result symbolizes like the original. A file without a GNU build ID
+ * also keeps the bytes of .text, from which its hash ID is computed (so the
+ * server can check the upload). Written to out_path.tmp and
  * renamed. Returns 0 or -errno (-ENOEXEC: not ELF). */
 int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct kiln_error *e);
 
@@ -88,6 +104,17 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
  * PT_LOAD segment (then *vaddr is the file offset, for display). */
 int symbols_normalize(const struct elfinfo *info, uint64_t addr, uint64_t map_start,
 		      uint64_t map_limit, uint64_t map_offset, uint64_t *vaddr);
+
+/* The same from what a mapping's executable_info says (Parca's WriteRaw
+ * RawSample.executable_info), without the file: the ELF type and the
+ * executable PT_LOAD segment (p_offset, p_vaddr) the mapping maps. ET_EXEC
+ * objects run at their link addresses (identity); for ET_DYN the address
+ * becomes a file offset and then a vaddr through that segment. Returns 0,
+ * -ERANGE when addr is outside the mapping, -EINVAL for another ELF type
+ * (the caller falls back to symbols_normalize with the file's headers). */
+int symbols_normalize_exec(uint32_t elf_type, uint64_t seg_offset, uint64_t seg_vaddr,
+			   uint64_t addr, uint64_t map_start, uint64_t map_limit,
+			   uint64_t map_offset, uint64_t *vaddr);
 
 /* --- 3. Symbolizer ------------------------------------------------------- */
 
@@ -106,6 +133,9 @@ struct symbols_location {
 	/* The file had neither DWARF nor .symtab (a stripped binary: only
 	 * .dynsym): its debuginfo, if uploaded or fetched later, says more. */
 	bool stripped;
+	/* The file has no DWARF (names from a symbol table, no file:line):
+	 * better debuginfo may still arrive. */
+	bool partial;
 	struct symbols_frame frames[SYMBOLS_MAX_FRAMES];
 };
 
@@ -116,6 +146,11 @@ struct symbolizer_config {
 	struct debuginfo_store *debuginfo;
 	/* Results cached per object; 0 means the default (1 << 20). */
 	size_t max_cached_results;
+	/* An object open without DWARF (a stripped binary, a symbol table
+	 * only) is provisional: its file is looked up again at most this
+	 * often, and a better one (uploaded, fetched from debuginfod once the
+	 * negative cache expired) replaces it. 0: 10 s. */
+	int recheck_seconds;
 };
 
 struct symbolizer;
@@ -143,7 +178,15 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 			 uint64_t map_start, uint64_t map_limit, uint64_t map_offset,
 			 uint64_t *vaddr, struct kiln_error *e);
 
-/* Forgets what is known about obj (a newer debug file arrived). */
+/* Looks again for the file of every provisional object that is due (see
+ * recheck_seconds), also of objects no lookup asks about any more because
+ * their answers are stored: the debuginfo store may then fetch their
+ * debuginfo from debuginfod after the negative cache expired. The server's
+ * background thread calls it. */
+void symbolizer_recheck(struct symbolizer *s);
+
+/* Forgets what is known about obj (a newer debug file arrived): the next
+ * lookup opens the file again. */
 void symbolizer_forget(struct symbolizer *s, const char *build_id);
 
 /* Formats the display of an unresolved frame, "[libc.so.6] +0x1234", into

@@ -189,6 +189,21 @@ curl -sf -G "$api/api/v1/query_range" \
 	--data-urlencode 'query=process_cpu:samples:count:cpu:nanoseconds:delta{job="kiln"}' \
 	--data-urlencode "start=$((now - 600000))" --data-urlencode "end=$((now + 60000))" >"$work/self.json"
 grep -q "\"instance\":\"127.0.0.1:$p_kiln\"" "$work/self.json" || fail "no self-profile series: $(cat "$work/self.json")"
+# /metrics reports the pull-mode CPU by phase and the work done (counts
+# only: CPU figures vary with the machine).
+curl -sf "$api/metrics" >"$work/metrics.txt" || fail "/metrics"
+for phase in schedule_http decode delta queue ingest; do
+	grep -q "^kiln_scrape_cpu_seconds_total{phase=\"$phase\"} " "$work/metrics.txt" ||
+		fail "no scrape CPU for phase $phase: $(grep kiln_scrape "$work/metrics.txt")"
+done
+$PY - "$work/metrics.txt" <<'PY' || fail "scrape metrics: $(grep kiln_scrape "$work/metrics.txt")"
+import sys
+v = {l.split()[0]: float(l.split()[1]) for l in open(sys.argv[1]) if l.startswith("kiln_scrape_")}
+assert v["kiln_scrape_active_targets"] == 9, v
+assert v["kiln_scrape_scrapes_total"] >= 9 and v["kiln_scrape_errors_total"] >= 5, v
+assert v["kiln_scrape_profiles_ingested_total"] >= 3, v
+assert v['kiln_scrape_cpu_seconds_total{phase="decode"}'] > 0, v
+PY
 
 # 4. SIGHUP: a bad file keeps the old config; a good one is applied.
 cp "$work/bad.yaml" "$work/kiln.yaml"

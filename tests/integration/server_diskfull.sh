@@ -18,6 +18,10 @@ cleanup_mount() {
 }
 trap cleanup_mount EXIT
 server_start
+# Leave ~192 KiB free, so that the disk fills after a few hundred writes
+# however slow the machine is (1 MiB took >60 s of writes at load 20).
+avail=$(df -k --output=avail "$T/data" | tail -1)
+[ "$avail" -gt 256 ] && dd if=/dev/zero of="$T/data/filler" bs=1k count=$((avail - 192)) status=none
 
 # Big profiles fill the disk fast: a fresh Go CPU profile per write is
 # small, so write the heap profile (many distinct stacks) under many series.

@@ -88,3 +88,19 @@ client() {
 	shift
 	$PY "$CLIENT" "$cmd" --stubs "$STUBS" --addr "$ADDR" "$@"
 }
+
+# agent_start_push: starts kiln-agent pushing to $ADDR (and writing local
+# files under $T/local) with 2 s windows at 49 Hz; sets $APID and returns once
+# it samples every CPU. The caller stops it (kill -INT $APID) and cleans up.
+agent_start_push() {
+	"$KILN_BIN/kiln-agent" --remote-store-address="$ADDR" --remote-store-insecure \
+		--local-store-directory="$T/local" --profiling-duration=2s \
+		--profiling-cpu-sampling-frequency=49 --http-address= >"$T/agent.log" 2>&1 &
+	APID=$!
+	for _ in $(seq 1 300); do
+		grep -q "profiling every CPU" "$T/agent.log" && return 0
+		kill -0 $APID 2>/dev/null || die "agent exited: $(cat "$T/agent.log")"
+		sleep 0.1
+	done
+	die "agent did not start: $(cat "$T/agent.log")"
+}

@@ -80,16 +80,7 @@ server_start "${SERVER_FLAGS[@]}"
 	die "upload failed: $(cat "$T/upload.out")"
 grep -q "$(build_id "$T/bin/kprog_up").*uploaded" "$T/upload.out" || die "not uploaded: $(cat "$T/upload.out")"
 
-"$KILN_BIN/kiln-agent" --remote-store-address="$ADDR" --remote-store-insecure \
-	--local-store-directory="$T/local" --profiling-duration=2s \
-	--profiling-cpu-sampling-frequency=49 --http-address= >"$T/agent.log" 2>&1 &
-APID=$!
-for _ in $(seq 1 300); do
-	grep -q "profiling every CPU" "$T/agent.log" && break
-	kill -0 $APID 2>/dev/null || die "agent exited: $(cat "$T/agent.log")"
-	sleep 0.1
-done
-grep -q "profiling every CPU" "$T/agent.log" || die "agent did not start: $(cat "$T/agent.log")"
+agent_start_push
 
 RUN_S=24
 declare -A PID_OF

@@ -19,27 +19,7 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$work/srv" "$work/cache"
-cat >"$work/prog.c" <<'C'
-#include <stdio.h>
-volatile long sink;
-static inline __attribute__((always_inline)) long mix(long x)
-{
-	sink += x * 7;
-	return sink ^ x;
-}
-__attribute__((noinline)) long hot_loop(long n)
-{
-	long acc = 0;
-	for (long i = 0; i < n; i++)
-		acc += mix(i + acc);
-	return acc;
-}
-int main(int argc, char **argv)
-{
-	printf("%ld\n", hot_loop(argc * 1000));
-	return 0;
-}
-C
+cp "$(dirname "$0")/symbols_progs/hot_loop.c" "$work/prog.c"
 gcc -g -O2 -Wl,--build-id -o "$work/srv/prog" "$work/prog.c"
 strip -o "$work/prog.stripped" "$work/srv/prog"
 build_id=$(readelf -n "$work/srv/prog" | awk '/Build ID/ {print $3}')

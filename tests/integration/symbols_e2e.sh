@@ -8,7 +8,10 @@
 # function, file and line for every location, the inlined frame first,
 # exactly as addr2line -i -f says on the unstripped builds (symbols_e2e.py).
 # A location in an object nobody has debuginfo for shows as
-# "[ghost.so] +0x123" (it never vanishes).
+# "[ghost.so] +0x123" (it never vanishes). Each mapping carries
+# executable_info (ELF type, load segment) as the agent sends it; the server
+# normalizes with it: a ghost library linked at a non-zero base shows its
+# vaddr, which it could not know without executable_info.
 # Results are cached in the metastore: after a restart, with the uploaded
 # debuginfo and the unstripped library deleted, the query still shows every
 # name, file and line (nothing is read again).
@@ -109,6 +112,16 @@ for l in open(T + "/maps"):
         maps.append((lo, hi, int(f[2], 16), f[5]))
 def mapping_of(rt):
     return [m for m in maps if m[0] <= rt < m[1]][0]
+def exec_info(p, off):
+    # What the agent sends as executable_info: e_type and the executable
+    # PT_LOAD (p_offset, p_vaddr) whose pages this mapping maps.
+    etype = 3 if "DYN" in sh("readelf", "-hW", p) else 2
+    for l in sh("readelf", "-lW", p).splitlines():
+        f = l.split()
+        if f and f[0] == "LOAD" and "E" in f[6:-1]:
+            o, v, fsz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if (o & ~4095) <= off < o + fsz:
+                return {"elf_type": etype, "offset": o, "vaddr": v}
 exp = {"mappings": [], "locations": []}
 main, lib = T + "/main", T + "/libwork.so"
 for mid, (binary, file_, rt_func, func) in enumerate(
@@ -116,7 +129,8 @@ for mid, (binary, file_, rt_func, func) in enumerate(
     lo, hi, off, path = mapping_of(rt_func)
     assert path == file_, (path, file_)
     exp["mappings"].append({"id": mid, "start": lo, "limit": hi, "offset": off, "file": file_,
-                            "build_id": build_id(binary)})
+                            "build_id": build_id(binary), "exec": exec_info(binary, off)})
+    assert exp["mappings"][-1]["exec"], "no executable segment for " + binary
     base = sym(binary, func)[0]
     addrs = insns(binary, func)
     chosen = [a for a in addrs if len(a2l(binary, a)) > 1][:3] + addrs[1:4]
@@ -129,6 +143,14 @@ exp["mappings"].append({"id": 3, "start": 0x7f0000000000, "limit": 0x7f000001000
                         "file": "/nonexistent/ghost.so", "build_id": "ab" * 20})
 exp["locations"].append({"id": len(exp["locations"]) + 1, "mapping": 3, "address": 0x7f0000000123,
                          "frames": [["[ghost.so] +0x2123", "", 0]]})
+# The same with executable_info, as for a library linked at a non-zero base
+# (text segment at file offset 0x1000, vaddr 0x201000): the server
+# normalizes with it, without the file, so the offset shown is the vaddr.
+exp["mappings"].append({"id": 4, "start": 0x7f1000000000, "limit": 0x7f1000010000, "offset": 0x1000,
+                        "file": "/nonexistent/ghost2.so", "build_id": "cd" * 20,
+                        "exec": {"elf_type": 3, "offset": 0x1000, "vaddr": 0x201000}})
+exp["locations"].append({"id": len(exp["locations"]) + 1, "mapping": 4, "address": 0x7f1000000234,
+                         "frames": [["[ghost2.so] +0x201234", "", 0]]})
 print(json.dumps(exp))
 PY
 

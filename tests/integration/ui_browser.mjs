@@ -368,6 +368,34 @@ for (const [id, file] of [
 }
 fs.writeFileSync(path.join(out, 'merged.total'), String((await flameInfo()).total));
 
+// 11b. A slow query shows a loading indicator, then a progress note that
+// says what to do; both go away when the answer arrives. The browser holds
+// the flame-graph request back until the note has been seen.
+let release;
+const held = new Promise((r) => (release = r));
+const flameReq = (u) => u.pathname === '/api/v1/query' && u.searchParams.get('report') === 'flamegraph';
+await page.route(
+	flameReq,
+	async (route) => {
+		await held;
+		await route.continue();
+	},
+);
+p0 = await painted();
+await tid('search-a').click();
+const profLoading = tid('result').locator('[data-testid="loading"]');
+await profLoading.waitFor({ state: 'visible' });
+assert.match(await profLoading.innerText(), /Loading profile/);
+await tid('loading-note').waitFor({ state: 'visible', timeout: 15000 });
+assert.match(await tid('loading-note').innerText(), /still working \(\d+s\).*narrow the time range/);
+await shot('slow-query');
+release();
+await waitPaint(p0);
+await page.unroute(flameReq);
+assert.ok(await profLoading.isHidden(), 'loading indicator hidden after the answer');
+assert.equal(await tid('loading-note').count(), 0, 'progress note removed');
+assert.ok((await flameInfo()).total > 0, 'the held query paints its profile');
+
 // 12. Dark theme.
 await tid('theme-toggle').click();
 assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');

@@ -4,7 +4,8 @@
 # type, matcher autocomplete, Search, graph point, zoom, function search,
 # table sort, Both, merge, compare two ranges (diff colours), share link
 # reload, downloads (read back with go tool pprof), themes, targets (kiln
-# scrapes itself), custom range and empty state, hide frames by binary.
+# scrapes itself), custom range and empty state, a held slow query (loading
+# indicator and progress note), hide frames by binary.
 # Screenshots of each step go to build/ui-screenshots/ (docs/UI.md).
 source "$(dirname "$0")/ui_lib.bash"
 ui_setup

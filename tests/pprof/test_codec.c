@@ -124,6 +124,56 @@ static void test_roundtrip_raw_and_gzip(void **state)
 	buf_free(&again);
 }
 
+/* Decoded strings point into the message bytes, terminated in place over
+ * the key of the field after each (pprof_parse): a string that ends the
+ * message, empty strings, and strings followed by other fields all come
+ * out whole, from raw and gzip input, and raw input is left untouched. */
+static void test_strings_in_place(void **state)
+{
+	/* string_table = {"", "ab", "", "cde"}, then period (field 12) = 7;
+	 * the second message ends with a string. */
+	static const uint8_t with_tail[] = {0x32, 0x00, 0x32, 0x02, 'a', 'b',  0x32, 0x00,
+					    0x32, 0x03, 'c',  'd',  'e', 0x60, 0x07};
+	static const uint8_t ends_in_string[] = {0x32, 0x00, 0x32, 0x01, 'x', 0x32,
+						 0x00, 0x32, 0x02, 'y',	 'z'};
+	const struct {
+		const uint8_t *data;
+		size_t len;
+		const char *last;
+	} cases[] = {{with_tail, sizeof(with_tail), "cde"},
+		     {ends_in_string, sizeof(ends_in_string), "yz"}};
+
+	(void)state;
+	for (size_t c = 0; c < 2; c++) {
+		uint8_t copy[32];
+		struct buf gz = {0};
+
+		memcpy(copy, cases[c].data, cases[c].len);
+		assert_int_equal(gzip_deflate(cases[c].data, cases[c].len, 6, &gz), 0);
+		for (int g = 0; g < 2; g++) {
+			struct pprof_profile *p = NULL;
+			struct kiln_error err = {0};
+			const pprof_msg *m;
+
+			if (g)
+				assert_int_equal(pprof_decode(gz.data, gz.len, NULL, &p, &err), 0);
+			else
+				assert_int_equal(pprof_decode(copy, cases[c].len, NULL, &p, &err),
+						 0);
+			m = pprof_profile_msg(p);
+			assert_int_equal(m->n_string_table, 4);
+			assert_string_equal(m->string_table[0], "");
+			assert_string_equal(m->string_table[1], c ? "x" : "ab");
+			assert_string_equal(m->string_table[2], "");
+			assert_string_equal(m->string_table[3], cases[c].last);
+			assert_int_equal(m->period, c ? 0 : 7);
+			pprof_profile_free(p);
+		}
+		assert_memory_equal(copy, cases[c].data, cases[c].len);
+		buf_free(&gz);
+	}
+}
+
 static void test_sample_type_index(void **state)
 {
 	struct buf raw = {0};
@@ -438,6 +488,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_raw_and_gzip),
+	    cmocka_unit_test(test_strings_in_place),
 	    cmocka_unit_test(test_sample_type_index),
 	    cmocka_unit_test(test_decode_file_names_path),
 	    cmocka_unit_test(test_validation_names_the_field),

@@ -187,11 +187,132 @@ static void test_select_merge_tree(void **state)
 	}
 }
 
+static char *json_of(struct query_tree *t)
+{
+	struct buf b;
+
+	buf_init(&b);
+	assert_int_equal(query_tree_write_json(t, &b), 0);
+	assert_int_equal(buf_terminate(&b), 0);
+	return (char *)b.data;
+}
+
+/* The tree folded straight from the store (query_tree_add_store), as
+ * qexec builds it for flame graph and top queries. */
+static struct query_tree *store_tree(struct env *e, const struct query_tree_options *o,
+				     const char *qa, const char *qb, bool *matched)
+{
+	struct query_tree *t = query_tree_new(o);
+	struct kiln_error err = {0};
+	const char *qs[2] = {qa, qb};
+	bool any = false;
+
+	assert_non_null(t);
+	for (int i = 0; i < 2 && qs[i]; i++) {
+		struct query_selector sel;
+		struct store_selector ss;
+		enum query_side side = !o->diff ? QUERY_SIDE_SINGLE
+				       : i == 0 ? QUERY_SIDE_BASE
+						: QUERY_SIDE_COMPARE;
+		bool m;
+
+		if (query_parse_compiled(qs[i], 0, &sel, &err))
+			fail_msg("%s: %s", qs[i], err.msg);
+		query_selector_to_store(&sel, 0, 10000, &ss);
+		if (query_tree_add_store(t, e->s, &ss, side, &m, &err))
+			fail_msg("query_tree_add_store: %s", err.msg);
+		any = any || m;
+		query_selector_release(&sel);
+	}
+	assert_int_equal(query_tree_finish(t, NULL), 0);
+	*matched = any;
+	return t;
+}
+
+/* The same tree through a pprof profile (store_merge + query_tree_add). */
+static struct query_tree *profile_tree(struct env *e, const struct query_tree_options *o,
+				       const char *qa, const char *qb)
+{
+	struct query_tree *t = query_tree_new(o);
+	const char *qs[2] = {qa, qb};
+
+	assert_non_null(t);
+	for (int i = 0; i < 2 && qs[i]; i++) {
+		struct pprof_profile *p = select_merge(e, qs[i], 0, 10000);
+		enum query_side side = !o->diff ? QUERY_SIDE_SINGLE
+				       : i == 0 ? QUERY_SIDE_BASE
+						: QUERY_SIDE_COMPARE;
+
+		if (p)
+			assert_int_equal(query_tree_add(t, p, -1, side, NULL), 0);
+		pprof_profile_free(p);
+	}
+	assert_int_equal(query_tree_finish(t, NULL), 0);
+	return t;
+}
+
+static void test_store_tree_equals_profile_tree(void **state)
+{
+	static const char *hide[] = {"libc.so.6"};
+	static const struct {
+		struct query_tree_options o;
+		const char *a, *b;
+	} cases[] = {
+	    {{0}, CPU_TYPE, NULL},
+	    {{0}, CPU_TYPE "{comm=\"nginx\"}", NULL},
+	    {{0}, CPU_TYPE "{comm=\"nobody\"}", NULL},
+	    {{.filter = "inl"}, CPU_TYPE, NULL},
+	    {{.filter = "nothing-matches"}, CPU_TYPE, NULL},
+	    {{.hide_binaries = hide, .n_hide_binaries = 1}, CPU_TYPE, NULL},
+	    {{.trim_fraction = 0.1}, CPU_TYPE, NULL},
+	    {{.diff = true}, CPU_TYPE "{node=\"web-3\"}", CPU_TYPE "{node=\"web-1\"}"},
+	    {{.diff = true}, CPU_TYPE "{node=\"none\"}", CPU_TYPE "{comm=\"redis\"}"},
+	    {{.diff = true, .filter = "rec"}, CPU_TYPE "{comm=\"redis\"}", CPU_TYPE},
+	};
+	struct env *e = *state;
+
+	ingest(e, "nginx", "web-1", e->full, 1000);
+	ingest(e, "nginx", "web-2", e->full, 2000);
+	ingest(e, "redis", "db-1", e->full, 3000);
+	ingest(e, "redis", "web-3", e->base, 4000);
+	for (int round = 0; round < 2; round++) {
+		/* round 1 reads blocks (and their rollups) instead of the head */
+		if (round == 1) {
+			struct kiln_error err = {0};
+
+			if (store_flush(e->s, &err))
+				fail_msg("store_flush: %s", err.msg);
+		}
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			bool matched;
+			struct query_tree *ts =
+			    store_tree(e, &cases[i].o, cases[i].a, cases[i].b, &matched);
+			struct query_tree *tp =
+			    profile_tree(e, &cases[i].o, cases[i].a, cases[i].b);
+			char *js = json_of(ts), *jp = json_of(tp);
+			char *fs = folded(ts), *fp = folded(tp);
+
+			if (strcmp(js, jp) || strcmp(fs, fp))
+				fail_msg("case %zu (%s): store tree\n%s\n%s\nprofile tree\n%s\n%s",
+					 i, cases[i].a, js, fs, jp, fp);
+			assert_int_equal(matched, query_tree_total(tp) != 0 ||
+						      query_tree_base_total(tp) != 0);
+			free(js);
+			free(jp);
+			free(fs);
+			free(fp);
+			query_tree_free(ts);
+			query_tree_free(tp);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_select_merge_tree),
+	    cmocka_unit_test_setup_teardown(test_select_merge_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_tree_equals_profile_tree, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,10 +219,13 @@ int main(int argc, char **argv)
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("scrapes=%llu errors=%llu ingested=%lu bytes=%llu scheduler_cpu_ns=%llu "
-	       "ingest_cpu_ns=%llu lag_avg_ns=%llu lag_max_ns=%llu maxrss_kb=%ld\n",
+	       "decode_cpu_ns=%llu delta_cpu_ns=%llu ingest_cpu_ns=%llu callback_cpu_ns=%llu "
+	       "lag_avg_ns=%llu lag_max_ns=%llu maxrss_kb=%ld\n",
 	       (unsigned long long)st.scrapes, (unsigned long long)st.scrape_errors,
 	       (unsigned long)atomic_load(&d.ingested), (unsigned long long)st.bytes_fetched,
-	       (unsigned long long)st.scheduler_cpu_ns, (unsigned long long)st.ingest_cpu_ns,
+	       (unsigned long long)st.scheduler_cpu_ns, (unsigned long long)st.decode_cpu_ns,
+	       (unsigned long long)st.delta_cpu_ns, (unsigned long long)st.ingest_cpu_ns,
+	       (unsigned long long)st.callback_cpu_ns,
 	       (unsigned long long)(st.profiles_ingested + st.ingest_errors
 					? st.ingest_lag_ns_total /
 					      (st.profiles_ingested + st.ingest_errors)

@@ -120,6 +120,20 @@ static int setup(void **state)
 	   "objcopy --only-keep-debug libwork.so libwork.so.debug",
 	   dir);
 	sh("cd %s && g++ -g -O2 -o box box.cc", dir);
+	/* A CU with code but no subprogram DIEs (assembly, as in libc). */
+	write_file("asm_main.c", "int asm_add(int, int);\n"
+				 "int main(int argc, char **argv) { return asm_add(argc, 1); }\n");
+	write_file("asm_add.S", ".text\n.globl asm_add\n.type asm_add, @function\nasm_add:\n"
+				"\tmov %edi, %eax\n\tadd %esi, %eax\n\tret\n"
+				".size asm_add, .-asm_add\n"
+				".section .note.GNU-stack,\"\",@progbits\n");
+	sh("cd %s && gcc -g -O2 -o asm_prog asm_main.c asm_add.S", dir);
+	/* No GNU build ID: known by the hash of .text. */
+	sh("cd %s && gcc -g -O2 -o main_noid main.c -L. -lwork -Wl,-rpath,%s -Wl,--build-id=none "
+	   "&& strip -o main_noid_stripped main_noid && "
+	   "gcc -g -O0 -o main_noid_other main.c -L. -lwork -Wl,--build-id=none && "
+	   "objcopy --only-keep-debug main_noid main_noid.debug",
+	   dir, dir);
 	return 0;
 }
 
@@ -253,6 +267,24 @@ static void test_matches_addr2line_pie_nopie_shared(void **state)
 	symbolizer_free(s);
 }
 
+/* Compressed DWARF (SHF_COMPRESSED, as in Debian's debug packages), which
+ * the symbolizer inflates itself: the same answers as addr2line. */
+static void test_compressed_debug_sections(void **state)
+{
+	struct symbolizer *s = symbolizer_new(NULL);
+	char p[256];
+
+	(void)state;
+	sh("cd %s && objcopy --compress-debug-sections=zlib main_pie main_pie_z && "
+	   "readelf -SW main_pie_z | grep -q 'debug_info .* C '",
+	   dir);
+	path_of(p, sizeof(p), "main_pie_z");
+	struct symbols_object obj = {NULL, p};
+	assert_true(compare_function(s, &obj, "main_pie_z", "outer_function") > 0);
+	compare_function(s, &obj, "main_pie_z", "main");
+	symbolizer_free(s);
+}
+
 static void test_inlined_frame_order(void **state)
 {
 	struct symbolizer *s = symbolizer_new(NULL);
@@ -349,6 +381,21 @@ static void check_normalize(const char *bin, bool pie)
 			assert_int_equal(got, nm_value(bin, "outer_function"));
 		else
 			assert_int_equal(got, nm_value("libwork.so", "lib_work"));
+		/* The same from executable_info alone (what the agent sends:
+		 * ELF type and the executable PT_LOAD this mapping maps). */
+		const struct elfinfo_load *seg = NULL;
+		uint64_t got_exec = 0;
+
+		for (size_t i = 0; i < info.nloads; i++)
+			if ((info.loads[i].flags & 1 /* PF_X */) &&
+			    off >= (info.loads[i].offset & ~4095ull) &&
+			    off < info.loads[i].offset + info.loads[i].filesz)
+				seg = &info.loads[i];
+		assert_non_null(seg);
+		assert_int_equal(symbols_normalize_exec(info.type, seg->offset, seg->vaddr,
+							want_addr, start, limit, off, &got_exec),
+				 0);
+		assert_int_equal(got_exec, got);
 		/* The same through the separate debug file (its program headers
 		 * lost the file offsets), as when only debuginfo is at hand. */
 		char dbg[320];
@@ -391,6 +438,9 @@ static void test_normalize_outside_mapping(void **state)
 	path_of(p, sizeof(p), "main_pie");
 	assert_int_equal(elfinfo_read_file(p, &info, NULL), 0);
 	assert_int_equal(symbols_normalize(&info, 0x500, 0x1000, 0x2000, 0, &v), -ERANGE);
+	assert_int_equal(symbols_normalize_exec(3, 0, 0, 0x500, 0x1000, 0x2000, 0, &v), -ERANGE);
+	assert_int_equal(
+	    symbols_normalize_exec(1 /* ET_REL */, 0, 0, 0x1500, 0x1000, 0x2000, 0, &v), -EINVAL);
 }
 
 /* The build ID and load segments readelf reports. */
@@ -545,6 +595,122 @@ static void test_extract_debuginfo(void **state)
 	assert_non_null(strstr(e.msg, "main.c"));
 }
 
+/* Reads the first line of a shell command's output into out. */
+static void sh_read(char *out, size_t n, const char *cmd)
+{
+	FILE *p = popen(cmd, "r");
+
+	assert_non_null(p);
+	assert_non_null(fgets(out, (int)n, p));
+	pclose(p);
+	out[strcspn(out, " \n")] = '\0';
+}
+
+static void test_hash_id_without_build_id(void **state)
+{
+	char p[256], q[256], cmd[1024], want[64], store_dir[256];
+	struct elfinfo a, b;
+	struct kiln_error e = {0};
+	struct buf data;
+	struct symbols_location loc;
+	uint64_t addr = nm_value("main_noid", "outer_function");
+
+	(void)state;
+	path_of(p, sizeof(p), "main_noid");
+	sh("! readelf -n %s | grep -q 'Build ID'", p);
+	/* The ID is XXH64 of .text, as xxhsum (the xxHash CLI) prints it. */
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "objcopy -O binary --only-section=.text %s %s.text && xxhsum -H1 %s.text 2>/dev/null",
+	    p, p, p);
+	sh_read(want, sizeof(want), cmd);
+	assert_int_equal(strlen(want), 16);
+	assert_int_equal(elfinfo_read_file(p, &a, NULL), 0);
+	assert_true(a.build_id_is_hash);
+	assert_string_equal(a.build_id, want);
+	/* Stripping keeps .text, so the stripped copy has the same ID. */
+	path_of(q, sizeof(q), "main_noid_stripped");
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_string_equal(b.build_id, want);
+	/* A different build does not. */
+	path_of(q, sizeof(q), "main_noid_other");
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_true(b.build_id_is_hash);
+	assert_string_not_equal(b.build_id, want);
+	/* A separate debug file has no .text bytes: no ID. */
+	path_of(q, sizeof(q), "main_noid.debug");
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_string_equal(b.build_id, "");
+
+	/* The extract keeps .text (so the ID can be checked) and the debug
+	 * sections; the store accepts it under the hash ID, and refuses a
+	 * different build or a file without .text under it. */
+	path_of(q, sizeof(q), "main_noid.extracted");
+	assert_int_equal(symbols_extract_debuginfo(p, q, &e), 0);
+	assert_int_equal(elfinfo_read_file(q, &b, NULL), 0);
+	assert_string_equal(b.build_id, want);
+	assert_true(b.has_symtab && b.has_debug_info);
+	path_of(store_dir, sizeof(store_dir), "store_noid");
+	struct debuginfo_config dc = {.storage_path = store_dir, .local_debug_dir = store_dir};
+	struct debuginfo_store *d = debuginfo_store_new(&dc, &e);
+	assert_non_null(d);
+	buf_init(&data);
+	path_of(q, sizeof(q), "main_noid_other");
+	assert_int_equal(buf_read_file(&data, q, 1 << 26), 0);
+	assert_int_equal(debuginfo_store_put(d, want, data.data, data.len, &e), -EINVAL);
+	assert_non_null(strstr(e.msg, "mismatch"));
+	buf_free(&data);
+	buf_init(&data);
+	path_of(q, sizeof(q), "main_noid.debug");
+	assert_int_equal(buf_read_file(&data, q, 1 << 26), 0);
+	kiln_error_clear(&e);
+	assert_int_equal(debuginfo_store_put(d, want, data.data, data.len, &e), -EINVAL);
+	buf_free(&data);
+	buf_init(&data);
+	path_of(q, sizeof(q), "main_noid.extracted");
+	assert_int_equal(buf_read_file(&data, q, 1 << 26), 0);
+	kiln_error_clear(&e);
+	assert_int_equal(debuginfo_store_put(d, want, data.data, data.len, &e), 0);
+	buf_free(&data);
+
+	/* The stripped binary, known by the hash ID, symbolizes through it. */
+	path_of(q, sizeof(q), "main_noid_stripped");
+	struct symbolizer *s = symbolizer_new(&(struct symbolizer_config){.debuginfo = d});
+	struct symbols_object obj = {want, q};
+	assert_int_equal(symbolizer_resolve(s, &obj, addr, &loc, NULL), 0);
+	assert_true(loc.nframes >= 1);
+	assert_string_equal(loc.frames[0].function, "outer_function");
+	assert_non_null(loc.frames[0].file);
+	symbolizer_free(s);
+	debuginfo_store_free(d);
+}
+
+static void test_assembly_cu(void **state)
+{
+	struct symbolizer *s = symbolizer_new(NULL);
+	struct symbols_location loc;
+	char p[256];
+
+	(void)state;
+	path_of(p, sizeof(p), "asm_prog");
+	struct symbols_object obj = {NULL, p};
+	/* Its CU has lines but no function DIEs: name from .symtab, place
+	 * from the line table. */
+	assert_int_equal(
+	    symbolizer_resolve(s, &obj, nm_value("asm_prog", "asm_add") + 2, &loc, NULL), 0);
+	assert_int_equal(loc.nframes, 1);
+	assert_string_equal(loc.frames[0].function, "asm_add");
+	assert_non_null(loc.frames[0].file);
+	assert_non_null(strstr(loc.frames[0].file, "asm_add.S"));
+	assert_int_equal(loc.frames[0].line, 6);
+	/* And the C CU beside it. */
+	assert_int_equal(symbolizer_resolve(s, &obj, nm_value("asm_prog", "main"), &loc, NULL), 0);
+	assert_true(loc.nframes >= 1);
+	assert_string_equal(loc.frames[loc.nframes - 1].function, "main");
+	assert_non_null(strstr(loc.frames[loc.nframes - 1].file, "asm_main.c"));
+	symbolizer_free(s);
+}
+
 static void test_garbage_is_not_elf(void **state)
 {
 	struct elfinfo info;
@@ -563,6 +729,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_matches_addr2line_pie_nopie_shared),
 	    cmocka_unit_test(test_inlined_frame_order),
+	    cmocka_unit_test(test_compressed_debug_sections),
+	    cmocka_unit_test(test_assembly_cu),
 	    cmocka_unit_test(test_normalize_pie),
 	    cmocka_unit_test(test_normalize_nopie),
 	    cmocka_unit_test(test_normalize_outside_mapping),
@@ -571,6 +739,7 @@ int main(void)
 	    cmocka_unit_test(test_cpp_demangled),
 	    cmocka_unit_test(test_extract_debuginfo),
 	    cmocka_unit_test(test_garbage_is_not_elf),
+	    cmocka_unit_test(test_hash_id_without_build_id),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
