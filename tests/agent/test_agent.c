@@ -522,6 +522,15 @@ static void put_note(unsigned char *buf, size_t *off, uint32_t type, uint32_t de
 	*off += (descsz + align - 1) & ~(align - 1);
 }
 
+/* Fills e_ident of a little-endian ELF header of class cls (ELFCLASS32/64). */
+static void set_ident(unsigned char *ident, unsigned char cls)
+{
+	memcpy(ident, ELFMAG, SELFMAG);
+	ident[EI_CLASS] = cls;
+	ident[EI_DATA] = ELFDATA2LSB;
+	ident[EI_VERSION] = EV_CURRENT;
+}
+
 static void write_bytes(const char *path, const void *data, size_t len)
 {
 	FILE *f = fopen(path, "w");
@@ -565,10 +574,7 @@ static void test_buildid_synthetic_elves(void **state)
 		    {.p_type = PT_NOTE, .p_offset = 0x100, .p_filesz = 0, .p_align = 4}};
 
 		memset(buf, 0, sizeof(buf));
-		memcpy(eh.e_ident, ELFMAG, SELFMAG);
-		eh.e_ident[EI_CLASS] = ELFCLASS32;
-		eh.e_ident[EI_DATA] = ELFDATA2LSB;
-		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		set_ident(eh.e_ident, ELFCLASS32);
 		off = 0x100;
 		put_note(buf, &off, NT_GNU_BUILD_ID, 20, 4);
 		ph[1].p_filesz = off - 0x100;
@@ -596,10 +602,7 @@ static void test_buildid_synthetic_elves(void **state)
 		Elf64_Phdr ph = {.p_type = PT_NOTE, .p_offset = 0x100, .p_align = 8};
 
 		memset(buf, 0, sizeof(buf));
-		memcpy(eh.e_ident, ELFMAG, SELFMAG);
-		eh.e_ident[EI_CLASS] = ELFCLASS64;
-		eh.e_ident[EI_DATA] = ELFDATA2LSB;
-		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		set_ident(eh.e_ident, ELFCLASS64);
 		off = 0x100;
 		put_note(buf, &off, NT_GNU_PROPERTY_TYPE_0, 12, 8);
 		put_note(buf, &off, NT_GNU_BUILD_ID, 8, 8);
@@ -623,10 +626,7 @@ static void test_buildid_synthetic_elves(void **state)
 				    {.sh_type = SHT_NOTE, .sh_offset = 0x100, .sh_addralign = 4}};
 
 		memset(buf, 0, sizeof(buf));
-		memcpy(eh.e_ident, ELFMAG, SELFMAG);
-		eh.e_ident[EI_CLASS] = ELFCLASS64;
-		eh.e_ident[EI_DATA] = ELFDATA2LSB;
-		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		set_ident(eh.e_ident, ELFCLASS64);
 		off = 0x100;
 		put_note(buf, &off, NT_GNU_BUILD_ID, 20, 4);
 		sh[1].sh_size = off - 0x100;
@@ -643,10 +643,7 @@ static void test_buildid_synthetic_elves(void **state)
 		Elf64_Ehdr eh = {
 		    .e_type = ET_EXEC, .e_version = EV_CURRENT, .e_ehsize = sizeof(Elf64_Ehdr)};
 
-		memcpy(eh.e_ident, ELFMAG, SELFMAG);
-		eh.e_ident[EI_CLASS] = ELFCLASS64;
-		eh.e_ident[EI_DATA] = ELFDATA2LSB;
-		eh.e_ident[EI_VERSION] = EV_CURRENT;
+		set_ident(eh.e_ident, ELFCLASS64);
 		write_bytes(path, &eh, sizeof(eh));
 		assert_int_equal(buildid_read_file(path, got, sizeof(got)), -ENOENT);
 	}
