@@ -529,9 +529,8 @@ static void select_types(const struct pprof_endpoint_config *e, const struct ppr
 }
 
 /* Decoded profile -> ingest items. Takes ownership of p. The delta of a
- * cumulative profile is cut out of it (pprof_profile_subset) before p itself
- * is projected in place onto its gauge types and queued: no copy of the
- * whole profile. */
+ * cumulative profile and its gauge types are both cut out of it
+ * (pprof_profile_subset); other kinds queue p itself. */
 static int process_profile(struct scrape_manager *m, struct scrape_unit *u, struct pprof_profile *p,
 			   int64_t done_ns, struct kiln_error *err)
 {
@@ -576,12 +575,17 @@ static int process_profile(struct scrape_manager *m, struct scrape_unit *u, stru
 		if (rc < 0)
 			goto fail;
 	}
-	if (n_gauge) { /* the "inuse_*" types, as scraped: p itself */
-		if (pprof_profile_project(p, gauge, n_gauge) < 0) {
-			rc = kiln_error_set(err, EINVAL, "gauge projection failed");
-			goto fail;
-		}
-		return enqueue(m, u, p, ts, false, done_ns);
+	if (n_gauge) {
+		/* The "inuse_*" types, as scraped, cut out of p like the delta:
+		 * only the samples with a value and the objects they use (a few
+		 * of an allocs profile's). p itself is freed here, on the thread
+		 * that allocated it, where its memory is reused warm by the next
+		 * decode, instead of crossing to the ingest thread whole. */
+		struct pprof_profile *g;
+		bool unused;
+		rc = scrape_delta_next(NULL, p, gauge, n_gauge, &g, &unused, NULL, err);
+		pprof_profile_free(p);
+		return rc < 0 ? rc : enqueue(m, u, g, ts, false, done_ns);
 	}
 fail:
 	pprof_profile_free(p);
