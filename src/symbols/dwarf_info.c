@@ -33,9 +33,8 @@
 #include "symbols/dwarf_reader.h"
 
 const char *const kdw_sec_names[KDW_NSECS] = {
-    ".debug_info",	  ".debug_abbrev", ".debug_line",   ".debug_line_str",
-    ".debug_str",	  ".debug_str_offsets", ".debug_addr", ".debug_ranges",
-    ".debug_rnglists", ".debug_aranges",
+    ".debug_info",	  ".debug_abbrev", ".debug_line",   ".debug_line_str", ".debug_str",
+    ".debug_str_offsets", ".debug_addr",   ".debug_ranges", ".debug_rnglists", ".debug_aranges",
 };
 
 #define MAX_DIE_DEPTH 64 /* as the libdw index: deeper DIEs are not looked at */
@@ -240,8 +239,9 @@ static int read_units(struct kdw *d, struct kiln_error *e)
 		if (dwarf64)
 			len = kdw_fixed(&c, 8);
 		if (c.bad || len > (uint64_t)(c.end - c.p) || (!dwarf64 && len >= 0xfffffff0))
-			return kiln_error_set(e, EINVAL, ".debug_info+0x%llx: unit length 0x%llx "
-							 "past the end of the section",
+			return kiln_error_set(e, EINVAL,
+					      ".debug_info+0x%llx: unit length 0x%llx "
+					      "past the end of the section",
 					      (unsigned long long)off, (unsigned long long)len);
 		cu.end = (uint64_t)(c.p - sec) + len;
 		c.end = c.p + len;
@@ -494,8 +494,8 @@ static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 						      (unsigned long long)cu->abbrev_offset,
 						      (unsigned long long)name,
 						      (unsigned long long)form);
-			t->specs[nspecs++] = (struct kdw_spec){(uint16_t)name, (uint16_t)form,
-							       implicit};
+			t->specs[nspecs++] =
+			    (struct kdw_spec){(uint16_t)name, (uint16_t)form, implicit};
 			n = kdw_form_fixed_size(form, cu->addr_size, cu->version);
 			if (name == DW_AT_sibling && a->sib_at < 0 && a->fixed >= 0 && n >= 0) {
 				a->sib_at = a->fixed;
@@ -691,8 +691,7 @@ static bool is_function(uint32_t tag)
 static bool is_scope(uint32_t tag)
 {
 	return tag == DW_TAG_lexical_block || tag == DW_TAG_namespace || tag == DW_TAG_module ||
-	       tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
-	       tag == DW_TAG_union_type;
+	       tag == DW_TAG_class_type || tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
 }
 
 /* Reads the DIE at the cursor (its abbreviation code first). Returns 1 for
@@ -735,7 +734,8 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, struct kdw_cur *c, s
 
 		if (slot < 0 || (die->have & (1u << slot))) {
 			if (!kdw_form_skip(c, sp->form, cu->addr_size, cu->version))
-				return die_bad(e, die->offset, "unknown form or truncated attribute");
+				return die_bad(e, die->offset,
+					       "unknown form or truncated attribute");
 			continue;
 		}
 		if (!read_value(c, cu, sp->form, sp->implicit, &tmp))
@@ -875,8 +875,9 @@ static int cu_base(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 	int rc;
 
 	if (cu->base_read)
-		return cu->base_ok ? 0 : kiln_error_set(e, EINVAL, ".debug_info+0x%llx: bad unit",
-							(unsigned long long)cu->offset);
+		return cu->base_ok ? 0
+				   : kiln_error_set(e, EINVAL, ".debug_info+0x%llx: bad unit",
+						    (unsigned long long)cu->offset);
 	cu->base_read = true;
 	if (!cu->supported)
 		return kiln_error_set(e, ENOTSUP, ".debug_info+0x%llx: unit kind left to libdw",
@@ -961,8 +962,8 @@ static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
 		}
 		if (hop == MAX_CHAIN || (!has(die, S_ORIGIN) && !has(die, S_SPEC)))
 			break;
-		rc = val_ref(cu, &die->v[has(die, S_ORIGIN) ? S_ORIGIN : S_SPEC], die->offset,
-			     &ref, e);
+		rc = val_ref(cu, &die->v[has(die, S_ORIGIN) ? S_ORIGIN : S_SPEC], die->offset, &ref,
+			     e);
 		if (rc < 0)
 			return rc;
 		if (ref < cu->die_offset || ref >= cu->end) {
@@ -1051,8 +1052,9 @@ static int read_ranges(struct kdw *d, const struct kdw_cu *cu, const struct aval
 		return unsupported(e, die_off, v->form);
 	}
 	if (off >= size)
-		return kiln_error_set(e, EINVAL, "%s: offset 0x%llx (from .debug_info+0x%llx) past "
-						 "the end",
+		return kiln_error_set(e, EINVAL,
+				      "%s: offset 0x%llx (from .debug_info+0x%llx) past "
+				      "the end",
 				      kdw_sec_names[sec], (unsigned long long)off,
 				      (unsigned long long)die_off);
 	c = (struct kdw_cur){d->s.p[sec] + off, d->s.p[sec] + size, false};
@@ -1128,9 +1130,10 @@ static int read_ranges(struct kdw *d, const struct kdw_cu *cu, const struct aval
 		if (add_range(d, b, en) < 0)
 			return -ENOMEM;
 		continue;
-	bad:
-		return kiln_error_set(e, EINVAL, "%s+0x%llx: bad range list entry (for "
-						 ".debug_info+0x%llx)",
+bad:
+		return kiln_error_set(e, EINVAL,
+				      "%s+0x%llx: bad range list entry (for "
+				      ".debug_info+0x%llx)",
 				      kdw_sec_names[sec], (unsigned long long)(at - d->s.p[sec]),
 				      (unsigned long long)die_off);
 	}

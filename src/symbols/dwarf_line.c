@@ -110,7 +110,10 @@ static const char *entry_string(const struct kdw_line_unit *u, struct kdw_cur *c
 	case DW_FORM_strx4: {
 		struct kdw_cur so;
 
-		n = form == DW_FORM_strx1 ? 1 : form == DW_FORM_strx2 ? 2 : form == DW_FORM_strx3 ? 3 : 4;
+		n = form == DW_FORM_strx1   ? 1
+		    : form == DW_FORM_strx2 ? 2
+		    : form == DW_FORM_strx3 ? 3
+					    : 4;
 		off = form == DW_FORM_strx ? kdw_uleb(c) : kdw_fixed(c, n);
 		if (c->bad || off > (UINT64_MAX - u->str_offsets_base) / 4 ||
 		    u->str_offsets_base + off * 4 > u->secs->size[KDW_STR_OFFSETS])
@@ -223,9 +226,8 @@ static int read_v5_entries(const struct kdw_line_unit *u, struct kdw_cur *c, boo
 
 #define NO_DIR UINT32_MAX
 
-static int read_files(const struct kdw_line_unit *u, struct kdw_cur *c,
-		      const struct line_header *h, struct arena *arena, struct kdw_lines *out,
-		      struct kiln_error *e)
+static int read_files(const struct kdw_line_unit *u, struct kdw_cur *c, const struct line_header *h,
+		      struct arena *arena, struct kdw_lines *out, struct kiln_error *e)
 {
 	static const char unknown[] = "???";
 
@@ -401,7 +403,8 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **sc
 			uint8_t sub;
 
 			if (c.bad || len == 0 || len > (uint64_t)(c.end - c.p))
-				return bad(e, (uint64_t)(op_at - sec), "extended opcode past the end");
+				return bad(e, (uint64_t)(op_at - sec),
+					   "extended opcode past the end");
 			sub = kdw_u8(&c);
 			switch (sub) {
 			case DW_LNE_end_sequence:

@@ -81,6 +81,63 @@ struct cu_arange {
 	Dwarf_Off cu; /* the CU DIE's offset */
 };
 
+/* The result cache: open addressing on the address, linear probing, at
+ * most half full. A generic htab (hashing and copying the key bytes,
+ * rehashing as it grows) was a third of a cold run on an uncompressed
+ * binary once the DWARF reader made the rest fast. */
+struct rcache {
+	uint64_t *keys;
+	struct cached **vals; /* NULL: empty slot */
+	size_t cap, n;	      /* cap: a power of two */
+};
+
+static size_t rcache_slot(const struct rcache *r, uint64_t addr)
+{
+	size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
+
+	while (r->vals[i] && r->keys[i] != addr)
+		i = (i + 1) & (r->cap - 1);
+	return i;
+}
+
+static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
+{
+	return r->cap ? r->vals[rcache_slot(r, addr)] : NULL;
+}
+
+static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
+{
+	size_t i;
+
+	if (2 * (r->n + 1) > r->cap) {
+		struct rcache g = {.cap = r->cap ? r->cap * 2 : 1024};
+
+		g.keys = malloc(g.cap * sizeof(*g.keys));
+		g.vals = calloc(g.cap, sizeof(*g.vals));
+		if (!g.keys || !g.vals) {
+			free(g.keys);
+			free(g.vals);
+			return -ENOMEM;
+		}
+		for (size_t k = 0; k < r->cap; k++)
+			if (r->vals[k]) {
+				i = rcache_slot(&g, r->keys[k]);
+				g.keys[i] = r->keys[k];
+				g.vals[i] = r->vals[k];
+			}
+		g.n = r->n;
+		free(r->keys);
+		free(r->vals);
+		*r = g;
+	}
+	i = rcache_slot(r, addr);
+	if (!r->vals[i])
+		r->n++;
+	r->keys[i] = addr;
+	r->vals[i] = c;
+	return 0;
+}
+
 struct inflated {
 	void *p;
 	size_t size;
@@ -93,9 +150,9 @@ struct symfile {
 	Dwarf *dwarf; /* NULL: symbol table only */
 	struct fsym *syms;
 	size_t nsyms;
-	struct htab *results; /* 8-byte address -> struct cached * */
-	struct htab *names;   /* raw name -> interned display name */
-	struct htab *cus;     /* CU DIE offset -> struct cu_index * */
+	struct rcache results; /* address -> struct cached * */
+	struct htab *names;    /* raw name -> interned display name */
+	struct htab *cus;      /* CU DIE offset -> struct cu_index * */
 	struct arena *arena;
 	struct elfinfo info;	       /* program headers for normalization */
 	char *path;		       /* the file open */
@@ -139,7 +196,8 @@ static void symfile_free(struct symfile *f)
 	htab_free(f->cus); /* the indexes live in the arena */
 	cu_scratch_free(&f->scratch);
 	free(f->aranges);
-	htab_free(f->results);
+	free(f->results.keys);
+	free(f->results.vals);
 	htab_free(f->names);
 	arena_free(f->arena);
 	for (size_t i = 0; i < f->ninflated; i++)
@@ -393,12 +451,11 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
 		goto err;
 	}
-	f->results = htab_new(1024);
 	f->names = htab_new(256);
 	f->arena = arena_new(64 * 1024);
 	f->cus = htab_new(256);
 	f->path = strdup(path);
-	if (!f->results || !f->names || !f->arena || !f->cus || !f->path) {
+	if (!f->names || !f->arena || !f->cus || !f->path) {
 		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
 		goto err;
 	}
@@ -1001,14 +1058,12 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t addr,
 			   struct symbols_location *out)
 {
-	uint64_t v;
 	struct cached *c;
 	size_t n;
 
 	out->stripped = !f->dwarf && !f->info.has_symtab;
 	out->partial = !f->dwarf;
-	if (htab_get(f->results, &addr, sizeof(addr), &v)) {
-		c = (struct cached *)(uintptr_t)v;
+	if ((c = rcache_get(&f->results, addr)) != NULL) {
 		out->nframes = c->nframes;
 		memcpy(out->frames, c->frames, c->nframes * sizeof(c->frames[0]));
 		return 0;
@@ -1024,14 +1079,14 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 		}
 	}
 	out->nframes = n;
-	if (htab_count(f->results) >= s->max_cached)
+	if (f->results.n >= s->max_cached)
 		return 0; /* full: still correct, just not cached */
 	c = arena_alloc(f->arena, sizeof(*c) + n * sizeof(c->frames[0]));
 	if (!c)
 		return 0;
 	c->nframes = (uint32_t)n;
 	memcpy(c->frames, out->frames, n * sizeof(c->frames[0]));
-	htab_put(f->results, &addr, sizeof(addr), (uint64_t)(uintptr_t)c);
+	rcache_put(&f->results, addr, c); /* on failure: not cached */
 	return 0;
 }
 

@@ -142,8 +142,8 @@ static uint64_t *sample(const char *path, unsigned step, size_t max, size_t *n)
 		unsigned long long a, sz;
 		char type;
 
-		if (sscanf(line, "%llx %llx %c", &a, &sz, &type) != 3 ||
-		    !strchr("tTwWiI", type) || sz == 0)
+		if (sscanf(line, "%llx %llx %c", &a, &sz, &type) != 3 || !strchr("tTwWiI", type) ||
+		    sz == 0)
 			continue;
 		for (unsigned long long off = 0; off < sz && *n < max; off += step) {
 			if (*n == cap) {
