@@ -73,8 +73,6 @@ struct kdw {
 	struct kdw_arange *aranges; /* by low */
 	size_t naranges;
 	struct htab *abbrevs; /* (offset, addr size, version) -> struct kdw_abbrevs * */
-	void *line_scratch;
-	size_t line_scratch_cap;
 	struct kdw_spec *spec_scratch;
 	size_t spec_cap;
 	struct {
@@ -378,7 +376,6 @@ void kdw_close(struct kdw *d)
 	htab_free(d->abbrevs);
 	free(d->cus);
 	free(d->aranges);
-	free(d->line_scratch);
 	free(d->spec_scratch);
 	free(d->ranges);
 	free(d);
@@ -1311,7 +1308,7 @@ struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_err
 		cu->lines_err = ENOMEM;
 		return NULL;
 	}
-	rc = kdw_lines_read(&u, d->arena, &d->line_scratch, &d->line_scratch_cap, l, e);
+	rc = kdw_lines_read(&u, d->arena, l, e);
 	if (rc < 0) {
 		cu->lines_err = -rc;
 		return NULL;

@@ -28,7 +28,9 @@
 #include "common/arena.h"
 #include "symbols/dwarf_reader.h"
 
-struct line_header {
+struct kdw_line_hdr {
+	const struct kdw_sections *secs;
+	uint8_t addr_size;
 	uint64_t unit_start, unit_end, prog_start; /* offsets in .debug_line */
 	uint16_t version;
 	uint8_t min_inst_len, max_ops, default_is_stmt, line_range, opcode_base;
@@ -43,7 +45,7 @@ static int bad(struct kiln_error *e, uint64_t off, const char *what)
 
 #define OFF(c) ((uint64_t)((c)->p - u->secs->p[KDW_LINE]))
 
-static int read_header(const struct kdw_line_unit *u, struct kdw_cur *c, struct line_header *h,
+static int read_header(const struct kdw_line_unit *u, struct kdw_cur *c, struct kdw_line_hdr *h,
 		       struct kiln_error *e)
 {
 	const uint8_t *sec = u->secs->p[KDW_LINE];
@@ -226,8 +228,9 @@ static int read_v5_entries(const struct kdw_line_unit *u, struct kdw_cur *c, boo
 
 #define NO_DIR UINT32_MAX
 
-static int read_files(const struct kdw_line_unit *u, struct kdw_cur *c, const struct line_header *h,
-		      struct arena *arena, struct kdw_lines *out, struct kiln_error *e)
+static int read_files(const struct kdw_line_unit *u, struct kdw_cur *c,
+		      const struct kdw_line_hdr *h, struct arena *arena, struct kdw_lines *out,
+		      struct kiln_error *e)
 {
 	static const char unknown[] = "???";
 
@@ -310,40 +313,6 @@ static int read_files(const struct kdw_line_unit *u, struct kdw_cur *c, const st
 	return out->joined ? 0 : -ENOMEM;
 }
 
-static bool row_before(const struct kdw_row *a, const struct kdw_row *b)
-{
-	if (a->addr != b->addr)
-		return a->addr < b->addr;
-	return a->end_sequence > b->end_sequence;
-}
-
-/* Stable bottom-up merge sort of a[0..n) using t[0..n); returns the buffer
- * holding the result. Runs already in order are copied, not merged. */
-static struct kdw_row *sort_rows(struct kdw_row *a, struct kdw_row *t, size_t n)
-{
-	for (size_t w = 1; w < n; w *= 2) {
-		for (size_t lo = 0; lo < n; lo += 2 * w) {
-			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-			size_t i = lo, j = mid, k = lo;
-
-			if (mid == hi || !row_before(&a[mid], &a[mid - 1])) {
-				memcpy(&t[lo], &a[lo], (hi - lo) * sizeof(*a));
-				continue;
-			}
-			while (i < mid && j < hi)
-				t[k++] = row_before(&a[j], &a[i]) ? a[j++] : a[i++];
-			while (i < mid)
-				t[k++] = a[i++];
-			while (j < hi)
-				t[k++] = a[j++];
-		}
-		struct kdw_row *x = a;
-		a = t;
-		t = x;
-	}
-	return a;
-}
-
 struct state {
 	uint64_t addr;
 	int64_t line;
@@ -351,52 +320,114 @@ struct state {
 	uint8_t is_stmt;
 };
 
-static void state_reset(struct state *s, const struct line_header *h)
+static void state_reset(struct state *s, const struct kdw_line_hdr *h)
 {
 	*s = (struct state){.file = 1, .line = 1, .is_stmt = h->default_is_stmt};
 }
 
-static void advance(struct state *s, const struct line_header *h, uint32_t adv)
+static void advance(struct state *s, const struct kdw_line_hdr *h, uint32_t adv)
 {
 	s->addr += (uint64_t)h->min_inst_len * ((s->op_index + (uint64_t)adv) / h->max_ops);
 	s->op_index = (uint32_t)((s->op_index + (uint64_t)adv) % h->max_ops);
 }
 
-int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **scratch,
-		   size_t *scratch_cap, struct kdw_lines *out, struct kiln_error *e)
-{
-	const uint8_t *sec = u->secs->p[KDW_LINE];
-	struct kdw_cur c;
-	struct line_header h = {0};
-	struct state s;
-	struct kdw_row *rows = *scratch;
-	size_t n = 0, cap = *scratch_cap / sizeof(*rows);
-	int rc;
+#define KDW_CKPT_EVERY 32
 
-	memset(out, 0, sizeof(*out));
-	if (u->offset >= u->secs->size[KDW_LINE])
-		return kiln_error_set(e, EINVAL, ".debug_line: offset 0x%llx past the end (0x%zx)",
-				      (unsigned long long)u->offset, u->secs->size[KDW_LINE]);
-	if (u->addr_size != 4 && u->addr_size != 8)
-		return kiln_error_set(e, EINVAL, ".debug_line+0x%llx: address size %u",
-				      (unsigned long long)u->offset, u->addr_size);
-	c = (struct kdw_cur){sec + u->offset, sec + u->secs->size[KDW_LINE], false};
-	rc = read_header(u, &c, &h, e);
-	if (rc == 0)
-		rc = read_files(u, &c, &h, arena, out, e);
-	if (rc < 0)
-		return rc;
-	state_reset(&s, &h);
+/* Where a run stops and what it does with each row. */
+struct run {
+	/* scan: note sequences and checkpoints (growable arrays) and the
+	 * last row */
+	bool scan;
+	struct kdw_seq *seqs;
+	size_t nseqs, cap;
+	struct kdw_ckpt *ckpts;
+	size_t nckpts, ckcap;
+	uint32_t seq_rows;
+	uint64_t prev_addr;
+	/* find: the row libdw's sort puts last among those <= target */
+	uint64_t target;
+	bool sorted; /* the sequence run is sorted: stop above target */
+	bool found, found_end;
+	struct kdw_row best;
+	uint32_t best_index;
+	/* both */
+	uint32_t index; /* program-order index of the next row */
+	uint64_t last_addr;
+	uint32_t last_index;
+	bool last_end, any;
+};
+
+/* libdw sorts rows by address, an end_sequence row before other rows at
+ * the same address, then in program order: is (a, a_end, ai) after
+ * (b, b_end, bi)? */
+static bool sorts_after(uint64_t a, bool a_end, uint32_t ai, uint64_t b, bool b_end, uint32_t bi)
+{
+	if (a != b)
+		return a > b;
+	if (a_end != b_end)
+		return b_end;
+	return ai > bi;
+}
+
+static void row(struct run *r, const struct state *s, bool end)
+{
+	uint32_t idx = r->index++;
+
+	if (!r->any || sorts_after(s->addr, end, idx, r->last_addr, r->last_end, r->last_index)) {
+		r->last_addr = s->addr;
+		r->last_end = end;
+		r->last_index = idx;
+	}
+	r->any = true;
+	if (!r->scan) {
+		if (s->addr <= r->target &&
+		    (!r->found ||
+		     sorts_after(s->addr, end, idx, r->best.addr, r->found_end, r->best_index))) {
+			r->found = true;
+			r->found_end = end;
+			r->best = (struct kdw_row){s->addr, (int32_t)s->line, s->file};
+			r->best_index = idx;
+		}
+		return;
+	}
+	struct kdw_seq *q = &r->seqs[r->nseqs - 1]; /* opened by run_program */
+
+	if (r->seq_rows++ && s->addr < r->prev_addr)
+		q->sorted = false;
+	r->prev_addr = s->addr;
+	if (s->addr < q->lo)
+		q->lo = s->addr;
+	if (s->addr > q->hi)
+		q->hi = s->addr;
+}
+
+/* Runs the program from offset from (a sequence start) to the end of the
+ * unit (scan) or to the end of that sequence (find). */
+static int run_program(const struct kdw_line_hdr *h, uint64_t from, const struct state *init,
+		       struct run *r, struct kiln_error *e)
+{
+	const uint8_t *sec = h->secs->p[KDW_LINE];
+	struct kdw_cur c = {sec + from, sec + h->unit_end, false};
+	struct state s;
+
+	if (init)
+		s = *init;
+	else
+		state_reset(&s, h);
+	uint64_t seq_off = from;
+	bool seq_open = false;
+
 	while (c.p < c.end) {
 		const uint8_t *op_at = c.p;
 		uint8_t op = kdw_u8(&c);
 		bool emit = false, end = false;
 
-		if (op >= h.opcode_base) {
-			if (h.line_range == 0)
-				return bad(e, OFF(&c) - 1, "special opcode with line_range 0");
-			s.line += h.line_base + (op - h.opcode_base) % h.line_range;
-			advance(&s, &h, (uint32_t)((op - h.opcode_base) / h.line_range));
+		if (op >= h->opcode_base) {
+			if (h->line_range == 0)
+				return bad(e, (uint64_t)(op_at - sec),
+					   "special opcode with line_range 0");
+			s.line += h->line_base + (op - h->opcode_base) % h->line_range;
+			advance(&s, h, (uint32_t)((op - h->opcode_base) / h->line_range));
 			emit = true;
 		} else if (op == 0) {
 			uint64_t len = kdw_uleb(&c);
@@ -412,7 +443,7 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **sc
 				break;
 			case DW_LNE_set_address:
 				s.op_index = 0;
-				s.addr = kdw_fixed(&c, u->addr_size);
+				s.addr = kdw_fixed(&c, h->addr_size);
 				break;
 			case DW_LNE_define_file:
 				return kiln_error_set(e, ENOTSUP,
@@ -429,7 +460,7 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **sc
 			static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
 
 			/* libdw rejects tables whose header disagrees. */
-			if (h.std_lengths[op - 1] != nargs[op])
+			if (h->std_lengths[op - 1] != nargs[op])
 				return bad(e, (uint64_t)(op_at - sec),
 					   "standard opcode with an unexpected operand count");
 			switch (op) {
@@ -437,7 +468,7 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **sc
 				emit = true;
 				break;
 			case DW_LNS_advance_pc:
-				advance(&s, &h, (uint32_t)kdw_uleb(&c));
+				advance(&s, h, (uint32_t)kdw_uleb(&c));
 				break;
 			case DW_LNS_advance_line:
 				s.line += (int32_t)kdw_sleb(&c);
@@ -452,10 +483,10 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **sc
 				s.is_stmt = 1 - s.is_stmt;
 				break;
 			case DW_LNS_const_add_pc:
-				if (h.line_range == 0)
+				if (h->line_range == 0)
 					return bad(e, (uint64_t)(op_at - sec),
 						   "const_add_pc with line_range 0");
-				advance(&s, &h, (uint32_t)((255 - h.opcode_base) / h.line_range));
+				advance(&s, h, (uint32_t)((255 - h->opcode_base) / h->line_range));
 				break;
 			case DW_LNS_fixed_advance_pc:
 				s.addr += kdw_fixed(&c, 2);
@@ -468,7 +499,7 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **sc
 				break;
 			}
 		} else {
-			for (int k = h.std_lengths[op - 1]; k > 0; k--)
+			for (int k = h->std_lengths[op - 1]; k > 0; k--)
 				kdw_uleb(&c);
 		}
 		if (c.bad)
@@ -478,60 +509,191 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **sc
 		/* libdw keeps these in narrower fields and rejects the table
 		 * when a value does not fit. */
 		if (s.line != (int32_t)s.line || s.column > 0xffff || s.op_index > 0xff ||
-		    s.isa > 0xff || s.file > 0x7fffffff)
+		    s.isa > 0xff || r->index == UINT32_MAX - 1)
 			return bad(e, (uint64_t)(op_at - sec), "row value out of range");
-		if (n + 1 > cap / 2) { /* half for the rows, half for sorting */
-			size_t ncap = cap ? cap * 2 : 8192;
-			void *p = realloc(*scratch, ncap * sizeof(*rows));
+		if (r->scan && !seq_open) { /* a sequence's first row */
+			if (r->nseqs == r->cap) {
+				size_t ncap = r->cap ? r->cap * 2 : 16;
+				void *p = realloc(r->seqs, ncap * sizeof(*r->seqs));
 
-			if (!p)
-				return -ENOMEM;
-			*scratch = p;
-			*scratch_cap = ncap * sizeof(*rows);
-			rows = p;
-			cap = ncap;
+				if (!p)
+					return -ENOMEM;
+				r->seqs = p;
+				r->cap = ncap;
+			}
+			r->seqs[r->nseqs++] = (struct kdw_seq){
+			    .lo = s.addr,
+			    .hi = s.addr,
+			    .off = seq_off,
+			    .first = r->index,
+			    .ck = (uint32_t)r->nckpts,
+			    .sorted = true,
+			};
+			r->seq_rows = 0;
+			seq_open = true;
 		}
-		rows[n++] = (struct kdw_row){s.addr, (int32_t)s.line, s.file, end};
-		if (end)
-			state_reset(&s, &h);
-	}
-	if (n) {
-		struct kdw_row *sorted = rows;
-		bool in_order = true;
+		if (!r->scan && r->sorted && s.addr > r->target)
+			return 0; /* the rest of a sorted sequence is above too */
+		if (r->scan && !end && r->seq_rows % KDW_CKPT_EVERY == KDW_CKPT_EVERY - 1) {
+			if (r->nckpts == r->ckcap) {
+				size_t ncap = r->ckcap ? r->ckcap * 2 : 64;
+				void *p = realloc(r->ckpts, ncap * sizeof(*r->ckpts));
 
-		for (size_t i = 1; i < n && in_order; i++)
-			in_order = !row_before(&rows[i], &rows[i - 1]);
-		if (!in_order)
-			sorted = sort_rows(rows, rows + cap / 2, n);
-		out->rows = arena_alloc(arena, n * sizeof(*rows));
-		if (!out->rows)
-			return -ENOMEM;
-		memcpy(out->rows, sorted, n * sizeof(*rows));
-		out->rows[n - 1].end_sequence = 1;
+				if (!p)
+					return -ENOMEM;
+				r->ckpts = p;
+				r->ckcap = ncap;
+			}
+			r->ckpts[r->nckpts++] = (struct kdw_ckpt){(uint64_t)(c.p - sec),
+								  s.addr,
+								  s.line,
+								  s.file,
+								  s.op_index,
+								  s.column,
+								  s.isa,
+								  r->index,
+								  s.is_stmt};
+			r->seqs[r->nseqs - 1].nck++;
+		}
+		row(r, &s, end);
+		if (end) {
+			if (!r->scan)
+				return 0;
+			state_reset(&s, h);
+			seq_off = (uint64_t)(c.p - sec);
+			seq_open = false;
+		}
 	}
-	out->nrows = n;
 	return 0;
 }
 
-const struct kdw_row *kdw_lines_find(const struct kdw_lines *l, uint64_t addr)
+static int seq_cmp(const void *a, const void *b)
 {
-	size_t lo = 0, hi;
+	const struct kdw_seq *x = a, *y = b;
 
-	if (!l->nrows)
-		return NULL;
-	hi = l->nrows - 1;
-	/* The last row at or below addr (the last of equal ones). */
-	while (lo < hi) {
-		size_t mid = hi - (hi - lo) / 2;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
 
-		if (addr < l->rows[mid].addr)
-			hi = mid - 1;
-		else
-			lo = mid;
+int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, struct kdw_lines *out,
+		   struct kiln_error *e)
+{
+	const uint8_t *sec = u->secs->p[KDW_LINE];
+	struct kdw_line_hdr *h;
+	struct kdw_cur c;
+	struct run r = {.scan = true};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (u->offset >= u->secs->size[KDW_LINE])
+		return kiln_error_set(e, EINVAL, ".debug_line: offset 0x%llx past the end (0x%zx)",
+				      (unsigned long long)u->offset, u->secs->size[KDW_LINE]);
+	if (u->addr_size != 4 && u->addr_size != 8)
+		return kiln_error_set(e, EINVAL, ".debug_line+0x%llx: address size %u",
+				      (unsigned long long)u->offset, u->addr_size);
+	h = arena_calloc(arena, 1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->secs = u->secs;
+	h->addr_size = u->addr_size;
+	c = (struct kdw_cur){sec + u->offset, sec + u->secs->size[KDW_LINE], false};
+	rc = read_header(u, &c, h, e);
+	if (rc == 0)
+		rc = read_files(u, &c, h, arena, out, e);
+	if (rc == 0)
+		rc = run_program(h, h->prog_start, NULL, &r, e);
+	if (rc == 0 && r.nseqs) {
+		out->seqs = arena_alloc(arena, r.nseqs * sizeof(*out->seqs));
+		out->pmax = arena_alloc(arena, r.nseqs * sizeof(*out->pmax));
+		out->ckpts = arena_alloc(arena, (r.nckpts ? r.nckpts : 1) * sizeof(*out->ckpts));
+		if (!out->seqs || !out->pmax || !out->ckpts) {
+			rc = -ENOMEM;
+		} else {
+			if (r.nckpts)
+				memcpy(out->ckpts, r.ckpts, r.nckpts * sizeof(*out->ckpts));
+			memcpy(out->seqs, r.seqs, r.nseqs * sizeof(*out->seqs));
+			qsort(out->seqs, r.nseqs, sizeof(*out->seqs), seq_cmp);
+			for (size_t i = 0; i < r.nseqs; i++)
+				out->pmax[i] = i && out->pmax[i - 1] > out->seqs[i].hi
+						   ? out->pmax[i - 1]
+						   : out->seqs[i].hi;
+			out->nseqs = r.nseqs;
+		}
 	}
-	if (!l->rows[lo].end_sequence && l->rows[lo].addr <= addr)
-		return &l->rows[lo];
-	return NULL;
+	free(r.seqs);
+	free(r.ckpts);
+	if (rc < 0)
+		return rc;
+	out->hdr = h;
+	out->has_rows = r.any;
+	out->last_addr = r.last_addr;
+	out->last_index = r.last_index;
+	out->last_end = r.last_end;
+	return 0;
+}
+
+/* Runs sequence q for a lookup: a sorted one from its last checkpoint at
+ * or below the target (that row is a candidate: rows before it sort
+ * before it) up to the first row above the target; others whole. */
+static int run_seq(const struct kdw_lines *l, const struct kdw_seq *q, struct run *r)
+{
+	size_t lo = 0, hi = q->sorted ? q->nck : 0;
+	const struct kdw_ckpt *k;
+	struct state s;
+
+	r->sorted = q->sorted;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->ckpts[q->ck + mid].addr <= r->target)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0) {
+		r->index = q->first;
+		return run_program(l->hdr, q->off, NULL, r, NULL);
+	}
+	k = &l->ckpts[q->ck + lo - 1];
+	s = (struct state){k->addr, k->line, k->file, k->op_index, k->column, k->isa, k->is_stmt};
+	r->index = k->index;
+	row(r, &s, false);
+	return run_program(l->hdr, k->off, &s, r, NULL);
+}
+
+bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *out)
+{
+	size_t lo = 0, hi = l->nseqs;
+	struct run r = {.target = addr};
+
+	/* Sequences starting at or below addr, from the highest start down,
+	 * while one may still hold a row sorting after the best so far. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->seqs[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j-- > 0;) {
+		const struct kdw_seq *q = &l->seqs[j];
+
+		if (r.found && l->pmax[j] < r.best.addr)
+			break;
+		if (r.found && (q->hi < addr ? q->hi : addr) < r.best.addr)
+			continue;
+		if (run_seq(l, q, &r) < 0)
+			return false; /* cannot happen: the scan ran the same bytes */
+	}
+	/* dwarf_getsrc_die: nothing for an end_sequence row, and libdw marks
+	 * the row it sorts last as one. */
+	if (!r.found || r.found_end ||
+	    (r.best.addr == l->last_addr && r.best_index == l->last_index))
+		return false;
+	*out = r.best;
+	return true;
 }
 
 const char *kdw_lines_file(struct kdw_lines *l, uint64_t idx, struct arena *arena)

@@ -71,7 +71,7 @@ extern const char *const kdw_sec_names[KDW_NSECS]; /* ".debug_info", ... */
 struct kdw_row {
 	uint64_t addr;
 	int32_t line;
-	uint32_t file : 31, end_sequence : 1;
+	uint32_t file;
 };
 
 struct kdw_file {
@@ -79,9 +79,40 @@ struct kdw_file {
 	uint32_t dir;	  /* index into dirs */
 };
 
+/* One sequence of the program: rows from a state reset to the next
+ * DW_LNE_end_sequence. Lookups decode only the sequences that can hold
+ * the answer (usually one). */
+struct kdw_seq {
+	uint64_t lo, hi;  /* lowest and highest row address */
+	uint64_t off;	  /* .debug_line offset of its first opcode */
+	uint32_t first;	  /* program-order index of its first row */
+	uint32_t ck, nck; /* its checkpoints: ckpts[ck .. ck + nck) */
+	bool sorted;	  /* row addresses never decrease */
+};
+
+/* The machine's state after a row of a sorted sequence (every
+ * KDW_CKPT_EVERY rows): a lookup resumes from the last one at or below
+ * its address instead of from the sequence's start. */
+struct kdw_ckpt {
+	uint64_t off; /* of the opcode after the row */
+	uint64_t addr;
+	int64_t line;
+	uint32_t file, op_index, column, isa, index;
+	uint8_t is_stmt;
+};
+
+struct kdw_line_hdr;
+
 struct kdw_lines {
-	struct kdw_row *rows; /* sorted like libdw's (address, end first, order) */
-	size_t nrows;
+	const struct kdw_line_hdr *hdr;
+	struct kdw_seq *seqs; /* by lo */
+	uint64_t *pmax;	      /* pmax[i]: highest hi of seqs[0..i] */
+	size_t nseqs;
+	struct kdw_ckpt *ckpts;
+	/* The row libdw sorts last (it marks it end_sequence). */
+	uint64_t last_addr;
+	uint32_t last_index;
+	bool last_end, has_rows;
 	struct kdw_file *files; /* index 0: "???" before v5 (files count from 1) */
 	const char **joined;	/* files[i] as libdw names it, built on demand */
 	size_t nfiles;
@@ -98,15 +129,16 @@ struct kdw_line_unit {
 	uint64_t str_offsets_base; /* for DW_FORM_strx in v5 entry formats */
 };
 
-/* Decodes the line program at u->offset into *out (memory from arena;
- * scratch is a growable buffer reused across calls, *scratch_cap its
- * size in bytes; free it with free()). Returns 0, -EINVAL (malformed:
- * e says what and where), -ENOTSUP (a feature left to libdw) or -ENOMEM. */
-int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, void **scratch,
-		   size_t *scratch_cap, struct kdw_lines *out, struct kiln_error *e);
+/* Reads the line program header at u->offset and runs the program once
+ * (validating it as libdw would and noting its sequences; no row is kept)
+ * into *out, memory from arena. Returns 0, -EINVAL (malformed: e says what
+ * and where), -ENOTSUP (a feature left to libdw) or -ENOMEM. */
+int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, struct kdw_lines *out,
+		   struct kiln_error *e);
 
-/* The row dwarf_getsrc_die would return for addr, or NULL. */
-const struct kdw_row *kdw_lines_find(const struct kdw_lines *l, uint64_t addr);
+/* The row dwarf_getsrc_die would return for addr: true and *row, or
+ * false. Decodes the sequences that may hold it again. */
+bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *row);
 
 /* The name libdw gives file index idx (dwarf_filesrc / dwarf_linesrc):
  * absolute names as they are, others prefixed with their directory and

@@ -86,10 +86,18 @@ struct cu_arange {
  * rehashing as it grows) was a third of a cold run on an uncompressed
  * binary once the DWARF reader made the rest fast. */
 struct rcache {
-	uint64_t *keys;
+	uint64_t *keys;	      /* keys and vals: one mapping, populated at once */
 	struct cached **vals; /* NULL: empty slot */
 	size_t cap, n;	      /* cap: a power of two */
 };
+
+static void *alloc_big(size_t size);
+
+static void rcache_free(struct rcache *r)
+{
+	if (r->cap)
+		munmap(r->keys, r->cap * (sizeof(*r->keys) + sizeof(*r->vals)));
+}
 
 static size_t rcache_slot(const struct rcache *r, uint64_t addr)
 {
@@ -112,13 +120,13 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 	if (2 * (r->n + 1) > r->cap) {
 		struct rcache g = {.cap = r->cap ? r->cap * 2 : 1024};
 
-		g.keys = malloc(g.cap * sizeof(*g.keys));
-		g.vals = calloc(g.cap, sizeof(*g.vals));
-		if (!g.keys || !g.vals) {
-			free(g.keys);
-			free(g.vals);
+		/* Fresh anonymous memory is zero: every slot empty. Faulted
+		 * in at once, not page by page (a third of the insertions'
+		 * cost was page faults). */
+		g.keys = alloc_big(g.cap * (sizeof(*g.keys) + sizeof(*g.vals)));
+		if (!g.keys)
 			return -ENOMEM;
-		}
+		g.vals = (struct cached **)(g.keys + g.cap);
 		for (size_t k = 0; k < r->cap; k++)
 			if (r->vals[k]) {
 				i = rcache_slot(&g, r->keys[k]);
@@ -126,8 +134,7 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 				g.vals[i] = r->vals[k];
 			}
 		g.n = r->n;
-		free(r->keys);
-		free(r->vals);
+		rcache_free(r);
 		*r = g;
 	}
 	i = rcache_slot(r, addr);
@@ -196,8 +203,7 @@ static void symfile_free(struct symfile *f)
 	htab_free(f->cus); /* the indexes live in the arena */
 	cu_scratch_free(&f->scratch);
 	free(f->aranges);
-	free(f->results.keys);
-	free(f->results.vals);
+	rcache_free(&f->results);
 	htab_free(f->names);
 	arena_free(f->arena);
 	for (size_t i = 0; i < f->ninflated; i++)
@@ -997,12 +1003,12 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
 		return 0;
 	if (idx->fast) {
-		const struct kdw_row *row = idx->lines ? kdw_lines_find(idx->lines, addr) : NULL;
+		struct kdw_row row;
 
-		if (row) {
+		if (idx->lines && kdw_lines_find(idx->lines, addr, &row)) {
 			line = true;
-			file = kdw_lines_file(idx->lines, row->file, kdw_arena(f->kdw));
-			lineno = row->line;
+			file = kdw_lines_file(idx->lines, row.file, kdw_arena(f->kdw));
+			lineno = row.line;
 		}
 	} else {
 		Dwarf_Line *dl = dwarf_getsrc_die(&cudie, addr);
