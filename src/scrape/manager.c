@@ -81,7 +81,6 @@ struct ingest_item {
 	int64_t done_ns; /* monotonic: when the scrape finished */
 	/* Set by the ingest thread. */
 	int rc;
-	uint64_t cb_ns;
 	int64_t lag_ns;
 };
 
@@ -102,6 +101,7 @@ struct scrape_manager {
 	int wakefd;	/* eventfd: a reload is parked, or stop */
 	pthread_t scheduler, ingester;
 	atomic_bool stop;
+	_Atomic uint64_t callback_cpu_ns; /* stats.callback_cpu_ns, kept here */
 	/* Set (under queue_lock) once the scheduler thread has exited: only then
 	 * may the ingest thread stop, as the scheduler still finishes transfers
 	 * (and enqueues their profiles) after stop is set. */
@@ -258,7 +258,11 @@ static void ingest_batch(struct scrape_manager *m, struct ingest_item *list)
 					      it->profile, it->timestamp_ms, it->delta, &err)
 			     : 0;
 		uint64_t now = thread_cpu_ns();
-		it->cb_ns = now - t;
+		uint64_t cb_ns = now - t;
+		/* Counted at once, not with the batch's other stats: a
+		 * snapshot taken mid-batch then sees the callback time that
+		 * its thread clock includes. */
+		atomic_fetch_add_explicit(&m->callback_cpu_ns, cb_ns, memory_order_relaxed);
 		it->lag_ns = mono_ns() - it->done_ns;
 		t = now;
 		if (it->rc < 0) {
@@ -281,7 +285,6 @@ static void ingest_batch(struct scrape_manager *m, struct ingest_item *list)
 		m->stats.ingest_lag_ns_total += (uint64_t)it->lag_ns;
 		if ((uint64_t)it->lag_ns > m->stats.ingest_lag_ns_max)
 			m->stats.ingest_lag_ns_max = (uint64_t)it->lag_ns;
-		m->stats.callback_cpu_ns += it->cb_ns;
 	}
 	pthread_mutex_unlock(&m->status_lock);
 	while (list) {
@@ -1214,6 +1217,7 @@ void scrape_manager_get_stats(struct scrape_manager *m, struct scrape_stats *out
 	 * spend nothing on it. */
 	out->scheduler_cpu_ns = thread_clock_ns(m->scheduler);
 	out->ingest_cpu_ns = thread_clock_ns(m->ingester);
+	out->callback_cpu_ns = atomic_load_explicit(&m->callback_cpu_ns, memory_order_relaxed);
 	pthread_mutex_lock(&m->queue_lock);
 	out->ingest_queued = m->queued;
 	pthread_mutex_unlock(&m->queue_lock);
