@@ -23,7 +23,8 @@
  * are reused (keep-alive).
  *
  * Shards: the targets are spread (by host:port) over several multi handles,
- * about SHARD_TARGETS each, because libcurl (7.88) walks the whole
+ * one per SHARD_UNITS active units (~8 targets of two kinds each: their
+ * kept-alive connections), because libcurl (7.88) walks the whole
  * connection cache of a multi handle each time a transfer is removed from
  * it (curl_multi_remove_handle marks "connect-only" connections for
  * closing): with one multi handle and 1,000 kept-alive targets that was a
@@ -65,7 +66,7 @@
 
 #define BODY_POOL     32
 #define BODY_POOL_CAP ((size_t)1 << 20) /* larger bodies are freed */
-#define SHARD_TARGETS 16		/* connections per multi handle, about */
+#define SHARD_UNITS   16 /* active units per multi handle, about (1 per target: slower) */
 #define MAX_SHARDS    256
 #define BATCH_MAX     64
 #define BATCH_NS      (50 * 1000000LL) /* a profile waits at most this for its batch */
@@ -830,13 +831,13 @@ static void shard_free(struct scrape_shard *sh)
 	free(sh);
 }
 
-/* Grows the shards to about one per SHARD_TARGETS active units (never
+/* Grows the shards to about one per SHARD_UNITS active units (never
  * fewer than there are: handles in flight keep their multi) and sets how
  * many idle connections each keeps: twice its share of the targets, as
  * hashing does not spread them evenly, within max_connections. */
 static void add_shards(struct scrape_manager *m, size_t active)
 {
-	size_t want = (active + SHARD_TARGETS - 1) / SHARD_TARGETS;
+	size_t want = (active + SHARD_UNITS - 1) / SHARD_UNITS;
 	want = want < 1 ? 1 : want > MAX_SHARDS ? MAX_SHARDS : want;
 	if (want > m->n_shards) {
 		struct scrape_shard **v = realloc(m->shards, want * sizeof(*v));
