@@ -23,7 +23,8 @@
  * are reused (keep-alive).
  *
  * Shards: the targets are spread (by host:port) over several multi handles,
- * about SHARD_TARGETS each, because libcurl (7.88) walks the whole
+ * one per SHARD_UNITS active units (~8 targets of two kinds each: their
+ * kept-alive connections), because libcurl (7.88) walks the whole
  * connection cache of a multi handle each time a transfer is removed from
  * it (curl_multi_remove_handle marks "connect-only" connections for
  * closing): with one multi handle and 1,000 kept-alive targets that was a
@@ -65,7 +66,7 @@
 
 #define BODY_POOL     32
 #define BODY_POOL_CAP ((size_t)1 << 20) /* larger bodies are freed */
-#define SHARD_TARGETS 16		/* connections per multi handle, about */
+#define SHARD_UNITS   16 /* active units per multi handle, about (1 per target: slower) */
 #define MAX_SHARDS    256
 #define BATCH_MAX     64
 #define BATCH_NS      (50 * 1000000LL) /* a profile waits at most this for its batch */
@@ -81,7 +82,6 @@ struct ingest_item {
 	int64_t done_ns; /* monotonic: when the scrape finished */
 	/* Set by the ingest thread. */
 	int rc;
-	uint64_t cb_ns;
 	int64_t lag_ns;
 };
 
@@ -102,6 +102,7 @@ struct scrape_manager {
 	int wakefd;	/* eventfd: a reload is parked, or stop */
 	pthread_t scheduler, ingester;
 	atomic_bool stop;
+	_Atomic uint64_t callback_cpu_ns; /* stats.callback_cpu_ns, kept here */
 	/* Set (under queue_lock) once the scheduler thread has exited: only then
 	 * may the ingest thread stop, as the scheduler still finishes transfers
 	 * (and enqueues their profiles) after stop is set. */
@@ -258,7 +259,11 @@ static void ingest_batch(struct scrape_manager *m, struct ingest_item *list)
 					      it->profile, it->timestamp_ms, it->delta, &err)
 			     : 0;
 		uint64_t now = thread_cpu_ns();
-		it->cb_ns = now - t;
+		uint64_t cb_ns = now - t;
+		/* Counted at once, not with the batch's other stats: a
+		 * snapshot taken mid-batch then sees the callback time that
+		 * its thread clock includes. */
+		atomic_fetch_add_explicit(&m->callback_cpu_ns, cb_ns, memory_order_relaxed);
 		it->lag_ns = mono_ns() - it->done_ns;
 		t = now;
 		if (it->rc < 0) {
@@ -281,7 +286,6 @@ static void ingest_batch(struct scrape_manager *m, struct ingest_item *list)
 		m->stats.ingest_lag_ns_total += (uint64_t)it->lag_ns;
 		if ((uint64_t)it->lag_ns > m->stats.ingest_lag_ns_max)
 			m->stats.ingest_lag_ns_max = (uint64_t)it->lag_ns;
-		m->stats.callback_cpu_ns += it->cb_ns;
 	}
 	pthread_mutex_unlock(&m->status_lock);
 	while (list) {
@@ -827,13 +831,13 @@ static void shard_free(struct scrape_shard *sh)
 	free(sh);
 }
 
-/* Grows the shards to about one per SHARD_TARGETS active units (never
+/* Grows the shards to about one per SHARD_UNITS active units (never
  * fewer than there are: handles in flight keep their multi) and sets how
  * many idle connections each keeps: twice its share of the targets, as
  * hashing does not spread them evenly, within max_connections. */
 static void add_shards(struct scrape_manager *m, size_t active)
 {
-	size_t want = (active + SHARD_TARGETS - 1) / SHARD_TARGETS;
+	size_t want = (active + SHARD_UNITS - 1) / SHARD_UNITS;
 	want = want < 1 ? 1 : want > MAX_SHARDS ? MAX_SHARDS : want;
 	if (want > m->n_shards) {
 		struct scrape_shard **v = realloc(m->shards, want * sizeof(*v));
@@ -1214,6 +1218,7 @@ void scrape_manager_get_stats(struct scrape_manager *m, struct scrape_stats *out
 	 * spend nothing on it. */
 	out->scheduler_cpu_ns = thread_clock_ns(m->scheduler);
 	out->ingest_cpu_ns = thread_clock_ns(m->ingester);
+	out->callback_cpu_ns = atomic_load_explicit(&m->callback_cpu_ns, memory_order_relaxed);
 	pthread_mutex_lock(&m->queue_lock);
 	out->ingest_queued = m->queued;
 	pthread_mutex_unlock(&m->queue_lock);
