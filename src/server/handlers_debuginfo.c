@@ -162,6 +162,15 @@ void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, 
 	symbols_format_unresolved(name, size, m->filename[0] ? m->filename : m->build_id, vaddr);
 }
 
+/* New debuginfo for build_id is about to be stored: the request to redo the
+ * object's answers is made durable first (see store_resymbolize_note). */
+static int debuginfo_arriving(void *arg, const char *build_id, struct kiln_error *err)
+{
+	struct debuginfo_state *st = arg;
+
+	return store_resymbolize_note(server_store(st->srv), build_id, err);
+}
+
 /* New debuginfo for build_id (uploaded, or fetched by the store's thread):
  * the symbolizer opens it afresh, and stored answers for the object's
  * locations, which may come from a poorer source, are redone. */
@@ -170,9 +179,8 @@ static void debuginfo_arrived(void *arg, const char *build_id)
 	struct debuginfo_state *st = arg;
 	int n;
 
-	if (!st->symbolizer)
-		return; /* still starting: nothing symbolized yet */
-	symbolizer_forget(st->symbolizer, build_id);
+	if (st->symbolizer)
+		symbolizer_forget(st->symbolizer, build_id);
 	n = store_resymbolize(server_store(st->srv), build_id);
 	if (n > 0)
 		log_info("debuginfo: %s arrived; symbolizing %d locations again", build_id, n);
@@ -226,6 +234,7 @@ int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 	    .negative_ttl_seconds = c->debuginfod_negative_ttl_s,
 	    .on_fetched = debuginfo_arrived,
 	    .on_fetched_arg = st,
+	    .before_adopt = debuginfo_arriving,
 	};
 	st->store = debuginfo_store_new(&dc, err);
 	if (!st->store)

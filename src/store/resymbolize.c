@@ -11,17 +11,16 @@
  * metastore record; replay keeps the last one.
  *
  * The request itself is a metastore record too (type 8, naming the build
- * ID's string), committed before store_resymbolize returns, i.e. before the
- * upload that caused it is acknowledged: a server killed before the pass
- * finished replays the request, finds those locations pending again (the
- * answers written after it flip them back to done) and finishes the work.
+ * ID's string), committed by store_resymbolize_note before the new file
+ * becomes visible: a server killed after that, before the pass finished,
+ * replays the request, finds those locations pending again (the answers
+ * written after it flip them back to done) and finishes the work.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <strings.h>
 
 #include "common/buf.h"
-#include "common/log.h"
 #include "store/internal.h"
 #include "store/store.h"
 
@@ -74,13 +73,12 @@ static uint32_t build_id_string(struct meta *m, const char *build_id)
 	return 0;
 }
 
-int store_resymbolize(struct store *s, const char *build_id)
+int store_resymbolize_note(struct store *s, const char *build_id, struct kiln_error *err)
 {
 	struct meta *m = &s->meta;
-	struct kiln_error err = {0};
 	struct buf rec = {0};
 	uint32_t sid;
-	int n = 0, rc;
+	int rc = 0;
 
 	if (!build_id || !*build_id || !s->has_symbolizer)
 		return 0;
@@ -90,18 +88,32 @@ int store_resymbolize(struct store *s, const char *build_id)
 		rc = buf_append(&rec, (uint8_t[]){MREC_RESYMBOLIZE}, 1);
 		rc = rc ?: put_uvarint(&rec, sid);
 		rc = rc ?: record_append(&m->pending, rec.data, rec.len);
-		n = rc ? -ENOMEM : meta_requeue_build_id(m, sid);
 	}
 	pthread_mutex_unlock(&m->mu);
 	buf_free(&rec);
-	if (n <= 0)
-		return n;
+	if (rc)
+		return kiln_error_set(err, ENOMEM, "resymbolize %s: out of memory", build_id);
+	if (!sid)
+		return 0; /* no location refers to it: nothing to redo */
 	/* An empty commit writes the pending metastore records durably. */
-	if (wal_commit(s, NULL, 0, &err) < 0)
-		log_warn("resymbolize %s: %s; the request is lost if the server stops before "
-			 "the locations are symbolized again",
-			 build_id, err.msg);
-	else
+	rc = wal_commit(s, NULL, 0, err);
+	if (rc == 0)
 		wal_applied(&s->wal);
+	return rc;
+}
+
+int store_resymbolize(struct store *s, const char *build_id)
+{
+	struct meta *m = &s->meta;
+	uint32_t sid;
+	int n = 0;
+
+	if (!build_id || !*build_id || !s->has_symbolizer)
+		return 0;
+	pthread_mutex_lock(&m->mu);
+	sid = build_id_string(m, build_id);
+	if (sid)
+		n = meta_requeue_build_id(m, sid);
+	pthread_mutex_unlock(&m->mu);
 	return n;
 }

@@ -246,6 +246,12 @@ int store_flush(struct store *s, struct kiln_error *err);
  * symbolizer from store_options; returns how many were resolved (>= 0) or a
  * negative errno. Meant for a background thread; never blocks ingestion. */
 int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err);
+/* Better debuginfo for build_id is about to be stored: records durably
+ * (a metastore record replayed at start-up, which puts the object's
+ * locations back to pending) that its answers must be redone. Call it before
+ * the file becomes visible, so that a crash right after loses nothing.
+ * 0, or a negative errno with err set (then refuse the file). */
+int store_resymbolize_note(struct store *s, const char *build_id, struct kiln_error *err);
 /* Better debuginfo for build_id arrived: its symbolized locations become
  * pending again (keeping their answer until the new one is stored) and
  * store_symbolize_pending redoes them. Returns how many, or -ENOMEM. */

@@ -47,6 +47,7 @@ struct debuginfo_store {
 	int negative_ttl;
 	void (*on_fetched)(void *arg, const char *build_id);
 	void *on_fetched_arg;
+	int (*before_adopt)(void *arg, const char *build_id, struct kiln_error *e);
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
@@ -116,6 +117,8 @@ static int adopt_file(struct debuginfo_store *d, const char *id, const char *tmp
 				    info.build_id[0] ? info.build_id : "none", id);
 		goto fail;
 	}
+	if (d->before_adopt && (rc = d->before_adopt(d->on_fetched_arg, id, e)) < 0)
+		goto fail;
 	stored_path(d, id, final, sizeof(final));
 	if (rename(tmp, final) < 0) {
 		rc = kiln_error_set(e, errno, "rename %s: %s", final, strerror(errno));
@@ -437,6 +440,7 @@ struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *c, st
 	d->negative_ttl = c->negative_ttl_seconds > 0 ? c->negative_ttl_seconds : 600;
 	d->on_fetched = c->on_fetched;
 	d->on_fetched_arg = c->on_fetched_arg;
+	d->before_adopt = c->before_adopt;
 	d->local_dir = strdup(c->local_debug_dir ? c->local_debug_dir : "/usr/lib/debug");
 	d->state = htab_new(64);
 	if (!d->local_dir || !d->state)

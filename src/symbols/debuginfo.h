@@ -43,6 +43,11 @@ struct debuginfo_config {
 	 * stored a file, so that answers from a poorer source are redone. */
 	void (*on_fetched)(void *arg, const char *build_id);
 	void *on_fetched_arg;
+	/* Called just before a new file (upload or fetch) becomes visible,
+	 * with on_fetched_arg: the caller durably notes that answers for
+	 * build_id must be redone, since a crash right after the rename would
+	 * leave them otherwise. A negative errno (with e set) refuses it. */
+	int (*before_adopt)(void *arg, const char *build_id, struct kiln_error *e);
 };
 
 struct debuginfo_store;
