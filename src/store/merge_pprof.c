@@ -14,8 +14,10 @@
  * function and string sections (a few MB of protobuf) and finds the stacks
  * that are the same sample; pass 2 writes the message in field order —
  * sample types, samples (encoded on the fly), the four sections (each freed
- * once compressed), then the scalars — through a 64 KiB staging buffer into
- * zlib (one gzip member, level 1, like pprof_encode's level) or into out.
+ * once compressed), then the scalars — through a 64 KiB staging buffer.
+ * Gzipped, a message of up to 4 MiB is compressed whole by libdeflate at
+ * level 1 as pprof_encode does (so the gzip bytes are the builder path's
+ * too); a larger one is streamed through zlib (level 1, one gzip member).
  *
  * Ids and order are those the builder gives (objects numbered in the order
  * first met, strings interned in the same call order, equal content merged),
@@ -23,6 +25,7 @@
  * (tests/query/test_merge_pprof.c checks it).
  */
 #include <errno.h>
+#include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -119,10 +122,17 @@ static int put_message(struct buf *b, unsigned field, const uint8_t *body, size_
 
 /* ---- the output: staged, then deflated or appended -------------------------- */
 
+/* Up to this size a gzipped message is kept whole and compressed in one call
+ * by libdeflate at level 1, as pprof_encode does (faster than zlib, and the
+ * same bytes as the builder path); past it, it is streamed through zlib. */
+#define WHOLE_MAX (4u << 20)
+
 struct sink {
 	struct buf *out;
 	bool gzip;
+	bool streaming; /* zlib started: the message outgrew WHOLE_MAX */
 	z_stream z;
+	struct buf whole; /* gzip, not streaming: the message so far */
 	uint8_t stage[64 * 1024];
 	size_t n;
 };
@@ -148,22 +158,37 @@ static int sink_deflate(struct sink *k, const uint8_t *p, size_t n, int flush)
 	return 0;
 }
 
+static int sink_emit(struct sink *k, const uint8_t *p, size_t n)
+{
+	if (!k->gzip)
+		return buf_append(k->out, p, n);
+	if (!k->streaming && k->whole.len + n <= WHOLE_MAX)
+		return buf_append(&k->whole, p, n);
+	if (!k->streaming) {
+		memset(&k->z, 0, sizeof(k->z));
+		if (deflateInit2(&k->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+			return -ENOMEM;
+		k->streaming = true;
+		int rc = sink_deflate(k, k->whole.data, k->whole.len, Z_NO_FLUSH);
+		buf_free(&k->whole);
+		if (rc)
+			return rc;
+	}
+	return sink_deflate(k, p, n, Z_NO_FLUSH);
+}
+
 static int sink_flush(struct sink *k)
 {
-	int rc = 0;
+	int rc = k->n ? sink_emit(k, k->stage, k->n) : 0;
 
-	if (!k->n)
-		return 0;
-	if (k->gzip)
-		rc = sink_deflate(k, k->stage, k->n, Z_NO_FLUSH);
-	else
-		rc = buf_append(k->out, k->stage, k->n);
 	k->n = 0;
 	return rc;
 }
 
 static int sink_write(struct sink *k, const void *data, size_t n)
 {
+	if (!n)
+		return 0; /* data may be NULL (an empty section) */
 	if (k->n + n <= sizeof(k->stage)) {
 		memcpy(k->stage + k->n, data, n);
 		k->n += n;
@@ -174,7 +199,30 @@ static int sink_write(struct sink *k, const void *data, size_t n)
 		return rc;
 	if (n <= sizeof(k->stage))
 		return sink_write(k, data, n);
-	return k->gzip ? sink_deflate(k, data, n, Z_NO_FLUSH) : buf_append(k->out, data, n);
+	return sink_emit(k, data, n);
+}
+
+static int sink_finish(struct sink *k)
+{
+	int rc = sink_flush(k);
+
+	if (rc || !k->gzip)
+		return rc;
+	if (k->streaming)
+		return sink_deflate(k, NULL, 0, Z_FINISH);
+	struct libdeflate_compressor *c = libdeflate_alloc_compressor(1);
+	if (!c)
+		return -ENOMEM;
+	size_t bound = libdeflate_gzip_compress_bound(c, k->whole.len), got = 0;
+	rc = buf_reserve(k->out, bound);
+	if (!rc) {
+		got = libdeflate_gzip_compress(c, k->whole.data, k->whole.len,
+					       k->out->data + k->out->len, bound);
+		rc = got ? 0 : -EIO;
+		k->out->len += got;
+	}
+	libdeflate_free_compressor(c);
+	return rc;
 }
 
 /* ---- pass 1: objects -------------------------------------------------------- */
@@ -435,7 +483,6 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 	struct sink *k = NULL;
 	uint8_t *skip = NULL;
 	uint32_t first = 0;
-	bool z_open = false;
 	size_t out_len0 = out->len, n_samples = 0;
 	int64_t total = 0;
 	int rc;
@@ -445,7 +492,7 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 	if (rc || !a.n_touched)
 		goto out;
 	w = calloc(1, sizeof(*w));
-	k = malloc(sizeof(*k));
+	k = calloc(1, sizeof(*k));
 	skip = calloc(a.n_touched, 1);
 	if (!w || !k || !skip)
 		goto oom;
@@ -503,13 +550,6 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 	/* Pass 2: the message, in field order. */
 	k->out = out;
 	k->gzip = gzip;
-	k->n = 0;
-	if (gzip) {
-		memset(&k->z, 0, sizeof(k->z));
-		if (deflateInit2(&k->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-			goto oom;
-		z_open = true;
-	}
 	if (write_value_type(k, 1, st_type, st_unit))
 		goto oom;
 	for (size_t t = 0; t < a.n_touched; t++) {
@@ -532,9 +572,7 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 	if (sink_write(k, tail, nt) || write_value_type(k, 11, pt_type, pt_unit))
 		goto oom;
 	nt = put_field(tail, 12, (uint64_t)se->period);
-	if (sink_write(k, tail, nt) || sink_flush(k))
-		goto oom;
-	if (gzip && sink_deflate(k, NULL, 0, Z_FINISH))
+	if (sink_write(k, tail, nt) || sink_finish(k))
 		goto oom;
 	res->n_samples = n_samples;
 	res->total = total;
@@ -542,8 +580,10 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 oom:
 	rc = kiln_error_set(err, ENOMEM, "merge: out of memory");
 out:
-	if (z_open)
+	if (k && k->streaming)
 		deflateEnd(&k->z);
+	if (k)
+		buf_free(&k->whole);
 	if (rc || !res->n_samples)
 		out->len = out_len0;
 	if (w)

@@ -70,8 +70,9 @@ static void ingest(struct env *e, const char *name, const char *comm, const stru
 		fail_msg("store_write_profile: %s", err.msg);
 }
 
-/* Both paths over one selection; returns the number of samples. */
-static size_t compare(struct env *e, const char *query, int64_t lo, int64_t hi)
+/* Both paths over one selection; returns the number of samples and, with
+ * raw_len, the uncompressed size. */
+static size_t compare_len(struct env *e, const char *query, int64_t lo, int64_t hi, size_t *raw_len)
 {
 	struct query_selector sel;
 	struct store_selector ss;
@@ -108,6 +109,14 @@ static size_t compare(struct env *e, const char *query, int64_t lo, int64_t hi)
 		assert_int_equal(gzip_inflate(gz.data, gz.len, 1 << 30, &inflated, &err), 0);
 		assert_int_equal(inflated.len, want.len);
 		assert_memory_equal(inflated.data, want.data, want.len);
+		if (want.len <= 4u << 20) { /* compressed whole, as pprof_encode does */
+			struct buf want_gz = {0};
+
+			assert_int_equal(pprof_builder_encode(b, true, &want_gz), 0);
+			assert_int_equal(gz.len, want_gz.len);
+			assert_memory_equal(gz.data, want_gz.data, gz.len);
+			buf_free(&want_gz);
+		}
 		if (pprof_decode(gz.data, gz.len, NULL, &p, &err))
 			fail_msg("pprof_decode: %s", err.msg);
 		const pprof_msg *m = pprof_profile_msg(p);
@@ -117,6 +126,8 @@ static size_t compare(struct env *e, const char *query, int64_t lo, int64_t hi)
 	}
 	assert_int_equal(res.total, total);
 	assert_int_equal(res_gz.total, total);
+	if (raw_len)
+		*raw_len = want.len;
 	buf_free(&want);
 	buf_free(&got);
 	buf_free(&gz);
@@ -124,6 +135,11 @@ static size_t compare(struct env *e, const char *query, int64_t lo, int64_t hi)
 	pprof_builder_free(b);
 	query_selector_release(&sel);
 	return n;
+}
+
+static size_t compare(struct env *e, const char *query, int64_t lo, int64_t hi)
+{
+	return compare_len(e, query, lo, hi, NULL);
 }
 
 static void test_fixture_selections(void **state)
@@ -247,11 +263,58 @@ static void test_generated(void **state)
 	pprof_profile_free(p2);
 }
 
+/* A merge past 4 MiB uncompressed: streamed through zlib instead of being
+ * compressed whole. */
+static void test_large(void **state)
+{
+	struct env *e = *state;
+	struct pprof_builder *b = pprof_builder_new();
+	static uint64_t locs[24000];
+	char name[200];
+	uint64_t x = 42;
+
+	assert_non_null(b);
+	assert_int_equal(pprof_builder_add_sample_type(b, "samples", "count"), 0);
+	assert_int_equal(pprof_builder_set_period(b, "cpu", "nanoseconds", 1000), 0);
+	for (int i = 0; i < 24000; i++) {
+		struct pprof_line_desc l = {0};
+
+		snprintf(name, sizeof(name),
+			 "some::rather::long::namespace::Class%d<std::vector<int>>::method_%d"
+			 "(std::basic_string<char> const&, unsigned long) const",
+			 i, i * 7);
+		l.function_id = pprof_builder_function(b, name, name + 6, "src/some/file.cc", i);
+		l.line = i;
+		locs[i] = pprof_builder_location(b, 0, 0x400000 + 16 * (uint64_t)i, &l, 1);
+	}
+	for (int s = 0; s < 3000; s++) {
+		uint64_t stack[32];
+		int64_t v = 1 + s;
+
+		for (size_t k = 0; k < 32; k++)
+			stack[k] = locs[(s * 8 + k * 997 + rnd(&x) % 3) % 24000];
+		assert_int_equal(pprof_builder_add_sample(b, stack, 32, &v, NULL, 0), 0);
+	}
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	if (pprof_builder_to_profile(b, &p, &err))
+		fail_msg("to_profile: %s", err.msg);
+	pprof_builder_free(b);
+	ingest(e, "kiln_gen", "big", p, 1000);
+
+	size_t raw = 0;
+	assert_int_equal(compare_len(e, GEN_TYPE, 0, 2000, &raw), 3000);
+	if (raw <= 4u << 20)
+		fail_msg("%zu bytes: not past 4 MiB", raw);
+	pprof_profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_fixture_selections, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_generated, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_large, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
