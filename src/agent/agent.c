@@ -186,8 +186,8 @@ static void window_name_kernel_frames(struct agent *a, struct window *w)
 		log_warn("naming kernel frames: %s (they stay addresses)", strerror(-rc));
 }
 
-/* Builds the profiles of w (one variant per label placement the sinks
- * want) and hands them to every sink. */
+/* Builds the profiles of w (in each shape some sink wants) and hands them
+ * to every sink. */
 static void window_emit(struct agent *a, struct window *w)
 {
 	const struct agent_config *cfg = a->cfg;
@@ -198,44 +198,52 @@ static void window_emit(struct agent *a, struct window *w)
 	    .gz = a->gz,
 	    .scratch = &a->gz_scratch,
 	};
-	struct agent_profile *profs[2] = {NULL, NULL};
+	/* Per shape: the profiles and their buffers (SINK_WINDOW: one). */
+	struct agent_profile *profs[SINK_SHAPES] = {NULL};
+	struct buf *bufs[SINK_SHAPES] = {NULL};
+	bool need[SINK_SHAPES] = {false};
+	size_t nout[SINK_SHAPES] = {0};
 	struct agent_labels *labels = NULL;
-	struct agent_exec_infos *execs = NULL; /* for the label-free variant */
-	struct buf *bufs[2] = {NULL, NULL};
-	bool need[2] = {false, false};
-	size_t nout[2] = {0, 0};
+	struct agent_exec_infos *execs = NULL; /* for SINK_PER_PROCESS */
 	struct kiln_error err = {0};
+	bool oom = false;
 
 	for (size_t i = 0; i < cfg->n_sinks; i++)
-		need[cfg->sinks[i]->series_labels_in_samples ? 1 : 0] = true;
+		need[cfg->sinks[i]->shape] = true;
 	if (!w->n || !cfg->n_sinks)
 		return;
 	labels = calloc(w->n, sizeof(*labels));
 	execs = calloc(w->n, sizeof(*execs));
-	for (int v = 0; v < 2; v++) {
+	oom = !labels || !execs;
+	for (int v = 0; v < SINK_SHAPES && !oom; v++) {
+		size_t n = v == SINK_WINDOW ? 1 : w->n;
+
 		if (!need[v])
 			continue;
-		profs[v] = calloc(w->n, sizeof(*profs[v]));
-		bufs[v] = calloc(w->n, sizeof(*bufs[v]));
+		profs[v] = calloc(n, sizeof(*profs[v]));
+		bufs[v] = calloc(n, sizeof(*bufs[v]));
+		oom = !profs[v] || !bufs[v];
 	}
-	if (!labels || !execs || (need[0] && (!profs[0] || !bufs[0])) ||
-	    (need[1] && (!profs[1] || !bufs[1]))) {
+	if (oom) {
 		log_error("window: out of memory building %zu profiles", w->n);
 		goto out;
 	}
 	for (size_t i = 0; i < w->n; i++) {
 		const struct window_proc *wp = &w->procs[i];
 
-		if (profile_series_labels(&env, wp->info, &labels[i]) != 0)
-			continue;
-		for (int v = 0; v < 2; v++) {
+		if (profile_series_labels(&env, wp->info, &labels[i]) != 0) {
+			log_error("window: out of memory building %zu profiles", w->n);
+			goto out;
+		}
+		for (int v = SINK_PER_PROCESS; v <= SINK_PER_PROCESS_LABELLED; v++) {
+			bool labelled = v == SINK_PER_PROCESS_LABELLED;
 			struct agent_profile *p;
 
 			if (!need[v])
 				continue;
 			kiln_error_clear(&err);
-			if (profile_build(&env, w, wp, v ? &labels[i] : NULL, &bufs[v][i],
-					  v ? NULL : &execs[i], &err)) {
+			if (profile_build(&env, w, wp, labelled ? &labels[i] : NULL, &bufs[v][i],
+					  labelled ? NULL : &execs[i], &err)) {
 				log_warn("%s", err.msg);
 				ADD(profiles_failed, 1);
 				continue;
@@ -248,13 +256,29 @@ static void window_emit(struct agent *a, struct window *w)
 			p->duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns);
 			p->pprof = bufs[v][i].data;
 			p->pprof_len = bufs[v][i].len;
-			p->exec_info = v ? NULL : execs[i].v;
-			p->n_exec_info = v ? 0 : execs[i].n;
+			p->exec_info = labelled ? NULL : execs[i].v;
+			p->n_exec_info = labelled ? 0 : execs[i].n;
+		}
+	}
+	if (need[SINK_WINDOW]) {
+		kiln_error_clear(&err);
+		if (profile_build_window(&env, w, labels, &bufs[SINK_WINDOW][0], &err) == 0) {
+			profs[SINK_WINDOW][0] = (struct agent_profile){
+			    .comm = "",
+			    .time_ns = w->start_wall_ns,
+			    .duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns),
+			    .pprof = bufs[SINK_WINDOW][0].data,
+			    .pprof_len = bufs[SINK_WINDOW][0].len,
+			};
+			nout[SINK_WINDOW] = 1;
+		} else {
+			log_warn("%s", err.msg);
+			ADD(profiles_failed, 1);
 		}
 	}
 	/* Every file a profile points into is a debuginfo candidate (the
 	 * uploader remembers which it has handled, so this is a lookup). */
-	for (size_t i = 0; cfg->uploader && need[0] && i < w->n; i++) {
+	for (size_t i = 0; cfg->uploader && need[SINK_PER_PROCESS] && i < w->n; i++) {
 		for (size_t j = 0; j < execs[i].n; j++) {
 			const struct proc_mapping *m = execs[i].v[j].mapping;
 			char path[4096];
@@ -268,7 +292,7 @@ static void window_emit(struct agent *a, struct window *w)
 	}
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		struct agent_sink *s = cfg->sinks[i];
-		int v = s->series_labels_in_samples ? 1 : 0;
+		int v = s->shape;
 		int rc;
 
 		kiln_error_clear(&err);
@@ -286,8 +310,10 @@ static void window_emit(struct agent *a, struct window *w)
 		}
 	}
 out:
-	for (int v = 0; v < 2; v++) {
-		for (size_t i = 0; bufs[v] && i < w->n; i++)
+	for (int v = 0; v < SINK_SHAPES; v++) {
+		size_t n = v == SINK_WINDOW ? 1 : w->n;
+
+		for (size_t i = 0; bufs[v] && i < n; i++)
 			buf_free(&bufs[v][i]);
 		free(bufs[v]);
 		free(profs[v]);

@@ -96,6 +96,15 @@ struct proc_maps {
  * are the only ones a stack can point into). Build IDs are left "". Returns
  * 0, -EINVAL naming the bad line, or -ENOMEM. */
 int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct kiln_error *err);
+/* The executable mappings of an open /proc/PID/maps through the
+ * PROCMAP_QUERY ioctl (Linux 6.11+): one call per code mapping, and the
+ * kernel formats no line for the data and anonymous ones, which are most
+ * of a process's. Same result as procmaps_parse on the text except for
+ * [vsyscall] (not a VMA of the process). Appends to out; 0, -EOPNOTSUPP
+ * (older kernel: read the text), or another negative errno. */
+int procmaps_query(int maps_fd, struct proc_maps *out);
+/* Appends e (taking its strings) after the last mapping; 0 or -ENOMEM. */
+int procmaps_push(struct proc_maps *m, const struct proc_mapping *e);
 /* The mapping containing addr, or NULL. */
 const struct proc_mapping *procmaps_find(const struct proc_maps *m, uint64_t addr);
 void procmaps_free(struct proc_maps *m);
@@ -331,6 +340,13 @@ int profile_build(const struct profile_env *env, const struct window *w,
 		  const struct window_proc *wp, const struct agent_labels *series_labels,
 		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err);
 
+/* Builds one gzipped pprof of the whole window: every process's samples,
+ * each also carrying its process's series labels (series_labels[i] for
+ * w->procs[i]), so that pprof tools split it with -tagfocus/-tagshow. */
+int profile_build_window(const struct profile_env *env, const struct window *w,
+			 const struct agent_labels *series_labels, struct buf *out,
+			 struct kiln_error *err);
+
 /* ---- metrics (metrics.c) -------------------------------------------------- */
 
 /* Process-wide counters, written by the main loop, read by the HTTP thread. */
@@ -367,17 +383,32 @@ int metrics_render(const struct agent_metrics *m, struct buf *out);
 
 /* ---- sinks ---------------------------------------------------------------- */
 
-/* One process's profile for one window. */
+/* One process's profile for one window (or, for a SINK_WINDOW sink, the
+ * whole window's). */
 struct agent_profile {
 	uint32_t pid;
 	const char *comm;
 	const struct agent_labels *labels; /* all series labels (sorted) */
 	int64_t time_ns;		   /* window start, wall clock */
 	int64_t duration_ns;
-	const uint8_t *pprof; /* gzipped pprof; see agent_sink.series_labels_in_samples */
+	const uint8_t *pprof; /* gzipped pprof; see enum agent_sink_shape */
 	size_t pprof_len;
 	const struct agent_exec_info *exec_info; /* one per pprof mapping */
 	size_t n_exec_info;
+};
+
+/* What a sink receives each window. */
+enum agent_sink_shape {
+	/* One profile per process, labels beside it (a server stores them as
+	 * the series). */
+	SINK_PER_PROCESS,
+	/* One profile per process whose samples also carry the series labels
+	 * (so that `pprof -tagfocus=comm=X` works on a file). */
+	SINK_PER_PROCESS_LABELLED,
+	/* One profile for the whole window, every sample carrying its
+	 * process's series labels (profile_build_window). */
+	SINK_WINDOW,
+	SINK_SHAPES
 };
 
 /* Where profiles go. A sink receives every window's profiles in one call
@@ -385,12 +416,11 @@ struct agent_profile {
  * the sampler for long: slow I/O belongs in its own thread. */
 struct agent_sink {
 	const char *name;
-	/* true: the pprof's samples also carry the series labels (local files,
-	 * so that `pprof -tagfocus=comm=X` works); false: labels travel beside
-	 * the profile (a server stores them as the series). */
-	bool series_labels_in_samples;
+	enum agent_sink_shape shape;
 	/* Returns the number of profiles written, or a negative errno with err
-	 * filled; the agent counts and logs failures and keeps going. */
+	 * filled; the agent counts and logs failures and keeps going. With
+	 * SINK_WINDOW, n is 1 and the profile is the whole window's (pid 0,
+	 * comm "", labels NULL, no exec_info). */
 	int (*write_window)(struct agent_sink *s, const struct agent_profile *profiles, size_t n,
 			    struct kiln_error *err);
 	/* Flushes and releases the sink (NULL-safe target). */
@@ -398,9 +428,12 @@ struct agent_sink {
 	struct agent_metrics *metrics;
 };
 
-/* The --local-store-directory sink: DIR/TIME_PID_COMM.pb.gz, written
- * atomically. Creates dir if needed. */
-int sink_local_new(const char *dir, struct agent_sink **out, struct kiln_error *err);
+/* The --local-store-directory sink, written atomically; creates dir if
+ * needed. per_process false (the default layout): one file per window,
+ * DIR/TIME.pb.gz, holding every process; true: DIR/TIME_PID_COMM.pb.gz,
+ * one per process. */
+int sink_local_new(const char *dir, bool per_process, struct agent_sink **out,
+		   struct kiln_error *err);
 
 /* The push sink (issue 5): each window's profiles as one
  * ProfileStoreService/WriteRaw request, labels beside each profile plus

@@ -32,6 +32,7 @@ enum {
 	OPT_DURATION,
 	OPT_FREQUENCY,
 	OPT_LOCAL_STORE,
+	OPT_LOCAL_LAYOUT,
 	OPT_EXTERNAL_LABELS,
 	OPT_REMOTE_ADDRESS,
 	OPT_REMOTE_INSECURE,
@@ -55,6 +56,7 @@ static const struct option long_options[] = {
     {"profiling-duration", required_argument, NULL, OPT_DURATION},
     {"profiling-cpu-sampling-frequency", required_argument, NULL, OPT_FREQUENCY},
     {"local-store-directory", required_argument, NULL, OPT_LOCAL_STORE},
+    {"local-store-layout", required_argument, NULL, OPT_LOCAL_LAYOUT},
     {"metadata-external-labels", required_argument, NULL, OPT_EXTERNAL_LABELS},
     {"remote-store-address", required_argument, NULL, OPT_REMOTE_ADDRESS},
     {"store-address", required_argument, NULL, OPT_REMOTE_ADDRESS},
@@ -83,7 +85,7 @@ static void usage(FILE *f)
 	    "Usage: kiln-agent [FLAGS]\n"
 	    "\n"
 	    "Whole-system CPU profiler: samples every process's user and kernel stacks\n"
-	    "with eBPF and writes one labelled pprof profile per process per window.\n"
+	    "with eBPF and writes labelled pprof profiles every window (one per process).\n"
 	    "Needs root and a kernel with BTF.\n"
 	    "\n"
 	    "Flags:\n"
@@ -98,6 +100,11 @@ static void usage(FILE *f)
 	    "                                          samples per second per CPU (default: 19)\n"
 	    "      --local-store-directory=DIR         write gzipped pprof files to DIR\n"
 	    "                                          (default: none)\n"
+	    "      --local-store-layout=LAYOUT         window: one file per window, TIME.pb.gz,\n"
+	    "                                          every process in it (pid, comm, ...\n"
+	    "                                          as sample labels); process: one file\n"
+	    "                                          per process per window,\n"
+	    "                                          TIME_PID_COMM.pb.gz (default: window)\n"
 	    "      --metadata-external-labels=K=V,...  labels added to every profile\n"
 	    "                                          (default: none)\n"
 	    "      --remote-store-address=HOST:PORT    push each window to this server with\n"
@@ -181,6 +188,7 @@ int main(int argc, char **argv)
 	bool debuginfo_disable = false;
 	uint64_t ns;
 	const char *local_dir = NULL, *token_file = NULL;
+	bool local_per_process = false;
 	char token[4096];
 	struct kiln_error err = {0};
 	char host[HOST_NAME_MAX + 1] = "";
@@ -222,6 +230,11 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LOCAL_STORE:
 			local_dir = optarg;
+			break;
+		case OPT_LOCAL_LAYOUT:
+			if (strcmp(optarg, "window") != 0 && strcmp(optarg, "process") != 0)
+				die("--local-store-layout=%s: expected window or process", optarg);
+			local_per_process = strcmp(optarg, "process") == 0;
 			break;
 		case OPT_REMOTE_ADDRESS:
 			remote.address = optarg;
@@ -320,7 +333,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (local_dir) {
-		if (sink_local_new(local_dir, &sinks[cfg.n_sinks], &err) != 0) {
+		if (sink_local_new(local_dir, local_per_process, &sinks[cfg.n_sinks], &err) != 0) {
 			fprintf(stderr, "kiln-agent: %s\n", err.msg);
 			rc = 1;
 			goto out;

@@ -7,6 +7,8 @@
  * were captured while it lived. Files are opened through /proc/PID/root so
  * that a process in a container (another mount namespace) gets the build
  * IDs of its own binaries; the mapping paths stay as the process sees them.
+ * The code mappings come from the PROCMAP_QUERY ioctl on /proc/PID/maps
+ * (Linux 6.11+; the text on older kernels), which reports only them.
  *
  * Entries are kept in a chained hash by pid and dropped when the process
  * exits (the BPF exit event). They are re-read after exec (the BPF exec
@@ -19,6 +21,7 @@
 #include "common/buf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,11 @@ struct proc_cache {
 	struct proc_info *buckets[PROC_BUCKETS];
 	size_t count;
 	struct buildid_cache *buildids;
+	/* The host's executable [vsyscall] page, if it has one: a fixed
+	 * page in every process that PROCMAP_QUERY does not report (it is
+	 * not a VMA of the process), added to what it does. */
+	struct proc_mapping vsyscall;
+	bool has_vsyscall;
 };
 
 static int read_small(const char *proc_root, uint32_t pid, const char *file, struct buf *b)
@@ -43,6 +51,27 @@ static int read_small(const char *proc_root, uint32_t pid, const char *file, str
 	if (buf_read_file(b, path, 64 << 20) != 0)
 		return -1;
 	return buf_terminate(b);
+}
+
+/* Appends what is left of fd to b (a /proc file reports no size). */
+static int read_fd(struct buf *b, int fd)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (buf_reserve(b, 16384) != 0)
+			return -ENOMEM;
+		n = read(fd, b->data + b->len, b->cap - b->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		b->len += (size_t)n;
+		if (b->len > (64u << 20))
+			return -EFBIG;
+	}
 }
 
 /* Field 22 of /proc/PID/stat (after the parenthesised comm, which may
@@ -75,13 +104,44 @@ static void stat_comm(const char *stat, char *out, size_t outsz)
 }
 
 static void read_maps(const char *proc_root, struct proc_info *p, struct buildid_cache *bc,
-		      struct buf *b)
+		      const struct proc_mapping *vsyscall, struct buf *b)
 {
+	char mpath[256];
+	int fd, rc;
+
 	procmaps_free(&p->maps);
 	p->maps_ok = false;
-	if (read_small(proc_root, p->pid, "maps", b) != 0)
+	snprintf(mpath, sizeof(mpath), "%s/%u/maps", proc_root, p->pid);
+	fd = open(mpath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return;
-	if (procmaps_parse((const char *)b->data, b->len, &p->maps, NULL) != 0) {
+	/* Asking the kernel for the code mappings only costs a fraction of
+	 * having it print every mapping (it formats each line, path
+	 * included) and parsing the text: this was the largest part of
+	 * reading a new process. */
+	rc = procmaps_query(fd, &p->maps);
+	if (!rc && vsyscall) {
+		struct proc_mapping v = *vsyscall;
+
+		v.path = strdup(v.path);
+		v.build_id = strdup("");
+		rc = v.path && v.build_id ? procmaps_push(&p->maps, &v) : -ENOMEM;
+		if (rc) {
+			free(v.path);
+			free(v.build_id);
+		}
+	}
+	if (rc == -EOPNOTSUPP) {
+		procmaps_free(&p->maps);
+		buf_reset(b);
+		rc = read_fd(b, fd);
+		if (!rc)
+			rc = buf_terminate(b);
+		if (!rc)
+			rc = procmaps_parse((const char *)b->data, b->len, &p->maps, NULL);
+	}
+	close(fd);
+	if (rc) {
 		procmaps_free(&p->maps);
 		return;
 	}
@@ -110,8 +170,9 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 	p->maps_ok = true;
 }
 
-struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
-				 bool comm_exact, struct buildid_cache *bc)
+static struct proc_info *info_read(const char *proc_root, uint32_t pid, const char *comm,
+				   bool comm_exact, struct buildid_cache *bc,
+				   const struct proc_mapping *vsyscall)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
 	char path[256], exe[4096] = "", cgroup[4096] = "/", unit[512], cid[80], num[16];
@@ -136,7 +197,7 @@ struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char
 	p->executable = strdup(exe);
 	if (read_small(proc_root, pid, "cgroup", &b) == 0)
 		cgroup_path_from_proc((const char *)b.data, cgroup, sizeof(cgroup));
-	read_maps(proc_root, p, bc, &b);
+	read_maps(proc_root, p, bc, vsyscall, &b);
 	buf_free(&b);
 	if (!p->executable)
 		goto oom;
@@ -155,6 +216,12 @@ oom:
 	return NULL;
 }
 
+struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
+				 bool comm_exact, struct buildid_cache *bc)
+{
+	return info_read(proc_root, pid, comm, comm_exact, bc, NULL);
+}
+
 void proc_info_free(struct proc_info *p)
 {
 	if (!p)
@@ -163,6 +230,31 @@ void proc_info_free(struct proc_info *p)
 	labels_free(&p->labels);
 	procmaps_free(&p->maps);
 	free(p);
+}
+
+/* The [vsyscall] line of our own maps (the page is the same in every
+ * process), with a static path. */
+static bool find_vsyscall(const char *proc_root, struct proc_mapping *out)
+{
+	struct proc_maps m = {0};
+	struct buf b;
+	bool found = false;
+
+	buf_init(&b);
+	if (read_small(proc_root, (uint32_t)getpid(), "maps", &b) == 0 &&
+	    procmaps_parse((const char *)b.data, b.len, &m, NULL) == 0) {
+		for (size_t i = 0; i < m.n && !found; i++) {
+			if (strcmp(m.v[i].path, "[vsyscall]") == 0) {
+				*out = m.v[i];
+				out->path = "[vsyscall]";
+				out->build_id = "";
+				found = true;
+			}
+		}
+	}
+	procmaps_free(&m);
+	buf_free(&b);
+	return found;
 }
 
 struct proc_cache *proc_cache_new(const char *proc_root)
@@ -177,6 +269,7 @@ struct proc_cache *proc_cache_new(const char *proc_root)
 		proc_cache_free(c);
 		return NULL;
 	}
+	c->has_vsyscall = find_vsyscall(c->proc_root, &c->vsyscall);
 	return c;
 }
 
@@ -253,7 +346,8 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 		cache_unlink(c, p, link);
 		break;
 	}
-	p = proc_info_read(c->proc_root, pid, comm, comm_exact, c->buildids);
+	p = info_read(c->proc_root, pid, comm, comm_exact, c->buildids,
+		      c->has_vsyscall ? &c->vsyscall : NULL);
 	if (!p)
 		return NULL;
 	p->last_seen_ns = now_ns;
@@ -284,7 +378,7 @@ void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t 
 	}
 	buf_init(&b);
 	p->maps_read_ns = now_ns;
-	read_maps(c->proc_root, p, c->buildids, &b);
+	read_maps(c->proc_root, p, c->buildids, c->has_vsyscall ? &c->vsyscall : NULL, &b);
 	buf_free(&b);
 	if (procmaps_find(&p->maps, addr))
 		p->refresh_backoff_ns = 0;

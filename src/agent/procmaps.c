@@ -9,12 +9,15 @@
 #include "agent/agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
-static int maps_push(struct proc_maps *m, const struct proc_mapping *e)
+int procmaps_push(struct proc_maps *m, const struct proc_mapping *e)
 {
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 32;
@@ -131,7 +134,7 @@ int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct k
 			free(e.build_id);
 			return -ENOMEM;
 		}
-		rc = maps_push(out, &e);
+		rc = procmaps_push(out, &e);
 		if (rc) {
 			free(e.path);
 			free(e.build_id);
@@ -139,6 +142,63 @@ int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct k
 		}
 	}
 	return 0;
+}
+
+/* PROCMAP_QUERY (Linux 6.11, uapi/linux/fs.h), declared here for older
+ * headers; the layout is fixed by the ABI (the size field versions it). */
+struct kiln_procmap_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define KILN_PROCMAP_QUERY		    _IOWR('f', 17, struct kiln_procmap_query)
+#define KILN_PROCMAP_QUERY_VMA_EXECUTABLE   0x04
+#define KILN_PROCMAP_QUERY_COVERING_OR_NEXT 0x10
+
+int procmaps_query(int maps_fd, struct proc_maps *out)
+{
+	char name[4096];
+	uint64_t addr = 0;
+
+	for (;;) {
+		struct kiln_procmap_query q = {
+		    .size = sizeof(q),
+		    .query_flags =
+			KILN_PROCMAP_QUERY_VMA_EXECUTABLE | KILN_PROCMAP_QUERY_COVERING_OR_NEXT,
+		    .query_addr = addr,
+		    .vma_name_size = sizeof(name),
+		    .vma_name_addr = (uint64_t)(uintptr_t)name,
+		};
+		struct proc_mapping e = {0};
+		int rc;
+
+		if (ioctl(maps_fd, KILN_PROCMAP_QUERY, &q) != 0) {
+			if (errno == ENOENT) /* no executable mapping at or after addr */
+				return 0;
+			if (errno == ENOTTY || errno == EINVAL)
+				return -EOPNOTSUPP;
+			return -errno;
+		}
+		if (q.vma_end <= q.vma_start || q.vma_end <= addr)
+			return -EINVAL;
+		e.start = q.vma_start;
+		e.limit = q.vma_end;
+		e.offset = q.vma_offset;
+		e.inode = q.inode;
+		e.dev_major = q.dev_major;
+		e.dev_minor = q.dev_minor;
+		e.exec = true;
+		e.path = strndup(q.vma_name_size ? name : "", sizeof(name));
+		e.build_id = strdup("");
+		rc = !e.path || !e.build_id ? -ENOMEM : procmaps_push(out, &e);
+		if (rc) {
+			free(e.path);
+			free(e.build_id);
+			return rc;
+		}
+		addr = q.vma_end;
+	}
 }
 
 const struct proc_mapping *procmaps_find(const struct proc_maps *m, uint64_t addr)

@@ -150,60 +150,85 @@ static int encode_gzip(const struct profile_env *env, struct pprof_builder *b, s
 	return 0;
 }
 
-int profile_build(const struct profile_env *env, const struct window *w,
-		  const struct window_proc *wp, const struct agent_labels *series_labels,
-		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
+/* A builder with the sample types, period, time and duration of w's
+ * profiles. NULL on out-of-memory. */
+static struct pprof_builder *builder_start(const struct window *w, size_t hint, int64_t period)
 {
-	/* Sized for this process's stacks: most processes have a handful, and
-	 * a default-sized builder costs more to set up than to fill. */
-	struct pprof_builder *b = pprof_builder_new_sized(16 + 4 * htab_count(wp->stacks));
-	uint64_t locs[PROFILER_MAX_FRAMES], kmapping = 0;
-	size_t nlab = 2 + (series_labels ? series_labels->n : 0), iter = 0, klen;
-	struct pprof_label_desc labels[64];
-	int64_t period = (int64_t)(1000000000ull / (env->frequency_hz ? env->frequency_hz : 1));
-	const void *key;
-	uint64_t count;
-	int rc = -ENOMEM;
+	struct pprof_builder *b = pprof_builder_new_sized(hint);
 
 	if (!b)
-		goto fail;
-	if (nlab > sizeof(labels) / sizeof(labels[0]))
-		nlab = sizeof(labels) / sizeof(labels[0]);
+		return NULL;
 	if (pprof_builder_add_sample_type(b, "samples", "count") ||
 	    pprof_builder_add_sample_type(b, "cpu", "nanoseconds") ||
-	    pprof_builder_set_period(b, "cpu", "nanoseconds", period))
-		goto fail;
+	    pprof_builder_set_period(b, "cpu", "nanoseconds", period)) {
+		pprof_builder_free(b);
+		return NULL;
+	}
 	pprof_builder_set_time(b, w->start_wall_ns, (int64_t)(w->end_mono_ns - w->start_mono_ns));
-	/* pprof tools treat mapping 1 as "the binary": make it the
-	 * executable's first code mapping when there is one. */
-	for (size_t i = 0; i < wp->info->maps.n; i++) {
-		const struct proc_mapping *m = &wp->info->maps.v[i];
+	return b;
+}
 
-		if (wp->info->executable[0] && strcmp(m->path, wp->info->executable) == 0) {
-			if (!user_mapping(b, m, exec))
-				goto fail;
-			break;
-		}
-	}
-	if (env->ksyms) {
-		/* The kernel half of the address space: kernel frames are never
-		 * normalized through this mapping (they carry their names). */
-		struct pprof_mapping_desc km = {.filename = "[kernel.kallsyms]",
-						.memory_start = 0x8000000000000000ull,
-						.memory_limit = UINT64_MAX,
-						.has_functions = true};
+static int64_t period_ns(const struct profile_env *env)
+{
+	return (int64_t)(1000000000ull / (env->frequency_hz ? env->frequency_hz : 1));
+}
 
-		kmapping = pprof_builder_mapping(b, &km);
-		if (!kmapping || exec_info_note(exec, kmapping, NULL) != 0)
-			goto fail;
+/* The "[kernel.kallsyms]" mapping (the kernel half of the address space:
+ * kernel frames are never normalized through it, they carry their names),
+ * or 0 without kernel names; *kmapping is set on the first call only. */
+static int kernel_mapping(struct pprof_builder *b, const struct profile_env *env,
+			  struct agent_exec_infos *exec, uint64_t *kmapping)
+{
+	struct pprof_mapping_desc km = {.filename = "[kernel.kallsyms]",
+					.memory_start = 0x8000000000000000ull,
+					.memory_limit = UINT64_MAX,
+					.has_functions = true};
+
+	if (!env->ksyms || *kmapping)
+		return 0;
+	*kmapping = pprof_builder_mapping(b, &km);
+	if (!*kmapping || exec_info_note(exec, *kmapping, NULL) != 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* pprof tools treat mapping 1 as "the binary": make it the executable's
+ * first code mapping when there is one. */
+static int executable_mapping(struct pprof_builder *b, const struct proc_info *p,
+			      struct agent_exec_infos *exec)
+{
+	for (size_t i = 0; i < p->maps.n; i++) {
+		const struct proc_mapping *m = &p->maps.v[i];
+
+		if (p->executable[0] && strcmp(m->path, p->executable) == 0)
+			return user_mapping(b, m, exec) ? 0 : -ENOMEM;
 	}
+	return 0;
+}
+
+/* Adds the samples of one process's window to b: thread_id and
+ * thread_name, then series_labels (if any) on every sample. */
+static int add_process_samples(struct pprof_builder *b, const struct profile_env *env,
+			       const struct window_proc *wp,
+			       const struct agent_labels *series_labels, uint64_t kmapping,
+			       struct agent_exec_infos *exec)
+{
+	uint64_t locs[PROFILER_MAX_FRAMES];
+	size_t nlab = 2 + (series_labels ? series_labels->n : 0), iter = 0, klen;
+	struct pprof_label_desc labels[64];
+	int64_t period = period_ns(env);
+	const void *key;
+	uint64_t count;
+	int rc;
+
+	if (nlab > sizeof(labels) / sizeof(labels[0]))
+		nlab = sizeof(labels) / sizeof(labels[0]);
 	/* Series labels go after the per-sample ones; names never clash
 	 * (thread_* are not series label names). */
 	for (size_t i = 2; i < nlab; i++) {
 		labels[i].key = series_labels->v[i - 2].name;
 		labels[i].str = series_labels->v[i - 2].value;
 	}
-
 	while (htab_next(wp->stacks, &iter, &key, &klen, &count)) {
 		const struct window_stack_key *k = key;
 		const uint64_t *frames = (const uint64_t *)((const char *)key + sizeof(*k));
@@ -217,16 +242,37 @@ int profile_build(const struct profile_env *env, const struct window *w,
 			else
 				locs[i] = user_location(b, wp->info, frames[i], exec);
 			if (!locs[i])
-				goto fail;
+				return -ENOMEM;
 		}
 		snprintf(tid, sizeof(tid), "%u", k->tid);
 		labels[0] = (struct pprof_label_desc){.key = "thread_id", .str = tid};
 		labels[1] = (struct pprof_label_desc){.key = "thread_name", .str = k->thread_comm};
 		rc = pprof_builder_add_sample(b, locs, nf, values, labels, nlab);
 		if (rc)
-			goto fail;
+			return rc;
 	}
-	rc = encode_gzip(env, b, out);
+	return 0;
+}
+
+int profile_build(const struct profile_env *env, const struct window *w,
+		  const struct window_proc *wp, const struct agent_labels *series_labels,
+		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
+{
+	/* Sized for this process's stacks: most processes have a handful, and
+	 * a default-sized builder costs more to set up than to fill. */
+	struct pprof_builder *b = builder_start(w, 16 + 4 * htab_count(wp->stacks), period_ns(env));
+	uint64_t kmapping = 0;
+	int rc = -ENOMEM;
+
+	if (!b)
+		goto fail;
+	rc = executable_mapping(b, wp->info, exec);
+	if (!rc)
+		rc = kernel_mapping(b, env, exec, &kmapping);
+	if (!rc)
+		rc = add_process_samples(b, env, wp, series_labels, kmapping, exec);
+	if (!rc)
+		rc = encode_gzip(env, b, out);
 	if (rc)
 		goto fail;
 	pprof_builder_free(b);
@@ -236,5 +282,36 @@ fail:
 	if (rc == 0)
 		rc = -ENOMEM;
 	return kiln_error_set(err, -rc, "pid %u: building profile: %s", wp->info->pid,
+			      strerror(-rc));
+}
+
+int profile_build_window(const struct profile_env *env, const struct window *w,
+			 const struct agent_labels *series_labels, struct buf *out,
+			 struct kiln_error *err)
+{
+	size_t stacks = 0;
+	struct pprof_builder *b;
+	uint64_t kmapping = 0;
+	int rc = -ENOMEM;
+
+	for (size_t i = 0; i < w->n; i++)
+		stacks += htab_count(w->procs[i].stacks);
+	b = builder_start(w, 16 + 4 * stacks, period_ns(env));
+	if (!b)
+		goto fail;
+	rc = kernel_mapping(b, env, NULL, &kmapping);
+	for (size_t i = 0; !rc && i < w->n; i++)
+		rc = add_process_samples(b, env, &w->procs[i], &series_labels[i], kmapping, NULL);
+	if (!rc)
+		rc = encode_gzip(env, b, out);
+	if (rc)
+		goto fail;
+	pprof_builder_free(b);
+	return 0;
+fail:
+	pprof_builder_free(b);
+	if (rc == 0)
+		rc = -ENOMEM;
+	return kiln_error_set(err, -rc, "window of %zu processes: building profile: %s", w->n,
 			      strerror(-rc));
 }

@@ -418,7 +418,7 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 	r->cfg.cancel = &r->cancel;
 	r->max_bytes = cfg->buffer_bytes ? cfg->buffer_bytes : (size_t)64 << 20;
 	r->sink.name = "remote";
-	r->sink.series_labels_in_samples = false;
+	r->sink.shape = SINK_PER_PROCESS;
 	r->sink.write_window = remote_write_window;
 	r->sink.close = remote_close;
 	r->sink.metrics = metrics;

@@ -12,6 +12,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,44 @@ static void test_procmaps_of_self(void **state)
 	assert_string_equal(e->path, exe);
 	assert_true(e->inode != 0);
 	procmaps_free(&m);
+	buf_free(&b);
+}
+
+/* PROCMAP_QUERY gives the code mappings the text gives, field for field
+ * ([vsyscall] aside: not a VMA of the process; the cache adds it). The
+ * test kernel has the ioctl (6.11+); an older one must say so. */
+static void test_procmaps_query_matches_text(void **state)
+{
+	struct proc_maps q = {0}, t = {0};
+	struct buf b;
+	size_t j = 0;
+	int fd;
+
+	(void)state;
+	buf_init(&b);
+	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(procmaps_query(fd, &q), 0);
+	close(fd);
+	assert_int_equal(buf_read_file(&b, "/proc/self/maps", 64 << 20), 0);
+	assert_int_equal(procmaps_parse((const char *)b.data, b.len, &t, NULL), 0);
+	assert_true(q.n >= 2);
+	for (size_t i = 0; i < t.n; i++) {
+		if (strcmp(t.v[i].path, "[vsyscall]") == 0)
+			continue;
+		assert_true(j < q.n);
+		assert_int_equal(q.v[j].start, t.v[i].start);
+		assert_int_equal(q.v[j].limit, t.v[i].limit);
+		assert_int_equal(q.v[j].offset, t.v[i].offset);
+		assert_int_equal(q.v[j].inode, t.v[i].inode);
+		assert_int_equal(q.v[j].dev_major, t.v[i].dev_major);
+		assert_int_equal(q.v[j].dev_minor, t.v[i].dev_minor);
+		assert_string_equal(q.v[j].path, t.v[i].path);
+		j++;
+	}
+	assert_int_equal(j, q.n);
+	procmaps_free(&q);
+	procmaps_free(&t);
 	buf_free(&b);
 }
 
@@ -854,12 +893,109 @@ static void test_window_becomes_profile(void **state)
 	window_free(w); /* releases p; p is not cached, so it is freed */
 }
 
+/* A process with one code mapping at base, for window tests. */
+static struct proc_info *fake_proc(uint32_t pid, const char *comm, uint64_t base)
+{
+	struct proc_info *p = calloc(1, sizeof(*p));
+	char num[16];
+
+	assert_non_null(p);
+	p->pid = pid;
+	snprintf(p->comm, sizeof(p->comm), "%s", comm);
+	p->executable = strdup("/usr/bin/app");
+	p->maps.v = calloc(1, sizeof(*p->maps.v));
+	p->maps.v[0] = (struct proc_mapping){.start = base,
+					     .limit = base + 0x100000,
+					     .exec = true,
+					     .path = strdup("/usr/bin/app"),
+					     .build_id = strdup("")};
+	p->maps.n = p->maps.cap = 1;
+	snprintf(num, sizeof(num), "%u", pid);
+	labels_set(&p->labels, "pid", num);
+	labels_set(&p->labels, "comm", comm);
+	return p;
+}
+
+/* The local store's default layout: one profile per window whose samples
+ * carry their process's series labels, each process's frames in its own
+ * mapping (the same file at different addresses stays two mappings). */
+static void test_window_profile_holds_every_process(void **state)
+{
+	struct proc_info *a = fake_proc(100, "alpha", 0x400000),
+			 *b = fake_proc(200, "beta", 0x800000);
+	struct window *w = window_new(0, 5000000000ull, 1700000000000000000ll);
+	struct agent_labels host = {0}, series[2] = {{0}};
+	struct profile_env env = {.frequency_hz = 19, .host_labels = &host};
+	struct pprof_profile *prof = NULL;
+	struct kiln_error err = {0};
+	struct sample_event e;
+	const pprof_msg *msg;
+	struct buf out = {0};
+	uint64_t per_pid[2] = {0, 0};
+
+	(void)state;
+	labels_set(&host, "node", "n1");
+	memset(&e, 0, sizeof(e));
+	e.kind = PROFILER_EVENT_SAMPLE;
+	e.n_user = 1;
+	e.pid = e.tid = 100;
+	e.frames[0] = 0x401000;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(window_add(w, a, &e), 0);
+	e.pid = e.tid = 200;
+	e.frames[0] = 0x801000;
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(window_add(w, b, &e), 0);
+	assert_int_equal(w->n, 2);
+	for (size_t i = 0; i < 2; i++)
+		assert_int_equal(profile_series_labels(&env, w->procs[i].info, &series[i]), 0);
+	assert_int_equal(profile_build_window(&env, w, series, &out, &err), 0);
+
+	assert_int_equal(pprof_decode(out.data, out.len, NULL, &prof, &err), 0);
+	msg = pprof_profile_msg(prof);
+	assert_int_equal(msg->n_sample, 2);
+	assert_int_equal(msg->n_mapping, 2);
+	assert_int_equal(msg->time_nanos, 1700000000000000000ll);
+	assert_int_equal(msg->duration_nanos, 5000000000ll);
+	for (size_t i = 0; i < msg->n_sample; i++) {
+		const pprof_sample_msg *s = msg->sample[i];
+		const char *pid = NULL, *comm = NULL, *node = NULL;
+
+		for (size_t j = 0; j < s->n_label; j++) {
+			const char *k = pprof_string(prof, s->label[j]->key);
+			const char *v = pprof_string(prof, s->label[j]->str);
+
+			if (strcmp(k, "pid") == 0)
+				pid = v;
+			else if (strcmp(k, "comm") == 0)
+				comm = v;
+			else if (strcmp(k, "node") == 0)
+				node = v;
+		}
+		assert_non_null(pid);
+		assert_non_null(comm);
+		assert_non_null(node);
+		assert_string_equal(node, "n1");
+		assert_string_equal(comm, strcmp(pid, "100") == 0 ? "alpha" : "beta");
+		per_pid[strcmp(pid, "100") == 0 ? 0 : 1] += (uint64_t)s->value[0];
+	}
+	assert_int_equal(per_pid[0], 3);
+	assert_int_equal(per_pid[1], 5);
+	pprof_profile_free(prof);
+	buf_free(&out);
+	labels_free(&series[0]);
+	labels_free(&series[1]);
+	labels_free(&host);
+	window_free(w); /* releases a and b: not cached, so freed */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_procmaps_keeps_code_mappings),
 	    cmocka_unit_test(test_procmaps_rejects_garbage),
 	    cmocka_unit_test(test_procmaps_of_self),
+	    cmocka_unit_test(test_procmaps_query_matches_text),
 	    cmocka_unit_test(test_cgroup_path_choice),
 	    cmocka_unit_test(test_cgroup_derive_patterns),
 	    cmocka_unit_test(test_labels_set_sorted_and_parse),
@@ -873,6 +1009,7 @@ int main(void)
 	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
 	    cmocka_unit_test(test_window_becomes_profile),
+	    cmocka_unit_test(test_window_profile_holds_every_process),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -75,7 +75,7 @@ listed "$want3" && fail "stripped burn3 ($want3) was uploaded"
 listed "$want4" || fail "burn4's debug file ($want4) was not uploaded: $(grep debuginfo "$AGENT_LOG")"
 cmp "$AGENT_TMP/data/debuginfo/$want4/debuginfo" "$AGENT_TESTBIN/.debug/burn4.debug" ||
 	fail "the server did not get burn4's local debug file as is"
-ls "$AGENT_TMP/profiles"/*_burn3.pb.gz >/dev/null 2>&1 || fail "burn3 was not profiled"
+ls "$(agent_split "$AGENT_TMP/profiles")"/*_burn3.pb.gz >/dev/null 2>&1 || fail "burn3 was not profiled"
 
 # What the server stored: a debug-only extract of burn.
 stored="$AGENT_TMP/data/debuginfo/$want/debuginfo"

@@ -8,7 +8,8 @@ agent="$KILN_BIN/kiln-agent"
 
 help=$("$agent" --help) || fail "--help exited non-zero"
 for f in --node --log-level --http-address --profiling-duration \
-	--profiling-cpu-sampling-frequency --local-store-directory --metadata-external-labels \
+	--profiling-cpu-sampling-frequency --local-store-directory --local-store-layout \
+	--metadata-external-labels \
 	--remote-store-address --store-address --remote-store-insecure --insecure \
 	--remote-store-insecure-skip-verify --remote-store-bearer-token \
 	--remote-store-bearer-token-file --remote-store-buffer-bytes --debuginfo-upload-disable \
@@ -16,7 +17,7 @@ for f in --node --log-level --http-address --profiling-duration \
 	--debuginfo-upload-max-bytes-per-second --debuginfo-temp-dir --debuginfo-strip; do
 	grep -q -- "$f" <<<"$help" || fail "--help does not list $f"
 done
-for d in "default: 127.0.0.1:7071" "default: 10s" "default: 19" "default: info" "default: the hostname"; do
+for d in "default: 127.0.0.1:7071" "default: window" "default: 10s" "default: 19" "default: info" "default: the hostname"; do
 	grep -q "$d" <<<"$help" || fail "--help does not show \"$d\""
 done
 
@@ -33,6 +34,7 @@ expect_error "unknown flag" --no-such-flag
 expect_error "profiling-duration" --profiling-duration=soon --local-store-directory=/tmp/x
 expect_error "1..10000" --profiling-cpu-sampling-frequency=0 --local-store-directory=/tmp/x
 expect_error "label name" --metadata-external-labels=bad-name=1 --local-store-directory=/tmp/x
+expect_error "window or process" --local-store-layout=pid --local-store-directory=/tmp/x
 expect_error "1..16" --debuginfo-upload-max-parallel=0 --remote-store-address=127.0.0.1:1
 expect_error "cannot read the token" --remote-store-address=127.0.0.1:1 \
 	--remote-store-bearer-token-file=/nonexistent/token

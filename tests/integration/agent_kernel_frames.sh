@@ -2,19 +2,20 @@
 # A syscall-heavy process (read /dev/zero, write /dev/null) must show named
 # kernel frames: the read path (vfs_read or ksys_read) above the process's
 # user frames (libc's syscall wrapper), every kernel name being a real
-# /proc/kallsyms text symbol.
+# /proc/kallsyms text symbol. The agent writes the per-process layout here
+# (--local-store-layout=process: TIME_PID_COMM.pb.gz, one per process).
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 agent_build syscalls
 out="$AGENT_TMP/profiles"
-agent_start "$out" --profiling-duration=5m --http-address=
+agent_start "$out" --profiling-duration=5m --http-address= --local-store-layout=process
 
 "$AGENT_TESTBIN/syscalls" 2 >/dev/null & spid=$!
 wait $spid
 agent_stop
 
-files=$(agent_files "$out" "$spid")
-[ -n "$files" ] || fail "no profile for syscalls (pid $spid)"
+files=$(ls "$out"/*_"$spid"_syscalls.pb.gz 2>/dev/null) || true
+[ -n "$files" ] || fail "no profile file for syscalls (pid $spid): $(ls "$out")"
 agent_traces $files >"$AGENT_TMP/traces.json"
 awk '$2 ~ /^[tTwW]$/ {print $3}' /proc/kallsyms | sort -u >"$AGENT_TMP/ksyms"
 python3 - "$AGENT_TMP/traces.json" "$AGENT_TMP/ksyms" <<'PY'

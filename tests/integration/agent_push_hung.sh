@@ -39,5 +39,5 @@ echo "$line"
 grep -q " 0 lost" <<<"$line" || fail "sampling lost data while the push hung"
 grep -q "dropping .* undelivered profiles at exit" "$AGENT_LOG" ||
 	fail "undelivered windows not reported: $(cat "$AGENT_LOG")"
-ls "$AGENT_TMP/profiles"/*_burn.pb.gz >/dev/null || fail "local store stopped while the push hung"
+ls "$(agent_split "$AGENT_TMP/profiles")"/*_burn.pb.gz >/dev/null || fail "local store stopped while the push hung"
 echo PASS

@@ -90,11 +90,12 @@ client() {
 }
 
 # agent_start_push: starts kiln-agent pushing to $ADDR (and writing local
-# files under $T/local) with 2 s windows at 49 Hz; sets $APID and returns once
+# files under $T/local, one per process per window: TIME_PID_COMM.pb.gz)
+# with 2 s windows at 49 Hz; sets $APID and returns once
 # it samples every CPU. The caller stops it (kill -INT $APID) and cleans up.
 agent_start_push() {
 	"$KILN_BIN/kiln-agent" --remote-store-address="$ADDR" --remote-store-insecure \
-		--local-store-directory="$T/local" --profiling-duration=2s \
+		--local-store-directory="$T/local" --local-store-layout=process --profiling-duration=2s \
 		--profiling-cpu-sampling-frequency=49 --http-address= >"$T/agent.log" 2>&1 &
 	APID=$!
 	for _ in $(seq 1 300); do

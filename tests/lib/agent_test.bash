@@ -73,13 +73,28 @@ agent_stop() {
 	[ "$rc" -eq 0 ] || { cat "$AGENT_LOG"; fail "agent exited with $rc"; }
 }
 
-# agent_files DIR PID [COMM]: files written for a pid (and comm: a pid forked
-# by the shell is sampled under the shell's name until it execs).
+# agent_split DIR: splits the window files in DIR (one pprof per window,
+# the agent's default layout) into one file per process per window in
+# DIR.split, named TIME_PID_COMM.pb.gz as --local-store-layout=process names
+# them; prints DIR.split. Files already split are not split again.
+agent_split() {
+	local f=() g
+	for g in "$1"/*.pb.gz; do [ -e "$g" ] && f+=("$g"); done
+	mkdir -p "$1.split"
+	[ ${#f[@]} -eq 0 ] || python3 "$AGENT_PROGS/split.py" "$1.split" "${f[@]}"
+	echo "$1.split"
+}
+
+# agent_files DIR PID [COMM]: one file per window with the samples of a pid
+# (and comm: a pid forked by the shell is sampled under the shell's name
+# until it execs), split out of DIR's window files.
 agent_files() {
+	local s
+	s=$(agent_split "$1")
 	if [ -n "${3:-}" ]; then
-		ls "$1"/*_"$2"_"$3".pb.gz "$1"/*_"$2"_"$3"_[0-9]*.pb.gz 2>/dev/null || true
+		ls "$s"/*_"$2"_"$3".pb.gz 2>/dev/null || true
 	else
-		ls "$1"/*_"$2"_*.pb.gz 2>/dev/null || true
+		ls "$s"/*_"$2"_*.pb.gz 2>/dev/null || true
 	fi
 }
 
