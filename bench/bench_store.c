@@ -436,44 +436,32 @@ static double median(double *t, int n)
 	return t[n / 2];
 }
 
-/* Median of `runs` merges; returns wall ms, sets *cpu_ms to the median thread
- * CPU ms (on a loaded machine the wall time includes waiting for a core),
- * fills samples and total of the last. */
+/* Median of `runs` merges written out as gzipped pprof the way the server's
+ * PPROF report does (store_merge_pprof: merge + encode + gzip in one go);
+ * returns wall ms, sets *cpu_ms to the median thread CPU ms (on a loaded
+ * machine the wall time includes waiting for a core), fills samples, total
+ * and the gzipped size (*gz_bytes) of the last. */
 static double time_merge(struct store *s, const struct store_matcher *m, size_t nm, int64_t lo,
-			 int64_t hi, int runs, size_t *samples, int64_t *total, double *encode_ms,
+			 int64_t hi, int runs, size_t *samples, int64_t *total, size_t *gz_bytes,
 			 double *cpu_ms)
 {
 	double t[16], c[16];
 	struct store_selector sel = {TYPE, m, nm, lo, hi};
 
 	for (int r = 0; r < runs; r++) {
-		struct pprof_builder *b = pprof_builder_new();
+		struct store_pprof_result res = {0};
 		struct kiln_error err = {0};
+		struct buf out = {0};
 		double t0 = now_s(), c0 = thread_cpu_s();
 
-		if (store_merge(s, &sel, b, &err))
+		if (store_merge_pprof(s, &sel, true, &out, &res, &err))
 			fprintf(stderr, "merge: %s\n", err.msg);
 		t[r] = (now_s() - t0) * 1000;
 		c[r] = (thread_cpu_s() - c0) * 1000;
-		if (r == runs - 1) {
-			struct pprof_profile *p = NULL;
-			struct buf out = {0};
-
-			t0 = now_s();
-			pprof_builder_encode(b, true, &out);
-			*encode_ms = (now_s() - t0) * 1000;
-			buf_free(&out);
-			*samples = pprof_builder_sample_count(b);
-			*total = 0;
-			if (pprof_builder_to_profile(b, &p, NULL) == 0) {
-				const pprof_msg *msg = pprof_profile_msg(p);
-
-				for (size_t i = 0; i < msg->n_sample; i++)
-					*total += msg->sample[i]->value[0];
-				pprof_profile_free(p);
-			}
-		}
-		pprof_builder_free(b);
+		*samples = res.n_samples;
+		*total = res.total;
+		*gz_bytes = out.len;
+		buf_free(&out);
 	}
 	*cpu_ms = median(c, runs);
 	return median(t, runs);
@@ -662,30 +650,31 @@ static int run(const char *dir, double scale, int threads, int ingest_threads)
 	printf("RSS after ingest: %.0f MB, peak during ingest %.0f MB (server process: store with "
 	       "%" PRIu64 " head rows)\n",
 	       status_mb("VmRSS"), status_mb("VmHWM"), st.head_rows);
-	size_t samples;
+	size_t samples, gz;
 	int64_t total;
-	double enc;
 	struct store_matcher m1[2] = {{STORE_MATCH_EQ, "node", "node-00", NULL},
 				      {STORE_MATCH_EQ, "comm", "service-00", NULL}};
 	int64_t last = cfg.t0 + cfg.n_windows * WINDOW_MS;
 	int64_t lo1 = last - cfg.peer_1h_windows * WINDOW_MS;
 	double merge_cpu;
-	double ms = time_merge(s, m1, 2, lo1, last, 7, &samples, &total, &enc, &merge_cpu);
-	printf("merge one process, last %.2f h: %.2f ms wall, %.2f ms CPU (median of 7; %zu "
-	       "samples, total %" PRId64 "; gzip encode %.2f ms); RSS peak so far %.0f MB\n",
-	       (last - lo1) / 3.6e6, ms, merge_cpu, samples, total, enc, status_mb("VmHWM"));
-	printf("peer-1h kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
-	ms = time_merge(s, NULL, 0, cfg.t0, last, 3, &samples, &total, &enc, &merge_cpu);
-	printf("merge everything, %.2f h x %d processes: %.1f ms wall, %.1f ms CPU (median of 3; "
-	       "%zu samples, total %" PRId64 "; gzip encode %.1f ms); RSS peak so far %.0f MB\n",
-	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, merge_cpu, samples, total, enc,
+	double ms = time_merge(s, m1, 2, lo1, last, 7, &samples, &total, &gz, &merge_cpu);
+	printf("merge one process, last %.2f h: %.2f ms wall, %.2f ms CPU (median of 7, merge + "
+	       "pprof encode + gzip; %zu samples, total %" PRId64 ", %zu KB gzipped); RSS peak so "
+	       "far %.0f MB\n",
+	       (last - lo1) / 3.6e6, ms, merge_cpu, samples, total, gz / 1024, status_mb("VmHWM"));
+	printf("peer-1h kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms);
+	ms = time_merge(s, NULL, 0, cfg.t0, last, 3, &samples, &total, &gz, &merge_cpu);
+	printf("merge everything, %.2f h x %d processes: %.1f ms wall, %.1f ms CPU (median of 3, "
+	       "merge + pprof encode + gzip; %zu samples, total %" PRId64 ", %zu KB gzipped); RSS "
+	       "peak so far %.0f MB\n",
+	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, merge_cpu, samples, total, gz / 1024,
 	       status_mb("VmHWM"));
 	int64_t lo_node = last - cfg.peer_node_windows * WINDOW_MS;
-	ms = time_merge(s, m1, 1, lo_node, last, 3, &samples, &total, &enc, &merge_cpu);
+	ms = time_merge(s, m1, 1, lo_node, last, 3, &samples, &total, &gz, &merge_cpu);
 	printf("merge node-00 (20 processes), last %.2f h: %.1f ms wall, %.1f ms CPU (%zu "
 	       "samples); RSS peak so far %.0f MB\n",
 	       (last - lo_node) / 3.6e6, ms, merge_cpu, samples, status_mb("VmHWM"));
-	printf("peer-node0 kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms + enc);
+	printf("peer-node0 kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms);
 	store_close(s);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);

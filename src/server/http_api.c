@@ -392,6 +392,7 @@ void http_query(const struct http_request *req, struct http_response *resp)
 				  "report \"%.32s\": expected flamegraph, top, pprof or folded",
 				  report);
 	qr.tree = tree_report;
+	qr.pprof = !tree_report;
 	int64_t t0 = mono_ns(), cpu0 = thread_cpu_ns();
 	rc = qexec_run(req->srv, &qr, &res, &err);
 	if (rc) {

@@ -45,7 +45,8 @@ int qexec_check_type(struct server *s, const char *profile_type, struct kiln_err
  * nothing matched), or with tree set folded into tree on that side. */
 static int select_merge(struct server *s, const struct qexec_side *side, struct query_tree *tree,
 			enum query_side tree_side, struct pprof_profile **out,
-			struct query_profile_type *type, long *pos, struct kiln_error *err)
+			struct query_profile_type *type, long *pos, struct qexec_result *stream,
+			struct kiln_error *err)
 {
 	struct query_selector sel = {0};
 	struct pprof_builder *b = NULL;
@@ -69,6 +70,14 @@ static int select_merge(struct server *s, const struct qexec_side *side, struct 
 	query_selector_to_store(&sel, side->start_ms, side->end_ms, &ss);
 	if (tree) {
 		rc = query_tree_add_store(tree, server_store(s), &ss, tree_side, NULL, err);
+		goto out;
+	}
+	if (stream) {
+		struct store_pprof_result pr;
+
+		rc = store_merge_pprof(server_store(s), &ss, true, &stream->pprof, &pr, err);
+		stream->pprof_total = pr.total;
+		stream->pprof_streamed = pr.n_samples > 0;
 		goto out;
 	}
 	b = pprof_builder_new();
@@ -114,7 +123,8 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 	}
 	rc = select_merge(s, &r->a, out->tree,
 			  r->mode == QEXEC_DIFF ? QUERY_SIDE_BASE : QUERY_SIDE_SINGLE, &out->a,
-			  &out->type, &out->error_position, err);
+			  &out->type, &out->error_position,
+			  r->pprof && r->mode != QEXEC_DIFF ? out : NULL, err);
 	if (rc) {
 		if (r->mode == QEXEC_DIFF) {
 			out->error_side = 'a';
@@ -124,7 +134,7 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 	}
 	if (r->mode == QEXEC_DIFF) {
 		rc = select_merge(s, &r->b, out->tree, QUERY_SIDE_COMPARE, &out->b, NULL,
-				  &out->error_position, err);
+				  &out->error_position, NULL, err);
 		if (rc) {
 			out->error_side = 'b';
 			kiln_error_prefix(err, "b: ");
@@ -171,12 +181,27 @@ int64_t qexec_profile_total(const struct pprof_profile *p)
 	return total;
 }
 
-int qexec_pprof(const struct qexec_request *r, const struct qexec_result *res, struct buf *out,
+int64_t qexec_pprof_total(const struct qexec_request *r, const struct qexec_result *res)
+{
+	if (r->mode != QEXEC_DIFF && res->pprof_streamed)
+		return res->pprof_total;
+	return qexec_profile_total(r->mode == QEXEC_DIFF ? res->b : res->a);
+}
+
+int qexec_pprof(const struct qexec_request *r, struct qexec_result *res, struct buf *out,
 		struct kiln_error *err)
 {
 	const struct query_profile_type *t = &res->type;
 	int rc = 0;
 
+	if (r->mode != QEXEC_DIFF && res->pprof.len) {
+		if (out->len)
+			return buf_append(out, res->pprof.data, res->pprof.len);
+		buf_free(out);
+		*out = res->pprof; /* handed over: no second copy */
+		memset(&res->pprof, 0, sizeof(res->pprof));
+		return 0;
+	}
 	if (r->mode != QEXEC_DIFF && res->a)
 		return pprof_encode(pprof_profile_msg(res->a), true, out);
 
@@ -204,5 +229,6 @@ void qexec_result_release(struct qexec_result *res)
 	pprof_profile_free(res->b);
 	query_profile_type_release(&res->type);
 	query_tree_free(res->tree);
+	buf_free(&res->pprof);
 	memset(res, 0, sizeof(*res));
 }

@@ -38,6 +38,10 @@ struct qexec_request {
 	 * reports): no pprof profiles are built, res->a/b stay NULL and
 	 * qexec_build_tree only finishes the tree. */
 	bool tree;
+	/* The PPROF report of a single or merge: the store writes the merge
+	 * straight out as gzipped pprof into res->pprof (no profile is built;
+	 * res->a stays NULL), which qexec_pprof hands over. */
+	bool pprof;
 };
 
 struct qexec_result {
@@ -47,6 +51,9 @@ struct qexec_result {
 	struct query_tree *tree;	/* after qexec_build_tree (or qexec_run with tree) */
 	long error_position;		/* parse errors: byte offset in the failing query */
 	char error_side;		/* 'a' or 'b' for diff parse errors, else 0 */
+	struct buf pprof;		/* with request.pprof: the gzipped merge (empty: none) */
+	int64_t pprof_total;		/* its sum of values */
+	bool pprof_streamed;		/* res->pprof was filled (it may be handed over since) */
 };
 
 /* Runs the selection(s). -EINVAL (bad query: error_position set), -ENOENT
@@ -56,11 +63,14 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 	      struct kiln_error *err);
 int qexec_build_tree(const struct qexec_request *r, struct qexec_result *res,
 		     struct kiln_error *err);
-/* The gzipped pprof: the merge, or for a diff B merged with A scaled by -1. */
-int qexec_pprof(const struct qexec_request *r, const struct qexec_result *res, struct buf *out,
+/* The gzipped pprof: the merge, or for a diff B merged with A scaled by -1.
+ * Takes over res->pprof when the merge was written straight out. */
+int qexec_pprof(const struct qexec_request *r, struct qexec_result *res, struct buf *out,
 		struct kiln_error *err);
 /* Sum of the default sample values of p (0 for NULL). */
 int64_t qexec_profile_total(const struct pprof_profile *p);
+/* The total of the PPROF report: of the merge (or of B for a diff). */
+int64_t qexec_pprof_total(const struct qexec_request *r, const struct qexec_result *res);
 void qexec_result_release(struct qexec_result *res);
 
 /* Checks that a parsed profile type has data; -ENOENT lists known types. */

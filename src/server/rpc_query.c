@@ -639,6 +639,7 @@ void rpc_query(struct grpc_call *c)
 
 	qr.tree =
 	    r->report_type != PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__REPORT_TYPE__REPORT_TYPE_PPROF;
+	qr.pprof = !qr.tree;
 	rc = qexec_run(c->srv, &qr, &res, &err);
 	if (rc) {
 		fail_from(c, rc, &err);
@@ -654,7 +655,7 @@ void rpc_query(struct grpc_call *c)
 		resp.report_case = PARCA__QUERY__V1ALPHA1__QUERY_RESPONSE__REPORT_PPROF;
 		resp.pprof.data = pprof.data;
 		resp.pprof.len = pprof.len;
-		resp.total = qexec_profile_total(qr.mode == QEXEC_DIFF ? res.b : res.a);
+		resp.total = qexec_pprof_total(&qr, &res);
 		break;
 	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__REPORT_TYPE__REPORT_TYPE_TOP:
 		rc = qexec_build_tree(&qr, &res, &err);

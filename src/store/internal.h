@@ -197,6 +197,36 @@ static inline const char *meta_str(const struct meta *m, uint32_t id)
 	return id < chunked_count(&m->strings) ? *(const char **)chunked_at(&m->strings, id) : "";
 }
 
+/* ---- query.c: the merge, shared by its outputs (query.c, merge_pprof.c) -- */
+
+/* Values summed per stack id over a selection. */
+struct merge_agg {
+	int64_t *sum;	   /* by stack id */
+	uint8_t *seen;	   /* by stack id */
+	uint32_t *touched; /* stack ids with a row, in the order first met */
+	size_t n_touched, cap_touched;
+	uint32_t n_stacks;
+	int64_t min_ts, max_ts;
+	int rc;
+};
+/* Sums the selection's rows per stack (n_touched 0: nothing matched, and
+ * *first_series is untouched; else it is the first matching series). Free
+ * with merge_agg_free, also after an error. */
+int merge_aggregate(struct store *s, const struct store_selector *sel, struct merge_agg *a,
+		    uint32_t *first_series, struct kiln_error *err);
+void merge_agg_free(struct merge_agg *a);
+
+/* Per-merge state for describing locations (the views point into it and
+ * into the metastore, so each description is good until the next). */
+struct describer {
+	struct store *s;
+	struct store_mapping_view map;
+	struct store_line_view lines[256];
+	char name[512]; /* from the unresolved() hook */
+};
+/* Fills *v with location id (symbolizing it first when it waits for that). */
+void merge_describe_location(struct describer *d, uint32_t id, struct store_location_view *v);
+
 /* ---- series.c ---------------------------------------------------------- */
 
 struct series {

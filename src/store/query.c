@@ -13,7 +13,8 @@
  * location is described once and each distinct stack handed over once to a
  * visitor (store_merge_visit): the flame graph folds them into its tree; the
  * pprof builder visitor (store_merge) keeps per-query caches from metastore
- * ids to builder ids.
+ * ids to builder ids. merge_pprof.c shares the summing (merge_aggregate) and
+ * writes the merge straight out as encoded pprof (the PPROF report).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -384,17 +385,7 @@ int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err)
 
 /* ---- merge ----------------------------------------------------------------- */
 
-struct agg {
-	int64_t *sum;  /* by stack id */
-	uint8_t *seen; /* by stack id */
-	uint32_t *touched;
-	size_t n_touched, cap_touched;
-	uint32_t n_stacks;
-	int64_t min_ts, max_ts;
-	int rc;
-};
-
-static inline void agg_add(struct agg *a, uint32_t st, int64_t v)
+static inline void agg_add(struct merge_agg *a, uint32_t st, int64_t v)
 {
 	if (st >= a->n_stacks)
 		return; /* cannot happen for blocks we wrote; never trust them */
@@ -416,7 +407,7 @@ static inline void agg_add(struct agg *a, uint32_t st, int64_t v)
 	a->sum[st] += v;
 }
 
-static void agg_rows(struct agg *a, const struct series_rows *r, int64_t lo, int64_t hi)
+static void agg_rows(struct merge_agg *a, const struct series_rows *r, int64_t lo, int64_t hi)
 {
 	for (size_t p = 0; p < r->np; p++) {
 		if (r->ts[p] < lo || r->ts[p] > hi)
@@ -432,7 +423,7 @@ static void agg_rows(struct agg *a, const struct series_rows *r, int64_t lo, int
 
 struct merge_ctx {
 	struct store *s;
-	struct agg *agg;
+	struct merge_agg *agg;
 	const struct store_selector *sel;
 	const uint32_t *ids;
 	size_t n_ids;
@@ -462,16 +453,7 @@ static void merge_visit(void *ctx, const struct head *h)
 	}
 }
 
-/* Per-merge state for describing locations to a visitor. */
-struct describer {
-	struct store *s;
-	struct store_mapping_view map;
-	struct store_line_view lines[256];
-	char name[512]; /* from the unresolved() hook */
-};
-
-/* Fills *v with location id (symbolizing it first when it waits for that). */
-static void describe_location(struct describer *d, uint32_t id, struct store_location_view *v)
+void merge_describe_location(struct describer *d, uint32_t id, struct store_location_view *v)
 {
 	struct meta *m = &d->s->meta;
 	struct meta_location *l = chunked_at(&m->locations, id);
@@ -533,19 +515,27 @@ static void describe_location(struct describer *d, uint32_t id, struct store_loc
 	v->n_lines = n;
 }
 
-int store_merge_visit(struct store *s, const struct store_selector *sel,
-		      const struct store_merge_visitor *v, struct kiln_error *err)
+void merge_agg_free(struct merge_agg *a)
 {
-	struct agg a = {.min_ts = INT64_MAX, .max_ts = INT64_MIN};
-	struct merge_ctx c = {.s = s, .agg = &a, .sel = sel};
-	struct describer *d = NULL;
+	free(a->sum);
+	free(a->seen);
+	free(a->touched);
+	memset(a, 0, sizeof(*a));
+}
+
+int merge_aggregate(struct store *s, const struct store_selector *sel, struct merge_agg *a,
+		    uint32_t *first_series, struct kiln_error *err)
+{
+	struct merge_ctx c = {.s = s, .agg = a, .sel = sel};
 	struct series_rows tmp = {0};
 	struct snapshot snap = {0};
-	uint8_t *loc_seen = NULL;
 	uint32_t *ids = NULL;
-	size_t n, n_loc;
+	size_t n;
 	int rc;
 
+	memset(a, 0, sizeof(*a));
+	a->min_ts = INT64_MAX;
+	a->max_ts = INT64_MIN;
 	if (!sel->profile_type)
 		return kiln_error_set(err, EINVAL, "merge: no profile type");
 	rc = series_select(&s->sx, sel, &ids, &n, err);
@@ -553,10 +543,11 @@ int store_merge_visit(struct store *s, const struct store_selector *sel,
 		return rc;
 	if (!n)
 		goto out;
+	*first_series = ids[0];
 	c.ids = ids;
 	c.n_ids = n;
 	rc = snapshot_take(s, sel->start_ms, sel->end_ms, merge_visit, &c, &snap);
-	if (rc || a.rc) {
+	if (rc || a->rc) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -573,36 +564,52 @@ int store_merge_visit(struct store *s, const struct store_selector *sel,
 				int64_t *sums;
 				size_t nd;
 
-				rc = block_read_rollup(bl, bs, a.n_stacks, &st, &sums, &nd, err);
+				rc = block_read_rollup(bl, bs, a->n_stacks, &st, &sums, &nd, err);
 				if (rc)
 					break;
 				for (size_t k = 0; k < nd; k++)
-					agg_add(&a, st[k], sums[k]);
-				if (bs->min_ts < a.min_ts)
-					a.min_ts = bs->min_ts;
-				if (bs->max_ts > a.max_ts)
-					a.max_ts = bs->max_ts;
+					agg_add(a, st[k], sums[k]);
+				if (bs->min_ts < a->min_ts)
+					a->min_ts = bs->min_ts;
+				if (bs->max_ts > a->max_ts)
+					a->max_ts = bs->max_ts;
 				free(st);
 				free(sums);
 			} else {
 				series_rows_reset(&tmp);
-				rc = block_read_rows(bl, bs, a.n_stacks, &tmp, err);
+				rc = block_read_rows(bl, bs, a->n_stacks, &tmp, err);
 				if (!rc)
-					agg_rows(&a, &tmp, sel->start_ms, sel->end_ms);
+					agg_rows(a, &tmp, sel->start_ms, sel->end_ms);
 			}
 		}
 	}
-	if (rc)
-		goto out;
-	if (a.rc) {
+	if (!rc && a->rc)
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	if (!a.n_touched)
+out:
+	snapshot_release(&snap);
+	series_rows_free(&tmp);
+	free(ids);
+	if (rc)
+		merge_agg_free(a);
+	return rc;
+}
+
+int store_merge_visit(struct store *s, const struct store_selector *sel,
+		      const struct store_merge_visitor *v, struct kiln_error *err)
+{
+	struct merge_agg a;
+	struct describer *d = NULL;
+	uint8_t *loc_seen = NULL;
+	uint32_t first = 0;
+	size_t n_loc;
+	int rc;
+
+	rc = merge_aggregate(s, sel, &a, &first, err);
+	if (rc || !a.n_touched)
 		goto out;
 
 	/* Describe each distinct location once, then hand over each stack. */
-	const struct series *se = series_at(&s->sx, ids[0]);
+	const struct series *se = series_at(&s->sx, first);
 	n_loc = chunked_count(&s->meta.locations);
 	struct store_merge_info info = {
 	    .sample_type = se->sample_type,
@@ -642,7 +649,7 @@ int store_merge_visit(struct store *s, const struct store_selector *sel,
 			if (loc_seen[id])
 				continue;
 			loc_seen[id] = 1;
-			describe_location(d, id, &lv);
+			merge_describe_location(d, id, &lv);
 			rc = v->location ? v->location(v->ctx, &lv) : 0;
 		}
 		if (!rc && v->stack)
@@ -651,14 +658,9 @@ int store_merge_visit(struct store *s, const struct store_selector *sel,
 	if (rc)
 		rc = kiln_error_set(err, -rc, "merge: %s", strerror(-rc));
 out:
-	snapshot_release(&snap);
-	series_rows_free(&tmp);
-	free(a.sum);
-	free(a.seen);
-	free(a.touched);
+	merge_agg_free(&a);
 	free(loc_seen);
 	free(d);
-	free(ids);
 	return rc;
 }
 

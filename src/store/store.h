@@ -193,6 +193,19 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 int store_merge(struct store *s, const struct store_selector *sel, struct pprof_builder *out,
 		struct kiln_error *err);
 
+/* The same merge written straight out as an encoded pprof Profile message
+ * (gzip: one gzip member), appended to out: the bytes, uncompressed, are those
+ * of store_merge followed by pprof_builder_encode, but no profile is built
+ * (the merge of everything in a store stays a few MB above its output).
+ * res->n_samples 0: nothing matched (or every value summed to 0) and nothing
+ * is appended. */
+struct store_pprof_result {
+	size_t n_samples;
+	int64_t total; /* sum of the sample values */
+};
+int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gzip, struct buf *out,
+		      struct store_pprof_result *res, struct kiln_error *err);
+
 /* The same merge handed to a visitor instead of a pprof builder (the flame
  * graph folds stacks straight into its tree). begin() is called once when
  * anything matched, then location() once per distinct location before the
