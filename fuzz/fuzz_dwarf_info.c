@@ -66,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(copy, data + hdr, size - hdr);
 	for (int i = 0; i < KDW_NSECS; i++) {
-		size_t len = data[1 + 3 * i] | (size_t)data[2 + 3 * i] << 8 |
-			     (size_t)data[3 + 3 * i] << 16;
+		size_t len =
+		    data[1 + 3 * i] | (size_t)data[2 + 3 * i] << 8 | (size_t)data[3 + 3 * i] << 16;
 
 		if (len > size - off)
 			len = size - off;

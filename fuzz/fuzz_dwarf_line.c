@@ -45,8 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	secs.size[KDW_LINE] = len;
 	secs.p[KDW_LINE_STR] = secs.p[KDW_STR] = strs;
 	secs.size[KDW_LINE_STR] = secs.size[KDW_STR] = size - 3 - len;
-	struct kdw_line_unit u = {&secs, 0, data[0] & 1 ? 8 : 4,
-				  data[0] & 2 ? "/comp/dir" : NULL, 0};
+	struct kdw_line_unit u = {&secs, 0, data[0] & 1 ? 8 : 4, data[0] & 2 ? "/comp/dir" : NULL,
+				  0};
 
 	rc = kdw_lines_read(&u, a, &l, &e);
 	if (rc < 0) {
@@ -59,7 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	for (size_t i = 0; i < l.nseqs; i++) {
 		struct kdw_row row;
-		uint64_t qs[] = {l.seqs[i].lo, l.seqs[i].hi, l.seqs[i].lo + (l.seqs[i].hi - l.seqs[i].lo) / 2,
+		uint64_t qs[] = {l.seqs[i].lo, l.seqs[i].hi,
+				 l.seqs[i].lo + (l.seqs[i].hi - l.seqs[i].lo) / 2,
 				 l.seqs[i].lo - 1};
 
 		for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++)

@@ -297,6 +297,30 @@ static int load_symbols(struct symfile *f)
 /* Memory for an inflated section: faulting in megabytes page by page cost
  * as much as inflating them (in a VM, a page fault is a hypercall), so the
  * mapping asks for transparent huge pages and is populated at once. */
+/* Memory in 2 MiB pages, populated: in this kind of VM a TLB miss on a
+ * 4 KiB page is what reading scattered DWARF costs most (each CU's DIEs,
+ * abbreviations and line program sit on pages of their own). *size is
+ * rounded up; unmap with munmap(p, *size). */
+static void *alloc_huge(size_t *size)
+{
+	size_t huge = (size_t)2 << 20, n = (*size + huge - 1) & ~(huge - 1);
+	uint8_t *p =
+	    mmap(NULL, n + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *a;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (a + n < p + n + huge)
+		munmap(a + n, (size_t)(p + n + huge - (a + n)));
+	madvise(a, n, MADV_HUGEPAGE);
+	madvise(a, n, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+	*size = n;
+	return a;
+}
+
 static void *alloc_big(size_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -339,8 +363,26 @@ static void inflate_debug_sections(struct symfile *f)
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
 
+	uint8_t *region = NULL;
+	size_t region_size = 0, region_used = 0;
+
 	if (elf_getshdrstrndx(f->elf, &shstrndx) != 0)
 		return;
+	/* One region in huge pages for all the sections inflated. */
+	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *name;
+
+		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED) &&
+		    (name = elf_strptr(f->elf, shstrndx, sh.sh_name)) &&
+		    debug_section_needed(name) && gelf_getchdr(scn, &ch) &&
+		    ch.ch_type == ELFCOMPRESS_ZLIB && ch.ch_size / 1032 <= sh.sh_size)
+			region_size += (ch.ch_size + 63) & ~(size_t)63;
+	}
+	if (region_size && (f->inflated = malloc(sizeof(*f->inflated))) != NULL &&
+	    (region = alloc_huge(&region_size)) != NULL)
+		f->inflated[f->ninflated++] = (struct inflated){region, region_size};
 	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
 		GElf_Shdr sh;
 		GElf_Chdr ch;
@@ -348,6 +390,7 @@ static void inflate_debug_sections(struct symfile *f)
 		Elf_Data *d;
 		void *out;
 		size_t hdr, got = 0;
+		bool carved = false;
 
 		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED))
 			continue;
@@ -374,18 +417,24 @@ static void inflate_debug_sections(struct symfile *f)
 			f->inflated = v;
 			if (!z && !(z = libdeflate_alloc_decompressor()))
 				break;
-			out = alloc_big(ch.ch_size ? ch.ch_size : 1);
-			if (!out)
+			if (region && region_size - region_used >= ch.ch_size) {
+				out = region + region_used;
+				region_used += (ch.ch_size + 63) & ~(size_t)63;
+				carved = true;
+			} else if (!(out = alloc_big(ch.ch_size ? ch.ch_size : 1))) {
 				break;
+			}
 			if (libdeflate_zlib_decompress(z, (const char *)d->d_buf + hdr,
 						       d->d_size - hdr, out, ch.ch_size,
 						       &got) != LIBDEFLATE_SUCCESS ||
 			    got != ch.ch_size) {
-				munmap(out, ch.ch_size ? ch.ch_size : 1);
+				if (!carved)
+					munmap(out, ch.ch_size ? ch.ch_size : 1);
 				continue; /* libdw will try, and say what is wrong */
 			}
-			f->inflated[f->ninflated++] =
-			    (struct inflated){out, ch.ch_size ? ch.ch_size : 1};
+			if (!carved)
+				f->inflated[f->ninflated++] =
+				    (struct inflated){out, ch.ch_size ? ch.ch_size : 1};
 		}
 		sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
 		sh.sh_size = ch.ch_size;
