@@ -331,7 +331,7 @@ static void advance(struct state *s, const struct kdw_line_hdr *h, uint32_t adv)
 	s->op_index = (uint32_t)((s->op_index + (uint64_t)adv) % h->max_ops);
 }
 
-#define KDW_CKPT_EVERY 32
+#define KDW_CKPT_EVERY 8
 
 /* Where a run stops and what it does with each row. */
 struct run {

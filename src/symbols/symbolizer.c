@@ -85,10 +85,14 @@ struct cu_arange {
  * most half full. A generic htab (hashing and copying the key bytes,
  * rehashing as it grows) was a third of a cold run on an uncompressed
  * binary once the DWARF reader made the rest fast. */
+struct rcache_slot {
+	uint64_t addr;
+	struct cached *c; /* NULL: empty slot */
+};
+
 struct rcache {
-	uint64_t *keys;	      /* keys and vals: one mapping, populated at once */
-	struct cached **vals; /* NULL: empty slot */
-	size_t cap, n;	      /* cap: a power of two */
+	struct rcache_slot *slots; /* one mapping, populated at once */
+	size_t cap, n;		   /* cap: a power of two */
 };
 
 static void *alloc_big(size_t size);
@@ -96,21 +100,21 @@ static void *alloc_big(size_t size);
 static void rcache_free(struct rcache *r)
 {
 	if (r->cap)
-		munmap(r->keys, r->cap * (sizeof(*r->keys) + sizeof(*r->vals)));
+		munmap(r->slots, r->cap * sizeof(*r->slots));
 }
 
 static size_t rcache_slot(const struct rcache *r, uint64_t addr)
 {
 	size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
 
-	while (r->vals[i] && r->keys[i] != addr)
+	while (r->slots[i].c && r->slots[i].addr != addr)
 		i = (i + 1) & (r->cap - 1);
 	return i;
 }
 
 static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
 {
-	return r->cap ? r->vals[rcache_slot(r, addr)] : NULL;
+	return r->cap ? r->slots[rcache_slot(r, addr)].c : NULL;
 }
 
 static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
@@ -123,25 +127,20 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 		/* Fresh anonymous memory is zero: every slot empty. Faulted
 		 * in at once, not page by page (a third of the insertions'
 		 * cost was page faults). */
-		g.keys = alloc_big(g.cap * (sizeof(*g.keys) + sizeof(*g.vals)));
-		if (!g.keys)
+		g.slots = alloc_big(g.cap * sizeof(*g.slots));
+		if (!g.slots)
 			return -ENOMEM;
-		g.vals = (struct cached **)(g.keys + g.cap);
 		for (size_t k = 0; k < r->cap; k++)
-			if (r->vals[k]) {
-				i = rcache_slot(&g, r->keys[k]);
-				g.keys[i] = r->keys[k];
-				g.vals[i] = r->vals[k];
-			}
+			if (r->slots[k].c)
+				g.slots[rcache_slot(&g, r->slots[k].addr)] = r->slots[k];
 		g.n = r->n;
 		rcache_free(r);
 		*r = g;
 	}
 	i = rcache_slot(r, addr);
-	if (!r->vals[i])
+	if (!r->slots[i].c)
 		r->n++;
-	r->keys[i] = addr;
-	r->vals[i] = c;
+	r->slots[i] = (struct rcache_slot){addr, c};
 	return 0;
 }
 
