@@ -454,6 +454,12 @@ static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 	if (c.bad)
 		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
 				      (unsigned long long)cu->abbrev_offset);
+	/* The table is indexed by code: sparse codes (never written by
+	 * compilers, easy to forge in an upload) would cost memory out of
+	 * proportion to the bytes read. */
+	if (maxcode > 16u * ndecls + 256)
+		return kiln_error_set(e, ENOTSUP, ".debug_abbrev+0x%llx: sparse codes (%u for %u)",
+				      (unsigned long long)cu->abbrev_offset, maxcode, ndecls);
 	t = arena_calloc(d->arena, 1, sizeof(*t));
 	if (!t || !(t->by_code = arena_calloc(d->arena, maxcode + 1u, sizeof(*t->by_code))) ||
 	    !(t->specs = arena_alloc(d->arena, (nspecs ? nspecs : 1) * sizeof(*t->specs))))
@@ -986,8 +992,12 @@ static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
 
 /* --- ranges --------------------------------------------------------------- */
 
+#define MAX_DIE_RANGES 65536 /* more in one DIE: malformed or forged */
+
 static int add_range(struct kdw *d, uint64_t low, uint64_t high)
 {
+	if (d->nranges >= MAX_DIE_RANGES)
+		return -E2BIG;
 	if (d->nranges == d->ranges_cap) {
 		size_t ncap = d->ranges_cap ? d->ranges_cap * 2 : 64;
 		void *n = realloc(d->ranges, ncap * sizeof(*d->ranges));
@@ -1075,7 +1085,7 @@ static int read_ranges(struct kdw *d, const struct kdw_cu *cu, const struct aval
 			if (b == 0 && en == 0)
 				return 0;
 			if (add_range(d, b + base, en + base) < 0)
-				return -ENOMEM;
+				goto bad;
 			continue;
 		}
 		uint8_t kind = kdw_u8(&c);
@@ -1122,10 +1132,8 @@ static int read_ranges(struct kdw *d, const struct kdw_cu *cu, const struct aval
 		default:
 			goto bad;
 		}
-		if (c.bad)
+		if (c.bad || add_range(d, b, en) < 0)
 			goto bad;
-		if (add_range(d, b, en) < 0)
-			return -ENOMEM;
 		continue;
 bad:
 		return kiln_error_set(e, EINVAL,
