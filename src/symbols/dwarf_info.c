@@ -73,8 +73,6 @@ struct kdw {
 	struct kdw_arange *aranges; /* by low */
 	size_t naranges;
 	struct htab *abbrevs; /* (offset, addr size, version) -> struct kdw_abbrevs * */
-	struct kdw_spec *spec_scratch;
-	size_t spec_cap;
 	struct {
 		uint64_t low, high;
 	} * ranges; /* one DIE's ranges */
@@ -376,7 +374,6 @@ void kdw_close(struct kdw *d)
 	htab_free(d->abbrevs);
 	free(d->cus);
 	free(d->aranges);
-	free(d->spec_scratch);
 	free(d->ranges);
 	free(d);
 }
