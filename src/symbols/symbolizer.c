@@ -122,7 +122,7 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 	size_t i;
 
 	if (2 * (r->n + 1) > r->cap) {
-		struct rcache g = {.cap = r->cap ? r->cap * 2 : 1024};
+		struct rcache g = {.cap = r->cap ? r->cap * 2 : 4096};
 
 		/* Fresh anonymous memory is zero: every slot empty. Faulted
 		 * in at once, not page by page (a third of the insertions'
@@ -978,16 +978,20 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 		uint64_t off = kcu->die_offset;
 		struct cu_index *idx;
 
+		if (kcu->user) { /* indexed before: no hash lookup */
+			idx = kcu->user;
+			*cudie = idx->cudie;
+			return idx;
+		}
 		if (htab_get(f->cus, &off, sizeof(off), &v)) {
 			idx = (struct cu_index *)(uintptr_t)v;
 			*cudie = idx->cudie;
 			return idx;
 		}
-		if ((idx = cu_index_fast(f, kcu)) != NULL)
-			return idx;
-		if (dwarf_offdie(f->dwarf, off, cudie))
-			return cu_index_get(f, cudie);
-		return NULL;
+		if ((idx = cu_index_fast(f, kcu)) != NULL ||
+		    (dwarf_offdie(f->dwarf, off, cudie) && (idx = cu_index_get(f, cudie))))
+			kcu->user = idx;
+		return idx;
 	}
 
 	if (!f->aranges_read) {
