@@ -343,6 +343,8 @@ bad:
 	return 0;
 }
 
+static void cover_units(struct kdw *d);
+
 struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e)
 {
 	struct kdw *d = calloc(1, sizeof(*d));
@@ -360,6 +362,7 @@ struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e)
 	}
 	if (read_units(d, e) < 0 || read_aranges(d) < 0)
 		goto err;
+	cover_units(d);
 	return d;
 err:
 	kdw_close(d);
@@ -1320,4 +1323,51 @@ struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_err
 	}
 	cu->lines = l;
 	return l;
+}
+
+/* Units .debug_aranges does not name (clang writes no .debug_aranges unless
+ * asked with -gdwarf-aranges; a broken table is dropped whole) get their
+ * address ranges from their unit DIE: low_pc/high_pc or DW_AT_ranges.
+ * Without this such binaries had names from the symbol table only (libdw's
+ * dwarf_addrdie goes by .debug_aranges too). A unit the reader cannot read
+ * is left out, as before. */
+static void cover_units(struct kdw *d)
+{
+	bool *named = calloc(d->ncus ? d->ncus : 1, sizeof(*named));
+	size_t added = 0;
+
+	if (!named)
+		return;
+	for (size_t i = 0; i < d->naranges; i++)
+		named[d->aranges[i].cu - d->cus] = true;
+	for (size_t i = 0; i < d->ncus; i++) {
+		struct kdw_cu *cu = &d->cus[i];
+		struct kiln_error e = {0};
+		struct kdw_cur c;
+		struct die die;
+
+		if (named[i] || !cu->supported || cu_base(d, cu, &e) < 0)
+			continue;
+		c = (struct kdw_cur){d->s.p[KDW_INFO] + cu->die_offset, d->s.p[KDW_INFO] + cu->end,
+				     false};
+		if (read_die(d, cu, &c, &die, DIE_FULL, &e) <= 0 || die_ranges(d, cu, &die, &e) < 0)
+			continue;
+		for (size_t k = 0; k < d->nranges; k++) {
+			struct kdw_arange *n;
+
+			if (d->ranges[k].high <= d->ranges[k].low)
+				continue;
+			n = realloc(d->aranges, (d->naranges + 1) * sizeof(*n));
+			if (!n)
+				goto out;
+			d->aranges = n;
+			d->aranges[d->naranges++] =
+			    (struct kdw_arange){d->ranges[k].low, d->ranges[k].high, cu};
+			added++;
+		}
+	}
+	if (added)
+		qsort(d->aranges, d->naranges, sizeof(*d->aranges), arange_cmp);
+out:
+	free(named);
 }
