@@ -73,8 +73,6 @@ struct kdw {
 	struct kdw_arange *aranges; /* by low */
 	size_t naranges;
 	struct htab *abbrevs; /* (offset, addr size, version) -> struct kdw_abbrevs * */
-	struct kdw_spec *spec_scratch;
-	size_t spec_cap;
 	struct {
 		uint64_t low, high;
 	} * ranges; /* one DIE's ranges */
@@ -345,6 +343,8 @@ bad:
 	return 0;
 }
 
+static void cover_units(struct kdw *d);
+
 struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e)
 {
 	struct kdw *d = calloc(1, sizeof(*d));
@@ -362,6 +362,7 @@ struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e)
 	}
 	if (read_units(d, e) < 0 || read_aranges(d) < 0)
 		goto err;
+	cover_units(d);
 	return d;
 err:
 	kdw_close(d);
@@ -376,7 +377,6 @@ void kdw_close(struct kdw *d)
 	htab_free(d->abbrevs);
 	free(d->cus);
 	free(d->aranges);
-	free(d->spec_scratch);
 	free(d->ranges);
 	free(d);
 }
@@ -454,6 +454,12 @@ static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 	if (c.bad)
 		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
 				      (unsigned long long)cu->abbrev_offset);
+	/* The table is indexed by code: sparse codes (never written by
+	 * compilers, easy to forge in an upload) would cost memory out of
+	 * proportion to the bytes read. */
+	if (maxcode > 16u * ndecls + 256)
+		return kiln_error_set(e, ENOTSUP, ".debug_abbrev+0x%llx: sparse codes (%u for %u)",
+				      (unsigned long long)cu->abbrev_offset, maxcode, ndecls);
 	t = arena_calloc(d->arena, 1, sizeof(*t));
 	if (!t || !(t->by_code = arena_calloc(d->arena, maxcode + 1u, sizeof(*t->by_code))) ||
 	    !(t->specs = arena_alloc(d->arena, (nspecs ? nspecs : 1) * sizeof(*t->specs))))
@@ -986,8 +992,12 @@ static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
 
 /* --- ranges --------------------------------------------------------------- */
 
+#define MAX_DIE_RANGES 65536 /* more in one DIE: malformed or forged */
+
 static int add_range(struct kdw *d, uint64_t low, uint64_t high)
 {
+	if (d->nranges >= MAX_DIE_RANGES)
+		return -E2BIG;
 	if (d->nranges == d->ranges_cap) {
 		size_t ncap = d->ranges_cap ? d->ranges_cap * 2 : 64;
 		void *n = realloc(d->ranges, ncap * sizeof(*d->ranges));
@@ -1075,7 +1085,7 @@ static int read_ranges(struct kdw *d, const struct kdw_cu *cu, const struct aval
 			if (b == 0 && en == 0)
 				return 0;
 			if (add_range(d, b + base, en + base) < 0)
-				return -ENOMEM;
+				goto bad;
 			continue;
 		}
 		uint8_t kind = kdw_u8(&c);
@@ -1122,10 +1132,8 @@ static int read_ranges(struct kdw *d, const struct kdw_cu *cu, const struct aval
 		default:
 			goto bad;
 		}
-		if (c.bad)
+		if (c.bad || add_range(d, b, en) < 0)
 			goto bad;
-		if (add_range(d, b, en) < 0)
-			return -ENOMEM;
 		continue;
 bad:
 		return kiln_error_set(e, EINVAL,
@@ -1315,4 +1323,51 @@ struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_err
 	}
 	cu->lines = l;
 	return l;
+}
+
+/* Units .debug_aranges does not name (clang writes no .debug_aranges unless
+ * asked with -gdwarf-aranges; a broken table is dropped whole) get their
+ * address ranges from their unit DIE: low_pc/high_pc or DW_AT_ranges.
+ * Without this such binaries had names from the symbol table only (libdw's
+ * dwarf_addrdie goes by .debug_aranges too). A unit the reader cannot read
+ * is left out, as before. */
+static void cover_units(struct kdw *d)
+{
+	bool *named = calloc(d->ncus ? d->ncus : 1, sizeof(*named));
+	size_t added = 0;
+
+	if (!named)
+		return;
+	for (size_t i = 0; i < d->naranges; i++)
+		named[d->aranges[i].cu - d->cus] = true;
+	for (size_t i = 0; i < d->ncus; i++) {
+		struct kdw_cu *cu = &d->cus[i];
+		struct kiln_error e = {0};
+		struct kdw_cur c;
+		struct die die;
+
+		if (named[i] || !cu->supported || cu_base(d, cu, &e) < 0)
+			continue;
+		c = (struct kdw_cur){d->s.p[KDW_INFO] + cu->die_offset, d->s.p[KDW_INFO] + cu->end,
+				     false};
+		if (read_die(d, cu, &c, &die, DIE_FULL, &e) <= 0 || die_ranges(d, cu, &die, &e) < 0)
+			continue;
+		for (size_t k = 0; k < d->nranges; k++) {
+			struct kdw_arange *n;
+
+			if (d->ranges[k].high <= d->ranges[k].low)
+				continue;
+			n = realloc(d->aranges, (d->naranges + 1) * sizeof(*n));
+			if (!n)
+				goto out;
+			d->aranges = n;
+			d->aranges[d->naranges++] =
+			    (struct kdw_arange){d->ranges[k].low, d->ranges[k].high, cu};
+			added++;
+		}
+	}
+	if (added)
+		qsort(d->aranges, d->naranges, sizeof(*d->aranges), arange_cmp);
+out:
+	free(named);
 }

@@ -168,6 +168,7 @@ struct kdw_cu {
 	bool lines_read;
 	struct kdw_lines *lines; /* NULL: none, or unreadable (lines_err) */
 	int lines_err;
+	void *user; /* the caller's (the symbolizer's CU index) */
 };
 
 struct kdw;

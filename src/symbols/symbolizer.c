@@ -85,10 +85,14 @@ struct cu_arange {
  * most half full. A generic htab (hashing and copying the key bytes,
  * rehashing as it grows) was a third of a cold run on an uncompressed
  * binary once the DWARF reader made the rest fast. */
+struct rcache_slot {
+	uint64_t addr;
+	struct cached *c; /* NULL: empty slot */
+};
+
 struct rcache {
-	uint64_t *keys;	      /* keys and vals: one mapping, populated at once */
-	struct cached **vals; /* NULL: empty slot */
-	size_t cap, n;	      /* cap: a power of two */
+	struct rcache_slot *slots; /* one mapping, populated at once */
+	size_t cap, n;		   /* cap: a power of two */
 };
 
 static void *alloc_big(size_t size);
@@ -96,21 +100,21 @@ static void *alloc_big(size_t size);
 static void rcache_free(struct rcache *r)
 {
 	if (r->cap)
-		munmap(r->keys, r->cap * (sizeof(*r->keys) + sizeof(*r->vals)));
+		munmap(r->slots, r->cap * sizeof(*r->slots));
 }
 
 static size_t rcache_slot(const struct rcache *r, uint64_t addr)
 {
 	size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
 
-	while (r->vals[i] && r->keys[i] != addr)
+	while (r->slots[i].c && r->slots[i].addr != addr)
 		i = (i + 1) & (r->cap - 1);
 	return i;
 }
 
 static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
 {
-	return r->cap ? r->vals[rcache_slot(r, addr)] : NULL;
+	return r->cap ? r->slots[rcache_slot(r, addr)].c : NULL;
 }
 
 static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
@@ -118,30 +122,25 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 	size_t i;
 
 	if (2 * (r->n + 1) > r->cap) {
-		struct rcache g = {.cap = r->cap ? r->cap * 2 : 1024};
+		struct rcache g = {.cap = r->cap ? r->cap * 2 : 4096};
 
 		/* Fresh anonymous memory is zero: every slot empty. Faulted
 		 * in at once, not page by page (a third of the insertions'
 		 * cost was page faults). */
-		g.keys = alloc_big(g.cap * (sizeof(*g.keys) + sizeof(*g.vals)));
-		if (!g.keys)
+		g.slots = alloc_big(g.cap * sizeof(*g.slots));
+		if (!g.slots)
 			return -ENOMEM;
-		g.vals = (struct cached **)(g.keys + g.cap);
 		for (size_t k = 0; k < r->cap; k++)
-			if (r->vals[k]) {
-				i = rcache_slot(&g, r->keys[k]);
-				g.keys[i] = r->keys[k];
-				g.vals[i] = r->vals[k];
-			}
+			if (r->slots[k].c)
+				g.slots[rcache_slot(&g, r->slots[k].addr)] = r->slots[k];
 		g.n = r->n;
 		rcache_free(r);
 		*r = g;
 	}
 	i = rcache_slot(r, addr);
-	if (!r->vals[i])
+	if (!r->slots[i].c)
 		r->n++;
-	r->keys[i] = addr;
-	r->vals[i] = c;
+	r->slots[i] = (struct rcache_slot){addr, c};
 	return 0;
 }
 
@@ -297,6 +296,30 @@ static int load_symbols(struct symfile *f)
 /* Memory for an inflated section: faulting in megabytes page by page cost
  * as much as inflating them (in a VM, a page fault is a hypercall), so the
  * mapping asks for transparent huge pages and is populated at once. */
+/* Memory in 2 MiB pages, populated: in this kind of VM a TLB miss on a
+ * 4 KiB page is what reading scattered DWARF costs most (each CU's DIEs,
+ * abbreviations and line program sit on pages of their own). *size is
+ * rounded up; unmap with munmap(p, *size). */
+static void *alloc_huge(size_t *size)
+{
+	size_t huge = (size_t)2 << 20, n = (*size + huge - 1) & ~(huge - 1);
+	uint8_t *p =
+	    mmap(NULL, n + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *a;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (a + n < p + n + huge)
+		munmap(a + n, (size_t)(p + n + huge - (a + n)));
+	madvise(a, n, MADV_HUGEPAGE);
+	madvise(a, n, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+	*size = n;
+	return a;
+}
+
 static void *alloc_big(size_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -339,8 +362,26 @@ static void inflate_debug_sections(struct symfile *f)
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
 
+	uint8_t *region = NULL;
+	size_t region_size = 0, region_used = 0;
+
 	if (elf_getshdrstrndx(f->elf, &shstrndx) != 0)
 		return;
+	/* One region in huge pages for all the sections inflated. */
+	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *name;
+
+		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED) &&
+		    (name = elf_strptr(f->elf, shstrndx, sh.sh_name)) &&
+		    debug_section_needed(name) && gelf_getchdr(scn, &ch) &&
+		    ch.ch_type == ELFCOMPRESS_ZLIB && ch.ch_size / 1032 <= sh.sh_size)
+			region_size += (ch.ch_size + 63) & ~(size_t)63;
+	}
+	if (region_size && (f->inflated = malloc(sizeof(*f->inflated))) != NULL &&
+	    (region = alloc_huge(&region_size)) != NULL)
+		f->inflated[f->ninflated++] = (struct inflated){region, region_size};
 	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
 		GElf_Shdr sh;
 		GElf_Chdr ch;
@@ -348,6 +389,7 @@ static void inflate_debug_sections(struct symfile *f)
 		Elf_Data *d;
 		void *out;
 		size_t hdr, got = 0;
+		bool carved = false;
 
 		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED))
 			continue;
@@ -374,18 +416,24 @@ static void inflate_debug_sections(struct symfile *f)
 			f->inflated = v;
 			if (!z && !(z = libdeflate_alloc_decompressor()))
 				break;
-			out = alloc_big(ch.ch_size ? ch.ch_size : 1);
-			if (!out)
+			if (region && region_size - region_used >= ch.ch_size) {
+				out = region + region_used;
+				region_used += (ch.ch_size + 63) & ~(size_t)63;
+				carved = true;
+			} else if (!(out = alloc_big(ch.ch_size ? ch.ch_size : 1))) {
 				break;
+			}
 			if (libdeflate_zlib_decompress(z, (const char *)d->d_buf + hdr,
 						       d->d_size - hdr, out, ch.ch_size,
 						       &got) != LIBDEFLATE_SUCCESS ||
 			    got != ch.ch_size) {
-				munmap(out, ch.ch_size ? ch.ch_size : 1);
+				if (!carved)
+					munmap(out, ch.ch_size ? ch.ch_size : 1);
 				continue; /* libdw will try, and say what is wrong */
 			}
-			f->inflated[f->ninflated++] =
-			    (struct inflated){out, ch.ch_size ? ch.ch_size : 1};
+			if (!carved)
+				f->inflated[f->ninflated++] =
+				    (struct inflated){out, ch.ch_size ? ch.ch_size : 1};
 		}
 		sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
 		sh.sh_size = ch.ch_size;
@@ -930,16 +978,20 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 		uint64_t off = kcu->die_offset;
 		struct cu_index *idx;
 
+		if (kcu->user) { /* indexed before: no hash lookup */
+			idx = kcu->user;
+			*cudie = idx->cudie;
+			return idx;
+		}
 		if (htab_get(f->cus, &off, sizeof(off), &v)) {
 			idx = (struct cu_index *)(uintptr_t)v;
 			*cudie = idx->cudie;
 			return idx;
 		}
-		if ((idx = cu_index_fast(f, kcu)) != NULL)
-			return idx;
-		if (dwarf_offdie(f->dwarf, off, cudie))
-			return cu_index_get(f, cudie);
-		return NULL;
+		if ((idx = cu_index_fast(f, kcu)) != NULL ||
+		    (dwarf_offdie(f->dwarf, off, cudie) && (idx = cu_index_get(f, cudie))))
+			kcu->user = idx;
+		return idx;
 	}
 
 	if (!f->aranges_read) {

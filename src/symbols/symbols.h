@@ -19,7 +19,8 @@
  *     object, identified by GNU build ID and/or path, to a symbols_location:
  *     one or more frames, innermost first (an address inside code inlined
  *     into f gives the inlined callee first and f last, each with its
- *     file:line — the order of pprof's Location.line). DWARF via libdw first;
+ *     file:line — the order of pprof's Location.line). DWARF first (Kiln's
+ *     own reader, libdw for what it does not read: dwarf_reader.h);
  *     .symtab/.dynsym when there is no DWARF for the address. C++ and Rust
  *     names are demangled for display; the raw name is kept as system_name.
  *     Each object is opened once and kept with its symbol table and a result

@@ -8,7 +8,8 @@
  * templates, lambdas, namespaces and nested inlining compiled here by g++
  * (DWARF 5 and 4, compressed sections) and clang++ (DWARF 5 with strx /
  * addrx / rnglistx forms, and DWARF 4; with -gdwarf-aranges, as the CU
- * lookup goes through .debug_aranges). The symbolizer's CU counters show
+ * lookup goes through .debug_aranges; and without it, against libdw on the
+ * same program built with it). The symbolizer's CU counters show
  * that the reader, not libdw, did the work. The innermost file:line of the
  * C++ program is also checked against elfutils' eu-addr2line.
  */
@@ -110,7 +111,8 @@ static int setup(void **state)
 		 "cd %s && g++ -O2 -g -o cpp_gcc5 prog.cc && g++ -O2 -gdwarf-4 -o cpp_gcc4 prog.cc "
 		 "&& g++ -O2 -g -gz=zlib -o cpp_gccz prog.cc && "
 		 "clang++ -O2 -g -gdwarf-aranges -o cpp_clang5 prog.cc && "
-		 "clang++ -O2 -gdwarf-4 -gdwarf-aranges -o cpp_clang4 prog.cc",
+		 "clang++ -O2 -gdwarf-4 -gdwarf-aranges -o cpp_clang4 prog.cc && "
+		 "clang++ -O2 -g -o cpp_clang5_noaranges prog.cc",
 		 dir);
 	return run(cmd) == 0 ? 0 : -1;
 }
@@ -163,13 +165,15 @@ static bool same_str(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* Resolves every address with the reader and with libdw alone; returns the
- * number of addresses whose answers differ (printing the first few). */
-static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t *reader_cus)
+/* Resolves every address with the reader (in path) and with libdw alone
+ * (in ref_path, normally the same file); returns the number of addresses
+ * whose answers differ (printing the first few). */
+static size_t compare2(const char *path, const char *ref_path, const uint64_t *addrs, size_t n,
+		       size_t *reader_cus)
 {
 	struct symbolizer_config libdw_cfg = {.libdw_only = true};
 	struct symbolizer *fast = symbolizer_new(NULL), *ref = symbolizer_new(&libdw_cfg);
-	struct symbols_object obj = {NULL, path};
+	struct symbols_object obj = {NULL, path}, ref_obj = {NULL, ref_path};
 	size_t bad = 0, frames = 0, libdw_cus, unused;
 
 	assert_non_null(fast);
@@ -179,7 +183,7 @@ static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t 
 		bool same;
 
 		assert_int_equal(symbolizer_resolve(fast, &obj, addrs[i], &a, NULL), 0);
-		assert_int_equal(symbolizer_resolve(ref, &obj, addrs[i], &b, NULL), 0);
+		assert_int_equal(symbolizer_resolve(ref, &ref_obj, addrs[i], &b, NULL), 0);
 		same = a.nframes == b.nframes;
 		for (size_t k = 0; same && k < a.nframes; k++) {
 			const struct symbols_frame *x = &a.frames[k], *y = &b.frames[k];
@@ -221,6 +225,11 @@ static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t 
 	return bad;
 }
 
+static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t *reader_cus)
+{
+	return compare2(path, path, addrs, n, reader_cus);
+}
+
 static void check_binary(const char *path, unsigned step, size_t max)
 {
 	size_t n, cus;
@@ -244,6 +253,28 @@ static void test_cpp_programs(void **state)
 		snprintf(path, sizeof(path), "%s/%s", dir, progs[i]);
 		check_binary(path, 1, 200000); /* every byte of every function */
 	}
+}
+
+/* clang writes no .debug_aranges by default: libdw's CU lookup
+ * (dwarf_addrdie) then finds nothing and only symbol-table names were
+ * left. The reader takes such units' ranges from their unit DIE: the
+ * answers equal libdw's on the same program built with -gdwarf-aranges
+ * (the code is the same, only that section differs). */
+static void test_without_aranges(void **state)
+{
+	char path[256], ref[256];
+	size_t n, cus;
+	uint64_t *addrs;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/cpp_clang5_noaranges", dir);
+	snprintf(ref, sizeof(ref), "%s/cpp_clang5", dir);
+	addrs = sample(path, 1, 200000, &n);
+	assert_non_null(addrs);
+	assert_true(n > 100);
+	assert_int_equal(compare2(path, ref, addrs, n, &cus), 0);
+	assert_true(cus > 0);
+	free(addrs);
 }
 
 static void test_this_program(void **state)
@@ -327,9 +358,8 @@ static void test_matches_eu_addr2line(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_cpp_programs),
-	    cmocka_unit_test(test_matches_eu_addr2line),
-	    cmocka_unit_test(test_this_program),
+	    cmocka_unit_test(test_cpp_programs),    cmocka_unit_test(test_matches_eu_addr2line),
+	    cmocka_unit_test(test_without_aranges), cmocka_unit_test(test_this_program),
 	    cmocka_unit_test(test_libc_debug_file),
 	};
 
