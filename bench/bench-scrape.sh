@@ -97,12 +97,16 @@ done
 	for ((i = 0; i < TARGETS; i++)); do echo "        - '127.0.0.1:$((base + i))'"; done
 } >"$dir/bench.yaml"
 
+# The status file only once per interval (older drivers, for A/B runs:
+# every 500 ms).
+status_every=
+grep -q status-every "$driver" && status_every="--status-every 10"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 g0=$(cpu_ticks "$gp")
 echo "== $driver --config bench.yaml --duration $BENCH_SECONDS ($TARGETS targets x {process_cpu, memory}, 10 s interval)"
 t0=$(date +%s%N)
-out=$("$driver" --config "$dir/bench.yaml" --duration "$BENCH_SECONDS" --status "$dir/status" | tail -1)
+out=$("$driver" --config "$dir/bench.yaml" --duration "$BENCH_SECONDS" --status "$dir/status" $status_every | tail -1)
 t1=$(date +%s%N)
 g1=$(cpu_ticks "$gp")
 echo "$out"

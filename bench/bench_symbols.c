@@ -1,7 +1,12 @@
 /*
  * bench_symbols.c — symbolizer throughput on real binaries.
  *
- *   bench_symbols [-w WARM_PASSES] BINARY ADDRFILE
+ *   bench_symbols [-w WARM_PASSES] [-l] [-p] [-v] BINARY ADDRFILE
+ *
+ * -l: DWARF through libdw only (not Kiln's reader: the comparison);
+ * -p: print each address's frames, "0xADDR function file:line" per frame
+ *     and an empty line after each address (to compare -l with the reader);
+ * -v: debug logging (says which CUs the reader leaves to libdw).
  *
  * ADDRFILE holds one hex ELF virtual address per line. Prints one line:
  *   n=N cold_s=S cold_per_s=R cold_cpu_s=S cold_per_cpu_s=R warm_per_s=R
@@ -19,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "symbols/symbols.h"
 
 static double clock_s(clockid_t c)
@@ -37,13 +43,23 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	int passes = 10, opt;
+	bool print = false;
+	struct symbolizer_config cfg = {0};
 	uint64_t *addrs = NULL;
 	size_t n = 0, cap = 0, resolved = 0, frames = 0;
 	char line[64];
 	FILE *f;
 
-	while ((opt = getopt(argc, argv, "w:")) != -1)
-		passes = atoi(optarg);
+	while ((opt = getopt(argc, argv, "w:lpv")) != -1) {
+		if (opt == 'w')
+			passes = atoi(optarg);
+		else if (opt == 'l')
+			cfg.libdw_only = true;
+		else if (opt == 'p')
+			print = true;
+		else if (opt == 'v')
+			log_set_level(LOG_DEBUG);
+	}
 	if (argc - optind != 2) {
 		fprintf(stderr, "usage: bench_symbols [-w PASSES] BINARY ADDRFILE\n");
 		return 2;
@@ -65,7 +81,7 @@ int main(int argc, char **argv)
 	fclose(f);
 
 	struct symbols_object obj = {NULL, argv[optind]};
-	struct symbolizer *s = symbolizer_new(NULL);
+	struct symbolizer *s = symbolizer_new(&cfg);
 	struct symbols_location loc;
 	double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	for (size_t i = 0; i < n; i++) {
@@ -75,6 +91,17 @@ int main(int argc, char **argv)
 		}
 		resolved += loc.nframes > 0;
 		frames += loc.nframes;
+		if (!print)
+			continue;
+		for (size_t k = 0; k < loc.nframes; k++) {
+			const struct symbols_frame *fr = &loc.frames[k];
+
+			printf("%#llx %s [%s] %s:%lld decl %lld\n", (unsigned long long)addrs[i],
+			       fr->function ? fr->function : "??",
+			       fr->system_name ? fr->system_name : "??", fr->file ? fr->file : "??",
+			       (long long)fr->line, (long long)fr->start_line);
+		}
+		printf("\n");
 	}
 	double cold = now() - t0, cold_cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	t0 = now();

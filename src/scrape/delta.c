@@ -20,7 +20,6 @@
 
 #include <xxhash.h>
 
-#include "common/htab.h"
 #include "scrape/scrape.h"
 
 /* ---- baselines: sample identity without a builder ---------------------------
@@ -29,13 +28,16 @@
  * function names, files and line numbers — and of its labels, i.e. the
  * builder's notion of "same stack") the summed values of the selected
  * types, plus those types' names and the profile's time. It is a few bytes
- * per sample instead of a whole decoded profile. */
+ * per sample instead of a whole decoded profile. The keys are found through
+ * a small open-addressing table of their indices (the keys are hashes
+ * already: no copies, no rehashing), all in one allocation. */
 
 struct scrape_baseline {
-	struct htab *keys;     /* 16-byte key -> index */
 	XXH128_hash_t *key_of; /* index -> key */
 	int64_t *values;       /* n_keys x n_types */
-	size_t n_keys, cap, n_types;
+	uint32_t *slots;       /* index + 1 by key (0 = empty); n_slots is a power of 2 */
+	size_t n_slots, n_keys, cap, n_types;
+	size_t n_nonzero; /* keys with a value that is not 0 */
 	char **types, **units;
 	int64_t time_nanos;
 };
@@ -44,10 +46,8 @@ void scrape_baseline_free(struct scrape_baseline *b)
 {
 	if (!b)
 		return;
-	htab_free(b->keys);
-	free(b->key_of);
-	free(b->values);
-	for (size_t i = 0; i < b->n_types; i++) {
+	free(b->key_of); /* with values and slots */
+	for (size_t i = 0; b->types && i < b->n_types; i++) {
 		free(b->types[i]);
 		free(b->units[i]);
 	}
@@ -56,118 +56,183 @@ void scrape_baseline_free(struct scrape_baseline *b)
 	free(b);
 }
 
+static bool key_eq(XXH128_hash_t a, XXH128_hash_t b)
+{
+	return a.low64 == b.low64 && a.high64 == b.high64;
+}
+
+/* The slot of key: where it is, or the empty slot where it goes. */
+static size_t key_slot(const struct scrape_baseline *b, XXH128_hash_t key)
+{
+	size_t mask = b->n_slots - 1, i = (size_t)key.low64 & mask;
+	while (b->slots[i] && !key_eq(b->key_of[b->slots[i] - 1], key))
+		i = (i + 1) & mask;
+	return i;
+}
+
+/* Index of key in b, or SIZE_MAX. */
+static size_t key_find(const struct scrape_baseline *b, XXH128_hash_t key)
+{
+	size_t i = key_slot(b, key);
+	return b->slots[i] ? b->slots[i] - 1 : SIZE_MAX;
+}
+
 /* ---- stack keys ---------------------------------------------------------------
  * One-shot XXH3 over a scratch buffer: first a hash per mapping, function
  * and location of the profile (by position, each computed once), then per
- * sample the hashes of its locations and its labels. */
+ * sample the hashes of its locations and its labels. Each key is laid out
+ * with one size check (the scratch only grows), not one per field. */
 
 struct hasher {
 	const struct pprof_profile *p;
 	XXH128_hash_t *map, *fn, *loc; /* by position */
-	struct buf key;
+	uint8_t *key;
+	size_t cap;
 };
 
 static void hasher_release(struct hasher *h)
 {
 	free(h->map);
-	buf_free(&h->key);
+	free(h->key);
 }
 
-static int key_str(struct buf *k, const char *s)
+/* Room for n bytes of key; false on out-of-memory. */
+static bool key_room(struct hasher *h, size_t n)
 {
-	return buf_append(k, s, strlen(s) + 1);
+	if (n <= h->cap)
+		return true;
+	size_t cap = h->cap ? h->cap : 256;
+	while (cap < n)
+		cap *= 2;
+	uint8_t *k = realloc(h->key, cap);
+	if (!k)
+		return false;
+	h->key = k;
+	h->cap = cap;
+	return true;
 }
 
-static int key_u64(struct buf *k, uint64_t v)
+static uint8_t *put_u64(uint8_t *k, uint64_t v)
 {
-	return buf_append(k, &v, sizeof(v));
+	memcpy(k, &v, sizeof(v));
+	return k + sizeof(v);
 }
 
-static XXH128_hash_t key_digest(const struct buf *k)
+static uint8_t *put_hash(uint8_t *k, XXH128_hash_t v)
 {
-	return XXH3_128bits(k->data, k->len);
+	memcpy(k, &v, sizeof(v));
+	return k + sizeof(v);
+}
+
+/* Copies s with its NUL (len = strlen(s)). */
+static uint8_t *put_str(uint8_t *k, const char *s, size_t len)
+{
+	memcpy(k, s, len + 1);
+	return k + len + 1;
 }
 
 static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 {
 	const pprof_msg *m = pprof_profile_msg(p);
-	struct buf *k = &h->key;
-	int rc = 0;
+	uint8_t *k;
 
 	h->p = p;
-	buf_init(k);
 	h->map = malloc((m->n_mapping + m->n_function + m->n_location + 1) * sizeof(*h->map));
-	if (!h->map || buf_reserve(k, 256) < 0)
+	if (!h->map || !key_room(h, 256))
 		return -ENOMEM;
 	h->fn = h->map + m->n_mapping;
 	h->loc = h->fn + m->n_function;
-	for (size_t i = 0; i < m->n_mapping && rc == 0; i++) {
+	for (size_t i = 0; i < m->n_mapping; i++) {
 		const pprof_mapping_msg *mp = m->mapping[i];
-		buf_reset(k);
-		rc = key_u64(k, mp->memory_start) || key_u64(k, mp->memory_limit) ||
-		     key_u64(k, mp->file_offset) || key_str(k, pprof_string(p, mp->filename)) ||
-		     key_str(k, pprof_string(p, mp->build_id)) ||
-		     key_u64(k, (uint64_t)mp->has_functions | (uint64_t)mp->has_filenames << 1 |
-				    (uint64_t)mp->has_line_numbers << 2 |
-				    (uint64_t)mp->has_inline_frames << 3);
-		h->map[i] = key_digest(k);
+		const char *file = pprof_string(p, mp->filename),
+			   *id = pprof_string(p, mp->build_id);
+		size_t fl = strlen(file), il = strlen(id);
+		if (!key_room(h, 4 * 8 + fl + il + 2))
+			return -ENOMEM;
+		k = put_u64(h->key, mp->memory_start);
+		k = put_u64(k, mp->memory_limit);
+		k = put_u64(k, mp->file_offset);
+		k = put_str(k, file, fl);
+		k = put_str(k, id, il);
+		k = put_u64(k, (uint64_t)mp->has_functions | (uint64_t)mp->has_filenames << 1 |
+				   (uint64_t)mp->has_line_numbers << 2 |
+				   (uint64_t)mp->has_inline_frames << 3);
+		h->map[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
 	}
-	for (size_t i = 0; i < m->n_function && rc == 0; i++) {
+	for (size_t i = 0; i < m->n_function; i++) {
 		const pprof_function_msg *f = m->function[i];
-		buf_reset(k);
-		rc = key_str(k, pprof_string(p, f->name)) ||
-		     key_str(k, pprof_string(p, f->system_name)) ||
-		     key_str(k, pprof_string(p, f->filename)) ||
-		     key_u64(k, (uint64_t)f->start_line);
-		h->fn[i] = key_digest(k);
+		const char *name = pprof_string(p, f->name), *sys = pprof_string(p, f->system_name),
+			   *file = pprof_string(p, f->filename);
+		size_t nl = strlen(name), sl = strlen(sys), fl = strlen(file);
+		if (!key_room(h, nl + sl + fl + 3 + 8))
+			return -ENOMEM;
+		k = put_str(h->key, name, nl);
+		k = put_str(k, sys, sl);
+		k = put_str(k, file, fl);
+		k = put_u64(k, (uint64_t)f->start_line);
+		h->fn[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
 	}
-	for (size_t i = 0; i < m->n_location && rc == 0; i++) {
+	for (size_t i = 0; i < m->n_location; i++) {
 		const pprof_location_msg *l = m->location[i];
 		size_t mp = l->mapping_id ? pprof_mapping_pos(p, l->mapping_id) : SIZE_MAX;
-		buf_reset(k);
-		rc = mp == SIZE_MAX ? key_u64(k, UINT64_MAX)
-				    : buf_append(k, &h->map[mp], sizeof(h->map[mp]));
-		rc = rc || key_u64(k, l->address) || key_u64(k, l->n_line);
-		for (size_t j = 0; j < l->n_line && rc == 0; j++) {
+		if (!key_room(h, 16 + 16 + l->n_line * 32))
+			return -ENOMEM;
+		if (mp == SIZE_MAX)
+			k = put_hash(h->key, (XXH128_hash_t){UINT64_MAX, UINT64_MAX});
+		else
+			k = put_hash(h->key, h->map[mp]);
+		k = put_u64(k, l->address);
+		k = put_u64(k, l->n_line);
+		for (size_t j = 0; j < l->n_line; j++) {
 			size_t fp = pprof_function_pos(p, l->line[j]->function_id);
 			if (fp == SIZE_MAX)
 				return -EINVAL;
-			rc = buf_append(k, &h->fn[fp], sizeof(h->fn[fp])) ||
-			     key_u64(k, (uint64_t)l->line[j]->line) ||
-			     key_u64(k, (uint64_t)l->line[j]->column);
+			k = put_hash(k, h->fn[fp]);
+			k = put_u64(k, (uint64_t)l->line[j]->line);
+			k = put_u64(k, (uint64_t)l->line[j]->column);
 		}
-		h->loc[i] = key_digest(k);
+		h->loc[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
 	}
-	return rc ? -ENOMEM : 0;
+	return 0;
 }
 
 static int sample_key(struct hasher *h, const pprof_sample_msg *s, XXH128_hash_t *out)
 {
 	const struct pprof_profile *p = h->p;
-	struct buf *k = &h->key;
-	int rc = 0;
+	size_t need = (s->n_location_id + 1) * sizeof(XXH128_hash_t);
+	const char *ls[3];
+	size_t ll[3];
 
-	buf_reset(k);
-	if (buf_reserve(k, (s->n_location_id + 1) * sizeof(XXH128_hash_t)) < 0)
+	for (size_t i = 0; i < s->n_label; i++) {
+		const Perftools__Profiles__Label *l = s->label[i];
+		need += strlen(pprof_string(p, l->key)) + 1 + 16 +
+			strlen(l->str ? pprof_string(p, l->str) : "") + 1 +
+			strlen(l->num_unit ? pprof_string(p, l->num_unit) : "") + 1;
+	}
+	if (!key_room(h, need))
 		return -ENOMEM;
+	uint8_t *k = h->key;
 	for (size_t i = 0; i < s->n_location_id; i++) {
 		size_t lp = pprof_location_pos(p, s->location_id[i]);
 		if (lp == SIZE_MAX)
 			return -EINVAL;
-		memcpy(k->data + k->len, &h->loc[lp], sizeof(XXH128_hash_t));
-		k->len += sizeof(XXH128_hash_t);
+		k = put_hash(k, h->loc[lp]);
 	}
-	rc = key_u64(k, UINT64_MAX); /* end of stack */
-	for (size_t i = 0; i < s->n_label && rc == 0; i++) {
+	k = put_u64(k, UINT64_MAX); /* end of stack */
+	for (size_t i = 0; i < s->n_label; i++) {
 		const Perftools__Profiles__Label *l = s->label[i];
-		rc = key_str(k, pprof_string(p, l->key)) || key_u64(k, l->str ? 1 : 0) ||
-		     key_str(k, l->str ? pprof_string(p, l->str) : "") ||
-		     key_u64(k, (uint64_t)l->num) ||
-		     key_str(k, l->num_unit ? pprof_string(p, l->num_unit) : "");
+		ls[0] = pprof_string(p, l->key);
+		ls[1] = l->str ? pprof_string(p, l->str) : "";
+		ls[2] = l->num_unit ? pprof_string(p, l->num_unit) : "";
+		for (int j = 0; j < 3; j++)
+			ll[j] = strlen(ls[j]);
+		k = put_str(k, ls[0], ll[0]);
+		k = put_u64(k, l->str ? 1 : 0);
+		k = put_str(k, ls[1], ll[1]);
+		k = put_u64(k, (uint64_t)l->num);
+		k = put_str(k, ls[2], ll[2]);
 	}
-	if (rc)
-		return -ENOMEM;
-	*out = key_digest(k);
+	*out = XXH3_128bits(h->key, (size_t)(k - h->key));
 	return 0;
 }
 
@@ -186,15 +251,21 @@ static int group(const struct pprof_profile *p, const size_t *map, size_t n,
 	*out = NULL;
 	if (rep)
 		*rep = NULL;
-	size_t cap = m->n_sample ? m->n_sample : 1;
-	if (!b || !(b->keys = htab_new(cap)) || !(b->types = calloc(n + 1, sizeof(char *))) ||
+	size_t cap = m->n_sample ? m->n_sample : 1, slots = 16;
+	while (slots < 2 * cap)
+		slots *= 2;
+	if (cap > UINT32_MAX - 1 || !b || !(b->types = calloc(n + 1, sizeof(char *))) ||
 	    !(b->units = calloc(n + 1, sizeof(char *))) ||
-	    !(b->values = malloc(cap * n * sizeof(*b->values))) ||
-	    !(b->key_of = malloc(cap * sizeof(*b->key_of))) ||
+	    !(b->key_of = malloc(cap * (sizeof(XXH128_hash_t) + n * sizeof(int64_t)) +
+				 slots * sizeof(uint32_t))) ||
 	    (rep && !(r = malloc(cap * sizeof(*r))))) {
 		rc = -ENOMEM;
 		goto done;
 	}
+	b->values = (int64_t *)(b->key_of + cap);
+	b->slots = (uint32_t *)(b->values + cap * n);
+	memset(b->slots, 0, slots * sizeof(uint32_t));
+	b->n_slots = slots;
 	b->cap = cap;
 	b->n_types = n;
 	b->time_nanos = m->time_nanos;
@@ -211,22 +282,27 @@ static int group(const struct pprof_profile *p, const size_t *map, size_t n,
 		XXH128_hash_t key;
 		if ((rc = sample_key(&h, s, &key)) < 0)
 			break;
-		uint64_t ix = b->n_keys;
-		int found = htab_intern(b->keys, &key, sizeof(key), &ix);
-		if (found < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-		if (!found) { /* at most one key per sample: cap is enough */
+		size_t slot = key_slot(b, key), ix;
+		if (b->slots[slot]) {
+			ix = b->slots[slot] - 1;
+		} else { /* at most one key per sample: cap is enough */
+			ix = b->n_keys++;
+			b->slots[slot] = (uint32_t)ix + 1;
 			memset(&b->values[ix * n], 0, n * sizeof(int64_t));
 			b->key_of[ix] = key;
 			if (r)
 				r[ix] = i;
-			b->n_keys++;
 		}
 		for (size_t t = 0; t < n; t++)
-			b->values[ix * n + t] += s->value[map[t]];
+			b->values[ix * n + t] =
+			    (int64_t)((uint64_t)b->values[ix * n + t] + (uint64_t)s->value[map[t]]);
 	}
+	for (size_t i = 0; i < b->n_keys && rc == 0; i++)
+		for (size_t t = 0; t < n; t++)
+			if (b->values[i * n + t] != 0) {
+				b->n_nonzero++;
+				break;
+			}
 done:
 	hasher_release(&h);
 	if (rc) {
@@ -289,7 +365,6 @@ int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_pro
 	struct scrape_baseline *nb = NULL;
 	size_t *rep = NULL, *keep = NULL;
 	int64_t *v = NULL;
-	bool *seen = NULL;
 	int rc;
 
 	*out = NULL;
@@ -310,56 +385,49 @@ int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_pro
 		rc = kiln_error_set(err, -rc, "delta: %s", strerror(-rc));
 		goto done;
 	}
-	if (prev) {
-		/* Every key of prev must still be there with values that did
-		 * not go down; a missing key with values went to zero. */
-		if (!(seen = calloc(prev->n_keys + 1, sizeof(*seen)))) {
-			rc = kiln_error_set(err, ENOMEM, "delta: out of memory");
-			goto done;
-		}
-		for (size_t ci = 0; ci < nb->n_keys && !*reset; ci++) {
-			uint64_t pi;
-			if (!htab_get(prev->keys, &nb->key_of[ci], sizeof(XXH128_hash_t), &pi))
-				continue;
-			seen[pi] = true;
-			for (size_t t = 0; t < n; t++)
-				if (nb->values[ci * n + t] < prev->values[pi * n + t])
-					*reset = true;
-		}
-		for (size_t i = 0; i < prev->n_keys && !*reset; i++)
-			for (size_t t = 0; t < n && !seen[i]; t++)
-				if (prev->values[i * n + t] != 0)
-					*reset = true;
+	if (!prev) {
+		rc = whole(cur, idx, n, out, err);
+		goto done;
 	}
-	if (!prev || *reset) {
+	if (!(keep = malloc((nb->n_keys + 1) * sizeof(*keep))) ||
+	    !(v = malloc((nb->n_keys * n + 1) * sizeof(*v)))) {
+		rc = kiln_error_set(err, ENOMEM, "delta: out of memory");
+		goto done;
+	}
+	/* One pass over cur's keys: the differences of the changed ones, in
+	 * order of first appearance in cur. Every key of prev must still be
+	 * there with values that did not go down; a key of prev that is
+	 * missing with values went to zero. cur's keys are distinct, so each
+	 * key of prev is matched at most once and counting the matched
+	 * non-zero ones tells whether one is missing. */
+	size_t k = 0, matched_nonzero = 0;
+	for (size_t ci = 0; ci < nb->n_keys && !*reset; ci++) {
+		size_t pi = key_find(prev, nb->key_of[ci]);
+		bool any = false, prev_any = false;
+		for (size_t t = 0; t < n; t++) {
+			int64_t pv = pi == SIZE_MAX ? 0 : prev->values[pi * n + t];
+			int64_t cv = nb->values[ci * n + t];
+			if (cv < pv)
+				*reset = true;
+			prev_any = prev_any || pv != 0;
+			v[k * n + t] = (int64_t)((uint64_t)cv - (uint64_t)pv);
+			any = any || v[k * n + t] != 0;
+		}
+		matched_nonzero += prev_any;
+		if (any)
+			keep[k++] = rep[ci];
+	}
+	if (matched_nonzero < prev->n_nonzero)
+		*reset = true;
+	if (*reset) {
 		rc = whole(cur, idx, n, out, err);
 		goto done;
 	}
 	int64_t duration = cm->duration_nanos;
 	if (prev->time_nanos && cm->time_nanos)
 		duration = cm->time_nanos - prev->time_nanos;
-	if (!(keep = malloc((nb->n_keys + 1) * sizeof(*keep))) ||
-	    !(v = malloc((nb->n_keys * n + 1) * sizeof(*v)))) {
-		rc = kiln_error_set(err, ENOMEM, "delta: out of memory");
-		goto done;
-	}
-	/* The changed samples, in order of first appearance in cur. */
-	size_t k = 0;
-	for (size_t ci = 0; ci < nb->n_keys; ci++) {
-		uint64_t pi;
-		bool in_prev = htab_get(prev->keys, &nb->key_of[ci], sizeof(XXH128_hash_t), &pi);
-		bool any = false;
-		for (size_t t = 0; t < n; t++) {
-			v[k * n + t] =
-			    nb->values[ci * n + t] - (in_prev ? prev->values[pi * n + t] : 0);
-			any = any || v[k * n + t] != 0;
-		}
-		if (any)
-			keep[k++] = rep[ci];
-	}
 	rc = pprof_profile_subset(cur, idx, n, keep, v, k, cm->time_nanos, duration, out, err);
 done:
-	free(seen);
 	free(rep);
 	free(keep);
 	free(v);

@@ -42,6 +42,7 @@ struct scrape_unit {
 	bool in_flight;
 	bool pending; /* came due while in flight: start again right after */
 	CURL *easy;
+	CURLM *multi; /* the shard's multi handle easy is in, while in_flight */
 	struct buf body;
 	bool too_big;
 	size_t max_body;

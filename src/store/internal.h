@@ -96,6 +96,7 @@ enum meta_record {
 	MREC_STACK,
 	MREC_SERIES,
 	MREC_SYMBOLIZED,
+	MREC_RESYMBOLIZE,
 };
 
 struct meta_mapping {
@@ -183,6 +184,10 @@ int meta_sym_enqueue(struct meta *m, uint32_t loc);
 /* Records a symbolization result (n == 0 with failed: no symbols). */
 int meta_set_symbolized(struct meta *m, uint32_t loc, const struct meta_line *lines, uint32_t n,
 			bool failed);
+/* Puts the symbolized locations of every mapping whose build ID string
+ * equals build_sid's (case-insensitively) back to pending and queues them;
+ * caller holds m->mu. Returns how many, or -ENOMEM. resymbolize.c */
+int meta_requeue_build_id(struct meta *m, uint32_t build_sid);
 /* Replays one metastore log record; -EBADMSG if it is inconsistent. */
 struct store;
 int meta_replay_record(struct store *s, const uint8_t *p, size_t len);

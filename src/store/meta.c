@@ -596,6 +596,11 @@ int meta_replay_record(struct store *s, const uint8_t *p, size_t len)
 		free(lines);
 		break;
 	}
+	case MREC_RESYMBOLIZE: /* id: the build ID's string */
+		if (r.bad || id == 0 || id >= ns)
+			return -EBADMSG;
+		rc = meta_requeue_build_id(m, (uint32_t)id);
+		break;
 	default:
 		return -EBADMSG;
 	}

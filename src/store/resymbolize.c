@@ -9,31 +9,32 @@
  * until the new answer replaces them (queries meanwhile show the old one),
  * and the background pass symbolizes them again. The new answer is a new
  * metastore record; replay keeps the last one.
+ *
+ * The request itself is a metastore record too (type 8, naming the build
+ * ID's string), committed before store_resymbolize returns, i.e. before the
+ * upload that caused it is acknowledged: a server killed before the pass
+ * finished replays the request, finds those locations pending again (the
+ * answers written after it flip them back to done) and finishes the work.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <strings.h>
 
+#include "common/buf.h"
+#include "common/log.h"
 #include "store/internal.h"
 #include "store/store.h"
 
-int store_resymbolize(struct store *s, const char *build_id)
+int meta_requeue_build_id(struct meta *m, uint32_t build_sid)
 {
-	struct meta *m = &s->meta;
-	size_t nm, nl;
+	size_t nm = chunked_count(&m->mappings), nl = chunked_count(&m->locations);
+	const char *build_id = meta_str(m, build_sid);
 	bool *hit, any = false;
 	int n = 0;
 
-	if (!build_id || !*build_id || !s->has_symbolizer)
-		return 0;
-	pthread_mutex_lock(&m->mu);
-	nm = chunked_count(&m->mappings);
-	nl = chunked_count(&m->locations);
 	hit = calloc(nm + 1, sizeof(*hit));
-	if (!hit) {
-		pthread_mutex_unlock(&m->mu);
+	if (!hit)
 		return -ENOMEM;
-	}
 	for (size_t i = 1; i < nm; i++) {
 		const struct meta_mapping *mp = chunked_at(&m->mappings, i);
 
@@ -55,7 +56,52 @@ int store_resymbolize(struct store *s, const char *build_id)
 		atomic_store(&l->sym, SYM_PENDING);
 		n++;
 	}
-	pthread_mutex_unlock(&m->mu);
 	free(hit);
+	return n;
+}
+
+/* The string id of the first mapping whose build ID is build_id, or 0. */
+static uint32_t build_id_string(struct meta *m, const char *build_id)
+{
+	size_t nm = chunked_count(&m->mappings);
+
+	for (size_t i = 1; i < nm; i++) {
+		const struct meta_mapping *mp = chunked_at(&m->mappings, i);
+
+		if (mp->build_id && strcasecmp(meta_str(m, mp->build_id), build_id) == 0)
+			return mp->build_id;
+	}
+	return 0;
+}
+
+int store_resymbolize(struct store *s, const char *build_id)
+{
+	struct meta *m = &s->meta;
+	struct kiln_error err = {0};
+	struct buf rec = {0};
+	uint32_t sid;
+	int n = 0, rc;
+
+	if (!build_id || !*build_id || !s->has_symbolizer)
+		return 0;
+	pthread_mutex_lock(&m->mu);
+	sid = build_id_string(m, build_id);
+	if (sid) {
+		rc = buf_append(&rec, (uint8_t[]){MREC_RESYMBOLIZE}, 1);
+		rc = rc ?: put_uvarint(&rec, sid);
+		rc = rc ?: record_append(&m->pending, rec.data, rec.len);
+		n = rc ? -ENOMEM : meta_requeue_build_id(m, sid);
+	}
+	pthread_mutex_unlock(&m->mu);
+	buf_free(&rec);
+	if (n <= 0)
+		return n;
+	/* An empty commit writes the pending metastore records durably. */
+	if (wal_commit(s, NULL, 0, &err) < 0)
+		log_warn("resymbolize %s: %s; the request is lost if the server stops before "
+			 "the locations are symbolized again",
+			 build_id, err.msg);
+	else
+		wal_applied(&s->wal);
 	return n;
 }

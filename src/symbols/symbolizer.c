@@ -7,11 +7,15 @@
  * resolved frames. Lookups:
  *
  *   1. result cache (one hash probe: the warm path);
- *   2. DWARF: a sorted copy of .debug_aranges finds the CU,
- *      dwarf_getsrc_die the line, and the CU's index (built once per CU:
- *      see "per-CU index") the chain of inlined_subroutine nodes up to the
- *      enclosing subprogram. Frame i+1's file:line is the DW_AT_call_file /
- *      DW_AT_call_line of inlined node i — where the callee was inlined;
+ *   2. DWARF: .debug_aranges finds the CU, its line table the line, and
+ *      the CU's index (built once per CU: see "per-CU index") the chain of
+ *      inlined_subroutine nodes up to the enclosing subprogram. Frame i+1's
+ *      file:line is the DW_AT_call_file / DW_AT_call_line of inlined node
+ *      i — where the callee was inlined. The CU's DIEs and line program
+ *      are decoded by Kiln's own reader (dwarf_reader.h: several times
+ *      faster cold); a CU it does not support or finds malformed goes to
+ *      libdw (dwarf_getsrc_die, dwarf_child, ...), which also serves
+ *      addresses .debug_aranges does not cover;
  *   3. the symbol table, by binary search (name only, no file:line).
  *
  * Compressed debug sections are inflated here (libdeflate) before libdw
@@ -43,6 +47,7 @@
 #include "common/htab.h"
 #include "common/log.h"
 #include "symbols/debuginfo.h"
+#include "symbols/dwarf_reader.h"
 #include "symbols/symbols.h"
 
 struct fsym {
@@ -76,6 +81,70 @@ struct cu_arange {
 	Dwarf_Off cu; /* the CU DIE's offset */
 };
 
+/* The result cache: open addressing on the address, linear probing, at
+ * most half full. A generic htab (hashing and copying the key bytes,
+ * rehashing as it grows) was a third of a cold run on an uncompressed
+ * binary once the DWARF reader made the rest fast. */
+struct rcache {
+	uint64_t *keys;	      /* keys and vals: one mapping, populated at once */
+	struct cached **vals; /* NULL: empty slot */
+	size_t cap, n;	      /* cap: a power of two */
+};
+
+static void *alloc_big(size_t size);
+
+static void rcache_free(struct rcache *r)
+{
+	if (r->cap)
+		munmap(r->keys, r->cap * (sizeof(*r->keys) + sizeof(*r->vals)));
+}
+
+static size_t rcache_slot(const struct rcache *r, uint64_t addr)
+{
+	size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
+
+	while (r->vals[i] && r->keys[i] != addr)
+		i = (i + 1) & (r->cap - 1);
+	return i;
+}
+
+static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
+{
+	return r->cap ? r->vals[rcache_slot(r, addr)] : NULL;
+}
+
+static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
+{
+	size_t i;
+
+	if (2 * (r->n + 1) > r->cap) {
+		struct rcache g = {.cap = r->cap ? r->cap * 2 : 1024};
+
+		/* Fresh anonymous memory is zero: every slot empty. Faulted
+		 * in at once, not page by page (a third of the insertions'
+		 * cost was page faults). */
+		g.keys = alloc_big(g.cap * (sizeof(*g.keys) + sizeof(*g.vals)));
+		if (!g.keys)
+			return -ENOMEM;
+		g.vals = (struct cached **)(g.keys + g.cap);
+		for (size_t k = 0; k < r->cap; k++)
+			if (r->vals[k]) {
+				i = rcache_slot(&g, r->keys[k]);
+				g.keys[i] = r->keys[k];
+				g.vals[i] = r->vals[k];
+			}
+		g.n = r->n;
+		rcache_free(r);
+		*r = g;
+	}
+	i = rcache_slot(r, addr);
+	if (!r->vals[i])
+		r->n++;
+	r->keys[i] = addr;
+	r->vals[i] = c;
+	return 0;
+}
+
 struct inflated {
 	void *p;
 	size_t size;
@@ -88,9 +157,9 @@ struct symfile {
 	Dwarf *dwarf; /* NULL: symbol table only */
 	struct fsym *syms;
 	size_t nsyms;
-	struct htab *results; /* 8-byte address -> struct cached * */
-	struct htab *names;   /* raw name -> interned display name */
-	struct htab *cus;     /* CU DIE offset -> struct cu_index * */
+	struct rcache results; /* address -> struct cached * */
+	struct htab *names;    /* raw name -> interned display name */
+	struct htab *cus;      /* CU DIE offset -> struct cu_index * */
 	struct arena *arena;
 	struct elfinfo info;	       /* program headers for normalization */
 	char *path;		       /* the file open */
@@ -102,6 +171,9 @@ struct symfile {
 	struct cu_arange *aranges; /* address -> CU, sorted; see cu_lookup */
 	size_t naranges;
 	bool aranges_read;
+	struct kdw *kdw;	      /* Kiln's DWARF reader; NULL: libdw only */
+	size_t reader_cus, libdw_cus; /* CUs indexed by each */
+	struct kdw_sections secs;     /* the section bytes it reads */
 };
 
 struct symbolizer {
@@ -111,6 +183,7 @@ struct symbolizer {
 	struct htab *files; /* key -> struct symfile * (0: open failed) */
 	struct symfile *retired;
 	int recheck;
+	bool libdw_only;
 };
 
 static void cu_scratch_free(struct cu_scratch *sc);
@@ -119,6 +192,7 @@ static void symfile_free(struct symfile *f)
 {
 	if (!f)
 		return;
+	kdw_close(f->kdw);
 	if (f->dwarf)
 		dwarf_end(f->dwarf);
 	if (f->elf)
@@ -129,7 +203,7 @@ static void symfile_free(struct symfile *f)
 	htab_free(f->cus); /* the indexes live in the arena */
 	cu_scratch_free(&f->scratch);
 	free(f->aranges);
-	htab_free(f->results);
+	rcache_free(&f->results);
 	htab_free(f->names);
 	arena_free(f->arena);
 	for (size_t i = 0; i < f->ninflated; i++)
@@ -325,7 +399,48 @@ static void inflate_debug_sections(struct symfile *f)
 	libdeflate_free_decompressor(z);
 }
 
-static struct symfile *symfile_open(const char *path, struct kiln_error *e)
+/* Opens Kiln's DWARF reader on the (inflated) debug sections. Left to libdw
+ * alone: relocatable objects (their DWARF needs relocations applied),
+ * big-endian files, sections still compressed (zstd, or inflation failed). */
+static void open_reader(struct symfile *f)
+{
+	GElf_Ehdr eh;
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	struct kiln_error e = {0};
+
+	if (!gelf_getehdr(f->elf, &eh) || eh.e_type == ET_REL ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB || elf_getshdrstrndx(f->elf, &shstrndx) != 0)
+		return;
+	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		const char *name;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    !(name = elf_strptr(f->elf, shstrndx, sh.sh_name)) ||
+		    strncmp(name, ".debug_", 7) != 0)
+			continue;
+		for (int i = 0; i < KDW_NSECS; i++) {
+			if (strcmp(name, kdw_sec_names[i]) != 0)
+				continue;
+			if (sh.sh_flags & SHF_COMPRESSED)
+				return;
+			d = elf_getdata(scn, NULL);
+			if (d && d->d_buf && d->d_size) {
+				f->secs.p[i] = d->d_buf;
+				f->secs.size[i] = d->d_size;
+			}
+		}
+	}
+	if (!f->secs.size[KDW_INFO] || !f->secs.size[KDW_ABBREV])
+		return;
+	f->kdw = kdw_open(&f->secs, &e);
+	if (!f->kdw)
+		log_debug("symbolizer: %s: DWARF reader: %s; libdw only", f->path, e.msg);
+}
+
+static struct symfile *symfile_open(const char *path, bool reader, struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
 
@@ -342,12 +457,11 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
 		goto err;
 	}
-	f->results = htab_new(1024);
 	f->names = htab_new(256);
 	f->arena = arena_new(64 * 1024);
 	f->cus = htab_new(256);
 	f->path = strdup(path);
-	if (!f->results || !f->names || !f->arena || !f->cus || !f->path) {
+	if (!f->names || !f->arena || !f->cus || !f->path) {
 		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
 		goto err;
 	}
@@ -360,6 +474,8 @@ static struct symfile *symfile_open(const char *path, struct kiln_error *e)
 	inflate_debug_sections(f);
 	/* No DWARF is fine: the symbol table still names functions. */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
+	if (f->dwarf && reader)
+		open_reader(f);
 	return f;
 err:
 	symfile_free(f);
@@ -456,7 +572,9 @@ struct cu_segment {
 };
 
 struct cu_index {
-	Dwarf_Die cudie;
+	Dwarf_Die cudie;	 /* libdw's CUs */
+	struct kdw_lines *lines; /* the reader's CUs (fast); NULL: no line table */
+	bool fast;
 	struct cu_node *nodes; /* in the symfile's arena, like the index */
 	size_t nnodes;
 	struct cu_segment *segs;
@@ -491,6 +609,7 @@ struct cu_build {
 	struct cu_index *idx;
 	struct cu_scratch *sc;
 	Dwarf_Files *files;
+	struct kdw_lines *lines; /* the reader's */
 	size_t nnodes, nranges;
 	bool oom;
 };
@@ -706,7 +825,72 @@ static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
 	if (b.oom || build_segments(&b) < 0 ||
 	    htab_put(f->cus, &off, sizeof(off), (uint64_t)(uintptr_t)b.idx) < 0)
 		return NULL;
+	f->libdw_cus++;
 	return b.idx;
+}
+
+static int32_t fast_func(void *ctx, const struct kdw_func *fn, int32_t parent)
+{
+	struct cu_build *b = ctx;
+	const char *raw = fn->linkage_name ? fn->linkage_name : fn->name;
+
+	if (!grow(&b->sc->nodes, &b->sc->cap_nodes, b->nnodes + 1, sizeof(*b->sc->nodes)))
+		return -1;
+	b->sc->nodes[b->nnodes] = (struct cu_node){
+	    .function = raw ? display_name(b->f, raw) : NULL,
+	    .system_name = raw,
+	    .start_line = fn->decl_line,
+	    .parent = parent,
+	    .inlined = fn->inlined,
+	};
+	if (fn->inlined) {
+		struct cu_node *node = &b->sc->nodes[b->nnodes];
+
+		if (fn->has_call_file && b->lines)
+			node->call_file =
+			    kdw_lines_file(b->lines, fn->call_file, kdw_arena(b->f->kdw));
+		if (fn->has_call_line)
+			node->call_line = (int64_t)fn->call_line;
+	}
+	return (int32_t)b->nnodes++;
+}
+
+static int fast_range(void *ctx, uint64_t low, uint64_t high, int32_t node, int32_t depth)
+{
+	struct cu_build *b = ctx;
+
+	add_range(b, low, high, node, depth);
+	return b->oom ? -1 : 0;
+}
+
+/* The index of a CU of the reader (kcu), built with the reader; NULL when
+ * it cannot (the caller then asks libdw). */
+static struct cu_index *cu_index_fast(struct symfile *f, struct kdw_cu *kcu)
+{
+	struct cu_build b = {.f = f, .sc = &f->scratch};
+	struct kdw_walk_ops ops = {.ctx = &b, .func = fast_func, .range = fast_range};
+	struct kiln_error e = {0};
+
+	b.lines = kdw_cu_lines(f->kdw, kcu, &e);
+	if (!b.lines && e.code != -ENOENT)
+		goto fail;
+	memset(&e, 0, sizeof(e));
+	b.idx = arena_calloc(f->arena, 1, sizeof(*b.idx));
+	if (!b.idx)
+		return NULL;
+	b.idx->fast = true;
+	b.idx->lines = b.lines;
+	if (kdw_walk_cu(f->kdw, kcu, &ops, &e) < 0 || b.oom)
+		goto fail;
+	if (build_segments(&b) < 0 || htab_put(f->cus, &kcu->die_offset, sizeof(kcu->die_offset),
+					       (uint64_t)(uintptr_t)b.idx) < 0)
+		return NULL;
+	f->reader_cus++;
+	return b.idx;
+fail:
+	log_debug("symbolizer: %s: %s; libdw reads this CU", f->path,
+		  e.code ? e.msg : "out of memory");
+	return NULL;
 }
 
 static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint64_t addr)
@@ -740,6 +924,23 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 {
 	size_t lo = 0, hi;
 	uint64_t v;
+	struct kdw_cu *kcu = f->kdw ? kdw_cu_for_addr(f->kdw, addr) : NULL;
+
+	if (kcu) {
+		uint64_t off = kcu->die_offset;
+		struct cu_index *idx;
+
+		if (htab_get(f->cus, &off, sizeof(off), &v)) {
+			idx = (struct cu_index *)(uintptr_t)v;
+			*cudie = idx->cudie;
+			return idx;
+		}
+		if ((idx = cu_index_fast(f, kcu)) != NULL)
+			return idx;
+		if (dwarf_offdie(f->dwarf, off, cudie))
+			return cu_index_get(f, cudie);
+		return NULL;
+	}
 
 	if (!f->aranges_read) {
 		Dwarf_Aranges *ar;
@@ -792,19 +993,31 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames)
 {
 	Dwarf_Die cudie;
-	Dwarf_Line *line;
 	const char *file = NULL;
 	int lineno = 0;
 	size_t n = 0;
+	bool line = false;
 	struct cu_index *idx;
 	const struct cu_segment *seg;
 
 	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
 		return 0;
-	line = dwarf_getsrc_die(&cudie, addr);
-	if (line) {
-		file = dwarf_linesrc(line, NULL, NULL);
-		dwarf_lineno(line, &lineno);
+	if (idx->fast) {
+		struct kdw_row row;
+
+		if (idx->lines && kdw_lines_find(idx->lines, addr, &row)) {
+			line = true;
+			file = kdw_lines_file(idx->lines, row.file, kdw_arena(f->kdw));
+			lineno = row.line;
+		}
+	} else {
+		Dwarf_Line *dl = dwarf_getsrc_die(&cudie, addr);
+
+		if (dl) {
+			line = true;
+			file = dwarf_linesrc(dl, NULL, NULL);
+			dwarf_lineno(dl, &lineno);
+		}
 	}
 	seg = idx ? segment_lookup(idx, addr) : NULL;
 	/* Innermost first; each inlined node's call site is the position of
@@ -851,14 +1064,12 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t addr,
 			   struct symbols_location *out)
 {
-	uint64_t v;
 	struct cached *c;
 	size_t n;
 
 	out->stripped = !f->dwarf && !f->info.has_symtab;
 	out->partial = !f->dwarf;
-	if (htab_get(f->results, &addr, sizeof(addr), &v)) {
-		c = (struct cached *)(uintptr_t)v;
+	if ((c = rcache_get(&f->results, addr)) != NULL) {
 		out->nframes = c->nframes;
 		memcpy(out->frames, c->frames, c->nframes * sizeof(c->frames[0]));
 		return 0;
@@ -874,14 +1085,14 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 		}
 	}
 	out->nframes = n;
-	if (htab_count(f->results) >= s->max_cached)
+	if (f->results.n >= s->max_cached)
 		return 0; /* full: still correct, just not cached */
 	c = arena_alloc(f->arena, sizeof(*c) + n * sizeof(c->frames[0]));
 	if (!c)
 		return 0;
 	c->nframes = (uint32_t)n;
 	memcpy(c->frames, out->frames, n * sizeof(c->frames[0]));
-	htab_put(f->results, &addr, sizeof(addr), (uint64_t)(uintptr_t)c);
+	rcache_put(&f->results, addr, c); /* on failure: not cached */
 	return 0;
 }
 
@@ -897,6 +1108,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	s->max_cached =
 	    config && config->max_cached_results ? config->max_cached_results : (1u << 20);
 	s->recheck = config && config->recheck_seconds > 0 ? config->recheck_seconds : 10;
+	s->libdw_only = config && config->libdw_only;
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);
@@ -973,7 +1185,7 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
 	f->recheck_at = time(NULL) + s->recheck;
 	if (locate(s, obj, path, sizeof(path), NULL) != 0 || strcmp(path, f->path) == 0)
 		return f;
-	nf = symfile_open(path, NULL);
+	nf = symfile_open(path, !s->libdw_only, NULL);
 	slot = htab_lookup(s->files, key, strlen(key));
 	if (!nf || !slot) {
 		symfile_free(nf);
@@ -1012,7 +1224,7 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	rc = locate(s, obj, path, sizeof(path), e);
 	if (rc < 0)
 		return rc; /* not cached: may appear later */
-	f = symfile_open(path, e);
+	f = symfile_open(path, !s->libdw_only, e);
 	if (!f)
 		return -ENOENT;
 	f->recheck_at = time(NULL) + s->recheck;
@@ -1099,6 +1311,25 @@ void symbolizer_forget(struct symbolizer *s, const char *build_id)
 		f->next_retired = s->retired;
 		s->retired = f;
 		*slot = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void symbolizer_dwarf_stats(struct symbolizer *s, size_t *reader_cus, size_t *libdw_cus)
+{
+	size_t it = 0, kl;
+	const void *k;
+	uint64_t v;
+
+	pthread_mutex_lock(&s->lock);
+	*reader_cus = *libdw_cus = 0;
+	while (htab_next(s->files, &it, &k, &kl, &v)) {
+		const struct symfile *f = (const struct symfile *)(uintptr_t)v;
+
+		if (f) {
+			*reader_cus += f->reader_cus;
+			*libdw_cus += f->libdw_cus;
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 }

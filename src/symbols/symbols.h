@@ -151,6 +151,9 @@ struct symbolizer_config {
 	 * often, and a better one (uploaded, fetched from debuginfod once the
 	 * negative cache expired) replaces it. 0: 10 s. */
 	int recheck_seconds;
+	/* Resolve DWARF with libdw alone, not Kiln's own reader (which is
+	 * faster and must agree with it): for tests and benchmarks. */
+	bool libdw_only;
 };
 
 struct symbolizer;
@@ -188,6 +191,11 @@ void symbolizer_recheck(struct symbolizer *s);
 /* Forgets what is known about obj (a newer debug file arrived): the next
  * lookup opens the file again. */
 void symbolizer_forget(struct symbolizer *s, const char *build_id);
+
+/* How many CUs the symbolizer indexed with Kiln's DWARF reader and how many
+ * it left to libdw (unsupported or malformed for the reader), over all
+ * objects: tests check that the reader, not libdw, did the work. */
+void symbolizer_dwarf_stats(struct symbolizer *s, size_t *reader_cus, size_t *libdw_cus);
 
 /* Formats the display of an unresolved frame, "[libc.so.6] +0x1234", into
  * buf. Returns buf. */

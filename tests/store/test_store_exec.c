@@ -181,11 +181,54 @@ static void test_resymbolize(void **state)
 	free(dir);
 }
 
+/* A server stopped after better debuginfo arrived but before the locations
+ * were symbolized again finishes the work after the restart: the request is
+ * a metastore record, not only an in-memory queue. */
+static void test_resymbolize_survives_restart(void **state)
+{
+	char *dir = make_tmpdir();
+	char version[8] = "old";
+	struct store_symbolizer sym = {.ctx = version, .resolve = version_resolve};
+	struct store_options opts = {.path = dir, .symbolizer = &sym};
+	struct kiln_error err = {0};
+	struct store *s = NULL;
+	struct pprof_profile *p = make_profile_ex(5, 1, 0, true);
+
+	(void)state;
+	assert_int_equal(store_open(&opts, &s, &err), 0);
+	write_exec(s, p, NULL, 0, 1000);
+	assert_true(store_symbolize_pending(s, 0, NULL) > 0);
+	size_t old = names_with(s, "old_");
+	assert_true(old > 0);
+	assert_true(store_resymbolize(s, "abcdef0123456789") > 0);
+	store_close(s); /* before the background pass ran */
+
+	snprintf(version, sizeof(version), "new");
+	s = NULL;
+	assert_int_equal(store_open(&opts, &s, &err), 0);
+	assert_true(store_symbolize_pending(s, 0, NULL) > 0);
+	assert_int_equal(names_with(s, "new_"), old);
+	assert_int_equal(names_with(s, "old_"), 0);
+	store_close(s);
+
+	/* Done once: a second restart has nothing left to redo. */
+	snprintf(version, sizeof(version), "bad");
+	s = NULL;
+	assert_int_equal(store_open(&opts, &s, &err), 0);
+	assert_int_equal(store_symbolize_pending(s, 0, NULL), 0);
+	assert_int_equal(names_with(s, "new_"), old);
+	store_close(s);
+	pprof_profile_free(p);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_exec_info_persists),
 	    cmocka_unit_test(test_resymbolize),
+	    cmocka_unit_test(test_resymbolize_survives_restart),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

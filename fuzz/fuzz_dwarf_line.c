@@ -1,0 +1,75 @@
+/*
+ * fuzz_dwarf_line.c — .debug_line programs (dwarf_line.c) from arbitrary
+ * bytes.
+ *
+ * Input: a flags byte (bit 0: 8-byte addresses, else 4; bit 1: a comp_dir),
+ * a 16-bit little-endian length of the .debug_line bytes, those bytes, and
+ * the rest as .debug_line_str and .debug_str (v5 entries point there). The
+ * program is read and searched at a spread of addresses, and every file
+ * name is built; nothing may crash or read out of bounds, and a rejected
+ * table must say why.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/arena.h"
+#include "symbols/dwarf_reader.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct kdw_sections secs = {0};
+	struct kiln_error e = {0};
+	struct kdw_lines l;
+	struct arena *a;
+	size_t len;
+	uint8_t *line, *strs;
+	int rc;
+
+	if (size < 3)
+		return 0;
+	len = data[1] | (size_t)data[2] << 8;
+	if (len > size - 3)
+		len = size - 3;
+	/* Separate copies, so that reads past a section's end are caught. */
+	line = malloc(len + 1);
+	strs = malloc(size - 3 - len + 1);
+	a = arena_new(0);
+	if (!line || !strs || !a)
+		goto out;
+	memcpy(line, data + 3, len);
+	memcpy(strs, data + 3 + len, size - 3 - len);
+	secs.p[KDW_LINE] = line;
+	secs.size[KDW_LINE] = len;
+	secs.p[KDW_LINE_STR] = secs.p[KDW_STR] = strs;
+	secs.size[KDW_LINE_STR] = secs.size[KDW_STR] = size - 3 - len;
+	struct kdw_line_unit u = {&secs, 0, data[0] & 1 ? 8 : 4, data[0] & 2 ? "/comp/dir" : NULL,
+				  0};
+
+	rc = kdw_lines_read(&u, a, &l, &e);
+	if (rc < 0) {
+		if (rc != -12 /* ENOMEM */ && !e.msg[0])
+			abort(); /* every failure must say why */
+		goto out;
+	}
+	for (size_t i = 0; i < l.nfiles; i++)
+		if (!kdw_lines_file(&l, i, a) && l.files[i].name)
+			abort();
+	for (size_t i = 0; i < l.nseqs; i++) {
+		struct kdw_row row;
+		uint64_t qs[] = {l.seqs[i].lo, l.seqs[i].hi,
+				 l.seqs[i].lo + (l.seqs[i].hi - l.seqs[i].lo) / 2,
+				 l.seqs[i].lo - 1};
+
+		for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++)
+			if (kdw_lines_find(&l, qs[k], &row) && row.addr > qs[k])
+				abort(); /* the row found is at or below the address */
+	}
+out:
+	arena_free(a);
+	free(line);
+	free(strs);
+	return 0;
+}

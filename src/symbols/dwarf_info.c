@@ -1,0 +1,1318 @@
+/*
+ * dwarf_info.c — unit headers, aranges, abbreviations and the function-DIE
+ * walk of the symbolizer's own DWARF reader (see dwarf_reader.h).
+ *
+ * Opening reads only the unit headers (a hop from length to length) and
+ * .debug_aranges. A CU is decoded when an address first falls into it:
+ * its abbreviation table (cached by offset: units may share one), its unit
+ * DIE (the bases strx/addrx/rnglistx need, comp_dir, stmt_list), then its
+ * DIE tree once. DIEs the walk does not look into are skipped whole: by
+ * DW_AT_sibling when there is one, else attribute by attribute, in one
+ * step when the abbreviation's attributes all have fixed sizes.
+ *
+ * The walk mirrors what the symbolizer's libdw index did (dwarf_child /
+ * dwarf_siblingof / dwarf_ranges / dwarf_attr_integrate) so answers stay
+ * the same: a function's ranges are low_pc/high_pc when both read,
+ * otherwise DW_AT_ranges; names and the declaration line come from the
+ * first DIE having them along abstract_origin, else specification, at most
+ * 17 DIEs; range-list offsets use the unit's base address (low_pc, else
+ * entry_pc, else 0).
+ *
+ * Not read here (the unit is "unsupported" or the walk returns -ENOTSUP and
+ * libdw takes over for that CU): 64-bit DWARF, type / skeleton / split
+ * units, DW_FORM_ref_sig8, dwz's DW_FORM_GNU_ref_alt / GNU_strp_alt and
+ * supplementary-file forms, GNU split-DWARF index forms.
+ */
+#include <dwarf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/arena.h"
+#include "common/htab.h"
+#include "symbols/dwarf_reader.h"
+
+const char *const kdw_sec_names[KDW_NSECS] = {
+    ".debug_info",	  ".debug_abbrev", ".debug_line",   ".debug_line_str", ".debug_str",
+    ".debug_str_offsets", ".debug_addr",   ".debug_ranges", ".debug_rnglists", ".debug_aranges",
+};
+
+#define MAX_DIE_DEPTH 64 /* as the libdw index: deeper DIEs are not looked at */
+#define MAX_CHAIN     16 /* abstract_origin / specification hops (libdw's) */
+
+struct kdw_spec {
+	uint16_t name, form;
+	int64_t implicit; /* DW_FORM_implicit_const */
+};
+
+struct kdw_abbrev {
+	uint32_t tag;
+	uint32_t first, nattrs; /* specs[first .. first + nattrs) */
+	int32_t fixed;		/* bytes of all attributes, -1 when they vary */
+	int32_t sib_at;		/* DW_AT_sibling's byte offset when fixed, else -1 */
+	uint16_t sib_form;
+	bool children, defined;
+};
+
+struct kdw_abbrevs {
+	struct kdw_abbrev *by_code; /* [ncodes], code 0 unused */
+	uint32_t ncodes;
+	struct kdw_spec *specs;
+};
+
+struct kdw_arange {
+	uint64_t low, high;
+	struct kdw_cu *cu;
+};
+
+struct kdw {
+	struct kdw_sections s;
+	struct arena *arena;
+	struct kdw_cu *cus; /* by offset */
+	size_t ncus;
+	struct kdw_arange *aranges; /* by low */
+	size_t naranges;
+	struct htab *abbrevs; /* (offset, addr size, version) -> struct kdw_abbrevs * */
+	struct kdw_spec *spec_scratch;
+	size_t spec_cap;
+	struct {
+		uint64_t low, high;
+	} * ranges; /* one DIE's ranges */
+	size_t nranges, ranges_cap;
+	bool rnglists_base_read;
+	uint64_t rnglists_default_base;
+};
+
+/* --- bounded reading ------------------------------------------------------ */
+
+const char *kdw_cstr(struct kdw_cur *c)
+{
+	const uint8_t *z = c->p < c->end ? memchr(c->p, 0, (size_t)(c->end - c->p)) : NULL;
+	const char *s = (const char *)c->p;
+
+	if (!z) {
+		c->bad = true;
+		c->p = c->end;
+		return NULL;
+	}
+	c->p = z + 1;
+	return s;
+}
+
+const char *kdw_str_at(const struct kdw_sections *s, enum kdw_sec sec, uint64_t off)
+{
+	if (off >= s->size[sec] || !memchr(s->p[sec] + off, 0, s->size[sec] - off))
+		return NULL;
+	return (const char *)s->p[sec] + off;
+}
+
+int kdw_form_fixed_size(uint64_t form, uint8_t addr_size, uint16_t version)
+{
+	switch (form) {
+	case DW_FORM_addr:
+		return addr_size;
+	case DW_FORM_flag_present:
+	case DW_FORM_implicit_const:
+		return 0;
+	case DW_FORM_data1:
+	case DW_FORM_ref1:
+	case DW_FORM_flag:
+	case DW_FORM_strx1:
+	case DW_FORM_addrx1:
+		return 1;
+	case DW_FORM_data2:
+	case DW_FORM_ref2:
+	case DW_FORM_strx2:
+	case DW_FORM_addrx2:
+		return 2;
+	case DW_FORM_strx3:
+	case DW_FORM_addrx3:
+		return 3;
+	case DW_FORM_data4:
+	case DW_FORM_ref4:
+	case DW_FORM_strx4:
+	case DW_FORM_addrx4:
+	case DW_FORM_ref_sup4:
+	case DW_FORM_strp:
+	case DW_FORM_line_strp:
+	case DW_FORM_sec_offset:
+	case DW_FORM_strp_sup:
+	case DW_FORM_GNU_ref_alt:
+	case DW_FORM_GNU_strp_alt:
+		return 4; /* 32-bit DWARF only */
+	case DW_FORM_ref_addr:
+		return version == 2 ? addr_size : 4;
+	case DW_FORM_data8:
+	case DW_FORM_ref8:
+	case DW_FORM_ref_sig8:
+	case DW_FORM_ref_sup8:
+		return 8;
+	case DW_FORM_data16:
+		return 16;
+	default:
+		return -1;
+	}
+}
+
+bool kdw_form_skip(struct kdw_cur *c, uint64_t form, uint8_t addr_size, uint16_t version)
+{
+	int n = kdw_form_fixed_size(form, addr_size, version);
+
+	if (n >= 0) {
+		kdw_skip(c, (uint64_t)n);
+		return !c->bad;
+	}
+	switch (form) {
+	case DW_FORM_udata:
+	case DW_FORM_ref_udata:
+	case DW_FORM_strx:
+	case DW_FORM_addrx:
+	case DW_FORM_loclistx:
+	case DW_FORM_rnglistx:
+	case DW_FORM_GNU_addr_index:
+	case DW_FORM_GNU_str_index:
+		kdw_uleb(c);
+		break;
+	case DW_FORM_sdata:
+		kdw_sleb(c);
+		break;
+	case DW_FORM_string:
+		kdw_cstr(c);
+		break;
+	case DW_FORM_block1:
+		kdw_skip(c, kdw_u8(c));
+		break;
+	case DW_FORM_block2:
+		kdw_skip(c, kdw_fixed(c, 2));
+		break;
+	case DW_FORM_block4:
+		kdw_skip(c, kdw_fixed(c, 4));
+		break;
+	case DW_FORM_block:
+	case DW_FORM_exprloc:
+		kdw_skip(c, kdw_uleb(c));
+		break;
+	case DW_FORM_indirect: {
+		uint64_t f = kdw_uleb(c);
+
+		if (c->bad || f == DW_FORM_indirect || f == DW_FORM_implicit_const)
+			break;
+		return kdw_form_skip(c, f, addr_size, version);
+	}
+	default:
+		c->bad = true;
+		return false;
+	}
+	return !c->bad;
+}
+
+/* --- opening --------------------------------------------------------------- */
+
+static int cu_cmp_off(const void *k, const void *e)
+{
+	uint64_t off = *(const uint64_t *)k;
+	const struct kdw_cu *cu = e;
+
+	return off < cu->offset ? -1 : off >= cu->end ? 1 : 0;
+}
+
+/* The unit holding .debug_info offset off. */
+static struct kdw_cu *cu_containing(struct kdw *d, uint64_t off)
+{
+	return bsearch(&off, d->cus, d->ncus, sizeof(*d->cus), cu_cmp_off);
+}
+
+static int read_units(struct kdw *d, struct kiln_error *e)
+{
+	const uint8_t *sec = d->s.p[KDW_INFO];
+	size_t size = d->s.size[KDW_INFO], cap = 0;
+	uint64_t off = 0;
+
+	while (off + 4 <= size) {
+		struct kdw_cur c = {sec + off, sec + size, false};
+		struct kdw_cu cu = {.offset = off};
+		uint64_t len = kdw_fixed(&c, 4);
+		bool dwarf64 = len == 0xffffffff;
+
+		if (dwarf64)
+			len = kdw_fixed(&c, 8);
+		if (c.bad || len > (uint64_t)(c.end - c.p) || (!dwarf64 && len >= 0xfffffff0))
+			return kiln_error_set(e, EINVAL,
+					      ".debug_info+0x%llx: unit length 0x%llx "
+					      "past the end of the section",
+					      (unsigned long long)off, (unsigned long long)len);
+		cu.end = (uint64_t)(c.p - sec) + len;
+		c.end = c.p + len;
+		cu.version = (uint16_t)kdw_fixed(&c, 2);
+		if (cu.version >= 5) {
+			cu.unit_type = kdw_u8(&c);
+			cu.addr_size = kdw_u8(&c);
+			cu.abbrev_offset = kdw_fixed(&c, dwarf64 ? 8 : 4);
+			if (cu.unit_type == DW_UT_skeleton || cu.unit_type == DW_UT_split_compile)
+				kdw_skip(&c, 8);
+			else if (cu.unit_type == DW_UT_type || cu.unit_type == DW_UT_split_type)
+				kdw_skip(&c, dwarf64 ? 16 : 12);
+		} else {
+			cu.unit_type = DW_UT_compile;
+			cu.abbrev_offset = kdw_fixed(&c, dwarf64 ? 8 : 4);
+			cu.addr_size = kdw_u8(&c);
+		}
+		cu.die_offset = (uint64_t)(c.p - sec);
+		cu.supported = !c.bad && !dwarf64 && cu.version >= 2 && cu.version <= 5 &&
+			       (cu.unit_type == DW_UT_compile || cu.unit_type == DW_UT_partial) &&
+			       (cu.addr_size == 4 || cu.addr_size == 8) &&
+			       cu.abbrev_offset < d->s.size[KDW_ABBREV];
+		if (d->ncus == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
+			struct kdw_cu *n = realloc(d->cus, ncap * sizeof(*n));
+
+			if (!n)
+				return -ENOMEM;
+			d->cus = n;
+			cap = ncap;
+		}
+		d->cus[d->ncus++] = cu;
+		off = cu.end;
+	}
+	return 0;
+}
+
+static int arange_cmp(const void *a, const void *b)
+{
+	const struct kdw_arange *x = a, *y = b;
+
+	return x->low < y->low ? -1 : x->low > y->low;
+}
+
+/* .debug_aranges into a sorted table. Any error drops the whole table (as
+ * libdw's dwarf_getaranges fails whole): addresses then take libdw's path. */
+static int read_aranges(struct kdw *d)
+{
+	const uint8_t *sec = d->s.p[KDW_ARANGES];
+	size_t size = d->s.size[KDW_ARANGES], cap = 0;
+	uint64_t off = 0;
+
+	while (off < size) {
+		struct kdw_cur c = {sec + off, sec + size, false};
+		uint64_t len = kdw_fixed(&c, 4), info_off;
+		uint8_t asz, seg;
+		struct kdw_cu *cu;
+
+		if (c.bad || len == 0xffffffff || len > (uint64_t)(c.end - c.p))
+			goto bad;
+		c.end = c.p + len;
+		if (kdw_fixed(&c, 2) != 2)
+			goto bad;
+		info_off = kdw_fixed(&c, 4);
+		asz = kdw_u8(&c);
+		seg = kdw_u8(&c);
+		if (c.bad || (asz != 4 && asz != 8) || seg != 0)
+			goto bad;
+		cu = cu_containing(d, info_off);
+		if (!cu || cu->offset != info_off)
+			goto bad;
+		/* Tuples start at a multiple of twice the address size. */
+		kdw_skip(&c, (2 * asz - (uint64_t)(c.p - (sec + off)) % (2 * asz)) % (2 * asz));
+		for (;;) {
+			uint64_t a = kdw_fixed(&c, asz), l = kdw_fixed(&c, asz);
+
+			if (c.bad)
+				goto bad;
+			if (a == 0 && l == 0)
+				break;
+			if (l == 0)
+				continue;
+			if (d->naranges == cap) {
+				size_t ncap = cap ? cap * 2 : 1024;
+				struct kdw_arange *n = realloc(d->aranges, ncap * sizeof(*n));
+
+				if (!n)
+					return -ENOMEM;
+				d->aranges = n;
+				cap = ncap;
+			}
+			d->aranges[d->naranges++] = (struct kdw_arange){a, a + l, cu};
+		}
+		off += 4 + len;
+	}
+	if (d->naranges)
+		qsort(d->aranges, d->naranges, sizeof(*d->aranges), arange_cmp);
+	return 0;
+bad:
+	free(d->aranges);
+	d->aranges = NULL;
+	d->naranges = 0;
+	return 0;
+}
+
+struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e)
+{
+	struct kdw *d = calloc(1, sizeof(*d));
+
+	if (!d) {
+		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		return NULL;
+	}
+	d->s = *secs;
+	d->arena = arena_new(256 * 1024);
+	d->abbrevs = htab_new(64);
+	if (!d->arena || !d->abbrevs) {
+		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		goto err;
+	}
+	if (read_units(d, e) < 0 || read_aranges(d) < 0)
+		goto err;
+	return d;
+err:
+	kdw_close(d);
+	return NULL;
+}
+
+void kdw_close(struct kdw *d)
+{
+	if (!d)
+		return;
+	arena_free(d->arena);
+	htab_free(d->abbrevs);
+	free(d->cus);
+	free(d->aranges);
+	free(d->spec_scratch);
+	free(d->ranges);
+	free(d);
+}
+
+struct arena *kdw_arena(struct kdw *d)
+{
+	return d->arena;
+}
+
+struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr)
+{
+	size_t lo = 0, hi = d->naranges;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (d->aranges[mid].low <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && addr < d->aranges[lo - 1].high)
+		return d->aranges[lo - 1].cu;
+	return NULL;
+}
+
+/* --- abbreviations ---------------------------------------------------------- */
+
+static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
+{
+	struct {
+		uint64_t off;
+		uint16_t version;
+		uint8_t addr_size;
+	} key;
+	struct kdw_abbrevs *t;
+	struct kdw_cur c;
+	size_t nspecs = 0;
+	uint32_t maxcode = 0, ndecls = 0;
+	uint64_t v;
+
+	memset(&key, 0, sizeof(key));
+	key.off = cu->abbrev_offset;
+	key.version = cu->version;
+	key.addr_size = cu->addr_size;
+	if (htab_get(d->abbrevs, &key, sizeof(key), &v)) {
+		cu->abbrevs = (struct kdw_abbrevs *)(uintptr_t)v;
+		return 0;
+	}
+	/* First pass: the largest code and the number of attributes. */
+	c = (struct kdw_cur){d->s.p[KDW_ABBREV] + cu->abbrev_offset,
+			     d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
+	for (;;) {
+		uint64_t code = kdw_uleb(&c), name, form;
+
+		if (c.bad || code == 0)
+			break;
+		if (code > 65536)
+			return kiln_error_set(e, ENOTSUP, ".debug_abbrev+0x%llx: code %llu",
+					      (unsigned long long)cu->abbrev_offset,
+					      (unsigned long long)code);
+		if (code > maxcode)
+			maxcode = (uint32_t)code;
+		ndecls++;
+		kdw_uleb(&c);
+		kdw_u8(&c);
+		do {
+			name = kdw_uleb(&c);
+			form = kdw_uleb(&c);
+			if (form == DW_FORM_implicit_const)
+				kdw_sleb(&c);
+			nspecs += name != 0 || form != 0;
+		} while (!c.bad && (name != 0 || form != 0));
+	}
+	if (c.bad)
+		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
+				      (unsigned long long)cu->abbrev_offset);
+	t = arena_calloc(d->arena, 1, sizeof(*t));
+	if (!t || !(t->by_code = arena_calloc(d->arena, maxcode + 1u, sizeof(*t->by_code))) ||
+	    !(t->specs = arena_alloc(d->arena, (nspecs ? nspecs : 1) * sizeof(*t->specs))))
+		return -ENOMEM;
+	t->ncodes = maxcode + 1u;
+	c = (struct kdw_cur){d->s.p[KDW_ABBREV] + cu->abbrev_offset,
+			     d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
+	nspecs = 0;
+	for (uint32_t k = 0; k < ndecls; k++) {
+		uint64_t code = kdw_uleb(&c), tag = kdw_uleb(&c), name, form;
+		struct kdw_abbrev *a = &t->by_code[code], dup;
+
+		if (a->defined) /* a repeated code: libdw keeps the first */
+			a = &dup;
+		a->tag = (uint32_t)tag;
+		a->children = kdw_u8(&c) != 0;
+		a->first = (uint32_t)nspecs;
+		a->fixed = 0;
+		a->sib_at = -1;
+		a->defined = true;
+		for (;;) {
+			int64_t implicit = 0;
+			int n;
+
+			name = kdw_uleb(&c);
+			form = kdw_uleb(&c);
+			if (form == DW_FORM_implicit_const)
+				implicit = kdw_sleb(&c);
+			if (name == 0 && form == 0)
+				break;
+			if (name > 0xffff || form > 0xffff)
+				return kiln_error_set(e, EINVAL,
+						      ".debug_abbrev+0x%llx: attribute 0x%llx form "
+						      "0x%llx out of range",
+						      (unsigned long long)cu->abbrev_offset,
+						      (unsigned long long)name,
+						      (unsigned long long)form);
+			t->specs[nspecs++] =
+			    (struct kdw_spec){(uint16_t)name, (uint16_t)form, implicit};
+			n = kdw_form_fixed_size(form, cu->addr_size, cu->version);
+			if (name == DW_AT_sibling && a->sib_at < 0 && a->fixed >= 0 && n >= 0) {
+				a->sib_at = a->fixed;
+				a->sib_form = (uint16_t)form;
+			}
+			a->fixed = a->fixed < 0 || n < 0 ? -1 : a->fixed + n;
+		}
+		a->nattrs = (uint32_t)nspecs - a->first;
+	}
+	if (htab_put(d->abbrevs, &key, sizeof(key), (uint64_t)(uintptr_t)t) < 0)
+		return -ENOMEM;
+	cu->abbrevs = t;
+	return 0;
+}
+
+/* --- attribute values -------------------------------------------------------- */
+
+enum slot {
+	S_SIBLING,
+	S_LOW_PC,
+	S_HIGH_PC,
+	S_RANGES,
+	S_NAME,
+	S_LINKAGE,
+	S_MIPS_LINKAGE,
+	S_DECL_LINE,
+	S_ORIGIN,
+	S_SPEC,
+	S_CALL_FILE,
+	S_CALL_LINE,
+	S_ENTRY_PC,
+	S_STMT_LIST,
+	S_COMP_DIR,
+	S_STR_OFFSETS_BASE,
+	S_ADDR_BASE,
+	S_RNGLISTS_BASE,
+	NSLOTS
+};
+
+static int slot_of(unsigned name)
+{
+	switch (name) {
+	case DW_AT_sibling:
+		return S_SIBLING;
+	case DW_AT_low_pc:
+		return S_LOW_PC;
+	case DW_AT_high_pc:
+		return S_HIGH_PC;
+	case DW_AT_ranges:
+		return S_RANGES;
+	case DW_AT_name:
+		return S_NAME;
+	case DW_AT_linkage_name:
+		return S_LINKAGE;
+	case DW_AT_MIPS_linkage_name:
+		return S_MIPS_LINKAGE;
+	case DW_AT_decl_line:
+		return S_DECL_LINE;
+	case DW_AT_abstract_origin:
+		return S_ORIGIN;
+	case DW_AT_specification:
+		return S_SPEC;
+	case DW_AT_call_file:
+		return S_CALL_FILE;
+	case DW_AT_call_line:
+		return S_CALL_LINE;
+	case DW_AT_entry_pc:
+		return S_ENTRY_PC;
+	case DW_AT_stmt_list:
+		return S_STMT_LIST;
+	case DW_AT_comp_dir:
+		return S_COMP_DIR;
+	case DW_AT_str_offsets_base:
+		return S_STR_OFFSETS_BASE;
+	case DW_AT_addr_base:
+	case DW_AT_GNU_addr_base:
+		return S_ADDR_BASE;
+	case DW_AT_rnglists_base:
+		return S_RNGLISTS_BASE;
+	default:
+		return -1;
+	}
+}
+
+struct aval {
+	uint16_t form;
+	uint64_t u;
+	const uint8_t *p; /* DW_FORM_string */
+};
+
+struct die {
+	uint64_t offset;
+	const struct kdw_abbrev *ab;
+	uint32_t have; /* bit per slot */
+	struct aval v[NSLOTS];
+};
+
+/* Reads one value of form into *v (strings, offsets and indexes raw). */
+static bool read_value(struct kdw_cur *c, const struct kdw_cu *cu, uint64_t form, int64_t implicit,
+		       struct aval *v)
+{
+	v->form = (uint16_t)form;
+	v->p = NULL;
+	switch (form) {
+	case DW_FORM_addr:
+		v->u = kdw_fixed(c, cu->addr_size);
+		break;
+	case DW_FORM_data1:
+	case DW_FORM_ref1:
+	case DW_FORM_flag:
+	case DW_FORM_strx1:
+	case DW_FORM_addrx1:
+		v->u = kdw_fixed(c, 1);
+		break;
+	case DW_FORM_data2:
+	case DW_FORM_ref2:
+	case DW_FORM_strx2:
+	case DW_FORM_addrx2:
+		v->u = kdw_fixed(c, 2);
+		break;
+	case DW_FORM_strx3:
+	case DW_FORM_addrx3:
+		v->u = kdw_fixed(c, 3);
+		break;
+	case DW_FORM_data4:
+	case DW_FORM_ref4:
+	case DW_FORM_strx4:
+	case DW_FORM_addrx4:
+	case DW_FORM_strp:
+	case DW_FORM_line_strp:
+	case DW_FORM_sec_offset:
+		v->u = kdw_fixed(c, 4);
+		break;
+	case DW_FORM_ref_addr:
+		v->u = kdw_fixed(c, cu->version == 2 ? cu->addr_size : 4);
+		break;
+	case DW_FORM_data8:
+	case DW_FORM_ref8:
+	case DW_FORM_ref_sig8:
+		v->u = kdw_fixed(c, 8);
+		break;
+	case DW_FORM_udata:
+	case DW_FORM_ref_udata:
+	case DW_FORM_strx:
+	case DW_FORM_addrx:
+	case DW_FORM_rnglistx:
+	case DW_FORM_loclistx:
+		v->u = kdw_uleb(c);
+		break;
+	case DW_FORM_sdata:
+		v->u = (uint64_t)kdw_sleb(c);
+		break;
+	case DW_FORM_implicit_const:
+		v->u = (uint64_t)implicit;
+		break;
+	case DW_FORM_flag_present:
+		v->u = 1;
+		break;
+	case DW_FORM_string:
+		v->p = (const uint8_t *)kdw_cstr(c);
+		break;
+	case DW_FORM_indirect: {
+		uint64_t f = kdw_uleb(c);
+
+		if (c->bad || f == DW_FORM_indirect || f == DW_FORM_implicit_const)
+			return false;
+		return read_value(c, cu, f, 0, v);
+	}
+	default:
+		/* Blocks and the rest: skipped, kept as "some other form". */
+		return kdw_form_skip(c, form, cu->addr_size, cu->version);
+	}
+	return !c->bad;
+}
+
+static int die_bad(struct kiln_error *e, uint64_t off, const char *what)
+{
+	return kiln_error_set(e, EINVAL, ".debug_info+0x%llx: %s", (unsigned long long)off, what);
+}
+
+enum die_mode {
+	DIE_FULL, /* every attribute of a slot */
+	DIE_WALK, /* full for functions and scopes, else only DW_AT_sibling */
+	DIE_SKIP, /* only DW_AT_sibling */
+};
+
+static bool is_function(uint32_t tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+	       tag == DW_TAG_entry_point;
+}
+
+static bool is_scope(uint32_t tag)
+{
+	return tag == DW_TAG_lexical_block || tag == DW_TAG_namespace || tag == DW_TAG_module ||
+	       tag == DW_TAG_class_type || tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+}
+
+/* Reads the DIE at the cursor (its abbreviation code first). Returns 1 for
+ * a DIE (in *die, the cursor after its attributes), 0 for a null entry,
+ * or -errno. */
+static int read_die(struct kdw *d, const struct kdw_cu *cu, struct kdw_cur *c, struct die *die,
+		    enum die_mode mode, struct kiln_error *e)
+{
+	const struct kdw_abbrevs *t = cu->abbrevs;
+	uint64_t code;
+
+	die->offset = (uint64_t)(c->p - d->s.p[KDW_INFO]);
+	code = kdw_uleb(c);
+	if (c->bad)
+		return die_bad(e, die->offset, "truncated DIE");
+	if (code == 0)
+		return 0;
+	if (code >= t->ncodes || !t->by_code[code].defined)
+		return die_bad(e, die->offset, "unknown abbreviation code");
+	die->ab = &t->by_code[code];
+	die->have = 0;
+	if (mode == DIE_WALK && !is_function(die->ab->tag) && !is_scope(die->ab->tag))
+		mode = DIE_SKIP;
+	if (mode == DIE_SKIP && die->ab->fixed >= 0) {
+		if (die->ab->sib_at >= 0 && die->ab->children) {
+			struct kdw_cur sc = {c->p + die->ab->sib_at, c->end, false};
+
+			if (!read_value(&sc, cu, die->ab->sib_form, 0, &die->v[S_SIBLING]))
+				return die_bad(e, die->offset, "truncated DW_AT_sibling");
+			die->have = 1u << S_SIBLING;
+		}
+		kdw_skip(c, (uint64_t)die->ab->fixed);
+		return c->bad ? die_bad(e, die->offset, "DIE past the end of its unit") : 1;
+	}
+	for (uint32_t i = 0; i < die->ab->nattrs; i++) {
+		const struct kdw_spec *sp = &t->specs[die->ab->first + i];
+		int slot = mode != DIE_SKIP ? slot_of(sp->name)
+					    : (sp->name == DW_AT_sibling ? S_SIBLING : -1);
+		struct aval tmp;
+
+		if (slot < 0 || (die->have & (1u << slot))) {
+			if (!kdw_form_skip(c, sp->form, cu->addr_size, cu->version))
+				return die_bad(e, die->offset,
+					       "unknown form or truncated attribute");
+			continue;
+		}
+		if (!read_value(c, cu, sp->form, sp->implicit, &tmp))
+			return die_bad(e, die->offset, "unknown form or truncated attribute");
+		die->v[slot] = tmp;
+		die->have |= 1u << slot;
+	}
+	return 1;
+}
+
+static bool has(const struct die *die, enum slot s)
+{
+	return die->have & (1u << s);
+}
+
+static int unsupported(struct kiln_error *e, uint64_t off, unsigned form)
+{
+	return kiln_error_set(e, ENOTSUP, ".debug_info+0x%llx: form 0x%x left to libdw",
+			      (unsigned long long)off, form);
+}
+
+/* dwarf_formudata for the forms a constant takes. */
+static bool val_udata(const struct aval *v, uint64_t *out)
+{
+	switch (v->form) {
+	case DW_FORM_data1:
+	case DW_FORM_data2:
+	case DW_FORM_data4:
+	case DW_FORM_data8:
+	case DW_FORM_udata:
+	case DW_FORM_sdata:
+	case DW_FORM_implicit_const:
+		*out = v->u;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A string value into *out; -errno with e set when it cannot be read. */
+static int val_string(struct kdw *d, const struct kdw_cu *cu, const struct aval *v,
+		      uint64_t die_off, const char **out, struct kiln_error *e)
+{
+	const char *s = NULL;
+
+	switch (v->form) {
+	case DW_FORM_string:
+		s = (const char *)v->p;
+		break;
+	case DW_FORM_strp:
+		s = kdw_str_at(&d->s, KDW_STR, v->u);
+		break;
+	case DW_FORM_line_strp:
+		s = kdw_str_at(&d->s, KDW_LINE_STR, v->u);
+		break;
+	case DW_FORM_strx:
+	case DW_FORM_strx1:
+	case DW_FORM_strx2:
+	case DW_FORM_strx3:
+	case DW_FORM_strx4: {
+		uint64_t at = cu->str_offsets_base + v->u * 4;
+		struct kdw_cur c;
+
+		if (v->u > UINT64_MAX / 8 || at < cu->str_offsets_base ||
+		    at + 4 > d->s.size[KDW_STR_OFFSETS])
+			break;
+		c = (struct kdw_cur){d->s.p[KDW_STR_OFFSETS] + at,
+				     d->s.p[KDW_STR_OFFSETS] + d->s.size[KDW_STR_OFFSETS], false};
+		s = kdw_str_at(&d->s, KDW_STR, kdw_fixed(&c, 4));
+		break;
+	}
+	default:
+		return unsupported(e, die_off, v->form);
+	}
+	*out = s;
+	return s ? 0 : die_bad(e, die_off, "string offset out of range");
+}
+
+/* Entry idx of .debug_addr for cu. */
+static bool addrx(struct kdw *d, const struct kdw_cu *cu, uint64_t idx, uint64_t *out)
+{
+	uint64_t at = cu->addr_base + idx * cu->addr_size;
+	struct kdw_cur c;
+
+	if (idx > UINT64_MAX / 16 || at < cu->addr_base || at + cu->addr_size > d->s.size[KDW_ADDR])
+		return false;
+	c = (struct kdw_cur){d->s.p[KDW_ADDR] + at, d->s.p[KDW_ADDR] + d->s.size[KDW_ADDR], false};
+	*out = kdw_fixed(&c, cu->addr_size);
+	return !c.bad;
+}
+
+/* dwarf_formaddr. */
+static bool val_addr(struct kdw *d, const struct kdw_cu *cu, const struct aval *v, uint64_t *out)
+{
+	switch (v->form) {
+	case DW_FORM_addr:
+		*out = v->u;
+		return true;
+	case DW_FORM_addrx:
+	case DW_FORM_addrx1:
+	case DW_FORM_addrx2:
+	case DW_FORM_addrx3:
+	case DW_FORM_addrx4:
+		return addrx(d, cu, v->u, out);
+	default:
+		return false;
+	}
+}
+
+/* A reference as a .debug_info offset. */
+static int val_ref(const struct kdw_cu *cu, const struct aval *v, uint64_t die_off, uint64_t *out,
+		   struct kiln_error *e)
+{
+	switch (v->form) {
+	case DW_FORM_ref1:
+	case DW_FORM_ref2:
+	case DW_FORM_ref4:
+	case DW_FORM_ref8:
+	case DW_FORM_ref_udata:
+		if (v->u >= cu->end - cu->offset)
+			return die_bad(e, die_off, "reference past the end of its unit");
+		*out = cu->offset + v->u;
+		return 0;
+	case DW_FORM_ref_addr:
+		*out = v->u;
+		return 0;
+	default:
+		return unsupported(e, die_off, v->form);
+	}
+}
+
+/* The unit DIE's attributes the others depend on (read once per unit). */
+static int cu_base(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
+{
+	struct kdw_cur c;
+	struct die die;
+	int rc;
+
+	if (cu->base_read)
+		return cu->base_ok ? 0
+				   : kiln_error_set(e, EINVAL, ".debug_info+0x%llx: bad unit",
+						    (unsigned long long)cu->offset);
+	cu->base_read = true;
+	if (!cu->supported)
+		return kiln_error_set(e, ENOTSUP, ".debug_info+0x%llx: unit kind left to libdw",
+				      (unsigned long long)cu->offset);
+	rc = abbrevs_get(d, cu, e);
+	if (rc < 0)
+		return rc;
+	c = (struct kdw_cur){d->s.p[KDW_INFO] + cu->die_offset, d->s.p[KDW_INFO] + cu->end, false};
+	rc = read_die(d, cu, &c, &die, DIE_FULL, e);
+	if (rc <= 0)
+		return rc < 0 ? rc : die_bad(e, cu->die_offset, "unit without a DIE");
+	/* Bases first: the others may be strx / addrx. */
+	/* libdw's defaults: string offsets after a v5 table's header, no
+	 * address base, the rnglists base found when it is needed. */
+	cu->str_offsets_base = cu->version >= 5 ? 8 : 0;
+	if (has(&die, S_STR_OFFSETS_BASE))
+		cu->str_offsets_base = die.v[S_STR_OFFSETS_BASE].u;
+	cu->addr_base = has(&die, S_ADDR_BASE) ? die.v[S_ADDR_BASE].u : 0;
+	cu->rnglists_base = has(&die, S_RNGLISTS_BASE) ? die.v[S_RNGLISTS_BASE].u : 0;
+	if (!has(&die, S_LOW_PC) || !val_addr(d, cu, &die.v[S_LOW_PC], &cu->low_pc))
+		if (!has(&die, S_ENTRY_PC) || !val_addr(d, cu, &die.v[S_ENTRY_PC], &cu->low_pc))
+			cu->low_pc = 0;
+	if (has(&die, S_STMT_LIST)) {
+		const struct aval *v = &die.v[S_STMT_LIST];
+
+		if (v->form == DW_FORM_sec_offset || v->form == DW_FORM_data4 ||
+		    v->form == DW_FORM_data8) {
+			cu->has_stmt_list = true;
+			cu->stmt_list = v->u;
+		}
+	}
+	if (has(&die, S_COMP_DIR) &&
+	    val_string(d, cu, &die.v[S_COMP_DIR], die.offset, &cu->comp_dir, NULL) < 0)
+		cu->comp_dir = NULL; /* as dwarf_formstring failing */
+	cu->base_ok = true;
+	return 0;
+}
+
+/* --- names through abstract_origin / specification -------------------------- */
+
+static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
+		      struct kdw_func *fn, struct kiln_error *e)
+{
+	const struct die *die = first;
+	struct die other;
+	bool got_link = false, got_name = false, got_decl = false;
+	struct aval mips;
+	const struct kdw_cu *mips_cu = NULL;
+	uint64_t mips_off = 0;
+	int rc;
+
+	/* Each attribute is the first one along the chain (libdw searches
+	 * the chain once per attribute: linkage_name, then MIPS_linkage_name,
+	 * then name, then decl_line). */
+	for (int hop = 0;; hop++) {
+		uint64_t ref;
+
+		if (!got_link && has(die, S_LINKAGE)) {
+			rc = val_string(d, cu, &die->v[S_LINKAGE], die->offset, &fn->linkage_name,
+					e);
+			if (rc < 0)
+				return rc;
+			got_link = true;
+		}
+		if (!mips_cu && has(die, S_MIPS_LINKAGE)) {
+			mips = die->v[S_MIPS_LINKAGE];
+			mips_cu = cu;
+			mips_off = die->offset;
+		}
+		if (!got_name && has(die, S_NAME)) {
+			rc = val_string(d, cu, &die->v[S_NAME], die->offset, &fn->name, e);
+			if (rc < 0)
+				return rc;
+			got_name = true;
+		}
+		if (!got_decl && has(die, S_DECL_LINE)) {
+			uint64_t v;
+
+			if (val_udata(&die->v[S_DECL_LINE], &v))
+				fn->decl_line = (int64_t)v;
+			got_decl = true;
+		}
+		if (hop == MAX_CHAIN || (!has(die, S_ORIGIN) && !has(die, S_SPEC)))
+			break;
+		rc = val_ref(cu, &die->v[has(die, S_ORIGIN) ? S_ORIGIN : S_SPEC], die->offset, &ref,
+			     e);
+		if (rc < 0)
+			return rc;
+		if (ref < cu->die_offset || ref >= cu->end) {
+			struct kdw_cu *to = cu_containing(d, ref);
+
+			if (!to || ref < to->die_offset)
+				return die_bad(e, die->offset, "reference to no DIE");
+			rc = cu_base(d, to, e);
+			if (rc < 0)
+				return rc;
+			cu = to;
+		}
+		struct kdw_cur c = {d->s.p[KDW_INFO] + ref, d->s.p[KDW_INFO] + cu->end, false};
+		rc = read_die(d, cu, &c, &other, DIE_FULL, e);
+		if (rc <= 0)
+			return rc < 0 ? rc : die_bad(e, ref, "reference to a null entry");
+		die = &other;
+	}
+	if (!got_link && mips_cu)
+		return val_string(d, mips_cu, &mips, mips_off, &fn->linkage_name, e);
+	return 0;
+}
+
+/* --- ranges --------------------------------------------------------------- */
+
+static int add_range(struct kdw *d, uint64_t low, uint64_t high)
+{
+	if (d->nranges == d->ranges_cap) {
+		size_t ncap = d->ranges_cap ? d->ranges_cap * 2 : 64;
+		void *n = realloc(d->ranges, ncap * sizeof(*d->ranges));
+
+		if (!n)
+			return -ENOMEM;
+		d->ranges = n;
+		d->ranges_cap = ncap;
+	}
+	d->ranges[d->nranges].low = low;
+	d->ranges[d->nranges].high = high;
+	d->nranges++;
+	return 0;
+}
+
+/* libdw's default rnglists base when the unit names none: right after the
+ * first table's header, if that header is sound. */
+static uint64_t rnglists_default(struct kdw *d)
+{
+	if (!d->rnglists_base_read) {
+		struct kdw_cur c = {d->s.p[KDW_RNGLISTS],
+				    d->s.p[KDW_RNGLISTS] + d->s.size[KDW_RNGLISTS], false};
+		uint64_t len = kdw_fixed(&c, 4);
+		uint16_t version = (uint16_t)kdw_fixed(&c, 2);
+		uint8_t asz = kdw_u8(&c), seg = kdw_u8(&c);
+		uint32_t count = (uint32_t)kdw_fixed(&c, 4);
+
+		d->rnglists_base_read = true;
+		if (!c.bad && len != 0xffffffff && len >= 8 && len <= d->s.size[KDW_RNGLISTS] - 4 &&
+		    version == 5 && (asz == 4 || asz == 8) && seg == 0 && count > 0 &&
+		    len - 8 >= (uint64_t)count * 4)
+			d->rnglists_default_base = 12;
+	}
+	return d->rnglists_default_base;
+}
+
+/* The ranges of DW_AT_ranges value v into d->ranges (dwarf_ranges). */
+static int read_ranges(struct kdw *d, const struct kdw_cu *cu, const struct aval *v,
+		       uint64_t die_off, struct kiln_error *e)
+{
+	bool v5 = cu->version >= 5;
+	enum kdw_sec sec = v5 ? KDW_RNGLISTS : KDW_RANGES;
+	uint64_t off, base = cu->low_pc;
+	size_t size = d->s.size[sec];
+	struct kdw_cur c;
+
+	if (v->form == DW_FORM_rnglistx) {
+		uint64_t rb = cu->rnglists_base ? cu->rnglists_base : rnglists_default(d);
+		struct kdw_cur oc;
+
+		if (!v5 || size < 4 || rb > size - 4 || v->u > (size - 4 - rb) / 4)
+			return die_bad(e, die_off, "rnglistx index out of range");
+		oc = (struct kdw_cur){d->s.p[sec] + rb + v->u * 4, d->s.p[sec] + size, false};
+		off = kdw_fixed(&oc, 4) + rb;
+	} else if (v->form == DW_FORM_sec_offset ||
+		   (!v5 && (v->form == DW_FORM_data4 || v->form == DW_FORM_data8))) {
+		off = v->u;
+	} else {
+		return unsupported(e, die_off, v->form);
+	}
+	if (off >= size)
+		return kiln_error_set(e, EINVAL,
+				      "%s: offset 0x%llx (from .debug_info+0x%llx) past "
+				      "the end",
+				      kdw_sec_names[sec], (unsigned long long)off,
+				      (unsigned long long)die_off);
+	c = (struct kdw_cur){d->s.p[sec] + off, d->s.p[sec] + size, false};
+	for (;;) {
+		uint64_t b, en;
+		const uint8_t *at = c.p;
+
+		if (!v5) {
+			uint64_t escape = cu->addr_size == 8 ? UINT64_MAX : 0xffffffffu;
+
+			b = kdw_fixed(&c, cu->addr_size);
+			en = kdw_fixed(&c, cu->addr_size);
+			if (c.bad)
+				goto bad;
+			if (b == escape) {
+				if (en == escape)
+					goto bad;
+				base = en;
+				continue;
+			}
+			if (b == 0 && en == 0)
+				return 0;
+			if (add_range(d, b + base, en + base) < 0)
+				return -ENOMEM;
+			continue;
+		}
+		uint8_t kind = kdw_u8(&c);
+		uint64_t i1, i2;
+
+		switch (kind) {
+		case DW_RLE_end_of_list:
+			return c.bad ? -EINVAL : 0;
+		case DW_RLE_base_addressx:
+			i1 = kdw_uleb(&c);
+			if (c.bad || !addrx(d, cu, i1, &base))
+				goto bad;
+			continue;
+		case DW_RLE_startx_endx:
+			i1 = kdw_uleb(&c);
+			i2 = kdw_uleb(&c);
+			if (c.bad || !addrx(d, cu, i1, &b) || !addrx(d, cu, i2, &en))
+				goto bad;
+			break;
+		case DW_RLE_startx_length:
+			i1 = kdw_uleb(&c);
+			i2 = kdw_uleb(&c);
+			if (c.bad || !addrx(d, cu, i1, &b))
+				goto bad;
+			en = b + i2;
+			break;
+		case DW_RLE_offset_pair:
+			b = kdw_uleb(&c) + base;
+			en = kdw_uleb(&c) + base;
+			break;
+		case DW_RLE_base_address:
+			base = kdw_fixed(&c, cu->addr_size);
+			if (c.bad)
+				goto bad;
+			continue;
+		case DW_RLE_start_end:
+			b = kdw_fixed(&c, cu->addr_size);
+			en = kdw_fixed(&c, cu->addr_size);
+			break;
+		case DW_RLE_start_length:
+			b = kdw_fixed(&c, cu->addr_size);
+			en = b + kdw_uleb(&c);
+			break;
+		default:
+			goto bad;
+		}
+		if (c.bad)
+			goto bad;
+		if (add_range(d, b, en) < 0)
+			return -ENOMEM;
+		continue;
+bad:
+		return kiln_error_set(e, EINVAL,
+				      "%s+0x%llx: bad range list entry (for "
+				      ".debug_info+0x%llx)",
+				      kdw_sec_names[sec], (unsigned long long)(at - d->s.p[sec]),
+				      (unsigned long long)die_off);
+	}
+}
+
+/* The ranges of a function DIE, as dwarf_ranges gives them. */
+static int die_ranges(struct kdw *d, const struct kdw_cu *cu, const struct die *die,
+		      struct kiln_error *e)
+{
+	uint64_t low, high;
+
+	d->nranges = 0;
+	if (has(die, S_LOW_PC) && has(die, S_HIGH_PC) && val_addr(d, cu, &die->v[S_LOW_PC], &low)) {
+		if (val_addr(d, cu, &die->v[S_HIGH_PC], &high))
+			return add_range(d, low, high);
+		if (val_udata(&die->v[S_HIGH_PC], &high))
+			return add_range(d, low, low + high);
+	}
+	if (!has(die, S_RANGES))
+		return 0;
+	return read_ranges(d, cu, &die->v[S_RANGES], die->offset, e);
+}
+
+/* --- the walk ---------------------------------------------------------------- */
+
+struct walk {
+	struct kdw *d;
+	struct kdw_cu *cu;
+	const struct kdw_walk_ops *ops;
+	struct kiln_error *e;
+};
+
+/* Moves the cursor past the children of die (just read, has children). */
+static int skip_children(struct walk *w, struct kdw_cur *c, const struct die *die)
+{
+	struct die tmp;
+	size_t depth = 1;
+
+	if (has(die, S_SIBLING)) {
+		uint64_t to;
+
+		if (val_ref(w->cu, &die->v[S_SIBLING], die->offset, &to, w->e) == 0 &&
+		    to >= (uint64_t)(c->p - w->d->s.p[KDW_INFO]) && to <= w->cu->end) {
+			c->p = w->d->s.p[KDW_INFO] + to;
+			return 0;
+		}
+		return die_bad(w->e, die->offset, "DW_AT_sibling out of its unit");
+	}
+	while (depth > 0) {
+		int rc = read_die(w->d, w->cu, c, &tmp, DIE_SKIP, w->e);
+
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			depth--;
+		else if (tmp.ab->children) {
+			if (has(&tmp, S_SIBLING)) {
+				rc = skip_children(w, c, &tmp);
+				if (rc < 0)
+					return rc;
+			} else {
+				depth++;
+			}
+		}
+	}
+	return 0;
+}
+
+/* The children at the cursor, up to their null entry. */
+static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int depth)
+{
+	struct die die;
+
+	for (;;) {
+		int rc;
+		uint32_t tag;
+		int32_t node = -1;
+		bool descend = false;
+
+		if (c->p >= c->end) /* libdw tolerates a unit without its last nulls */
+			return 0;
+		rc = read_die(w->d, w->cu, c, &die, DIE_WALK, w->e);
+		if (rc <= 0)
+			return rc;
+		tag = die.ab->tag;
+		if (is_function(tag)) {
+			rc = die_ranges(w->d, w->cu, &die, w->e);
+			if (rc < 0)
+				return rc;
+			if (w->d->nranges > 0) {
+				struct kdw_func fn = {.inlined = tag == DW_TAG_inlined_subroutine};
+				uint64_t v;
+
+				rc = func_names(w->d, w->cu, &die, &fn, w->e);
+				if (rc < 0)
+					return rc;
+				if (has(&die, S_CALL_FILE) && val_udata(&die.v[S_CALL_FILE], &v)) {
+					fn.has_call_file = true;
+					fn.call_file = v;
+				}
+				if (has(&die, S_CALL_LINE) && val_udata(&die.v[S_CALL_LINE], &v)) {
+					fn.has_call_line = true;
+					fn.call_line = v;
+				}
+				node = w->ops->func(w->ops->ctx, &fn, parent);
+				if (node < 0)
+					return -ENOMEM;
+				for (size_t i = 0; i < w->d->nranges; i++)
+					if (w->ops->range(w->ops->ctx, w->d->ranges[i].low,
+							  w->d->ranges[i].high, node, depth) < 0)
+						return -ENOMEM;
+				descend = true;
+			}
+		} else if (is_scope(tag)) {
+			node = parent;
+			descend = true;
+		}
+		if (!die.ab->children)
+			continue;
+		if (descend && depth + 1 <= MAX_DIE_DEPTH)
+			rc = walk_children(w, c, node, depth + 1);
+		else
+			rc = skip_children(w, c, &die);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops,
+		struct kiln_error *e)
+{
+	struct walk w = {d, cu, ops, e};
+	struct kdw_cur c;
+	struct die die;
+	int rc = cu_base(d, cu, e);
+
+	if (rc < 0)
+		return rc;
+	c = (struct kdw_cur){d->s.p[KDW_INFO] + cu->die_offset, d->s.p[KDW_INFO] + cu->end, false};
+	rc = read_die(d, cu, &c, &die, DIE_SKIP, e);
+	if (rc <= 0 || !die.ab->children)
+		return rc < 0 ? rc : 0;
+	return walk_children(&w, &c, -1, 0);
+}
+
+struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
+{
+	struct kdw_lines *l;
+	struct kdw_line_unit u;
+	int rc;
+
+	if (cu->lines_read) {
+		if (!cu->lines)
+			kiln_error_set(e, cu->lines_err, ".debug_info+0x%llx: no line table",
+				       (unsigned long long)cu->offset);
+		return cu->lines;
+	}
+	cu->lines_read = true;
+	cu->lines_err = EINVAL;
+	rc = cu_base(d, cu, e);
+	if (rc < 0) {
+		cu->lines_err = -rc;
+		return NULL;
+	}
+	if (!cu->has_stmt_list) {
+		cu->lines_err = ENOENT;
+		kiln_error_set(e, ENOENT, ".debug_info+0x%llx: no DW_AT_stmt_list",
+			       (unsigned long long)cu->offset);
+		return NULL;
+	}
+	u = (struct kdw_line_unit){&d->s, cu->stmt_list, cu->addr_size, cu->comp_dir,
+				   cu->str_offsets_base};
+	l = arena_alloc(d->arena, sizeof(*l));
+	if (!l) {
+		cu->lines_err = ENOMEM;
+		return NULL;
+	}
+	rc = kdw_lines_read(&u, d->arena, l, e);
+	if (rc < 0) {
+		cu->lines_err = -rc;
+		return NULL;
+	}
+	cu->lines = l;
+	return l;
+}

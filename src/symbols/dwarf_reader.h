@@ -1,0 +1,318 @@
+/*
+ * dwarf_reader.h — a small DWARF reader for the symbolizer's cold path
+ * (internal to src/symbols).
+ *
+ * libdw answers everything but builds a lot on the way (every DIE's
+ * attributes through generic lookups, a malloc'd record per line row, a
+ * qsort per line table): on a cold symbolization that touches most CUs of
+ * a binary it was two thirds of the time (see docs/PERFORMANCE.md,
+ * symbols). This reader decodes straight from the section bytes, per CU
+ * and only when an address falls into that CU:
+ *
+ *   dwarf_info.c  unit headers, .debug_aranges, abbreviation tables, a DIE
+ *                 walk that reports DW_TAG_subprogram / inlined_subroutine
+ *                 / entry_point DIEs with code (their ranges from low_pc/
+ *                 high_pc or DW_AT_ranges in .debug_ranges / .debug_rnglists,
+ *                 their names through abstract_origin / specification, also
+ *                 across CUs with DW_FORM_ref_addr), strx/addrx/rnglistx
+ *                 through the CU's str_offsets/addr/rnglists bases.
+ *   dwarf_line.c  .debug_line programs, versions 2 to 5 (v5 directory and
+ *                 file entry formats, DW_FORM_line_strp / strp / strx),
+ *                 into one compact row array per CU (no per-row malloc),
+ *                 sorted and searched the way libdw's dwarf_getsrc_die is,
+ *                 so that answers are the same.
+ *
+ * What it does not read — 64-bit DWARF, split DWARF (skeleton/.dwo units),
+ * type units, dwz's alternate files (DW_FORM_GNU_ref_alt/strp_alt),
+ * DW_LNE_define_file, relocatable (ET_REL) objects — makes the CU fail
+ * with an error, and the symbolizer then uses libdw for that CU: the
+ * reader is a fast path, libdw stays the reference.
+ *
+ * Every read is bounds-checked against its section; malformed input gives
+ * an error naming the section and offset, never a read out of bounds.
+ * Strings returned point into the section bytes (or into the reader's
+ * arena for joined directory + file names) and live as long as the reader.
+ */
+#ifndef KILN_SYMBOLS_DWARF_READER_H
+#define KILN_SYMBOLS_DWARF_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+struct arena;
+
+enum kdw_sec {
+	KDW_INFO,
+	KDW_ABBREV,
+	KDW_LINE,
+	KDW_LINE_STR,
+	KDW_STR,
+	KDW_STR_OFFSETS,
+	KDW_ADDR,
+	KDW_RANGES,
+	KDW_RNGLISTS,
+	KDW_ARANGES,
+	KDW_NSECS
+};
+
+/* The section bytes (already inflated); absent sections have size 0. */
+struct kdw_sections {
+	const uint8_t *p[KDW_NSECS];
+	size_t size[KDW_NSECS];
+};
+
+extern const char *const kdw_sec_names[KDW_NSECS]; /* ".debug_info", ... */
+
+/* --- line tables (dwarf_line.c) ------------------------------------------ */
+
+struct kdw_row {
+	uint64_t addr;
+	int32_t line;
+	uint32_t file;
+};
+
+struct kdw_file {
+	const char *name; /* as in the header */
+	uint32_t dir;	  /* index into dirs */
+};
+
+/* One sequence of the program: rows from a state reset to the next
+ * DW_LNE_end_sequence. Lookups decode only the sequences that can hold
+ * the answer (usually one). */
+struct kdw_seq {
+	uint64_t lo, hi;  /* lowest and highest row address */
+	uint64_t off;	  /* .debug_line offset of its first opcode */
+	uint32_t first;	  /* program-order index of its first row */
+	uint32_t ck, nck; /* its checkpoints: ckpts[ck .. ck + nck) */
+	bool sorted;	  /* row addresses never decrease */
+};
+
+/* The machine's state after a row of a sorted sequence (every
+ * KDW_CKPT_EVERY rows): a lookup resumes from the last one at or below
+ * its address instead of from the sequence's start. */
+struct kdw_ckpt {
+	uint64_t off; /* of the opcode after the row */
+	uint64_t addr;
+	int64_t line;
+	uint32_t file, op_index, column, isa, index;
+	uint8_t is_stmt;
+};
+
+struct kdw_line_hdr;
+
+struct kdw_lines {
+	const struct kdw_line_hdr *hdr;
+	struct kdw_seq *seqs; /* by lo */
+	uint64_t *pmax;	      /* pmax[i]: highest hi of seqs[0..i] */
+	size_t nseqs;
+	struct kdw_ckpt *ckpts;
+	/* The row libdw sorts last (it marks it end_sequence). */
+	uint64_t last_addr;
+	uint32_t last_index;
+	bool last_end, has_rows;
+	struct kdw_file *files; /* index 0: "???" before v5 (files count from 1) */
+	const char **joined;	/* files[i] as libdw names it, built on demand */
+	size_t nfiles;
+	const char **dirs; /* dirs[0]: comp_dir before v5, the first entry in v5 */
+	size_t ndirs;
+};
+
+/* What decoding a CU's line program needs from the CU. */
+struct kdw_line_unit {
+	const struct kdw_sections *secs;
+	uint64_t offset; /* DW_AT_stmt_list */
+	uint8_t addr_size;
+	const char *comp_dir;	   /* DW_AT_comp_dir, NULL if none */
+	uint64_t str_offsets_base; /* for DW_FORM_strx in v5 entry formats */
+};
+
+/* Reads the line program header at u->offset and runs the program once
+ * (validating it as libdw would and noting its sequences; no row is kept)
+ * into *out, memory from arena. Returns 0, -EINVAL (malformed: e says what
+ * and where), -ENOTSUP (a feature left to libdw) or -ENOMEM. */
+int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, struct kdw_lines *out,
+		   struct kiln_error *e);
+
+/* The row dwarf_getsrc_die would return for addr: true and *row, or
+ * false. Decodes the sequences that may hold it again. */
+bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *row);
+
+/* The name libdw gives file index idx (dwarf_filesrc / dwarf_linesrc):
+ * absolute names as they are, others prefixed with their directory and
+ * "/". NULL when idx is out of range (or out of memory). */
+const char *kdw_lines_file(struct kdw_lines *l, uint64_t idx, struct arena *arena);
+
+/* --- units and DIEs (dwarf_info.c) ---------------------------------------- */
+
+struct kdw_abbrevs;
+
+struct kdw_cu {
+	uint64_t offset;     /* of the unit header in .debug_info */
+	uint64_t die_offset; /* of the unit DIE: the CU's key */
+	uint64_t end;	     /* one past the unit */
+	uint64_t abbrev_offset;
+	uint16_t version;
+	uint8_t unit_type, addr_size;
+	bool supported; /* false: leave this unit to libdw */
+	/* From the unit DIE, read on first use (base_read). */
+	bool base_read, base_ok;
+	uint64_t low_pc; /* base address of range lists: low_pc, entry_pc or 0 */
+	uint64_t str_offsets_base, addr_base, rnglists_base;
+	bool has_stmt_list;
+	uint64_t stmt_list;
+	const char *comp_dir;
+	struct kdw_abbrevs *abbrevs;
+	bool lines_read;
+	struct kdw_lines *lines; /* NULL: none, or unreadable (lines_err) */
+	int lines_err;
+};
+
+struct kdw;
+
+/* Reads the unit headers and .debug_aranges of secs (which must outlive
+ * the reader). Returns NULL on out-of-memory or when .debug_info cannot be
+ * walked at all (e says why). */
+struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e);
+void kdw_close(struct kdw *d);
+
+/* The unit .debug_aranges names for addr (its DIE offset is the key), or
+ * NULL when no arange covers it. */
+struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr);
+
+/* A function DIE with code, as the walk reports it. */
+struct kdw_func {
+	const char *name;	  /* DW_AT_name, through origin/specification */
+	const char *linkage_name; /* DW_AT_linkage_name or MIPS_linkage_name, same */
+	int64_t decl_line;	  /* 0 when none */
+	bool inlined;		  /* DW_TAG_inlined_subroutine */
+	bool has_call_file, has_call_line;
+	uint64_t call_file, call_line;
+};
+
+struct kdw_walk_ops {
+	void *ctx;
+	/* A function DIE with at least one range: returns its node id (>= 0),
+	 * or -1 to stop (out of memory). parent is the enclosing one's, -1. */
+	int32_t (*func)(void *ctx, const struct kdw_func *fn, int32_t parent);
+	/* One of its ranges [low, high), depth its nesting depth. */
+	int (*range)(void *ctx, uint64_t low, uint64_t high, int32_t node, int32_t depth);
+};
+
+/* Walks cu's DIE tree the way the symbolizer's libdw index did: into
+ * subprograms with code, lexical blocks, namespaces, modules, classes,
+ * structures and unions, reporting functions with code and their ranges.
+ * Returns 0, -EINVAL / -ENOTSUP (e says what and where: the caller falls
+ * back to libdw) or -ENOMEM. */
+int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops,
+		struct kiln_error *e);
+
+/* cu's line table, decoded on first use and kept. Returns NULL with e set
+ * when it cannot be read (no DW_AT_stmt_list: e->code ENOENT). */
+struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e);
+
+/* The reader's arena (for kdw_lines_file). */
+struct arena *kdw_arena(struct kdw *d);
+
+/* --- bounded reading (shared by the two files) ---------------------------- */
+
+/* A cursor over [p, end): reads past the end return 0 and set bad, which
+ * the caller checks before trusting what it read. */
+struct kdw_cur {
+	const uint8_t *p, *end;
+	bool bad;
+};
+
+static inline bool kdw_need(struct kdw_cur *c, size_t n)
+{
+	if ((size_t)(c->end - c->p) < n) {
+		c->bad = true;
+		c->p = c->end;
+		return false;
+	}
+	return true;
+}
+
+static inline uint64_t kdw_fixed(struct kdw_cur *c, size_t n)
+{
+	uint64_t v = 0;
+
+	if (!kdw_need(c, n))
+		return 0;
+	for (size_t i = 0; i < n; i++) /* little-endian (x86-64, arm64) */
+		v |= (uint64_t)c->p[i] << (8 * i);
+	c->p += n;
+	return v;
+}
+
+static inline uint8_t kdw_u8(struct kdw_cur *c)
+{
+	return kdw_need(c, 1) ? *c->p++ : 0;
+}
+
+static inline uint64_t kdw_uleb(struct kdw_cur *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+
+	while (c->p < c->end) {
+		uint8_t b = *c->p++;
+
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (!(b & 0x80))
+			return v;
+	}
+	c->bad = true;
+	return 0;
+}
+
+static inline int64_t kdw_sleb(struct kdw_cur *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+
+	while (c->p < c->end) {
+		uint8_t b = *c->p++;
+
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (!(b & 0x80)) {
+			if (shift < 64 && (b & 0x40))
+				v |= ~(uint64_t)0 << shift;
+			return (int64_t)v;
+		}
+	}
+	c->bad = true;
+	return 0;
+}
+
+static inline void kdw_skip(struct kdw_cur *c, uint64_t n)
+{
+	if ((uint64_t)(c->end - c->p) < n) {
+		c->bad = true;
+		c->p = c->end;
+		return;
+	}
+	c->p += n;
+}
+
+/* A NUL-terminated string at the cursor (NULL and bad if unterminated). */
+const char *kdw_cstr(struct kdw_cur *c);
+
+/* The string at offset off of section sec, NULL if off is out of range or
+ * the string is not terminated inside the section. */
+const char *kdw_str_at(const struct kdw_sections *s, enum kdw_sec sec, uint64_t off);
+
+/* Skips one attribute value of form (DW_FORM_indirect included). Returns
+ * false for a form it does not know (c->bad is then set too). */
+bool kdw_form_skip(struct kdw_cur *c, uint64_t form, uint8_t addr_size, uint16_t version);
+
+/* The bytes a value of form always takes, or -1 when it varies. */
+int kdw_form_fixed_size(uint64_t form, uint8_t addr_size, uint16_t version);
+
+#endif
