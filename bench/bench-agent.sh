@@ -106,5 +106,5 @@ print(f"{'CPU seconds':28}{a['cpu']:14.3f}{p['cpu']:14.3f}")
 print(f"{'peak RSS, MB':28}{a['rss_mb']:14.1f}{p['rss_mb']:14.1f}")
 print(f"{'samples/s handled':28}{a_samples / a['wall']:14.1f}{p_samples / p['wall']:14.1f}")
 print(f"{'samples lost':28}{a_kernel - a_samples + a_lost:14d}{p_lost:14d}")
-print(f"agent/perf CPU ratio: {a['cpu'] / p['cpu']:.3f}   (agent wrote {nfiles} profiles)")
+print(f"agent/perf CPU ratio: {a['cpu'] / p['cpu']:.3f}   (agent wrote {nfiles} files to its local store)")
 PY

@@ -99,13 +99,14 @@ static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 		ADD(drops_oom, 1);
 		return;
 	}
-	/* A frame outside every known mapping: the process mapped new code
-	 * since we read its maps (dlopen, JIT). Re-read while it lives. */
+	/* A frame outside every known mapping: a code mapping not asked for
+	 * yet (lazy entries), or the process mapped new code since we read
+	 * its maps (dlopen, JIT). Ask while it lives. */
 	for (size_t i = e->n_kernel; i < nf; i++) {
 		if (!procmaps_find(&p->maps, e->frames[i])) {
-			proc_cache_refresh_for(a->procs, p, e->frames[i], a->now_ns,
-					       MAPS_REFRESH_NS);
-			break;
+			proc_cache_resolve(a->procs, p, e->frames[i], a->now_ns, MAPS_REFRESH_NS);
+			if (!p->lazy)
+				break;
 		}
 	}
 	w = e->ktime_ns >= a->cur->end_mono_ns ? a->next : a->cur;

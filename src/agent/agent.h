@@ -103,6 +103,20 @@ int procmaps_parse(const char *text, size_t len, struct proc_maps *out, struct k
  * [vsyscall] (not a VMA of the process). Appends to out; 0, -EOPNOTSUPP
  * (older kernel: read the text), or another negative errno. */
 int procmaps_query(int maps_fd, struct proc_maps *out);
+/* Whether the process of an open /proc/PID/maps has an executable mapping
+ * at addr (one PROCMAP_QUERY): 0, -ENOENT, -EOPNOTSUPP (older kernel), or
+ * another negative errno. */
+int procmaps_query_addr(int maps_fd, uint64_t addr);
+/* The executable mapping of an open /proc/PID/maps that contains addr or,
+ * if none does, the first above it (out->start > addr), with out->path
+ * pointing at name (NUL-terminated, "" when anonymous) and build_id NULL.
+ * 0, -ENOENT (no executable mapping at or above addr), -EOPNOTSUPP, or
+ * another negative errno. */
+int procmaps_query_at(int maps_fd, uint64_t addr, struct proc_mapping *out, char *name,
+		      size_t namesz);
+/* Inserts e (taking its strings) in address order; -EEXIST (e not taken)
+ * when it overlaps a mapping already there, -ENOMEM. */
+int procmaps_insert(struct proc_maps *m, const struct proc_mapping *e);
 /* Appends e (taking its strings) after the last mapping; 0 or -ENOMEM. */
 int procmaps_push(struct proc_maps *m, const struct proc_mapping *e);
 /* The mapping containing addr, or NULL. */
@@ -211,7 +225,14 @@ struct proc_info {
 	char *executable;	    /* /proc/PID/exe target, "" if unknown */
 	struct agent_labels labels; /* series labels except node/external */
 	struct proc_maps maps;
-	bool maps_ok;		     /* maps were readable */
+	bool maps_ok; /* maps were readable */
+	/* lazy: maps holds only the code mappings samples have hit so far,
+	 * each asked of the kernel (PROCMAP_QUERY) for a frame's address
+	 * while the process lives; gaps (start/limit only) are ranges found
+	 * to hold no code, so that the non-code words a frame-pointer walk
+	 * yields cost one query, not one per sample. */
+	bool lazy;
+	struct proc_maps gaps;
 	uint64_t last_seen_ns;	     /* monotonic: last sample */
 	uint64_t maps_read_ns;	     /* monotonic: last (re)read of maps */
 	uint64_t refresh_backoff_ns; /* grows while re-reads find nothing new */
@@ -235,13 +256,22 @@ void proc_cache_free(struct proc_cache *c);
 struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char *comm,
 				 bool comm_exact, uint64_t now_ns);
 /* Re-reads the maps of p if addr is in none of them (the process mapped new
- * code), at most once per min_interval_ns; the interval doubles (up to a
+ * code; asked first for that one address where the kernel can say), at
+ * most once per min_interval_ns; the interval doubles (up to a
  * minute) each time a re-read does not explain the address, because a
  * frame-pointer walk through code without frame pointers yields garbage
  * addresses that no re-read will ever find. Addresses that cannot be user
  * code (page zero, the kernel half) never trigger a re-read. */
 void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t addr,
 			    uint64_t now_ns, uint64_t min_interval_ns);
+/* What the agent calls for a user frame outside p's known mappings: for a
+ * lazy entry, asks the kernel for the mapping at addr (once per gap: an
+ * address in a range already found empty is skipped until the gaps are
+ * forgotten, on the refresh schedule above); otherwise
+ * proc_cache_refresh_for. Never asks about an exited process (its pid may
+ * be someone else's). */
+void proc_cache_resolve(struct proc_cache *c, struct proc_info *p, uint64_t addr, uint64_t now_ns,
+			uint64_t min_interval_ns);
 /* Marks pid's entry stale (it called exec). */
 void proc_cache_invalidate(struct proc_cache *c, uint32_t pid);
 /* Drops pid's entry (it exited); windows holding it keep it alive. */

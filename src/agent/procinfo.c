@@ -7,8 +7,11 @@
  * were captured while it lived. Files are opened through /proc/PID/root so
  * that a process in a container (another mount namespace) gets the build
  * IDs of its own binaries; the mapping paths stay as the process sees them.
- * The code mappings come from the PROCMAP_QUERY ioctl on /proc/PID/maps
- * (Linux 6.11+; the text on older kernels), which reports only them.
+ * Code mappings: where the kernel has the PROCMAP_QUERY ioctl (6.11+),
+ * learned one at a time, each when a frame first needs it (proc_cache_
+ * resolve), while the process lives: a process's samples touch a few of
+ * its mappings, and the kernel formats nothing else. Elsewhere the whole
+ * text of /proc/PID/maps is read at first sight.
  *
  * Entries are kept in a chained hash by pid and dropped when the process
  * exits (the BPF exit event). They are re-read after exec (the BPF exec
@@ -40,6 +43,8 @@ struct proc_cache {
 	 * not a VMA of the process), added to what it does. */
 	struct proc_mapping vsyscall;
 	bool has_vsyscall;
+	/* The kernel answers PROCMAP_QUERY: entries are lazy (proc_info). */
+	bool lazy;
 };
 
 static int read_small(const char *proc_root, uint32_t pid, const char *file, struct buf *b)
@@ -103,6 +108,46 @@ static void stat_comm(const char *stat, char *out, size_t outsz)
 	snprintf(out, outsz, "%.*s", (int)(close - open - 1), open + 1);
 }
 
+/* Fills m's build ID, ELF type and load segment from the file it maps
+ * (through /proc/PID/root; cached per device and inode). */
+static void map_facts(const char *proc_root, uint32_t pid, struct proc_mapping *m,
+		      struct buildid_cache *bc)
+{
+	char path[4096];
+	const struct elf_facts *f;
+
+	if (!m->path || m->path[0] != '/' || !bc)
+		return;
+	snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, pid, m->path);
+	f = buildid_cache_facts_mapped(bc, path, m->dev_major, m->dev_minor, m->inode);
+	m->elf_type = f->type;
+	m->has_load = elf_facts_load_for(f, m->offset, &m->load_offset, &m->load_vaddr);
+	if (f->build_id[0]) {
+		char *s = strdup(f->build_id);
+
+		if (s) {
+			free(m->build_id);
+			m->build_id = s;
+		}
+	}
+}
+
+/* Adds a copy of *src (strings duplicated; build_id "") to maps, in
+ * order; returns the copy, or NULL (out of memory, or an overlap). */
+static struct proc_mapping *add_copy(struct proc_maps *maps, const struct proc_mapping *src)
+{
+	struct proc_mapping v = *src;
+
+	v.path = strdup(src->path ? src->path : "");
+	v.build_id = strdup("");
+	if (!v.path || !v.build_id || procmaps_insert(maps, &v) != 0) {
+		free(v.path);
+		free(v.build_id);
+		return NULL;
+	}
+	return (struct proc_mapping *)procmaps_find(maps, v.start);
+}
+
 static void read_maps(const char *proc_root, struct proc_info *p, struct buildid_cache *bc,
 		      const struct proc_mapping *vsyscall, struct buf *b)
 {
@@ -110,27 +155,18 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 	int fd, rc;
 
 	procmaps_free(&p->maps);
+	procmaps_free(&p->gaps);
 	p->maps_ok = false;
 	snprintf(mpath, sizeof(mpath), "%s/%u/maps", proc_root, p->pid);
 	fd = open(mpath, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	/* Asking the kernel for the code mappings only costs a fraction of
+	/* Asking the kernel for the code mappings only costs about half of
 	 * having it print every mapping (it formats each line, path
-	 * included) and parsing the text: this was the largest part of
-	 * reading a new process. */
+	 * included) and parsing the text. */
 	rc = procmaps_query(fd, &p->maps);
-	if (!rc && vsyscall) {
-		struct proc_mapping v = *vsyscall;
-
-		v.path = strdup(v.path);
-		v.build_id = strdup("");
-		rc = v.path && v.build_id ? procmaps_push(&p->maps, &v) : -ENOMEM;
-		if (rc) {
-			free(v.path);
-			free(v.build_id);
-		}
-	}
+	if (!rc && vsyscall && !add_copy(&p->maps, vsyscall))
+		rc = -ENOMEM;
 	if (rc == -EOPNOTSUPP) {
 		procmaps_free(&p->maps);
 		buf_reset(b);
@@ -145,34 +181,14 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 		procmaps_free(&p->maps);
 		return;
 	}
-	for (size_t i = 0; i < p->maps.n; i++) {
-		struct proc_mapping *m = &p->maps.v[i];
-		char path[4096];
-		const struct elf_facts *f;
-		const char *id;
-
-		if (m->path[0] != '/' || !bc)
-			continue;
-		snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, p->pid, m->path);
-		f = buildid_cache_facts_mapped(bc, path, m->dev_major, m->dev_minor, m->inode);
-		id = f->build_id;
-		m->elf_type = f->type;
-		m->has_load = elf_facts_load_for(f, m->offset, &m->load_offset, &m->load_vaddr);
-		if (*id) {
-			char *s = strdup(id);
-
-			if (s) {
-				free(m->build_id);
-				m->build_id = s;
-			}
-		}
-	}
+	for (size_t i = 0; i < p->maps.n; i++)
+		map_facts(proc_root, p->pid, &p->maps.v[i], bc);
 	p->maps_ok = true;
 }
 
 static struct proc_info *info_read(const char *proc_root, uint32_t pid, const char *comm,
 				   bool comm_exact, struct buildid_cache *bc,
-				   const struct proc_mapping *vsyscall)
+				   const struct proc_mapping *vsyscall, bool lazy)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
 	char path[256], exe[4096] = "", cgroup[4096] = "/", unit[512], cid[80], num[16];
@@ -197,7 +213,13 @@ static struct proc_info *info_read(const char *proc_root, uint32_t pid, const ch
 	p->executable = strdup(exe);
 	if (read_small(proc_root, pid, "cgroup", &b) == 0)
 		cgroup_path_from_proc((const char *)b.data, cgroup, sizeof(cgroup));
-	read_maps(proc_root, p, bc, vsyscall, &b);
+	if (lazy) {
+		/* Mappings come one at a time, as frames need them. */
+		p->lazy = true;
+		p->maps_ok = !vsyscall || add_copy(&p->maps, vsyscall);
+	} else {
+		read_maps(proc_root, p, bc, vsyscall, &b);
+	}
 	buf_free(&b);
 	if (!p->executable)
 		goto oom;
@@ -219,7 +241,7 @@ oom:
 struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
 				 bool comm_exact, struct buildid_cache *bc)
 {
-	return info_read(proc_root, pid, comm, comm_exact, bc, NULL);
+	return info_read(proc_root, pid, comm, comm_exact, bc, NULL, false);
 }
 
 void proc_info_free(struct proc_info *p)
@@ -229,6 +251,7 @@ void proc_info_free(struct proc_info *p)
 	free(p->executable);
 	labels_free(&p->labels);
 	procmaps_free(&p->maps);
+	procmaps_free(&p->gaps);
 	free(p);
 }
 
@@ -257,6 +280,21 @@ static bool find_vsyscall(const char *proc_root, struct proc_mapping *out)
 	return found;
 }
 
+/* Whether the kernel answers PROCMAP_QUERY on proc_root's maps files. */
+static bool can_query(const char *proc_root)
+{
+	char path[256];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%d/maps", proc_root, (int)getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	rc = procmaps_query_addr(fd, (uint64_t)(uintptr_t)&can_query);
+	close(fd);
+	return rc == 0;
+}
+
 struct proc_cache *proc_cache_new(const char *proc_root)
 {
 	struct proc_cache *c = calloc(1, sizeof(*c));
@@ -270,6 +308,7 @@ struct proc_cache *proc_cache_new(const char *proc_root)
 		return NULL;
 	}
 	c->has_vsyscall = find_vsyscall(c->proc_root, &c->vsyscall);
+	c->lazy = can_query(c->proc_root);
 	return c;
 }
 
@@ -347,7 +386,7 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 		break;
 	}
 	p = info_read(c->proc_root, pid, comm, comm_exact, c->buildids,
-		      c->has_vsyscall ? &c->vsyscall : NULL);
+		      c->has_vsyscall ? &c->vsyscall : NULL, c->lazy);
 	if (!p)
 		return NULL;
 	p->last_seen_ns = now_ns;
@@ -357,6 +396,23 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 	c->buckets[pid % PROC_BUCKETS] = p;
 	c->count++;
 	return p;
+}
+
+/* Whether pid has an executable mapping at addr: 0, -ENOENT, or another
+ * negative errno (unknown: the kernel lacks PROCMAP_QUERY, the process is
+ * gone). */
+static int code_mapped_at(const char *proc_root, uint32_t pid, uint64_t addr)
+{
+	char path[256];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%u/maps", proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = procmaps_query_addr(fd, addr);
+	close(fd);
+	return rc;
 }
 
 void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t addr,
@@ -370,6 +426,15 @@ void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t 
 		return;
 	if (p->maps_read_ns && now_ns - p->maps_read_ns < interval)
 		return;
+	p->maps_read_ns = now_ns;
+	/* Most such addresses are not code at all (a frame-pointer walk past
+	 * a function without frame pointers reads stack words): one query
+	 * for that address says so without re-reading every mapping. */
+	if (code_mapped_at(c->proc_root, p->pid, addr) == -ENOENT) {
+		if (interval < 60ull * 1000000000)
+			p->refresh_backoff_ns = interval * 2;
+		return;
+	}
 	/* A reused pid is a different process: leave the old entry alone and
 	 * let the next lookup start afresh. */
 	if (p->start_time && current_start_time(c, p->pid) != p->start_time) {
@@ -377,13 +442,102 @@ void proc_cache_refresh_for(struct proc_cache *c, struct proc_info *p, uint64_t 
 		return;
 	}
 	buf_init(&b);
-	p->maps_read_ns = now_ns;
 	read_maps(c->proc_root, p, c->buildids, c->has_vsyscall ? &c->vsyscall : NULL, &b);
 	buf_free(&b);
 	if (procmaps_find(&p->maps, addr))
 		p->refresh_backoff_ns = 0;
 	else if (interval < 60ull * 1000000000)
 		p->refresh_backoff_ns = interval * 2;
+}
+
+/* Records [start, limit) as holding no code, merged with the gaps it
+ * touches. */
+static void add_gap(struct proc_maps *gaps, uint64_t start, uint64_t limit)
+{
+	struct proc_mapping g = {.start = start, .limit = limit};
+	size_t i = 0;
+
+	/* Few gaps per process (about one per code mapping): linear. */
+	while (i < gaps->n) {
+		struct proc_mapping *o = &gaps->v[i];
+
+		if (o->limit < g.start || o->start > g.limit) {
+			i++;
+			continue;
+		}
+		g.start = o->start < g.start ? o->start : g.start;
+		g.limit = o->limit > g.limit ? o->limit : g.limit;
+		memmove(o, o + 1, (gaps->n - i - 1) * sizeof(*o));
+		gaps->n--;
+	}
+	procmaps_insert(gaps, &g);
+}
+
+/* Asks the kernel for the code mapping at addr and adds it, or the gap
+ * below the next one (and that one). Returns true if addr is now mapped. */
+static bool learn(struct proc_cache *c, struct proc_info *p, uint64_t addr)
+{
+	char path[256], name[4096];
+	struct proc_mapping m, *added;
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%u/maps", c->proc_root, p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	rc = procmaps_query_at(fd, addr, &m, name, sizeof(name));
+	close(fd);
+	if (rc == -ENOENT) {
+		add_gap(&p->gaps, addr, 0x800000000000ull);
+		return false;
+	}
+	if (rc)
+		return false;
+	if (m.start > addr)
+		add_gap(&p->gaps, addr, m.start);
+	added = add_copy(&p->maps, &m);
+	if (added)
+		map_facts(c->proc_root, p->pid, added, c->buildids);
+	return m.start <= addr;
+}
+
+void proc_cache_resolve(struct proc_cache *c, struct proc_info *p, uint64_t addr, uint64_t now_ns,
+			uint64_t min_interval_ns)
+{
+	uint64_t interval =
+	    p->refresh_backoff_ns > min_interval_ns ? p->refresh_backoff_ns : min_interval_ns;
+	bool forgot = false;
+
+	if (!p->lazy) {
+		proc_cache_refresh_for(c, p, addr, now_ns, min_interval_ns);
+		return;
+	}
+	if (addr < 0x10000 || addr >= 0x800000000000ull || procmaps_find(&p->maps, addr) ||
+	    p->exited_ns || p->stale)
+		return;
+	if (procmaps_find(&p->gaps, addr)) {
+		/* Found empty before: garbage, unless the process mapped code
+		 * there since (dlopen, JIT), which is asked again on the
+		 * refresh schedule, after checking the pid is still its. */
+		if (p->maps_read_ns && now_ns - p->maps_read_ns < interval)
+			return;
+		if (p->start_time && current_start_time(c, p->pid) != p->start_time) {
+			proc_cache_invalidate(c, p->pid);
+			return;
+		}
+		procmaps_free(&p->gaps);
+		forgot = true;
+	}
+	if (!p->maps_read_ns)
+		p->maps_read_ns = now_ns;
+	if (learn(c, p, addr)) {
+		if (forgot)
+			p->refresh_backoff_ns = 0;
+	} else if (forgot && interval < 60ull * 1000000000) {
+		p->refresh_backoff_ns = interval * 2;
+	}
+	if (forgot)
+		p->maps_read_ns = now_ns;
 }
 
 void proc_cache_invalidate(struct proc_cache *c, uint32_t pid)

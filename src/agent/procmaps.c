@@ -201,6 +201,75 @@ int procmaps_query(int maps_fd, struct proc_maps *out)
 	}
 }
 
+int procmaps_query_at(int maps_fd, uint64_t addr, struct proc_mapping *out, char *name,
+		      size_t namesz)
+{
+	struct kiln_procmap_query q = {
+	    .size = sizeof(q),
+	    .query_flags = KILN_PROCMAP_QUERY_VMA_EXECUTABLE | KILN_PROCMAP_QUERY_COVERING_OR_NEXT,
+	    .query_addr = addr,
+	    .vma_name_size = (uint32_t)namesz,
+	    .vma_name_addr = (uint64_t)(uintptr_t)name,
+	};
+
+	if (ioctl(maps_fd, KILN_PROCMAP_QUERY, &q) != 0) {
+		if (errno == ENOTTY || errno == EINVAL)
+			return -EOPNOTSUPP;
+		return -errno;
+	}
+	if (q.vma_end <= q.vma_start || q.vma_end <= addr)
+		return -EINVAL;
+	if (!q.vma_name_size)
+		name[0] = '\0';
+	*out = (struct proc_mapping){.start = q.vma_start,
+				     .limit = q.vma_end,
+				     .offset = q.vma_offset,
+				     .inode = q.inode,
+				     .dev_major = q.dev_major,
+				     .dev_minor = q.dev_minor,
+				     .exec = true,
+				     .path = name};
+	return 0;
+}
+
+int procmaps_insert(struct proc_maps *m, const struct proc_mapping *e)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->v[mid].start < e->start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Keep what is known on an overlap (the process remapped code: an
+	 * exec, which starts a new entry, is the usual way). */
+	if ((lo < m->n && m->v[lo].start < e->limit) || (lo > 0 && m->v[lo - 1].limit > e->start))
+		return -EEXIST;
+	if (procmaps_push(m, e) != 0)
+		return -ENOMEM;
+	memmove(&m->v[lo + 1], &m->v[lo], (m->n - 1 - lo) * sizeof(*m->v));
+	m->v[lo] = *e;
+	return 0;
+}
+
+int procmaps_query_addr(int maps_fd, uint64_t addr)
+{
+	struct kiln_procmap_query q = {
+	    .size = sizeof(q),
+	    .query_flags = KILN_PROCMAP_QUERY_VMA_EXECUTABLE,
+	    .query_addr = addr,
+	};
+
+	if (ioctl(maps_fd, KILN_PROCMAP_QUERY, &q) == 0)
+		return 0;
+	if (errno == ENOTTY || errno == EINVAL)
+		return -EOPNOTSUPP;
+	return -errno;
+}
+
 const struct proc_mapping *procmaps_find(const struct proc_maps *m, uint64_t addr)
 {
 	size_t lo = 0, hi = m->n;

@@ -118,6 +118,9 @@ static void test_procmaps_query_matches_text(void **state)
 	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	assert_int_equal(procmaps_query(fd, &q), 0);
+	/* One address: code here, none on the stack. */
+	assert_int_equal(procmaps_query_addr(fd, (uint64_t)(uintptr_t)&test_procmaps_of_self), 0);
+	assert_int_equal(procmaps_query_addr(fd, (uint64_t)(uintptr_t)&fd), -ENOENT);
 	close(fd);
 	assert_int_equal(buf_read_file(&b, "/proc/self/maps", 64 << 20), 0);
 	assert_int_equal(procmaps_parse((const char *)b.data, b.len, &t, NULL), 0);
@@ -776,6 +779,47 @@ static void test_proc_info_of_self(void **state)
 	buildid_cache_free(c);
 }
 
+/* A cached entry learns its code mappings one frame address at a time
+ * (PROCMAP_QUERY): a function's address brings in the executable's
+ * mapping with its build ID; a stack address leaves a gap and no mapping,
+ * and a second address in that gap asks nothing more. */
+static void test_proc_cache_resolves_lazily(void **state)
+{
+	struct proc_cache *c = proc_cache_new("/proc");
+	struct proc_info *p;
+	const struct proc_mapping *m;
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	uint64_t code = (uint64_t)(uintptr_t)&test_proc_cache_resolves_lazily, stack;
+	size_t before;
+	int local = 0;
+
+	(void)state;
+	assert_non_null(c);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	p = proc_cache_get(c, (uint32_t)getpid(), "t", true, 1000);
+	assert_non_null(p);
+	assert_true(p->lazy);
+	assert_null(procmaps_find(&p->maps, code));
+	proc_cache_resolve(c, p, code, 2000, 1000000000ull);
+	m = procmaps_find(&p->maps, code);
+	assert_non_null(m);
+	assert_string_equal(m->path, exe);
+	assert_true(m->inode != 0);
+	assert_true(m->elf_type != 0);
+	stack = (uint64_t)(uintptr_t)&local;
+	before = p->maps.n;
+	proc_cache_resolve(c, p, stack, 3000, 1000000000ull);
+	assert_null(procmaps_find(&p->maps, stack));
+	assert_non_null(procmaps_find(&p->gaps, stack));
+	assert_int_equal(p->gaps.n, 1);
+	proc_cache_resolve(c, p, stack + 64, 4000, 1000000000ull);
+	assert_int_equal(p->gaps.n, 1);
+	assert_int_equal(p->maps.n, before);
+	proc_cache_free(c);
+}
+
 static void test_window_becomes_profile(void **state)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
@@ -1008,6 +1052,7 @@ int main(void)
 	    cmocka_unit_test(test_buildid_synthetic_elves),
 	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
+	    cmocka_unit_test(test_proc_cache_resolves_lazily),
 	    cmocka_unit_test(test_window_becomes_profile),
 	    cmocka_unit_test(test_window_profile_holds_every_process),
 	};
