@@ -50,10 +50,11 @@ done
 sleep 2
 echo "workload: $nproc_work burn processes on $(nproc) CPUs; ${duration}s per profiler"
 
-python3 - "$agent" "$tmp" "$duration" <<'PY'
+echo "agent: --local-store-layout=${LAYOUT:-process} (LAYOUT=window|process)"
+python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" <<'PY'
 import os, re, signal, subprocess, sys, time
 
-agent, tmp, duration = sys.argv[1], sys.argv[2], float(sys.argv[3])
+agent, tmp, duration, layout = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 tick = os.sysconf("SC_CLK_TCK")
 
 def stat_cpu(pid):
@@ -81,7 +82,8 @@ def run(argv, stop_with_sigint, ready=None):
     return dict(cpu=ru.ru_utime + ru.ru_stime, rss_mb=ru.ru_maxrss / 1024, wall=wall,
                 steady=(late - warm) / max(duration - 3, 1e-9), out=out)
 
-a = run([agent, f"--local-store-directory={tmp}/profiles", "--http-address="], True,
+a = run([agent, f"--local-store-directory={tmp}/profiles", f"--local-store-layout={layout}",
+          "--http-address="], True,
         "profiling every CPU")
 m = re.search(r"stopped: (\d+) samples received, (\d+) taken in the kernel, (\d+) lost", a["out"])
 if not m:

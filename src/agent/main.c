@@ -104,7 +104,7 @@ static void usage(FILE *f)
 	    "                                          every process in it (pid, comm, ...\n"
 	    "                                          as sample labels); process: one file\n"
 	    "                                          per process per window,\n"
-	    "                                          TIME_PID_COMM.pb.gz (default: window)\n"
+	    "                                          TIME_PID_COMM.pb.gz (default: process)\n"
 	    "      --metadata-external-labels=K=V,...  labels added to every profile\n"
 	    "                                          (default: none)\n"
 	    "      --remote-store-address=HOST:PORT    push each window to this server with\n"
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
 	bool debuginfo_disable = false;
 	uint64_t ns;
 	const char *local_dir = NULL, *token_file = NULL;
-	bool local_per_process = false;
+	bool local_per_process = true;
 	char token[4096];
 	struct kiln_error err = {0};
 	char host[HOST_NAME_MAX + 1] = "";

@@ -17,7 +17,7 @@ for f in --node --log-level --http-address --profiling-duration \
 	--debuginfo-upload-max-bytes-per-second --debuginfo-temp-dir --debuginfo-strip; do
 	grep -q -- "$f" <<<"$help" || fail "--help does not list $f"
 done
-for d in "default: 127.0.0.1:7071" "default: window" "default: 10s" "default: 19" "default: info" "default: the hostname"; do
+for d in "default: 127.0.0.1:7071" "default: process" "default: 10s" "default: 19" "default: info" "default: the hostname"; do
 	grep -q "$d" <<<"$help" || fail "--help does not show \"$d\""
 done
 

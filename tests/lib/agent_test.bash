@@ -52,7 +52,10 @@ free_port() {
 agent_start() {
 	local dir=$1; shift
 	AGENT_LOG="$AGENT_TMP/agent.log"
-	"$KILN_BIN/kiln-agent" --local-store-directory="$dir" "$@" >"$AGENT_LOG" 2>&1 &
+	# The window layout (one file per window), split by agent_split below;
+	# a test may pass --local-store-layout=process, the default, to override.
+	"$KILN_BIN/kiln-agent" --local-store-directory="$dir" --local-store-layout=window "$@" \
+		>"$AGENT_LOG" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 200); do
 		grep -q "profiling every CPU" "$AGENT_LOG" && return 0
@@ -74,7 +77,7 @@ agent_stop() {
 }
 
 # agent_split DIR: splits the window files in DIR (one pprof per window,
-# the agent's default layout) into one file per process per window in
+# --local-store-layout=window, what agent_start asks for) into one file per process per window in
 # DIR.split, named TIME_PID_COMM.pb.gz as --local-store-layout=process names
 # them; prints DIR.split. Files already split are not split again.
 agent_split() {
