@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "pprof/pprof.h"
@@ -193,40 +194,6 @@ static void write_peer_file(const struct config *cfg, const char *sub, int node,
 	}
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t k = write(fd, b, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t k = read(fd, b, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* ---- the generator process: one thread per connection ----
  * Each thread sends, over its socket, one WriteRawRequest per profile of
  * its share of the fleet (u32 length + message), and an empty frame where
@@ -295,7 +262,8 @@ static void send_phase(const struct gen *g, int64_t w_begin, int64_t w_end, stru
 			if (buf_reserve(msg, n))
 				exit(1);
 			parca__profilestore__v1alpha1__write_raw_request__pack(&req, msg->data);
-			if (write_all(g->fd, &len, sizeof(len)) || write_all(g->fd, msg->data, n))
+			if (fd_write_all(g->fd, &len, sizeof(len)) ||
+			    fd_write_all(g->fd, msg->data, n))
 				exit(1);
 		}
 	}
@@ -309,7 +277,7 @@ static void *gen_main(void *arg)
 	uint32_t zero = 0;
 
 	send_phase(g, 0, cfg->n_windows / 2, &gz, &msg);
-	if (write_all(g->fd, &zero, sizeof(zero)))
+	if (fd_write_all(g->fd, &zero, sizeof(zero)))
 		exit(1);
 	send_phase(g, cfg->n_windows / 2, cfg->n_windows, &gz, &msg);
 	close(g->fd);
@@ -363,7 +331,7 @@ static void serve_one(struct worker *wk, size_t j)
 {
 	uint32_t len;
 
-	if (read_all(wk->fd[j], &len, sizeof(len))) {
+	if (fd_read_all(wk->fd[j], &len, sizeof(len))) {
 		wk->eof[j] = wk->done[j] = true;
 		return;
 	}
@@ -372,7 +340,7 @@ static void serve_one(struct worker *wk, size_t j)
 		return;
 	}
 	buf_reset(&wk->msg);
-	if (buf_reserve(&wk->msg, len) || read_all(wk->fd[j], wk->msg.data, len)) {
+	if (buf_reserve(&wk->msg, len) || fd_read_all(wk->fd[j], wk->msg.data, len)) {
 		wk->eof[j] = wk->done[j] = true;
 		wk->failures++;
 		return;

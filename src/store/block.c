@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "store/internal.h"
 
@@ -78,24 +79,6 @@ struct writer {
 	int err;
 };
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *c = p;
-
-	while (n) {
-		ssize_t w = write(fd, c, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int emit_frame(struct writer *w, const struct buf *raw, uint64_t *off, uint64_t *len,
 		      uint32_t *sum)
 {
@@ -111,7 +94,7 @@ static int emit_frame(struct writer *w, const struct buf *raw, uint64_t *off, ui
 			      raw->len, ZSTD_LEVEL);
 	if (ZSTD_isError(n))
 		return -EIO;
-	rc = write_all(w->fd, w->z.data, n);
+	rc = fd_write_all(w->fd, w->z.data, n);
 	if (rc)
 		return rc;
 	*off = w->off;
@@ -327,7 +310,7 @@ int block_write(const char *dir, uint64_t seq, uint64_t cut_seg, const uint64_t 
 		rc = kiln_error_set(err, errno, "cannot create block %s: %s", tmp, strerror(errno));
 		goto fail;
 	}
-	rc = write_all(w.fd, BLOCK_MAGIC, 8);
+	rc = fd_write_all(w.fd, BLOCK_MAGIC, 8);
 	w.off = 8;
 	b->min_ts = INT64_MAX;
 	b->max_ts = INT64_MIN;
@@ -385,7 +368,7 @@ int block_write(const char *dir, uint64_t seq, uint64_t cut_seg, const uint64_t 
 		rc = rc ?: put_u32le(&ix, ix_len);
 		rc = rc ?: put_u32le(&ix, ix_sum);
 		rc = rc ?: buf_append(&ix, BLOCK_END, 8);
-		rc = rc ?: write_all(w.fd, ix.data, ix.len);
+		rc = rc ?: fd_write_all(w.fd, ix.data, ix.len);
 	}
 	if (!rc && fsync(w.fd))
 		rc = -errno;

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "symbols/debuginfo.h"
@@ -153,8 +154,6 @@ int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const v
 {
 	char id[SYMBOLS_BUILD_ID_MAX + 1], tmp[4096];
 	struct elfinfo info;
-	const char *p = data;
-	size_t left = size;
 	int fd, rc;
 
 	if (!d->dir)
@@ -176,19 +175,12 @@ int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const v
 	fd = make_tmp(d, id, tmp, sizeof(tmp), e);
 	if (fd < 0)
 		return fd;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			rc = kiln_error_set(e, errno, "write %s: %s", tmp, strerror(errno));
-			close(fd);
-			unlink(tmp);
-			return rc;
-		}
-		p += w;
-		left -= (size_t)w;
+	rc = fd_write_all(fd, data, size);
+	if (rc < 0) {
+		rc = kiln_error_set(e, -rc, "write %s: %s", tmp, strerror(-rc));
+		close(fd);
+		unlink(tmp);
+		return rc;
 	}
 	if (fsync(fd) < 0) {
 		rc = kiln_error_set(e, errno, "fsync %s: %s", tmp, strerror(errno));

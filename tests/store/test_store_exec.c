@@ -143,22 +143,39 @@ static size_t names_with(struct store *s, const char *prefix)
 	return n;
 }
 
+/* Opens a store in dir whose symbolizer answers with the text in version
+ * ("old" for now) and writes one profile, symbolized with those answers;
+ * returns how many functions got an "old_" name. */
+static size_t open_symbolized(const char *dir, char *version, struct store_symbolizer *sym,
+			      struct store_options *opts, struct store **s)
+{
+	struct kiln_error err = {0};
+	struct pprof_profile *p = make_profile_ex(5, 1, 0, true);
+	size_t old;
+
+	*sym = (struct store_symbolizer){.ctx = version, .resolve = version_resolve};
+	*opts = (struct store_options){.path = dir, .symbolizer = sym};
+	*s = NULL;
+	assert_int_equal(store_open(opts, s, &err), 0);
+	write_exec(*s, p, NULL, 0, 1000);
+	pprof_profile_free(p);
+	assert_true(store_symbolize_pending(*s, 0, NULL) > 0);
+	old = names_with(*s, "old_");
+	assert_true(old > 0);
+	return old;
+}
+
 static void test_resymbolize(void **state)
 {
 	char *dir = make_tmpdir();
 	char version[8] = "old";
-	struct store_symbolizer sym = {.ctx = version, .resolve = version_resolve};
-	struct store_options opts = {.path = dir, .symbolizer = &sym};
+	struct store_symbolizer sym;
+	struct store_options opts;
 	struct kiln_error err = {0};
-	struct store *s = NULL;
-	struct pprof_profile *p = make_profile_ex(5, 1, 0, true);
+	struct store *s;
+	size_t old = open_symbolized(dir, version, &sym, &opts, &s);
 
 	(void)state;
-	assert_int_equal(store_open(&opts, &s, &err), 0);
-	write_exec(s, p, NULL, 0, 1000);
-	assert_true(store_symbolize_pending(s, 0, NULL) > 0);
-	size_t old = names_with(s, "old_");
-	assert_true(old > 0);
 	assert_int_equal(store_resymbolize(s, "0000"), 0); /* no such object */
 	snprintf(version, sizeof(version), "new");
 	/* Stored answers stay until redone. */
@@ -176,7 +193,6 @@ static void test_resymbolize(void **state)
 	assert_int_equal(names_with(s, "new_"), old);
 	assert_int_equal(names_with(s, "bad_"), 0);
 	store_close(s);
-	pprof_profile_free(p);
 	rm_rf(dir);
 	free(dir);
 }
@@ -188,18 +204,13 @@ static void test_resymbolize_survives_restart(void **state)
 {
 	char *dir = make_tmpdir();
 	char version[8] = "old";
-	struct store_symbolizer sym = {.ctx = version, .resolve = version_resolve};
-	struct store_options opts = {.path = dir, .symbolizer = &sym};
+	struct store_symbolizer sym;
+	struct store_options opts;
 	struct kiln_error err = {0};
-	struct store *s = NULL;
-	struct pprof_profile *p = make_profile_ex(5, 1, 0, true);
+	struct store *s;
+	size_t old = open_symbolized(dir, version, &sym, &opts, &s);
 
 	(void)state;
-	assert_int_equal(store_open(&opts, &s, &err), 0);
-	write_exec(s, p, NULL, 0, 1000);
-	assert_true(store_symbolize_pending(s, 0, NULL) > 0);
-	size_t old = names_with(s, "old_");
-	assert_true(old > 0);
 	/* Noted before the file is stored; the server then stops before it
 	 * even requeued the locations in memory. */
 	assert_int_equal(store_resymbolize_note(s, "ABCDEF0123456789", &err), 0);
@@ -220,7 +231,6 @@ static void test_resymbolize_survives_restart(void **state)
 	assert_int_equal(store_symbolize_pending(s, 0, NULL), 0);
 	assert_int_equal(names_with(s, "new_"), old);
 	store_close(s);
-	pprof_profile_free(p);
 	rm_rf(dir);
 	free(dir);
 }
