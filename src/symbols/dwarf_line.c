@@ -122,8 +122,12 @@ static const char *entry_string(const struct kdw_line_unit *u, struct kdw_cur *c
 		    : form == DW_FORM_strx3 ? 3
 					    : 4;
 		off = form == DW_FORM_strx ? kdw_uleb(c) : kdw_fixed(c, n);
-		if (c->bad || off > (UINT64_MAX - u->str_offsets_base) / 4 ||
-		    u->str_offsets_base + off * 4 > u->secs->size[KDW_STR_OFFSETS])
+		/* The 4-byte entry must lie inside .debug_str_offsets (which
+		 * also rules out an absent section: no pointer arithmetic on
+		 * NULL). */
+		if (c->bad || off > (UINT64_MAX - u->str_offsets_base - 4) / 4 ||
+		    u->str_offsets_base > UINT64_MAX - 4 ||
+		    u->str_offsets_base + off * 4 + 4 > u->secs->size[KDW_STR_OFFSETS])
 			return NULL;
 		so.p = u->secs->p[KDW_STR_OFFSETS] + u->str_offsets_base + off * 4;
 		so.end = u->secs->p[KDW_STR_OFFSETS] + u->secs->size[KDW_STR_OFFSETS];
