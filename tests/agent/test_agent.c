@@ -12,6 +12,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -887,6 +888,41 @@ static void test_window_becomes_profile(void **state)
 			assert_memory_equal(again.data, out.data, out.len);
 			agent_exec_infos_free(&exec2);
 		}
+		/* Up to stored_max bytes: stored deflate blocks (BTYPE 00 in
+		 * the first block header, after the 10-byte gzip header), the
+		 * same profile; above, compressed. */
+		env.gz_store = libdeflate_alloc_compressor(0);
+		env.stored_max = 4096;
+		buf_reset(&again);
+		assert_int_equal(
+		    profile_build(&env, w, &w->procs[0], &series, &again, &exec2, &err), 0);
+		agent_exec_infos_free(&exec2);
+		assert_true(again.len > out.len);
+		assert_int_equal(again.data[10] & 6, 0);
+		assert_int_not_equal(out.data[10] & 6, 0);
+		{
+			struct pprof_profile *p1 = NULL, *p2 = NULL;
+			struct buf e1 = {0}, e2 = {0};
+
+			assert_int_equal(pprof_decode(again.data, again.len, NULL, &p1, &err), 0);
+			assert_int_equal(pprof_decode(out.data, out.len, NULL, &p2, &err), 0);
+			assert_int_equal(pprof_encode(pprof_profile_msg(p1), false, &e1), 0);
+			assert_int_equal(pprof_encode(pprof_profile_msg(p2), false, &e2), 0);
+			assert_int_equal(e1.len, e2.len);
+			assert_memory_equal(e1.data, e2.data, e1.len);
+			buf_free(&e1);
+			buf_free(&e2);
+			pprof_profile_free(p1);
+			pprof_profile_free(p2);
+		}
+		env.stored_max = 10;
+		buf_reset(&again);
+		assert_int_equal(
+		    profile_build(&env, w, &w->procs[0], &series, &again, &exec2, &err), 0);
+		agent_exec_infos_free(&exec2);
+		assert_int_equal(again.len, out.len);
+		libdeflate_free_compressor(env.gz_store);
+		env.gz_store = NULL;
 		libdeflate_free_compressor(env.gz);
 		env.gz = NULL;
 		env.scratch = NULL;
@@ -1033,6 +1069,81 @@ static void test_window_profile_holds_every_process(void **state)
 	window_free(w); /* releases a and b: not cached, so freed */
 }
 
+/* Reads DIR/name whole into out (NUL-terminated); its length, or -1. */
+static long slurp(const char *dir, const char *name, char *out, size_t outsz)
+{
+	char path[512];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "rb");
+	if (!f)
+		return -1;
+	n = fread(out, 1, outsz - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	return (long)n;
+}
+
+/* The local store's per-process layout: TIME_PID_COMM.pb.gz with the comm
+ * made file-name safe, a second profile of the same pid and window (an
+ * exec) as _2, never a replaced file, and nothing else left behind. */
+static void test_sink_local_names(void **state)
+{
+	char dir[] = "/tmp/kiln-test-sink.XXXXXX", got[64];
+	struct agent_labels none = {0};
+	struct agent_profile p[3] = {
+	    {.pid = 42,
+	     .comm = "my app/1",
+	     .labels = &none,
+	     .pprof = (const uint8_t *)"first",
+	     .pprof_len = 5},
+	    {.pid = 42,
+	     .comm = "my app/1",
+	     .labels = &none,
+	     .pprof = (const uint8_t *)"second",
+	     .pprof_len = 6},
+	    {.pid = 7, .comm = "sh", .labels = &none, .pprof = (const uint8_t *)"", .pprof_len = 0},
+	};
+	struct agent_sink *sink = NULL;
+	struct kiln_error err = {0};
+	struct dirent *de;
+	size_t entries = 0;
+	DIR *d;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		p[i].time_ns = 1763883000ll * 1000000000ll; /* 2025-11-23T07:30:00Z */
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sink_local_new(dir, true, &sink, &err), 0);
+	assert_int_equal(sink->write_window(sink, p, 3, &err), 3);
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1.pb.gz", got, sizeof(got)), 5);
+	assert_string_equal(got, "first");
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1_2.pb.gz", got, sizeof(got)), 6);
+	assert_string_equal(got, "second");
+	assert_int_equal(slurp(dir, "20251123T073000Z_7_sh.pb.gz", got, sizeof(got)), 0);
+	/* The same window again: new names, the first files untouched. */
+	assert_int_equal(sink->write_window(sink, p, 1, &err), 1);
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1_3.pb.gz", got, sizeof(got)), 5);
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1.pb.gz", got, sizeof(got)), 5);
+	sink->close(sink);
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[512];
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		entries++;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		assert_int_equal(unlink(path), 0);
+	}
+	closedir(d);
+	assert_int_equal(entries, 4);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1055,6 +1166,7 @@ int main(void)
 	    cmocka_unit_test(test_proc_cache_resolves_lazily),
 	    cmocka_unit_test(test_window_becomes_profile),
 	    cmocka_unit_test(test_window_profile_holds_every_process),
+	    cmocka_unit_test(test_sink_local_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
