@@ -233,6 +233,13 @@ struct proc_info {
 	 * yields cost one query, not one per sample. */
 	bool lazy;
 	struct proc_maps gaps;
+	/* /proc/PID/maps kept open for PROCMAP_QUERY while the process lives
+	 * (lazy entries, within the cache's fd budget): no path walk per
+	 * query, and the fd is bound to the process's address space, so a
+	 * query that succeeds on it is about this process, never a reused
+	 * pid (after exec or exit it fails with ESRCH). */
+	bool has_maps_fd;
+	int maps_fd;
 	uint64_t last_seen_ns;	     /* monotonic: last sample */
 	uint64_t maps_read_ns;	     /* monotonic: last (re)read of maps */
 	uint64_t refresh_backoff_ns; /* grows while re-reads find nothing new */

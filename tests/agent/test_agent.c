@@ -15,9 +15,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -821,6 +823,62 @@ static void test_proc_cache_resolves_lazily(void **state)
 	proc_cache_free(c);
 }
 
+/* A lazy entry keeps its /proc/PID/maps open, and that fd answers for the
+ * process it was opened on only: after the process execs, a query on it
+ * fails (ESRCH) instead of describing the new image, so no pid check is
+ * needed before asking again. An exit closes it. */
+static void test_proc_cache_keeps_maps_fd(void **state)
+{
+	struct proc_cache *c = proc_cache_new("/proc");
+	uint64_t code = (uint64_t)(uintptr_t)&test_proc_cache_keeps_maps_fd;
+	struct proc_mapping m;
+	struct proc_info *p;
+	char name[4096], exe[256], path[64];
+	int go[2], status;
+	pid_t child;
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(pipe(go), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char b;
+
+		close(go[1]);
+		if (read(go[0], &b, 1) == 1)
+			execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(1);
+	}
+	close(go[0]);
+	p = proc_cache_get(c, (uint32_t)child, "t", true, 1000);
+	assert_non_null(p);
+	assert_false(p->has_maps_fd);
+	proc_cache_resolve(c, p, code, 2000, 1000000000ull);
+	assert_non_null(procmaps_find(&p->maps, code));
+	assert_true(p->has_maps_fd);
+	assert_int_equal(procmaps_query_at(p->maps_fd, code, &m, name, sizeof(name)), 0);
+	/* The child execs sleep: wait until its exe says so. */
+	assert_int_equal(write(go[1], "x", 1), 1);
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)child);
+	for (int i = 0; i < 500; i++) {
+		ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = '\0';
+		if (strstr(exe, "sleep"))
+			break;
+		usleep(10000);
+	}
+	assert_non_null(strstr(exe, "sleep"));
+	assert_int_equal(procmaps_query_at(p->maps_fd, code, &m, name, sizeof(name)), -ESRCH);
+	proc_cache_mark_exited(c, (uint32_t)child, 3000);
+	assert_false(p->has_maps_fd);
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	close(go[1]);
+	proc_cache_free(c);
+}
+
 static void test_window_becomes_profile(void **state)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
@@ -1164,6 +1222,7 @@ int main(void)
 	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
 	    cmocka_unit_test(test_proc_cache_resolves_lazily),
+	    cmocka_unit_test(test_proc_cache_keeps_maps_fd),
 	    cmocka_unit_test(test_window_becomes_profile),
 	    cmocka_unit_test(test_window_profile_holds_every_process),
 	    cmocka_unit_test(test_sink_local_names),
