@@ -12,6 +12,8 @@
 # wait4's rusage, start-up included) is reported as % of one core, with
 # its peak RSS, samples handled per second and samples lost. The agent's
 # steady-state CPU (after a 3 s warm-up, from /proc/PID/stat) is shown too.
+# A third run (PUSH=0 skips it) has the agent push to a kiln server
+# started here instead of writing files: the production path.
 # Figures only: nothing here passes or fails on time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,11 +52,24 @@ done
 sleep 2
 echo "workload: $nproc_work burn processes on $(nproc) CPUs; ${duration}s per profiler"
 
+# The production path: the agent pushing to a real kiln server on this
+# host (PUSH=0 skips it). Only the agent's CPU is counted; the server's is
+# part of the workload, as on a host running both.
+kiln=$root/build/bin/kiln port=0
+if [ "${PUSH:-1}" != 0 ] && [ -x "$kiln" ]; then
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	"$kiln" --http-address=127.0.0.1:$port --storage-path="$tmp/kiln-data" >"$tmp/kiln.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break; sleep 0.1; done
+	curl -sf "http://127.0.0.1:$port/ready" >/dev/null || { cat "$tmp/kiln.log"; exit 1; }
+fi
+
 echo "agent: --local-store-layout=${LAYOUT:-process} (LAYOUT=window|process)"
-python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" <<'PY'
+python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" "$port" <<'PY'
 import os, re, signal, subprocess, sys, time
 
 agent, tmp, duration, layout = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+port = int(sys.argv[5])
 tick = os.sysconf("SC_CLK_TCK")
 
 def stat_cpu(pid):
@@ -82,14 +97,25 @@ def run(argv, stop_with_sigint, ready=None):
     return dict(cpu=ru.ru_utime + ru.ru_stime, rss_mb=ru.ru_maxrss / 1024, wall=wall,
                 steady=(late - warm) / max(duration - 3, 1e-9), out=out)
 
+def totals(x):
+    m = re.search(r"stopped: (\d+) samples received, (\d+) taken in the kernel, (\d+) lost",
+                  x["out"])
+    if not m:
+        sys.exit("agent did not report its totals:\n" + x["out"])
+    return map(int, m.groups())
+
 a = run([agent, f"--local-store-directory={tmp}/profiles", f"--local-store-layout={layout}",
           "--http-address="], True,
         "profiling every CPU")
-m = re.search(r"stopped: (\d+) samples received, (\d+) taken in the kernel, (\d+) lost", a["out"])
-if not m:
-    sys.exit("agent did not report its totals:\n" + a["out"])
-a_samples, a_kernel, a_lost = map(int, m.groups())
+a_samples, a_kernel, a_lost = totals(a)
 nfiles = len(os.listdir(f"{tmp}/profiles"))
+r = None
+if port:
+    r = run([agent, f"--remote-store-address=127.0.0.1:{port}", "--remote-store-insecure",
+             "--http-address="], True, "profiling every CPU")
+    r_samples, r_kernel, r_lost = totals(r)
+    if re.search(r"WriteRaw failed|dropping", r["out"]):
+        sys.exit("the push failed:\n" + r["out"])
 
 p = run(["perf", "record", "-F", "19", "-a", "-g", "-o", f"{tmp}/perf.data", "--",
          "sleep", str(duration)], False)
@@ -101,12 +127,19 @@ p_lost = int(lost.group(1)) if lost else 0
 def pct(x):
     return 100.0 * x["cpu"] / x["wall"]
 
-print(f"{'':28}{'kiln-agent':>14}{'perf record':>14}")
-print(f"{'CPU, % of one core':28}{pct(a):13.3f}%{pct(p):13.3f}%")
-print(f"{'  steady state (after 3 s)':28}{100 * a['steady']:13.3f}%{100 * p['steady']:13.3f}%")
-print(f"{'CPU seconds':28}{a['cpu']:14.3f}{p['cpu']:14.3f}")
-print(f"{'peak RSS, MB':28}{a['rss_mb']:14.1f}{p['rss_mb']:14.1f}")
-print(f"{'samples/s handled':28}{a_samples / a['wall']:14.1f}{p_samples / p['wall']:14.1f}")
-print(f"{'samples lost':28}{a_kernel - a_samples + a_lost:14d}{p_lost:14d}")
+cols = [("kiln-agent", a, a_samples, a_kernel - a_samples + a_lost)]
+if r:
+    cols.append(("agent->kiln", r, r_samples, r_kernel - r_samples + r_lost))
+cols.append(("perf record", p, p_samples, p_lost))
+print(f"{'':28}" + "".join(f"{c[0]:>14}" for c in cols))
+print(f"{'CPU, % of one core':28}" + "".join(f"{pct(c[1]):13.3f}%" for c in cols))
+print(f"{'  steady state (after 3 s)':28}" + "".join(f"{100 * c[1]['steady']:13.3f}%" for c in cols))
+print(f"{'CPU seconds':28}" + "".join(f"{c[1]['cpu']:14.3f}" for c in cols))
+print(f"{'peak RSS, MB':28}" + "".join(f"{c[1]['rss_mb']:14.1f}" for c in cols))
+print(f"{'samples/s handled':28}" + "".join(f"{c[2] / c[1]['wall']:14.1f}" for c in cols))
+print(f"{'samples lost':28}" + "".join(f"{c[3]:14d}" for c in cols))
 print(f"agent/perf CPU ratio: {a['cpu'] / p['cpu']:.3f}   (agent wrote {nfiles} files to its local store)")
+if r:
+    print(f"agent->kiln/perf CPU ratio: {r['cpu'] / p['cpu']:.3f}   (pushing to kiln on 127.0.0.1, "
+          "debuginfo upload on)")
 PY
