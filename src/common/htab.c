@@ -46,7 +46,11 @@ struct htab *htab_new(size_t hint)
 	while (cap * 3 / 4 < hint)
 		cap *= 2;
 	h->slots = calloc(cap, sizeof(*h->slots));
-	h->keys = arena_new(0);
+	/* Keys in an arena sized like the table: a 64 KiB first chunk for a
+	 * table meant for a handful of keys made every small table (the
+	 * agent builds a few per process per window) a large malloc and page
+	 * faults; a small first chunk doubles as the table grows. */
+	h->keys = arena_new(cap >= 512 ? 0 : cap * 128);
 	if (!h->slots || !h->keys) {
 		htab_free(h);
 		return NULL;
