@@ -309,8 +309,9 @@ static void generator(const struct config *cfg, const int *fds)
  * commit fsync, head). */
 struct worker {
 	struct store *s;
-	int *fd;	  /* the connections this thread serves, in turn */
-	bool *done, *eof; /* per connection: phase over; stream over */
+	struct ingest_decoders *decoders; /* shared, as the server's; NULL: --no-decoder-reuse */
+	int *fd;			  /* the connections this thread serves, in turn */
+	bool *done, *eof;		  /* per connection: phase over; stream over */
 	size_t n_fd;
 	struct buf msg;
 	double decode_cpu, write_cpu;
@@ -350,6 +351,7 @@ static void serve_one(struct worker *wk, size_t j)
 	struct kiln_error err = {0};
 	struct arena *a = arena_new(0);
 	double c0 = thread_cpu_s();
+	lim.decoder = wk->decoders ? ingest_decoder_take(wk->decoders) : NULL;
 	int rc = a ? ingest_prepare(wk->msg.data, len, &lim, a, &b, &err) : -ENOMEM;
 	double c1 = thread_cpu_s();
 
@@ -367,6 +369,8 @@ static void serve_one(struct worker *wk, size_t j)
 	}
 	c0 = thread_cpu_s();
 	ingest_batch_release(&b);
+	if (wk->decoders)
+		ingest_decoder_give(wk->decoders, lim.decoder);
 	arena_free(a);
 	wk->decode_cpu += thread_cpu_s() - c0;
 }
@@ -468,7 +472,7 @@ static uint64_t dir_bytes(const char *dir, const char *suffix)
 	return total;
 }
 
-static int run(const char *dir, double scale, int threads, int ingest_threads)
+static int run(const char *dir, double scale, int threads, int ingest_threads, bool reuse)
 {
 	struct config cfg = {.dir = dir, .scale = scale, .threads = threads};
 	struct store_options o = {0};
@@ -497,9 +501,10 @@ static int run(const char *dir, double scale, int threads, int ingest_threads)
 	snprintf(path, sizeof(path), "%s/store", dir);
 	printf("scale: %.4f of 24 h = %.2f h of data: %d nodes x %d processes, one profile per "
 	       "process per 10 s (%" PRId64 " windows), ~%d stacks per profile from a pool of %d, "
-	       "depth 10-60; %d writer connections served by %d server threads\n",
+	       "depth 10-60; %d writer connections served by %d server threads%s\n",
 	       scale, cfg.n_windows * WINDOW_MS / 3.6e6, NODES, KINDS, cfg.n_windows, PER_PROFILE,
-	       POOL, threads, ingest_threads < threads ? ingest_threads : threads);
+	       POOL, threads, ingest_threads < threads ? ingest_threads : threads,
+	       reuse ? "" : " (no decoder reuse)");
 	/* The generator is a separate process, so that the figures below
 	 * (CPU, RSS) are the server's alone. */
 	int *srv_fd = calloc((size_t)threads, sizeof(int)),
@@ -537,12 +542,15 @@ static int run(const char *dir, double scale, int threads, int ingest_threads)
 	 * first time (slow path: interning), the second is the steady state of
 	 * a running fleet. */
 	int nw = ingest_threads < threads ? ingest_threads : threads;
+	/* Decode memory reused across requests as the server does (one
+	 * decoder per request in flight, kept for the next). */
+	struct ingest_decoders *decoders = reuse ? ingest_decoders_new((size_t)nw) : NULL;
 	struct worker *wk = calloc((size_t)nw, sizeof(*wk));
 	pthread_t *th = calloc((size_t)nw, sizeof(*th));
 	uint64_t rows = 0, profiles = 0, failures = 0;
 	double t0 = now_s(), wall = 0, cpu = 0;
 	for (int i = 0; i < nw; i++) {
-		wk[i] = (struct worker){.s = s};
+		wk[i] = (struct worker){.s = s, .decoders = decoders};
 		wk[i].fd = calloc((size_t)threads / nw + 1, sizeof(int));
 		wk[i].done = calloc((size_t)threads / nw + 1, sizeof(bool));
 		wk[i].eof = calloc((size_t)threads / nw + 1, sizeof(bool));
@@ -581,6 +589,7 @@ static int run(const char *dir, double scale, int threads, int ingest_threads)
 		rows += prow;
 		cpu += pcpu;
 	}
+	ingest_decoders_free(decoders);
 	for (int i = 0; i < nw; i++) {
 		failures += wk[i].failures;
 		buf_free(&wk[i].msg);
@@ -676,17 +685,25 @@ int main(int argc, char **argv)
 {
 	double scale = 0.02;
 	int threads = 8, ingest_threads = 0;
+	bool reuse = true;
 
 	log_set_level(LOG_WARN);
 	if (argc == 3 && strcmp(argv[1], "total") == 0)
 		return total(argv[2]);
 	if (argc < 3 || strcmp(argv[1], "run") != 0) {
 		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N] "
-				"[--ingest-threads M]\n"
+				"[--ingest-threads M] [--no-decoder-reuse]\n"
 				"       bench_store total FILE\n");
 		return 2;
 	}
-	for (int i = 3; i + 1 < argc; i += 2) {
+	for (int i = 3; i < argc; i += 2) {
+		if (strcmp(argv[i], "--no-decoder-reuse") == 0) {
+			reuse = false;
+			i--;
+			continue;
+		}
+		if (i + 1 >= argc)
+			break;
 		if (strcmp(argv[i], "--scale") == 0)
 			scale = atof(argv[i + 1]);
 		else if (strcmp(argv[i], "--threads") == 0)
@@ -698,5 +715,5 @@ int main(int argc, char **argv)
 		return 2;
 	if (ingest_threads < 1)
 		ingest_threads = threads;
-	return run(argv[2], scale, threads, ingest_threads);
+	return run(argv[2], scale, threads, ingest_threads, reuse);
 }
