@@ -17,6 +17,11 @@
  *       gzipped pprof files under DIR/peer-1h and DIR/peer-node0 for
  *       `go tool pprof -proto`, and prints kiln's merge totals for them.
  *   bench_store total FILE     prints the sum of sample type 0 of a pprof file
+ *   bench_store anatomy [N]    one process' N consecutive profiles (default
+ *       60): per-profile CPU of inflate alone, pprof_decode and a reused
+ *       pprof_decoder, and how many Location/Function/string-table entries
+ *       of each profile recur byte for byte in the one before (what a cache
+ *       keyed by raw entry bytes could skip).
  *
  * Two processes, so that what is printed is the server's alone: a forked
  * generator builds the profiles (gzipped as an agent sends them) and sends
@@ -42,6 +47,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <libdeflate.h>
 
 #include "common/fdio.h"
 #include "common/log.h"
@@ -681,6 +688,147 @@ static int total(const char *path)
 	return 0;
 }
 
+/* ---- anatomy: what one agent profile costs to decode ---- */
+
+/* The payloads of top-level LEN fields number `field` of a Profile message
+ * (4 location, 5 function, 6 string_table), without parsing them. */
+static size_t top_fields(const uint8_t *p, size_t n, uint32_t field, const uint8_t **at,
+			 size_t *len, size_t max)
+{
+	const uint8_t *end = p + n;
+	size_t k = 0;
+
+	while (p < end && k < max) {
+		uint64_t key = 0, v = 0;
+		int sh = 0;
+
+		while (p < end && (*p & 0x80))
+			key |= (uint64_t)(*p++ & 0x7f) << (sh += 7, sh - 7);
+		if (p < end)
+			key |= (uint64_t)*p++ << sh;
+		if ((key & 7) == 0 || (key & 7) == 2) {
+			sh = 0;
+			while (p < end && (*p & 0x80))
+				v |= (uint64_t)(*p++ & 0x7f) << (sh += 7, sh - 7);
+			if (p < end)
+				v |= (uint64_t)*p++ << sh;
+		} else {
+			return k; /* pprof writes no fixed-width fields */
+		}
+		if ((key & 7) == 2) {
+			if (v > (size_t)(end - p))
+				return k;
+			if ((key >> 3) == field) {
+				at[k] = p;
+				len[k++] = (size_t)v;
+			}
+			p += v;
+		}
+	}
+	return k;
+}
+
+static double anatomy_time(struct buf *gz, int n, int mode, struct pprof_decoder *d,
+			   struct libdeflate_decompressor *inf, struct buf *out)
+{
+	double best = 1e9;
+
+	for (int round = 0; round < 3; round++) {
+		double c0 = thread_cpu_s();
+
+		for (int w = 0; w < n; w++) {
+			struct pprof_profile *p = NULL;
+			struct kiln_error err = {0};
+			size_t got = 0;
+
+			if (mode == 0)
+				libdeflate_gzip_decompress(inf, gz[w].data, gz[w].len, out->data,
+							   out->cap, &got);
+			else if (mode == 1 &&
+				 pprof_decode(gz[w].data, gz[w].len, NULL, &p, &err) == 0)
+				pprof_profile_free(p);
+			else if (mode == 2 && pprof_decoder_decode(d, gz[w].data, gz[w].len, NULL,
+								   &p, &err) == 0)
+				pprof_decoder_recycle(d, p);
+		}
+		double t = (thread_cpu_s() - c0) / n * 1e6;
+		best = t < best ? t : best;
+	}
+	return best;
+}
+
+static int anatomy(int n)
+{
+	struct buf *gz = calloc((size_t)n, sizeof(*gz)), *raw = calloc((size_t)n, sizeof(*raw));
+	struct libdeflate_decompressor *inf = libdeflate_alloc_decompressor();
+	struct pprof_decoder *d = pprof_decoder_new();
+	struct buf out = {0};
+	size_t max = 1 << 16;
+	const uint8_t **at[2] = {calloc(max, sizeof(void *)), calloc(max, sizeof(void *))};
+	size_t *len[2] = {calloc(max, sizeof(size_t)), calloc(max, sizeof(size_t))};
+
+	if (!gz || !raw || !inf || !d || !at[0] || !at[1] || !len[0] || !len[1] ||
+	    buf_reserve(&out, 16 << 20))
+		return 1;
+	setup_kinds();
+	for (int w = 0; w < n; w++) {
+		size_t got = 0;
+
+		make_profile(0, 0, w, (int64_t)w * WINDOW_MS, &gz[w]);
+		if (libdeflate_gzip_decompress(inf, gz[w].data, gz[w].len, out.data, out.cap,
+					       &got) != LIBDEFLATE_SUCCESS ||
+		    buf_append(&raw[w], out.data, got))
+			return 1;
+	}
+	printf("anatomy: %d consecutive profiles of one process, %zu bytes gzipped -> %zu "
+	       "inflated (the first)\n",
+	       n, gz[0].len, raw[0].len);
+	printf("per profile, thread CPU (best of 3): inflate alone %.1f us; pprof_decode %.1f us; "
+	       "pprof_decoder_decode (reused) %.1f us\n",
+	       anatomy_time(gz, n, 0, d, inf, &out), anatomy_time(gz, n, 1, d, inf, &out),
+	       anatomy_time(gz, n, 2, d, inf, &out));
+	const char *names[] = {"Location", "Function", "string_table"};
+	for (uint32_t f = 4; f <= 6; f++) {
+		size_t total = 0, same = 0, same_pos = 0;
+
+		for (int w = 1; w < n; w++) {
+			size_t np =
+			    top_fields(raw[w - 1].data, raw[w - 1].len, f, at[0], len[0], max);
+			size_t nc = top_fields(raw[w].data, raw[w].len, f, at[1], len[1], max);
+
+			for (size_t i = 0; i < nc; i++) {
+				bool hit = false;
+
+				for (size_t j = 0; j < np && !hit; j++)
+					hit = len[0][j] == len[1][i] &&
+					      memcmp(at[0][j], at[1][i], len[1][i]) == 0;
+				total++;
+				same += hit;
+				same_pos += i < np && len[0][i] == len[1][i] &&
+					    memcmp(at[0][i], at[1][i], len[1][i]) == 0;
+			}
+		}
+		printf("%s: %.0f entries per profile; byte-identical to an entry of the previous "
+		       "profile %.1f%%, at the same index %.1f%%\n",
+		       names[f - 4], (double)total / (n - 1), 100.0 * same / total,
+		       100.0 * same_pos / total);
+	}
+	for (int w = 0; w < n; w++) {
+		buf_free(&gz[w]);
+		buf_free(&raw[w]);
+	}
+	free(gz);
+	free(raw);
+	free(at[0]);
+	free(at[1]);
+	free(len[0]);
+	free(len[1]);
+	buf_free(&out);
+	pprof_decoder_free(d);
+	libdeflate_free_decompressor(inf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	double scale = 0.02;
@@ -690,10 +838,13 @@ int main(int argc, char **argv)
 	log_set_level(LOG_WARN);
 	if (argc == 3 && strcmp(argv[1], "total") == 0)
 		return total(argv[2]);
+	if (argc >= 2 && strcmp(argv[1], "anatomy") == 0)
+		return anatomy(argc >= 3 && atoi(argv[2]) > 1 ? atoi(argv[2]) : 60);
 	if (argc < 3 || strcmp(argv[1], "run") != 0) {
 		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N] "
 				"[--ingest-threads M] [--no-decoder-reuse]\n"
-				"       bench_store total FILE\n");
+				"       bench_store total FILE\n"
+				"       bench_store anatomy [N]\n");
 		return 2;
 	}
 	for (int i = 3; i < argc; i += 2) {
