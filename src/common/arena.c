@@ -59,6 +59,31 @@ void arena_free(struct arena *a)
 	free(a);
 }
 
+void arena_reset(struct arena *a)
+{
+	struct arena_chunk *keep = NULL, *c, *next;
+
+	for (c = a->head; c; c = c->next)
+		if (!keep || c->size > keep->size)
+			keep = c;
+	for (c = a->head; c; c = next) {
+		next = c->next;
+		if (c != keep)
+			free(c);
+	}
+	if (keep) {
+		keep->used = 0;
+		keep->next = NULL;
+	}
+	a->head = keep;
+	a->used = 0;
+}
+
+size_t arena_capacity(const struct arena *a)
+{
+	return a->head ? a->head->size - a->head->used : 0;
+}
+
 void mem_populate(void *p, size_t len)
 {
 	uintptr_t start = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
