@@ -22,8 +22,7 @@ struct outcome {
 	struct buf body;
 };
 
-static void parse(const uint8_t *data, size_t size, size_t step, size_t max,
-		  struct outcome *o)
+static void parse(const uint8_t *data, size_t size, size_t step, size_t max, struct outcome *o)
 {
 	struct http_response r = {0};
 	struct kiln_error err = {0};

@@ -134,6 +134,7 @@ int http_client_init(struct http_client *c, int epfd, uint32_t tag)
 	c->epfd = epfd;
 	c->tag = tag;
 	c->max_conns = 512;
+	c->due_ns = -1;
 	c->scratch = malloc(SCRATCH);
 	return c->scratch ? 0 : -ENOMEM;
 }
@@ -147,7 +148,8 @@ void http_client_release(struct http_client *c)
 
 static int watch(struct http_client *c, struct scrape_unit *u, int op, uint32_t events)
 {
-	struct epoll_event ev = {.events = events, .data.u64 = (uint64_t)c->tag << 32 | (uint32_t)u->fd};
+	struct epoll_event ev = {.events = events,
+				 .data.u64 = (uint64_t)c->tag << 32 | (uint32_t)u->fd};
 	return epoll_ctl(c->epfd, op, u->fd, &ev);
 }
 
@@ -175,6 +177,19 @@ static void flight_remove(struct http_client *c, struct scrape_unit *u)
 		u->hnext->hprev = u->hprev;
 	u->hnext = u->hprev = NULL;
 	u->in_hflight = false;
+}
+
+static int64_t deadline_of(const struct scrape_unit *u)
+{
+	return u->connecting && u->connect_deadline_ns < u->deadline_ns ? u->connect_deadline_ns
+									: u->deadline_ns;
+}
+
+/* A transfer got deadline d: the cached earliest deadline may move up. */
+static void note_deadline(struct http_client *c, int64_t d)
+{
+	if (c->due_ns < 0 || d < c->due_ns)
+		c->due_ns = d;
 }
 
 /* Ends u's transfer: fetch_err empty = a complete response. */
@@ -260,6 +275,7 @@ static void connect_new(struct http_client *c, struct scrape_unit *u, int64_t no
 	u->connecting = e == EINPROGRESS;
 	u->connect_deadline_ns =
 	    now_ns + (u->timeout_ms < 10000 ? u->timeout_ms : 10000) * 1000000LL;
+	note_deadline(c, deadline_of(u));
 	if (watch(c, u, EPOLL_CTL_ADD, u->connecting ? EPOLLOUT : EPOLLIN) < 0) {
 		finish(c, u, "cannot connect: epoll: %s", strerror(errno));
 		return;
@@ -326,6 +342,7 @@ void http_start(struct http_client *c, struct scrape_unit *u, int64_t now_ns)
 	u->fetch_err[0] = 0;
 	u->fetch_status = 0;
 	u->deadline_ns = now_ns + u->timeout_ms * 1000000LL;
+	note_deadline(c, u->deadline_ns);
 	u->hprev = NULL;
 	u->hnext = c->flight;
 	if (c->flight)
@@ -432,24 +449,25 @@ void http_on_event(struct http_client *c, int fd, uint32_t events)
 
 int64_t http_next_deadline(const struct http_client *c)
 {
-	int64_t due = -1;
-	for (const struct scrape_unit *u = c->flight; u; u = u->hnext) {
-		int64_t d = u->connecting && u->connect_deadline_ns < u->deadline_ns
-				? u->connect_deadline_ns
-				: u->deadline_ns;
-		if (due < 0 || d < due)
-			due = d;
-	}
-	return due;
+	return c->flight ? c->due_ns : -1;
 }
 
+/* Walks the transfers only when the cached earliest deadline has passed
+ * (that transfer has usually finished long before): a walk per loop of
+ * the scheduler was a cache miss per transfer in flight, hundreds under
+ * load. */
 void http_check_timeouts(struct http_client *c, int64_t now_ns)
 {
 	struct scrape_unit *u = c->flight, *next;
+	if (c->due_ns < 0 || now_ns < c->due_ns)
+		return;
+	c->due_ns = -1;
 	for (; u; u = next) {
 		next = u->hnext;
-		if (now_ns >= u->deadline_ns || (u->connecting && now_ns >= u->connect_deadline_ns))
+		if (now_ns >= deadline_of(u))
 			finish_timeout(c, u);
+		else
+			note_deadline(c, deadline_of(u));
 	}
 }
 

@@ -158,9 +158,9 @@ static int parse_head(struct http_response *r, struct kiln_error *err)
 
 	if (n && s[n - 1] == '\r')
 		n--;
-	if (n < 12 || memcmp(s, "HTTP/1.", 7) != 0 || (s[7] != '0' && s[7] != '1') ||
-	    s[8] != ' ' || s[9] < '1' || s[9] > '5' || s[10] < '0' || s[10] > '9' ||
-	    s[11] < '0' || s[11] > '9' || (n > 12 && s[12] != ' '))
+	if (n < 12 || memcmp(s, "HTTP/1.", 7) != 0 || (s[7] != '0' && s[7] != '1') || s[8] != ' ' ||
+	    s[9] < '1' || s[9] > '5' || s[10] < '0' || s[10] > '9' || s[11] < '0' || s[11] > '9' ||
+	    (n > 12 && s[12] != ' '))
 		return bad(err, base, "malformed status line");
 	r->minor = s[7] - '0';
 	r->status = (s[9] - '0') * 100 + (s[10] - '0') * 10 + (s[11] - '0');
@@ -248,8 +248,7 @@ static int body_append(struct buf *body, const uint8_t *p, size_t n, size_t max_
 /* Appends bytes up to and including the next '\n' to r->line (at most
  * max bytes in it); returns how many were taken, *eol when the line is
  * complete, or -1 when it would exceed max. */
-static ssize_t take_line(struct http_response *r, const uint8_t *p, size_t n, size_t max,
-			 bool *eol)
+static ssize_t take_line(struct http_response *r, const uint8_t *p, size_t n, size_t max, bool *eol)
 {
 	const uint8_t *e = memchr(p, '\n', n);
 	size_t k = e ? (size_t)(e - p) + 1 : n;
@@ -349,15 +348,15 @@ int http_response_feed(struct http_response *r, const uint8_t *p, size_t n, size
 					sz = sz << 4 | (uint64_t)v;
 				}
 				int c = d < r->line.len ? r->line.data[d] : 0;
-				if (d == 0 || (c != ';' && c != '\r' && c != '\n' && c != ' ' &&
-					       c != '\t'))
+				if (d == 0 ||
+				    (c != ';' && c != '\r' && c != '\n' && c != ' ' && c != '\t'))
 					return bad(err, r->offset - r->line.len,
 						   "malformed chunk size");
 				buf_reset(&r->line);
 				if (sz > max_body - body->len)
-					return kiln_error_set(
-					    err, EFBIG, "body exceeds the limit of %zu bytes",
-					    max_body);
+					return kiln_error_set(err, EFBIG,
+							      "body exceeds the limit of %zu bytes",
+							      max_body);
 				r->remaining = sz;
 				r->state = sz ? ST_CHUNK_DATA : ST_TRAILER;
 			}
@@ -425,9 +424,9 @@ int http_response_eof(struct http_response *r, const struct buf *body, struct ki
 				      "byte %zu",
 				      r->offset);
 	case ST_BODY_LEN:
-		return kiln_error_set(err, EPIPE,
-				      "connection closed after %zu of %llu body bytes (Content-Length)",
-				      body->len, (unsigned long long)r->length);
+		return kiln_error_set(
+		    err, EPIPE, "connection closed after %zu of %llu body bytes (Content-Length)",
+		    body->len, (unsigned long long)r->length);
 	default:
 		return kiln_error_set(err, EPIPE,
 				      "connection closed in a chunked body after %zu bytes "

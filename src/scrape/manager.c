@@ -1049,11 +1049,13 @@ static void *scheduler_main(void *arg)
 		/* Coalesce wakeups: come back no sooner than TICK_NS after the
 		 * last one and take every event that arrived meanwhile in one
 		 * epoll_wait, instead of blocking (two context switches) for
-		 * each response as it arrives. */
+		 * each response as it arrives. The nap is not cut short for a
+		 * unit or timer due within the tick either: it is started at
+		 * the tick's end, at most TICK_NS late; 1,000 targets of two
+		 * kinds come due every 5 ms, which woke the thread 200 times
+		 * a second. */
 		if (wait > 0 && now_ns - last_wake_ns < TICK_NS) {
 			int64_t nap = last_wake_ns + TICK_NS - now_ns;
-			if (nap > wait * 1000000)
-				nap = wait * 1000000;
 			struct timespec ts = {.tv_sec = nap / 1000000000,
 					      .tv_nsec = nap % 1000000000};
 			nanosleep(&ts, NULL);

@@ -70,9 +70,10 @@ struct http_client {
 	size_t n_by_fd;
 	struct scrape_unit *flight;		   /* transfers in flight (for timeouts) */
 	struct scrape_unit *done_head, *done_tail; /* finished, to reap */
-	size_t n_conns;				   /* open connections */
-	size_t max_conns;			   /* kept alive at most */
-	uint8_t *scratch;			   /* receive buffer */
+	int64_t due_ns;	  /* earliest deadline in flight (or earlier), -1 = none */
+	size_t n_conns;	  /* open connections */
+	size_t max_conns; /* kept alive at most */
+	uint8_t *scratch; /* receive buffer */
 };
 
 int http_client_init(struct http_client *c, int epfd, uint32_t tag);

@@ -102,8 +102,9 @@ static void test_content_length(void **state)
 	assert_int_equal(o.rc, 1);
 	assert_true(o.keep_alive);
 	assert_int_equal(o.body.len, 0);
-	run_all_steps("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 3\r\n\r\nno\n",
-		      100, false, &o);
+	run_all_steps(
+	    "HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 3\r\n\r\nno\n", 100,
+	    false, &o);
 	assert_int_equal(o.rc, 1);
 	assert_int_equal(o.status, 404);
 	assert_false(o.keep_alive);
@@ -119,9 +120,10 @@ static void test_chunked_and_close(void **state)
 {
 	(void)state;
 	struct res o;
-	run_all_steps("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n"
-		      "5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-T: 1\r\n\r\n",
-		      1 << 20, false, &o);
+	run_all_steps(
+	    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n"
+	    "5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-T: 1\r\n\r\n",
+	    1 << 20, false, &o);
 	assert_int_equal(o.rc, 1);
 	assert_true(o.keep_alive);
 	assert_true(o.gzip);
@@ -177,8 +179,8 @@ static void test_garbage(void **state)
 		   "conflicting Content-Length");
 	expect_bad("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", EBADMSG,
 		   "malformed Content-Length");
-	expect_bad("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
-		   EBADMSG, "malformed Content-Length");
+	expect_bad("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", EBADMSG,
+		   "malformed Content-Length");
 	expect_bad("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", EBADMSG,
 		   "unsupported Transfer-Encoding");
 	expect_bad("HTTP/1.1 200 OK\r\nContent-Encoding: br\r\n\r\n", EBADMSG,
@@ -215,10 +217,11 @@ static void test_oversize(void **state)
 		   "body of 1025 bytes (Content-Length) exceeds the limit of 1024");
 	struct buf b;
 	buf_init(&b);
-	assert_int_equal(buf_append_str(&b, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
-			 0);
+	assert_int_equal(
+	    buf_append_str(&b, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), 0);
 	for (int i = 0; i < 40; i++)
-		assert_int_equal(buf_append_str(&b, "20\r\n0123456789abcdef0123456789abcdef\r\n"), 0);
+		assert_int_equal(buf_append_str(&b, "20\r\n0123456789abcdef0123456789abcdef\r\n"),
+				 0);
 	assert_int_equal(buf_terminate(&b), 0);
 	expect_bad((char *)b.data, EFBIG, "body exceeds the limit of 1024 bytes");
 	buf_reset(&b);
@@ -245,9 +248,10 @@ static void test_target_parse(void **state)
 	(void)state;
 	struct http_target t;
 	assert_int_equal(http_target_parse("http://127.0.0.1:6060/debug/pprof/allocs", &t), 0);
-	assert_string_equal(t.request, "GET /debug/pprof/allocs HTTP/1.1\r\nHost: 127.0.0.1:6060\r\n"
-				       "User-Agent: kiln-scrape/1\r\nAccept: */*\r\n"
-				       "Accept-Encoding: gzip\r\n\r\n");
+	assert_string_equal(t.request,
+			    "GET /debug/pprof/allocs HTTP/1.1\r\nHost: 127.0.0.1:6060\r\n"
+			    "User-Agent: kiln-scrape/1\r\nAccept: */*\r\n"
+			    "Accept-Encoding: gzip\r\n\r\n");
 	assert_int_equal(t.request_len, strlen(t.request));
 	const struct sockaddr_in *s4 = (const struct sockaddr_in *)&t.addr;
 	assert_int_equal(s4->sin_family, AF_INET);
@@ -259,10 +263,10 @@ static void test_target_parse(void **state)
 	http_target_release(&t);
 	/* Left to libcurl. */
 	const char *other[] = {
-	    "https://127.0.0.1:443/x",	   "http://localhost:80/x",   "http://127.0.0.1/x",
-	    "http://u:p@127.0.0.1:80/x",   "http://127.0.0.1:80/x#f", "http://127.0.0.1:80/a b",
-	    "http://127.0.0.1:0/x",	   "http://127.0.0.1:70000/", "http://[::1/x",
-	    "http://[fe80::1%eth0]:80/x", "http://127.1:80/",	      "",
+	    "https://127.0.0.1:443/x",	  "http://localhost:80/x",   "http://127.0.0.1/x",
+	    "http://u:p@127.0.0.1:80/x",  "http://127.0.0.1:80/x#f", "http://127.0.0.1:80/a b",
+	    "http://127.0.0.1:0/x",	  "http://127.0.0.1:70000/", "http://[::1/x",
+	    "http://[fe80::1%eth0]:80/x", "http://127.1:80/",	     "",
 	};
 	for (size_t i = 0; i < sizeof(other) / sizeof(*other); i++)
 		if (http_target_parse(other[i], &t) != -EINVAL)
