@@ -9,10 +9,13 @@
  * interval on that grid, so there is no drift. A unit that comes due while
  * its previous scrape is still running (a CPU profile takes the whole
  * interval) is started again as soon as that one ends, like a Go ticker with
- * one buffered tick. Transfers are driven by events
- * (curl_multi_socket_action over an epoll set that libcurl's socket
- * callback maintains): a readable socket runs only its own transfer, where
- * curl_multi_perform would run — and poll(2) — every transfer in flight.
+ * one buffered tick. Transfers are driven by events on one epoll set:
+ * plain http:// targets with an address go through http.c (Kiln's own
+ * HTTP/1.1 client: one send and one recv per scrape on a kept connection);
+ * the rest through libcurl (curl_multi_socket_action, its socket callback
+ * maintaining its sockets in the set): a readable socket runs only its own
+ * transfer, where curl_multi_perform would run — and poll(2) — every
+ * transfer in flight.
  * The thread sleeps in epoll_wait until the next due time, libcurl's timer,
  * a socket event, a batch of profiles to hand over or a wakeup (reload,
  * stop: an eventfd), but while busy no more often than once per TICK_NS
