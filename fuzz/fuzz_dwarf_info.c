@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		secs.size[i] = len;
 		off += len;
 	}
-	d = kdw_open(&secs, &e);
+	d = kdw_open(&secs, NULL, &e);
 	if (!d) {
 		check_error(-1, &e);
 		free(copy);

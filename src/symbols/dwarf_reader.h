@@ -174,9 +174,10 @@ struct kdw_cu {
 struct kdw;
 
 /* Reads the unit headers and .debug_aranges of secs (which must outlive
- * the reader). Returns NULL on out-of-memory or when .debug_info cannot be
- * walked at all (e says why). */
-struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e);
+ * the reader). Its memory comes from arena (which must outlive it too), or
+ * from an arena of its own when arena is NULL. Returns NULL on
+ * out-of-memory or when .debug_info cannot be walked at all (e says why). */
+struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e);
 void kdw_close(struct kdw *d);
 
 /* The unit .debug_aranges names for addr (its DIE offset is the key), or

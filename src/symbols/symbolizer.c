@@ -93,6 +93,7 @@ struct rcache_slot {
 struct rcache {
 	struct rcache_slot *slots; /* one mapping, populated at once */
 	size_t cap, n;		   /* cap: a power of two */
+	size_t first_cap;	   /* the first table's; 0: 4096 */
 };
 
 static void *alloc_big(size_t size);
@@ -122,7 +123,10 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 	size_t i;
 
 	if (2 * (r->n + 1) > r->cap) {
-		struct rcache g = {.cap = r->cap ? r->cap * 2 : 4096};
+		struct rcache g = {.cap = r->cap	 ? r->cap * 2
+					  : r->first_cap ? r->first_cap
+							 : 4096,
+				   .first_cap = r->first_cap};
 
 		/* Fresh anonymous memory is zero: every slot empty. Faulted
 		 * in at once, not page by page (a third of the insertions'
@@ -320,14 +324,17 @@ static void *alloc_huge(size_t *size)
 	return a;
 }
 
+/* Fresh memory, populated; in huge pages from 2 MiB on (size must then be a
+ * multiple of 2 MiB, as munmap(p, size) has to free it whole). */
 static void *alloc_big(size_t size)
 {
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p;
 
+	if (size >= (2u << 20) && size % (2u << 20) == 0)
+		return alloc_huge(&size);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	if (size >= (2u << 20))
-		madvise(p, size, MADV_HUGEPAGE);
 	madvise(p, size, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
 	return p;
 }
@@ -447,6 +454,11 @@ static void inflate_debug_sections(struct symfile *f)
 	libdeflate_free_decompressor(z);
 }
 
+/* DWARF bytes (info, abbrev, line) from which a file's memory is taken in
+ * huge pages: a fresh 4 KiB page costs microseconds in a VM whose page
+ * tables the hypervisor shadows, and such a file fills thousands of them. */
+#define LARGE_DWARF ((size_t)512 << 10)
+
 /* Opens Kiln's DWARF reader on the (inflated) debug sections. Left to libdw
  * alone: relocatable objects (their DWARF needs relocations applied),
  * big-endian files, sections still compressed (zstd, or inflation failed). */
@@ -483,7 +495,20 @@ static void open_reader(struct symfile *f)
 	}
 	if (!f->secs.size[KDW_INFO] || !f->secs.size[KDW_ABBREV])
 		return;
-	f->kdw = kdw_open(&f->secs, &e);
+	/* Megabytes of DWARF: the reader's and the index's data (megabytes
+	 * too) go into huge pages, and so does the result cache. Nothing is
+	 * in the arena yet. */
+	if (f->secs.size[KDW_INFO] + f->secs.size[KDW_ABBREV] + f->secs.size[KDW_LINE] >=
+	    LARGE_DWARF) {
+		struct arena *huge = arena_new_huge();
+
+		if (huge) {
+			arena_free(f->arena);
+			f->arena = huge;
+			f->results.first_cap = ((size_t)2 << 20) / sizeof(struct rcache_slot);
+		}
+	}
+	f->kdw = kdw_open(&f->secs, f->arena, &e);
 	if (!f->kdw)
 		log_debug("symbolizer: %s: DWARF reader: %s; libdw only", f->path, e.msg);
 }
