@@ -89,12 +89,14 @@ struct kdw {
 	 * 1930 units), most of a cold run's page faults. */
 	struct kdw_abbrevs scratch, tmp;
 	const struct kdw_cu *walking; /* the unit kdw_walk_cu is in, or NULL */
+	struct kdw_line_scratch line_scratch;
 	struct {
 		uint64_t low, high;
 	} * ranges; /* one DIE's ranges */
 	size_t nranges, ranges_cap;
 	bool rnglists_base_read;
 	uint64_t rnglists_default_base;
+	bool aranges_bad; /* .debug_aranges was malformed: dropped whole */
 };
 
 /* --- bounded reading ------------------------------------------------------ */
@@ -373,6 +375,7 @@ bad:
 	free(d->aranges);
 	d->aranges = NULL;
 	d->naranges = 0;
+	d->aranges_bad = true;
 	return 0;
 }
 
@@ -414,6 +417,7 @@ void kdw_close(struct kdw *d)
 	free(d->scratch.specs);
 	free(d->tmp.by_code);
 	free(d->tmp.specs);
+	kdw_line_scratch_free(&d->line_scratch);
 	free(d->aranges);
 	free(d->ranges);
 	free(d);
@@ -422,6 +426,11 @@ void kdw_close(struct kdw *d)
 struct arena *kdw_arena(struct kdw *d)
 {
 	return d->arena;
+}
+
+bool kdw_aranges_whole(const struct kdw *d)
+{
+	return !d->aranges_bad;
 }
 
 struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr)
@@ -1442,7 +1451,7 @@ struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_err
 		cu->lines_err = ENOMEM;
 		return NULL;
 	}
-	rc = kdw_lines_read(&u, d->arena, l, e);
+	rc = kdw_lines_read(&u, d->arena, &d->line_scratch, l, e);
 	if (rc < 0) {
 		cu->lines_err = -rc;
 		return NULL;
