@@ -90,6 +90,12 @@ struct kdw {
 	struct kdw_abbrevs scratch, tmp;
 	const struct kdw_cu *walking; /* the unit kdw_walk_cu is in, or NULL */
 	struct kdw_line_scratch line_scratch;
+	struct form_sizes {
+		int8_t size[0x2d];
+		uint8_t addr_size;
+		uint16_t version;
+		bool valid;
+	} form_sizes;
 	struct {
 		uint64_t low, high;
 	} * ranges; /* one DIE's ranges */
@@ -474,12 +480,27 @@ static bool grow_zeroed(void *pp, size_t *cap, size_t n, size_t sz)
 	return true;
 }
 
+/* kdw_form_fixed_size for the standard forms (below 0x2d) of one address
+ * size and version, as a table: the decoder asks for each attribute. */
+static const int8_t *form_sizes(struct form_sizes *fs, uint8_t addr_size, uint16_t version)
+{
+	if (!fs->valid || fs->addr_size != addr_size || fs->version != version) {
+		for (unsigned f = 0; f < sizeof(fs->size); f++)
+			fs->size[f] = (int8_t)kdw_form_fixed_size(f, addr_size, version);
+		fs->addr_size = addr_size;
+		fs->version = version;
+		fs->valid = true;
+	}
+	return fs->size;
+}
+
 /* Decodes cu's abbreviation table into the scratch table t, in one pass. */
 static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abbrevs *t,
 			  struct kiln_error *e)
 {
 	struct kdw_cur c = {d->s.p[KDW_ABBREV] + cu->abbrev_offset,
 			    d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
+	const int8_t *sizes = form_sizes(&d->form_sizes, cu->addr_size, cu->version);
 	size_t nspecs = 0;
 	uint32_t maxcode = 0, ndecls = 0;
 
@@ -498,7 +519,8 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 			return kiln_error_set(e, ENOTSUP, ".debug_abbrev+0x%llx: code %llu",
 					      (unsigned long long)cu->abbrev_offset,
 					      (unsigned long long)code);
-		if (!grow_zeroed(&t->by_code, &t->cap_codes, code + 1, sizeof(*t->by_code)))
+		if (code >= t->cap_codes &&
+		    !grow_zeroed(&t->by_code, &t->cap_codes, code + 1, sizeof(*t->by_code)))
 			return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
 		if (code > maxcode) {
 			maxcode = (uint32_t)code;
@@ -532,9 +554,12 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 						      (unsigned long long)cu->abbrev_offset,
 						      (unsigned long long)name,
 						      (unsigned long long)form);
-			if (!grow_zeroed(&t->specs, &t->cap_specs, nspecs + 1, sizeof(*t->specs)))
+			if (nspecs >= t->cap_specs &&
+			    !grow_zeroed(&t->specs, &t->cap_specs, nspecs + 1, sizeof(*t->specs)))
 				return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
-			n = kdw_form_fixed_size(form, cu->addr_size, cu->version);
+			n = form < sizeof(d->form_sizes.size)
+				? sizes[form]
+				: kdw_form_fixed_size(form, cu->addr_size, cu->version);
 			t->specs[nspecs++] =
 			    (struct kdw_spec){(uint16_t)name, (uint16_t)form,
 					      (int8_t)slot_of((unsigned)name), (int8_t)n, implicit};
@@ -654,10 +679,40 @@ enum slot {
 	S_STR_OFFSETS_BASE,
 	S_ADDR_BASE,
 	S_RNGLISTS_BASE,
+	S_LANGUAGE,
 	NSLOTS
 };
 
+static int slot_of_switch(unsigned name);
+
+/* The slot of each attribute name below 0x80, plus one (0: none). */
+static const int8_t slot_table[0x80] = {
+    [DW_AT_sibling] = S_SIBLING + 1,
+    [DW_AT_low_pc] = S_LOW_PC + 1,
+    [DW_AT_high_pc] = S_HIGH_PC + 1,
+    [DW_AT_ranges] = S_RANGES + 1,
+    [DW_AT_name] = S_NAME + 1,
+    [DW_AT_linkage_name] = S_LINKAGE + 1,
+    [DW_AT_decl_line] = S_DECL_LINE + 1,
+    [DW_AT_abstract_origin] = S_ORIGIN + 1,
+    [DW_AT_specification] = S_SPEC + 1,
+    [DW_AT_call_file] = S_CALL_FILE + 1,
+    [DW_AT_call_line] = S_CALL_LINE + 1,
+    [DW_AT_entry_pc] = S_ENTRY_PC + 1,
+    [DW_AT_stmt_list] = S_STMT_LIST + 1,
+    [DW_AT_comp_dir] = S_COMP_DIR + 1,
+    [DW_AT_str_offsets_base] = S_STR_OFFSETS_BASE + 1,
+    [DW_AT_addr_base] = S_ADDR_BASE + 1,
+    [DW_AT_rnglists_base] = S_RNGLISTS_BASE + 1,
+    [DW_AT_language] = S_LANGUAGE + 1,
+};
+
 static int slot_of(unsigned name)
+{
+	return name < sizeof(slot_table) ? slot_table[name] - 1 : slot_of_switch(name);
+}
+
+static int slot_of_switch(unsigned name)
 {
 	switch (name) {
 	case DW_AT_sibling:
@@ -695,6 +750,8 @@ static int slot_of(unsigned name)
 	case DW_AT_addr_base:
 	case DW_AT_GNU_addr_base:
 		return S_ADDR_BASE;
+	case DW_AT_language:
+		return S_LANGUAGE;
 	case DW_AT_rnglists_base:
 		return S_RNGLISTS_BASE;
 	default:
@@ -810,10 +867,24 @@ static bool is_function(uint32_t tag)
 	       tag == DW_TAG_entry_point;
 }
 
-static bool is_scope(uint32_t tag)
+/* DIEs whose children may hold functions with code. In C a structure or
+ * union holds members only (C++ may define member functions there), so a
+ * C unit's are stepped over: in libc's units they were a quarter of the
+ * DIEs read. */
+static bool is_scope(const struct kdw_cu *cu, uint32_t tag)
 {
-	return tag == DW_TAG_lexical_block || tag == DW_TAG_namespace || tag == DW_TAG_module ||
-	       tag == DW_TAG_class_type || tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+	switch (tag) {
+	case DW_TAG_lexical_block:
+	case DW_TAG_namespace:
+	case DW_TAG_module:
+		return true;
+	case DW_TAG_class_type:
+	case DW_TAG_structure_type:
+	case DW_TAG_union_type:
+		return !cu->lang_c;
+	default:
+		return false;
+	}
 }
 
 /* Reads the DIE at the cursor (its abbreviation code first). Returns 1 for
@@ -834,7 +905,7 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 		return die_bad(e, die->offset, "unknown abbreviation code");
 	die->ab = &t->by_code[code];
 	die->have = 0;
-	if (mode == DIE_WALK && !is_function(die->ab->tag) && !is_scope(die->ab->tag))
+	if (mode == DIE_WALK && !is_function(die->ab->tag) && !is_scope(cu, die->ab->tag))
 		mode = DIE_SKIP;
 	if (mode == DIE_SKIP && die->ab->fixed >= 0) {
 		if (die->ab->sib_at >= 0 && die->ab->children) {
@@ -1022,6 +1093,14 @@ static int cu_base(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 	if (has(&die, S_STR_OFFSETS_BASE))
 		cu->str_offsets_base = die.v[S_STR_OFFSETS_BASE].u;
 	cu->addr_base = has(&die, S_ADDR_BASE) ? die.v[S_ADDR_BASE].u : 0;
+	if (has(&die, S_LANGUAGE)) {
+		uint64_t lang;
+
+		/* C89, C, C99, C11, C17 */
+		cu->lang_c = val_udata(&die.v[S_LANGUAGE], &lang) &&
+			     (lang == DW_LANG_C89 || lang == DW_LANG_C || lang == DW_LANG_C99 ||
+			      lang == DW_LANG_C11 || lang == 0x2c);
+	}
 	cu->rnglists_base = has(&die, S_RNGLISTS_BASE) ? die.v[S_RNGLISTS_BASE].u : 0;
 	if (!has(&die, S_LOW_PC) || !val_addr(d, cu, &die.v[S_LOW_PC], &cu->low_pc))
 		if (!has(&die, S_ENTRY_PC) || !val_addr(d, cu, &die.v[S_ENTRY_PC], &cu->low_pc))
@@ -1381,7 +1460,7 @@ static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int 
 						return -ENOMEM;
 				descend = true;
 			}
-		} else if (is_scope(tag)) {
+		} else if (is_scope(w->cu, tag)) {
 			node = parent;
 			descend = true;
 		}

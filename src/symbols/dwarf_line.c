@@ -552,21 +552,26 @@ static uint32_t *sort_rows(const struct srow *rows, uint32_t *idx, uint32_t *tmp
 	return idx;
 }
 
-/* The rows in libdw's order into out's arrays (in arena). Sequences laid
- * out by their lowest address are that order already in practice (each
- * sequence ascending, sequences disjoint); otherwise the rows are sorted. */
+/* The rows libdw's lookup can return, in its order, into out's arrays (in
+ * arena). libdw sorts rows by address, an end_sequence row before others at
+ * the same address, then in program order; its lookup returns the last row
+ * at or below an address, so of the rows at one address only the one
+ * sorted last counts: the non-end_sequence row written last, else the
+ * end_sequence row written last. A row that repeats the line and file of
+ * the one kept before it (neither ending a sequence) answers as that one
+ * does and goes too: a third to a half of the rows (gcc writes several per
+ * address: views, is_stmt changes). The last row stays, as libdw marks it
+ * as ending a sequence. Laid out sequence by sequence (by lowest address),
+ * the addresses almost always ascend already (one pass checks); they are
+ * merge sorted otherwise. */
 static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct arena *arena,
 		      struct kdw_lines *out)
 {
 	const struct srow *rows = sc->rows;
 	uint32_t *order = NULL, *idx;
 	size_t k = 0;
-	bool sorted = true;
+	bool ascending = true;
 
-	out->addrs = arena_alloc(arena, n * sizeof(*out->addrs));
-	out->info = arena_alloc(arena, n * sizeof(*out->info));
-	if (!out->addrs || !out->info)
-		return -ENOMEM;
 	if (nq > 1)
 		qsort(sc->seqs, nq, sizeof(*sc->seqs), sseq_cmp);
 	if (!grow(&sc->order, &sc->cap_order, 2 * n, sizeof(*sc->order)))
@@ -574,21 +579,45 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct a
 	order = sc->order;
 	for (size_t q = 0; q < nq; q++)
 		for (uint32_t i = sc->seqs[q].first; i < sc->seqs[q].first + sc->seqs[q].n; i++) {
-			if (k && sorted &&
-			    !row_before(&rows[order[k - 1]], order[k - 1], &rows[i], i))
-				sorted = false;
+			if (k && rows[order[k - 1]].addr > rows[i].addr)
+				ascending = false;
 			order[k++] = i;
 		}
-	idx = sorted ? order : sort_rows(rows, order, order + n, n);
-	for (size_t i = 0; i < n; i++) {
-		const struct srow *r = &rows[idx[i]];
+	idx = ascending ? order : sort_rows(rows, order, order + n, n);
+	for (int pass = 0; pass < 2; pass++) {
+		int32_t line = 0;
+		uint32_t file = KDW_ROW_END;
 
-		out->addrs[i] = r->addr;
-		out->info[i] = (struct kdw_row_info){r->line, r->file};
+		if (pass == 1) {
+			out->addrs = arena_alloc(arena, k * sizeof(*out->addrs));
+			out->info = arena_alloc(arena, k * sizeof(*out->info));
+			if (!out->addrs || !out->info)
+				return -ENOMEM;
+		}
+		k = 0;
+		for (size_t i = 0, j; i < n; i = j) {
+			uint32_t best = idx[i];
+
+			/* The run of rows at this address: [i, j). */
+			for (j = i + 1; j < n && rows[idx[j]].addr == rows[idx[i]].addr; j++)
+				if (!row_before(&rows[idx[j]], idx[j], &rows[best], best))
+					best = idx[j];
+
+			const struct srow *r = &rows[best];
+
+			if (j < n && r->file == file && r->line == line)
+				continue;
+			if (pass == 1) {
+				out->addrs[k] = r->addr;
+				out->info[k] = (struct kdw_row_info){r->line, r->file};
+			}
+			k++;
+			line = r->line;
+			file = r->file;
+		}
 	}
-	/* libdw marks the row it sorts last as ending a sequence. */
-	out->info[n - 1].file |= KDW_ROW_END;
-	out->nrows = n;
+	out->info[k - 1].file |= KDW_ROW_END;
+	out->nrows = k;
 	return 0;
 }
 

@@ -153,6 +153,7 @@ struct kdw_cu {
 	uint64_t low_pc; /* base address of range lists: low_pc, entry_pc or 0 */
 	uint64_t str_offsets_base, addr_base, rnglists_base;
 	bool has_stmt_list;
+	bool lang_c; /* DW_AT_language is a C: no functions inside structures */
 	uint64_t stmt_list;
 	const char *comp_dir;
 	struct kdw_abbrevs *abbrevs;
@@ -254,6 +255,8 @@ static inline uint64_t kdw_uleb(struct kdw_cur *c)
 	uint64_t v = 0;
 	unsigned shift = 0;
 
+	if (c->p < c->end && *c->p < 0x80) /* most values: one byte */
+		return *c->p++;
 	while (c->p < c->end) {
 		uint8_t b = *c->p++;
 
