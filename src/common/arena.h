@@ -17,6 +17,10 @@ struct arena;
 
 /* chunk_size: bytes per block (0 = 64 KiB). Returns NULL on out-of-memory. */
 struct arena *arena_new(size_t chunk_size);
+/* An arena for large, long-lived data (a big file's symbol tables): chunks of
+ * 2 MiB-aligned transparent huge pages, faulted in at once. Use it only
+ * when megabytes are expected: the first chunk takes 2 MiB. */
+struct arena *arena_new_huge(void);
 /* Releases every allocation; NULL-safe. */
 void arena_free(struct arena *a);
 /* Forgets every allocation but keeps the arena's largest chunk for reuse
