@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "scrape/scrape_internal.h"
 
@@ -23,6 +24,12 @@ void scrape_unit_free(struct scrape_unit *u)
 		curl_easy_cleanup(u->easy);
 	buf_free(&u->body);
 	scrape_baseline_free(u->base);
+	if (u->ht)
+		http_target_release(u->ht);
+	free(u->ht);
+	http_response_release(&u->resp);
+	if (u->conn_open) /* the manager forgets it first (http_forget) */
+		close(u->fd);
 	free(u);
 }
 
