@@ -1,18 +1,20 @@
 /*
  * sink_local.c — the --local-store-directory sink.
  *
- * Default layout: one file per window, DIR/TIME.pb.gz, e.g.
- * 20261123T073000Z.pb.gz (window start in UTC): a single pprof holding
- * every process's samples, each sample carrying its process's series
- * labels (pid, comm, executable, cgroup, node, ...) beside thread_id and
- * thread_name, so `go tool pprof -tagfocus=pid=^4242$` or `-tagfocus=comm=X`
- * gives one process, and `-tags` lists them. One file rather than one per
- * process: creating ~200 files every 10 s (an inode allocation, a write
- * and a rename each) was a quarter of the agent's CPU in bench-agent.
+ * Default layout (--local-store-layout=process, what issue 3 asks for):
+ * one file per process per window, DIR/TIME_PID_COMM.pb.gz, e.g.
+ * 20261123T073000Z_4242_nginx.pb.gz (window start in UTC; comm reduced
+ * to [A-Za-z0-9._-]), the series labels also in the samples. Profiles
+ * that fit one file-system block come in stored gzip blocks (agent.c,
+ * LOCAL_STORED_MAX).
  *
- * --local-store-layout=process: one file per process per window,
- * DIR/TIME_PID_COMM.pb.gz, e.g. 20261123T073000Z_4242_nginx.pb.gz (comm
- * reduced to [A-Za-z0-9._-]), the series labels also in the samples.
+ * --local-store-layout=window: one file per window, DIR/TIME.pb.gz: a
+ * single pprof holding every process's samples, each sample carrying its
+ * process's series labels (pid, comm, executable, cgroup, node, ...)
+ * beside thread_id and thread_name, so `go tool pprof
+ * -tagfocus=pid=^4242$` or `-tagfocus=comm=X` gives one process, and
+ * `-tags` lists them: one inode a window instead of ~200, for hosts where
+ * creating files is the agent's main cost.
  *
  * Files appear atomically, so a reader never sees half a profile: each is
  * written to an unnamed file (O_TMPFILE) in the directory and linked in
