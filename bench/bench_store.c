@@ -17,6 +17,11 @@
  *       gzipped pprof files under DIR/peer-1h and DIR/peer-node0 for
  *       `go tool pprof -proto`, and prints kiln's merge totals for them.
  *   bench_store total FILE     prints the sum of sample type 0 of a pprof file
+ *   bench_store anatomy [N]    one process' N consecutive profiles (default
+ *       60): per-profile CPU of inflate alone, pprof_decode and a reused
+ *       pprof_decoder, and how many Location/Function/string-table entries
+ *       of each profile recur byte for byte in the one before (what a cache
+ *       keyed by raw entry bytes could skip).
  *
  * Two processes, so that what is printed is the server's alone: a forked
  * generator builds the profiles (gzipped as an agent sends them) and sends
@@ -42,6 +47,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <libdeflate.h>
 
 #include "common/fdio.h"
 #include "common/log.h"
@@ -309,8 +316,9 @@ static void generator(const struct config *cfg, const int *fds)
  * commit fsync, head). */
 struct worker {
 	struct store *s;
-	int *fd;	  /* the connections this thread serves, in turn */
-	bool *done, *eof; /* per connection: phase over; stream over */
+	struct ingest_decoders *decoders; /* shared, as the server's; NULL: --no-decoder-reuse */
+	int *fd;			  /* the connections this thread serves, in turn */
+	bool *done, *eof;		  /* per connection: phase over; stream over */
 	size_t n_fd;
 	struct buf msg;
 	double decode_cpu, write_cpu;
@@ -350,6 +358,7 @@ static void serve_one(struct worker *wk, size_t j)
 	struct kiln_error err = {0};
 	struct arena *a = arena_new(0);
 	double c0 = thread_cpu_s();
+	lim.decoder = wk->decoders ? ingest_decoder_take(wk->decoders) : NULL;
 	int rc = a ? ingest_prepare(wk->msg.data, len, &lim, a, &b, &err) : -ENOMEM;
 	double c1 = thread_cpu_s();
 
@@ -367,6 +376,8 @@ static void serve_one(struct worker *wk, size_t j)
 	}
 	c0 = thread_cpu_s();
 	ingest_batch_release(&b);
+	if (wk->decoders)
+		ingest_decoder_give(wk->decoders, lim.decoder);
 	arena_free(a);
 	wk->decode_cpu += thread_cpu_s() - c0;
 }
@@ -468,7 +479,7 @@ static uint64_t dir_bytes(const char *dir, const char *suffix)
 	return total;
 }
 
-static int run(const char *dir, double scale, int threads, int ingest_threads)
+static int run(const char *dir, double scale, int threads, int ingest_threads, bool reuse)
 {
 	struct config cfg = {.dir = dir, .scale = scale, .threads = threads};
 	struct store_options o = {0};
@@ -497,9 +508,10 @@ static int run(const char *dir, double scale, int threads, int ingest_threads)
 	snprintf(path, sizeof(path), "%s/store", dir);
 	printf("scale: %.4f of 24 h = %.2f h of data: %d nodes x %d processes, one profile per "
 	       "process per 10 s (%" PRId64 " windows), ~%d stacks per profile from a pool of %d, "
-	       "depth 10-60; %d writer connections served by %d server threads\n",
+	       "depth 10-60; %d writer connections served by %d server threads%s\n",
 	       scale, cfg.n_windows * WINDOW_MS / 3.6e6, NODES, KINDS, cfg.n_windows, PER_PROFILE,
-	       POOL, threads, ingest_threads < threads ? ingest_threads : threads);
+	       POOL, threads, ingest_threads < threads ? ingest_threads : threads,
+	       reuse ? "" : " (no decoder reuse)");
 	/* The generator is a separate process, so that the figures below
 	 * (CPU, RSS) are the server's alone. */
 	int *srv_fd = calloc((size_t)threads, sizeof(int)),
@@ -537,12 +549,15 @@ static int run(const char *dir, double scale, int threads, int ingest_threads)
 	 * first time (slow path: interning), the second is the steady state of
 	 * a running fleet. */
 	int nw = ingest_threads < threads ? ingest_threads : threads;
+	/* Decode memory reused across requests as the server does (one
+	 * decoder per request in flight, kept for the next). */
+	struct ingest_decoders *decoders = reuse ? ingest_decoders_new((size_t)nw) : NULL;
 	struct worker *wk = calloc((size_t)nw, sizeof(*wk));
 	pthread_t *th = calloc((size_t)nw, sizeof(*th));
 	uint64_t rows = 0, profiles = 0, failures = 0;
 	double t0 = now_s(), wall = 0, cpu = 0;
 	for (int i = 0; i < nw; i++) {
-		wk[i] = (struct worker){.s = s};
+		wk[i] = (struct worker){.s = s, .decoders = decoders};
 		wk[i].fd = calloc((size_t)threads / nw + 1, sizeof(int));
 		wk[i].done = calloc((size_t)threads / nw + 1, sizeof(bool));
 		wk[i].eof = calloc((size_t)threads / nw + 1, sizeof(bool));
@@ -581,6 +596,7 @@ static int run(const char *dir, double scale, int threads, int ingest_threads)
 		rows += prow;
 		cpu += pcpu;
 	}
+	ingest_decoders_free(decoders);
 	for (int i = 0; i < nw; i++) {
 		failures += wk[i].failures;
 		buf_free(&wk[i].msg);
@@ -672,21 +688,173 @@ static int total(const char *path)
 	return 0;
 }
 
+/* ---- anatomy: what one agent profile costs to decode ---- */
+
+/* The payloads of top-level LEN fields number `field` of a Profile message
+ * (4 location, 5 function, 6 string_table), without parsing them. */
+static size_t top_fields(const uint8_t *p, size_t n, uint32_t field, const uint8_t **at,
+			 size_t *len, size_t max)
+{
+	const uint8_t *end = p + n;
+	size_t k = 0;
+
+	while (p < end && k < max) {
+		uint64_t key = 0, v = 0;
+		int sh = 0;
+
+		while (p < end && (*p & 0x80))
+			key |= (uint64_t)(*p++ & 0x7f) << (sh += 7, sh - 7);
+		if (p < end)
+			key |= (uint64_t)*p++ << sh;
+		if ((key & 7) == 0 || (key & 7) == 2) {
+			sh = 0;
+			while (p < end && (*p & 0x80))
+				v |= (uint64_t)(*p++ & 0x7f) << (sh += 7, sh - 7);
+			if (p < end)
+				v |= (uint64_t)*p++ << sh;
+		} else {
+			return k; /* pprof writes no fixed-width fields */
+		}
+		if ((key & 7) == 2) {
+			if (v > (size_t)(end - p))
+				return k;
+			if ((key >> 3) == field) {
+				at[k] = p;
+				len[k++] = (size_t)v;
+			}
+			p += v;
+		}
+	}
+	return k;
+}
+
+static double anatomy_time(struct buf *gz, int n, int mode, struct pprof_decoder *d,
+			   struct libdeflate_decompressor *inf, struct buf *out)
+{
+	double best = 1e9;
+
+	for (int round = 0; round < 3; round++) {
+		double c0 = thread_cpu_s();
+
+		for (int w = 0; w < n; w++) {
+			struct pprof_profile *p = NULL;
+			struct kiln_error err = {0};
+			size_t got = 0;
+
+			if (mode == 0)
+				libdeflate_gzip_decompress(inf, gz[w].data, gz[w].len, out->data,
+							   out->cap, &got);
+			else if (mode == 1 &&
+				 pprof_decode(gz[w].data, gz[w].len, NULL, &p, &err) == 0)
+				pprof_profile_free(p);
+			else if (mode == 2 && pprof_decoder_decode(d, gz[w].data, gz[w].len, NULL,
+								   &p, &err) == 0)
+				pprof_decoder_recycle(d, p);
+		}
+		double t = (thread_cpu_s() - c0) / n * 1e6;
+		best = t < best ? t : best;
+	}
+	return best;
+}
+
+static int anatomy(int n)
+{
+	struct buf *gz = calloc((size_t)n, sizeof(*gz)), *raw = calloc((size_t)n, sizeof(*raw));
+	struct libdeflate_decompressor *inf = libdeflate_alloc_decompressor();
+	struct pprof_decoder *d = pprof_decoder_new();
+	struct buf out = {0};
+	size_t max = 1 << 16;
+	const uint8_t **at[2] = {calloc(max, sizeof(void *)), calloc(max, sizeof(void *))};
+	size_t *len[2] = {calloc(max, sizeof(size_t)), calloc(max, sizeof(size_t))};
+
+	if (!gz || !raw || !inf || !d || !at[0] || !at[1] || !len[0] || !len[1] ||
+	    buf_reserve(&out, 16 << 20))
+		return 1;
+	setup_kinds();
+	for (int w = 0; w < n; w++) {
+		size_t got = 0;
+
+		make_profile(0, 0, w, (int64_t)w * WINDOW_MS, &gz[w]);
+		if (libdeflate_gzip_decompress(inf, gz[w].data, gz[w].len, out.data, out.cap,
+					       &got) != LIBDEFLATE_SUCCESS ||
+		    buf_append(&raw[w], out.data, got))
+			return 1;
+	}
+	printf("anatomy: %d consecutive profiles of one process, %zu bytes gzipped -> %zu "
+	       "inflated (the first)\n",
+	       n, gz[0].len, raw[0].len);
+	printf("per profile, thread CPU (best of 3): inflate alone %.1f us; pprof_decode %.1f us; "
+	       "pprof_decoder_decode (reused) %.1f us\n",
+	       anatomy_time(gz, n, 0, d, inf, &out), anatomy_time(gz, n, 1, d, inf, &out),
+	       anatomy_time(gz, n, 2, d, inf, &out));
+	const char *names[] = {"Location", "Function", "string_table"};
+	for (uint32_t f = 4; f <= 6; f++) {
+		size_t total = 0, same = 0, same_pos = 0;
+
+		for (int w = 1; w < n; w++) {
+			size_t np =
+			    top_fields(raw[w - 1].data, raw[w - 1].len, f, at[0], len[0], max);
+			size_t nc = top_fields(raw[w].data, raw[w].len, f, at[1], len[1], max);
+
+			for (size_t i = 0; i < nc; i++) {
+				bool hit = false;
+
+				for (size_t j = 0; j < np && !hit; j++)
+					hit = len[0][j] == len[1][i] &&
+					      memcmp(at[0][j], at[1][i], len[1][i]) == 0;
+				total++;
+				same += hit;
+				same_pos += i < np && len[0][i] == len[1][i] &&
+					    memcmp(at[0][i], at[1][i], len[1][i]) == 0;
+			}
+		}
+		printf("%s: %.0f entries per profile; byte-identical to an entry of the previous "
+		       "profile %.1f%%, at the same index %.1f%%\n",
+		       names[f - 4], (double)total / (n - 1), 100.0 * same / total,
+		       100.0 * same_pos / total);
+	}
+	for (int w = 0; w < n; w++) {
+		buf_free(&gz[w]);
+		buf_free(&raw[w]);
+	}
+	free(gz);
+	free(raw);
+	free(at[0]);
+	free(at[1]);
+	free(len[0]);
+	free(len[1]);
+	buf_free(&out);
+	pprof_decoder_free(d);
+	libdeflate_free_decompressor(inf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	double scale = 0.02;
 	int threads = 8, ingest_threads = 0;
+	bool reuse = true;
 
 	log_set_level(LOG_WARN);
 	if (argc == 3 && strcmp(argv[1], "total") == 0)
 		return total(argv[2]);
+	if (argc >= 2 && strcmp(argv[1], "anatomy") == 0)
+		return anatomy(argc >= 3 && atoi(argv[2]) > 1 ? atoi(argv[2]) : 60);
 	if (argc < 3 || strcmp(argv[1], "run") != 0) {
 		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N] "
-				"[--ingest-threads M]\n"
-				"       bench_store total FILE\n");
+				"[--ingest-threads M] [--no-decoder-reuse]\n"
+				"       bench_store total FILE\n"
+				"       bench_store anatomy [N]\n");
 		return 2;
 	}
-	for (int i = 3; i + 1 < argc; i += 2) {
+	for (int i = 3; i < argc; i += 2) {
+		if (strcmp(argv[i], "--no-decoder-reuse") == 0) {
+			reuse = false;
+			i--;
+			continue;
+		}
+		if (i + 1 >= argc)
+			break;
 		if (strcmp(argv[i], "--scale") == 0)
 			scale = atof(argv[i + 1]);
 		else if (strcmp(argv[i], "--threads") == 0)
@@ -698,5 +866,5 @@ int main(int argc, char **argv)
 		return 2;
 	if (ingest_threads < 1)
 		ingest_threads = threads;
-	return run(argv[2], scale, threads, ingest_threads);
+	return run(argv[2], scale, threads, ingest_threads, reuse);
 }

@@ -111,7 +111,7 @@ int main(int argc, char **argv)
 	double warm = now() - t0;
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("n=%zu cold_s=%.3f cold_per_s=%.0f cold_cpu_s=%.3f cold_per_cpu_s=%.0f "
+	printf("n=%zu cold_s=%.3f cold_per_s=%.0f cold_cpu_s=%.4f cold_per_cpu_s=%.0f "
 	       "warm_per_s=%.0f resolved=%zu frames=%zu maxrss_kb=%ld\n",
 	       n, cold, n / cold, cold_cpu, n / cold_cpu, passes * n / warm, resolved, frames,
 	       ru.ru_maxrss);

@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		secs.size[i] = len;
 		off += len;
 	}
-	d = kdw_open(&secs, &e);
+	d = kdw_open(&secs, NULL, &e);
 	if (!d) {
 		check_error(-1, &e);
 		free(copy);
@@ -102,7 +102,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		}
 		for (int k = 0; k < 3; k++) {
-			uint64_t q = k == 0 ? addr : k == 1 ? s.lo : l->last_addr;
+			uint64_t q = k == 0	? addr
+				     : k == 1	? s.lo
+				     : l->nrows ? l->addrs[l->nrows - 1]
+						: 0;
 
 			if (kdw_lines_find(l, q, &row)) {
 				const char *f = kdw_lines_file(l, row.file, kdw_arena(d));

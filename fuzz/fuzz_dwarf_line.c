@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct kdw_line_unit u = {&secs, 0, data[0] & 1 ? 8 : 4, data[0] & 2 ? "/comp/dir" : NULL,
 				  0};
 
-	rc = kdw_lines_read(&u, a, &l, &e);
+	rc = kdw_lines_read(&u, a, NULL, &l, &e);
 	if (rc < 0) {
 		if (rc != -12 /* ENOMEM */ && !e.msg[0])
 			abort(); /* every failure must say why */
@@ -57,12 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < l.nfiles; i++)
 		if (!kdw_lines_file(&l, i, a) && l.files[i].name)
 			abort();
-	for (size_t i = 0; i < l.nseqs; i++) {
+	for (size_t i = 0; i < l.nrows; i++) {
 		struct kdw_row row;
-		uint64_t qs[] = {l.seqs[i].lo, l.seqs[i].hi,
-				 l.seqs[i].lo + (l.seqs[i].hi - l.seqs[i].lo) / 2,
-				 l.seqs[i].lo - 1};
+		uint64_t qs[] = {l.addrs[i], l.addrs[i] - 1, l.addrs[i] + 1,
+				 i + 1 < l.nrows ? l.addrs[i] + (l.addrs[i + 1] - l.addrs[i]) / 2
+						 : UINT64_MAX};
 
+		if (i && l.addrs[i] < l.addrs[i - 1])
+			abort(); /* rows are sorted */
 		for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++)
 			if (kdw_lines_find(&l, qs[k], &row) && row.addr > qs[k])
 				abort(); /* the row found is at or below the address */

@@ -4,7 +4,9 @@
  * Any input must either fail with an error message or decode to a profile
  * that satisfies the invariants; a decoded profile is then pushed through
  * every consumer (folded, top, merge, re-encode + decode) since those trust
- * the invariants.
+ * the invariants. The same input then goes through a pprof_decoder twice
+ * (the second time into the memory the first left) and must give the same
+ * profile, byte for byte once re-encoded.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,11 +25,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct buf out = {0};
 	struct pprof_top top;
 
+	struct pprof_decoder *d = pprof_decoder_new();
+	struct buf again = {0};
+
+	if (!d)
+		abort();
+	for (int i = 0; i < 2; i++) {
+		struct kiln_error derr = {0};
+		int rc = pprof_decoder_decode(d, data, size, &opts, &q, &derr);
+
+		if (rc == 0)
+			pprof_decoder_recycle(d, q);
+		else if (!derr.msg[0])
+			abort();
+		q = NULL;
+	}
 	if (pprof_decode(data, size, &opts, &p, &err) != 0) {
 		if (!err.msg[0])
 			abort(); /* every failure must say why */
+		if (pprof_decoder_decode(d, data, size, &opts, &q, &err) == 0)
+			abort(); /* the decoder must fail the same input */
+		pprof_decoder_free(d);
 		return 0;
 	}
+	if (pprof_decoder_decode(d, data, size, &opts, &q, &err) != 0 ||
+	    pprof_encode(pprof_profile_msg(q), false, &again) ||
+	    pprof_encode(pprof_profile_msg(p), false, &out) || again.len != out.len ||
+	    memcmp(again.data, out.data, out.len) != 0)
+		abort();
+	pprof_decoder_recycle(d, q);
+	pprof_decoder_free(d);
+	buf_free(&again);
+	q = NULL;
+	buf_reset(&out);
 	if (pprof_validate(pprof_profile_msg(p), &err) != 0)
 		abort();
 	if (pprof_profile_msg(p)->n_sample_type) {

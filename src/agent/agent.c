@@ -39,6 +39,9 @@
  * cache grows past KSYM_CACHE_MAX addresses. */
 #define KSYM_CLEAR_NS  (600ull * 1000000000)
 #define KSYM_CACHE_MAX 200000
+/* Local-store profiles whose encoding fits one file-system block are
+ * stored, not compressed, inside their gzip framing (see profile_env). */
+#define LOCAL_STORED_MAX 4096
 
 struct agent {
 	const struct agent_config *cfg;
@@ -50,10 +53,13 @@ struct agent {
 	struct window *cur, *next;
 	struct sampler *sampler;
 	/* Reused by every profile of every window (see profile_env). */
-	struct libdeflate_compressor *gz;
+	struct libdeflate_compressor *gz, *gz_store;
 	struct buf gz_scratch;
 	int64_t wall_minus_mono;
 	uint64_t now_ns;
+	/* The loop's own CPU time (CLOCK_THREAD_CPUTIME_ID) at the end of the
+	 * last window and its split, for the debug line of each window. */
+	uint64_t cpu_mark_ns, cpu_build_ns, cpu_sinks_ns;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -199,6 +205,9 @@ static void window_emit(struct agent *a, struct window *w)
 	    .gz = a->gz,
 	    .scratch = &a->gz_scratch,
 	};
+	/* The local store's files (the shapes the push never takes) keep
+	 * small profiles in stored gzip blocks: see profile_env. */
+	struct profile_env env_local = env;
 	/* Per shape: the profiles and their buffers (SINK_WINDOW: one). */
 	struct agent_profile *profs[SINK_SHAPES] = {NULL};
 	struct buf *bufs[SINK_SHAPES] = {NULL};
@@ -213,6 +222,8 @@ static void window_emit(struct agent *a, struct window *w)
 		need[cfg->sinks[i]->shape] = true;
 	if (!w->n || !cfg->n_sinks)
 		return;
+	env_local.gz_store = a->gz_store;
+	env_local.stored_max = LOCAL_STORED_MAX;
 	labels = calloc(w->n, sizeof(*labels));
 	execs = calloc(w->n, sizeof(*execs));
 	oom = !labels || !execs;
@@ -243,7 +254,8 @@ static void window_emit(struct agent *a, struct window *w)
 			if (!need[v])
 				continue;
 			kiln_error_clear(&err);
-			if (profile_build(&env, w, wp, labelled ? &labels[i] : NULL, &bufs[v][i],
+			if (profile_build(labelled ? &env_local : &env, w, wp,
+					  labelled ? &labels[i] : NULL, &bufs[v][i],
 					  labelled ? NULL : &execs[i], &err)) {
 				log_warn("%s", err.msg);
 				ADD(profiles_failed, 1);
@@ -263,7 +275,7 @@ static void window_emit(struct agent *a, struct window *w)
 	}
 	if (need[SINK_WINDOW]) {
 		kiln_error_clear(&err);
-		if (profile_build_window(&env, w, labels, &bufs[SINK_WINDOW][0], &err) == 0) {
+		if (profile_build_window(&env_local, w, labels, &bufs[SINK_WINDOW][0], &err) == 0) {
 			profs[SINK_WINDOW][0] = (struct agent_profile){
 			    .comm = "",
 			    .time_ns = w->start_wall_ns,
@@ -291,6 +303,7 @@ static void window_emit(struct agent *a, struct window *w)
 			debuginfo_uploader_offer(cfg->uploader, m->build_id, path);
 		}
 	}
+	a->cpu_build_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		struct agent_sink *s = cfg->sinks[i];
 		int v = s->shape;
@@ -310,6 +323,7 @@ static void window_emit(struct agent *a, struct window *w)
 			}
 		}
 	}
+	a->cpu_sinks_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - a->cpu_build_ns;
 out:
 	for (int v = 0; v < SINK_SHAPES; v++) {
 		size_t n = v == SINK_WINDOW ? 1 : w->n;
@@ -329,12 +343,19 @@ out:
 
 static void window_finish(struct agent *a, struct window *w)
 {
-	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), dt;
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), dt;
 
+	a->cpu_build_ns = a->cpu_sinks_ns = 0;
 	update_kernel_stats(a);
 	window_name_kernel_frames(a, w);
 	window_emit(a, w);
-	log_debug("window: %llu samples from %zu processes", (unsigned long long)w->samples, w->n);
+	/* CPU: between windows (reading rings and /proc), profiles (kernel
+	 * names, build, gzip), sinks (files, or packing for the push). */
+	log_debug("window: %llu samples from %zu processes; CPU ms: between %.2f, profiles %.2f, "
+		  "sinks %.2f",
+		  (unsigned long long)w->samples, w->n, (double)(c0 - a->cpu_mark_ns) / 1e6,
+		  (double)(a->cpu_build_ns ? a->cpu_build_ns - c0 : 0) / 1e6,
+		  (double)a->cpu_sinks_ns / 1e6);
 	window_free(w);
 	/* Exits normally remove entries; this is the safety net for exit
 	 * events lost to a full ring. Re-reading a live process is cheap but
@@ -347,6 +368,7 @@ static void window_finish(struct agent *a, struct window *w)
 	if (a->now_ns > PROC_EXIT_LINGER_NS)
 		proc_cache_reap_exited(a->procs, a->now_ns - PROC_EXIT_LINGER_NS);
 	SET(processes_tracked, proc_cache_count(a->procs));
+	a->cpu_mark_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	dt = clock_ns(CLOCK_MONOTONIC) - t0;
 	SET(window_read_ns_last, dt);
 	ADD(window_read_ns_total, dt);
@@ -391,7 +413,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	buf_init(&a.gz_scratch);
 	a.procs = proc_cache_new(cfg->proc_root);
 	a.gz = libdeflate_alloc_compressor(1);
-	if (!a.procs || !a.gz) {
+	a.gz_store = libdeflate_alloc_compressor(0);
+	if (!a.procs || !a.gz || !a.gz_store) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -432,6 +455,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 			a.ksyms = NULL;
 		}
 	}
+	a.cpu_mark_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	log_debug("start-up: %.2f ms of CPU", (double)a.cpu_mark_ns / 1e6);
 	log_info("profiling every CPU at %u Hz, %.1fs windows", cfg->frequency_hz,
 		 (double)cfg->duration_ns / 1e9);
 
@@ -492,6 +517,8 @@ out:
 	proc_cache_free(a.procs);
 	if (a.gz)
 		libdeflate_free_compressor(a.gz);
+	if (a.gz_store)
+		libdeflate_free_compressor(a.gz_store);
 	buf_free(&a.gz_scratch);
 	ksym_cache_free(a.ksyms);
 	labels_free(&a.host_labels);

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,18 @@ int main(int argc, char **argv)
 	 * munmap is a TLB shootdown on every CPU). Peak RSS is unchanged. */
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	mallopt(M_MMAP_THRESHOLD, 8 << 20);
+	/* The process cache keeps each live process's /proc/PID/maps open
+	 * (within half this limit): allow up to 64k where the hard limit
+	 * lets us. */
+	{
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 &&
+		    rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal; /* no SA_RESTART: the poll returns at once */

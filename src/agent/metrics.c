@@ -171,10 +171,13 @@ int metrics_server_start(const char *addr, struct agent_metrics *m, struct metri
 		return -ENOMEM;
 	}
 	s->m = m;
-	s->daemon = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0,
-	    NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	    MHD_OPTION_CONNECTION_LIMIT, 16U, MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+	/* poll, not select: the process cache may hold more than FD_SETSIZE
+	 * descriptors, and select cannot watch a socket numbered above it. */
+	s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+					 (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+				     0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+				     ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 16U,
+				     MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->daemon) {
 		free(s);

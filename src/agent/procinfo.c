@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define PROC_BUCKETS 1024
@@ -45,15 +46,46 @@ struct proc_cache {
 	bool has_vsyscall;
 	/* The kernel answers PROCMAP_QUERY: entries are lazy (proc_info). */
 	bool lazy;
+	/* Kept /proc/PID/maps fds (proc_info.maps_fd) and their budget: half
+	 * the soft RLIMIT_NOFILE; past it, an fd is opened per query. */
+	size_t open_fds, max_fds;
+	/* Holds each /proc file read (kept: a 4 KiB malloc per new process
+	 * was a sixth of reading it, the heap being full of small frees). */
+	struct buf scratch;
 };
 
+static int read_fd(struct buf *b, int fd);
+
+/* Reads a one-record /proc file (stat, cgroup: the kernel formats the
+ * whole record on the first read and hands over what fits), so a read
+ * that does not fill the buffer is the end: one read instead of two.
+ * Not for maps: a multi-record file comes a page at a time. */
 static int read_small(const char *proc_root, uint32_t pid, const char *file, struct buf *b)
 {
 	char path[256];
+	ssize_t n;
+	int fd, rc = 0;
 
 	snprintf(path, sizeof(path), "%s/%u/%s", proc_root, pid, file);
 	buf_reset(b);
-	if (buf_read_file(b, path, 64 << 20) != 0)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (buf_reserve(b, 4096) != 0) {
+		close(fd);
+		return -1;
+	}
+	do
+		n = read(fd, b->data, b->cap - 1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		rc = -1;
+	else
+		b->len = (size_t)n;
+	if (!rc && (size_t)n == b->cap - 1)
+		rc = read_fd(b, fd);
+	close(fd);
+	if (rc)
 		return -1;
 	return buf_terminate(b);
 }
@@ -186,18 +218,53 @@ static void read_maps(const char *proc_root, struct proc_info *p, struct buildid
 	p->maps_ok = true;
 }
 
+static void maps_fd_close(struct proc_cache *c, struct proc_info *p)
+{
+	if (!p->has_maps_fd)
+		return;
+	close(p->maps_fd);
+	p->has_maps_fd = false;
+	if (c && c->open_fds)
+		c->open_fds--;
+}
+
+/* An open /proc/PID/maps for p: its kept fd, or a new one (kept if the
+ * budget allows; *owned says the caller must close it). -errno. */
+static int maps_fd_get(struct proc_cache *c, struct proc_info *p, bool *owned)
+{
+	char path[256];
+	int fd;
+
+	*owned = false;
+	if (p->has_maps_fd)
+		return p->maps_fd;
+	snprintf(path, sizeof(path), "%s/%u/maps", c->proc_root, p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (p->cached && c->open_fds < c->max_fds) {
+		p->maps_fd = fd;
+		p->has_maps_fd = true;
+		c->open_fds++;
+	} else {
+		*owned = true;
+	}
+	return fd;
+}
+
+/* scratch: a buffer to read /proc files into (kept by the caller). */
 static struct proc_info *info_read(const char *proc_root, uint32_t pid, const char *comm,
 				   bool comm_exact, struct buildid_cache *bc,
-				   const struct proc_mapping *vsyscall, bool lazy)
+				   const struct proc_mapping *vsyscall, bool lazy,
+				   struct buf *scratch)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
 	char path[256], exe[4096] = "", cgroup[4096] = "/", unit[512], cid[80], num[16];
-	struct buf b;
+	struct buf b = *scratch;
 	ssize_t n;
 
 	if (!p)
 		return NULL;
-	buf_init(&b);
 	p->pid = pid;
 	snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
 	/* stat has the process name (the group leader's, as /proc/PID/comm)
@@ -220,7 +287,7 @@ static struct proc_info *info_read(const char *proc_root, uint32_t pid, const ch
 	} else {
 		read_maps(proc_root, p, bc, vsyscall, &b);
 	}
-	buf_free(&b);
+	*scratch = b; /* it may have grown */
 	if (!p->executable)
 		goto oom;
 
@@ -241,13 +308,21 @@ oom:
 struct proc_info *proc_info_read(const char *proc_root, uint32_t pid, const char *comm,
 				 bool comm_exact, struct buildid_cache *bc)
 {
-	return info_read(proc_root, pid, comm, comm_exact, bc, NULL, false);
+	struct buf b;
+	struct proc_info *p;
+
+	buf_init(&b);
+	p = info_read(proc_root, pid, comm, comm_exact, bc, NULL, false, &b);
+	buf_free(&b);
+	return p;
 }
 
 void proc_info_free(struct proc_info *p)
 {
 	if (!p)
 		return;
+	if (p->has_maps_fd)
+		close(p->maps_fd);
 	free(p->executable);
 	labels_free(&p->labels);
 	procmaps_free(&p->maps);
@@ -263,8 +338,11 @@ static bool find_vsyscall(const char *proc_root, struct proc_mapping *out)
 	struct buf b;
 	bool found = false;
 
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%d/maps", proc_root, (int)getpid());
 	buf_init(&b);
-	if (read_small(proc_root, (uint32_t)getpid(), "maps", &b) == 0 &&
+	if (buf_read_file(&b, path, 64 << 20) == 0 && buf_terminate(&b) == 0 &&
 	    procmaps_parse((const char *)b.data, b.len, &m, NULL) == 0) {
 		for (size_t i = 0; i < m.n && !found; i++) {
 			if (strcmp(m.v[i].path, "[vsyscall]") == 0) {
@@ -307,6 +385,13 @@ struct proc_cache *proc_cache_new(const char *proc_root)
 		proc_cache_free(c);
 		return NULL;
 	}
+	{
+		struct rlimit rl;
+
+		c->max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+				 ? (size_t)rl.rlim_cur / 2
+				 : 512;
+	}
 	c->has_vsyscall = find_vsyscall(c->proc_root, &c->vsyscall);
 	c->lazy = can_query(c->proc_root);
 	return c;
@@ -327,20 +412,16 @@ void proc_cache_free(struct proc_cache *c)
 		}
 	}
 	buildid_cache_free(c->buildids);
+	buf_free(&c->scratch);
 	free(c->proc_root);
 	free(c);
 }
 
 static uint64_t current_start_time(struct proc_cache *c, uint32_t pid)
 {
-	struct buf b;
-	uint64_t t = 0;
-
-	buf_init(&b);
-	if (read_small(c->proc_root, pid, "stat", &b) == 0)
-		t = stat_start_time((const char *)b.data);
-	buf_free(&b);
-	return t;
+	if (read_small(c->proc_root, pid, "stat", &c->scratch) == 0)
+		return stat_start_time((const char *)c->scratch.data);
+	return 0;
 }
 
 /* Unlinks p from its chain; frees it unless a window still holds it (the
@@ -350,6 +431,7 @@ static void cache_unlink(struct proc_cache *c, struct proc_info *p, struct proc_
 	*link = p->next;
 	p->next = NULL;
 	p->cached = false;
+	maps_fd_close(c, p);
 	c->count--;
 	if (p->refs == 0)
 		proc_info_free(p);
@@ -386,7 +468,7 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 		break;
 	}
 	p = info_read(c->proc_root, pid, comm, comm_exact, c->buildids,
-		      c->has_vsyscall ? &c->vsyscall : NULL, c->lazy);
+		      c->has_vsyscall ? &c->vsyscall : NULL, c->lazy, &c->scratch);
 	if (!p)
 		return NULL;
 	p->last_seen_ns = now_ns;
@@ -477,16 +559,17 @@ static void add_gap(struct proc_maps *gaps, uint64_t start, uint64_t limit)
  * below the next one (and that one). Returns true if addr is now mapped. */
 static bool learn(struct proc_cache *c, struct proc_info *p, uint64_t addr)
 {
-	char path[256], name[4096];
+	char name[4096];
 	struct proc_mapping m, *added;
+	bool owned;
 	int fd, rc;
 
-	snprintf(path, sizeof(path), "%s/%u/maps", c->proc_root, p->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = maps_fd_get(c, p, &owned);
 	if (fd < 0)
 		return false;
 	rc = procmaps_query_at(fd, addr, &m, name, sizeof(name));
-	close(fd);
+	if (owned)
+		close(fd);
 	if (rc == -ENOENT) {
 		add_gap(&p->gaps, addr, 0x800000000000ull);
 		return false;
@@ -521,7 +604,10 @@ void proc_cache_resolve(struct proc_cache *c, struct proc_info *p, uint64_t addr
 		 * refresh schedule, after checking the pid is still its. */
 		if (p->maps_read_ns && now_ns - p->maps_read_ns < interval)
 			return;
-		if (p->start_time && current_start_time(c, p->pid) != p->start_time) {
+		/* A kept maps fd answers for this process only (see
+		 * proc_info); without one, check the pid is still its. */
+		if (!p->has_maps_fd && p->start_time &&
+		    current_start_time(c, p->pid) != p->start_time) {
 			proc_cache_invalidate(c, p->pid);
 			return;
 		}
@@ -542,9 +628,12 @@ void proc_cache_resolve(struct proc_cache *c, struct proc_info *p, uint64_t addr
 
 void proc_cache_invalidate(struct proc_cache *c, uint32_t pid)
 {
-	for (struct proc_info *p = c->buckets[pid % PROC_BUCKETS]; p; p = p->next)
-		if (p->pid == pid)
+	for (struct proc_info *p = c->buckets[pid % PROC_BUCKETS]; p; p = p->next) {
+		if (p->pid == pid) {
 			p->stale = true;
+			maps_fd_close(c, p);
+		}
+	}
 }
 
 void proc_cache_forget(struct proc_cache *c, uint32_t pid)
@@ -561,9 +650,12 @@ void proc_cache_forget(struct proc_cache *c, uint32_t pid)
 
 void proc_cache_mark_exited(struct proc_cache *c, uint32_t pid, uint64_t now_ns)
 {
-	for (struct proc_info *p = c->buckets[pid % PROC_BUCKETS]; p; p = p->next)
-		if (p->pid == pid && !p->exited_ns)
+	for (struct proc_info *p = c->buckets[pid % PROC_BUCKETS]; p; p = p->next) {
+		if (p->pid == pid && !p->exited_ns) {
 			p->exited_ns = now_ns ? now_ns : 1;
+			maps_fd_close(c, p); /* an exited entry asks nothing */
+		}
+	}
 }
 
 void proc_cache_reap_exited(struct proc_cache *c, uint64_t cutoff_ns)

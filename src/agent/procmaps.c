@@ -20,7 +20,9 @@
 int procmaps_push(struct proc_maps *m, const struct proc_mapping *e)
 {
 	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 32;
+		/* Lazy entries hold a few mappings and gaps (the ones samples
+		 * hit): start small, in malloc's per-thread cache sizes. */
+		size_t cap = m->cap ? m->cap * 2 : 4;
 		struct proc_mapping *nv = realloc(m->v, cap * sizeof(*nv));
 
 		if (!nv)

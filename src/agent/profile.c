@@ -127,9 +127,11 @@ static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p
 }
 
 /* The same bytes as pprof_builder_encode(b, true, out) (one gzip member,
- * libdeflate level 1), with env's compressor and scratch buffer when set. */
+ * libdeflate level 1), with env's compressor and scratch buffer when set;
+ * level 0 (stored blocks) up to env->stored_max bytes with gz_store. */
 static int encode_gzip(const struct profile_env *env, struct pprof_builder *b, struct buf *out)
 {
+	struct libdeflate_compressor *gz = env->gz;
 	size_t bound, got;
 	int rc;
 
@@ -139,10 +141,12 @@ static int encode_gzip(const struct profile_env *env, struct pprof_builder *b, s
 	rc = pprof_builder_encode(b, false, env->scratch);
 	if (rc)
 		return rc;
-	bound = libdeflate_gzip_compress_bound(env->gz, env->scratch->len);
+	if (env->gz_store && env->scratch->len <= env->stored_max)
+		gz = env->gz_store;
+	bound = libdeflate_gzip_compress_bound(gz, env->scratch->len);
 	if (buf_reserve(out, bound + 1))
 		return -ENOMEM;
-	got = libdeflate_gzip_compress(env->gz, env->scratch->data, env->scratch->len,
+	got = libdeflate_gzip_compress(gz, env->scratch->data, env->scratch->len,
 				       out->data + out->len, bound);
 	if (!got)
 		return -EIO;

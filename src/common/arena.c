@@ -25,6 +25,7 @@ struct arena {
 	size_t chunk_size;
 	size_t used;
 	bool grows;
+	bool huge; /* chunks are mappings in transparent huge pages */
 };
 
 /* An arena that starts with small chunks doubles them up to this as it
@@ -46,6 +47,17 @@ struct arena *arena_new(size_t chunk_size)
 	return a;
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+struct arena *arena_new_huge(void)
+{
+	struct arena *a = arena_new(HUGE_PAGE - sizeof(struct arena_chunk));
+
+	if (a)
+		a->huge = true;
+	return a;
+}
+
 void arena_free(struct arena *a)
 {
 	struct arena_chunk *c, *next;
@@ -54,9 +66,37 @@ void arena_free(struct arena *a)
 		return;
 	for (c = a->head; c; c = next) {
 		next = c->next;
-		free(c);
+		if (a->huge)
+			munmap(c, sizeof(*c) + c->size);
+		else
+			free(c);
 	}
 	free(a);
+}
+
+void arena_reset(struct arena *a)
+{
+	struct arena_chunk *keep = NULL, *c, *next;
+
+	for (c = a->head; c; c = c->next)
+		if (!keep || c->size > keep->size)
+			keep = c;
+	for (c = a->head; c; c = next) {
+		next = c->next;
+		if (c != keep)
+			free(c);
+	}
+	if (keep) {
+		keep->used = 0;
+		keep->next = NULL;
+	}
+	a->head = keep;
+	a->used = 0;
+}
+
+size_t arena_capacity(const struct arena *a)
+{
+	return a->head ? a->head->size - a->head->used : 0;
 }
 
 void mem_populate(void *p, size_t len)
@@ -70,8 +110,40 @@ void mem_populate(void *p, size_t len)
 		madvise((void *)start, end - start, MADV_POPULATE_WRITE);
 }
 
-static struct arena_chunk *chunk_new(size_t size, bool populate)
+/* A chunk of at least size bytes in whole 2 MiB pages, 2 MiB-aligned and
+ * populated: in a VM whose page tables the hypervisor shadows, the first
+ * touch of each fresh 4 KiB page costs microseconds, of a huge page about
+ * as much. */
+static struct arena_chunk *chunk_new_huge(size_t size)
 {
+	size_t len = (sizeof(struct arena_chunk) + size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	uint8_t *p, *al;
+	struct arena_chunk *c;
+
+	if (len < size)
+		return NULL;
+	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	al = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	if (al > p)
+		munmap(p, (size_t)(al - p));
+	if (al + len < p + len + HUGE_PAGE)
+		munmap(al + len, (size_t)(p + len + HUGE_PAGE - (al + len)));
+	madvise(al, len, MADV_HUGEPAGE);
+	madvise(al, len, 23 /* MADV_POPULATE_WRITE, Linux 5.14: advice only */);
+	c = (struct arena_chunk *)al;
+	c->size = len - sizeof(*c);
+	c->used = 0;
+	c->next = NULL;
+	return c;
+}
+
+static struct arena_chunk *chunk_new(const struct arena *a, size_t size, bool populate)
+{
+	if (a->huge)
+		return chunk_new_huge(size);
+
 	struct arena_chunk *c = malloc(sizeof(*c) + size);
 
 	if (!c)
@@ -93,10 +165,10 @@ void *arena_alloc(struct arena *a, size_t n)
 	if (n > SIZE_MAX / 2)
 		return NULL;
 	if (n > a->chunk_size / 4) {
-		c = chunk_new(n, a->grows);
+		c = chunk_new(a, n, a->grows);
 		if (!c)
 			return NULL;
-		c->used = n;
+		c->used = c->size; /* nothing else goes there */
 		if (a->head) {
 			c->next = a->head->next;
 			a->head->next = c;
@@ -110,7 +182,7 @@ void *arena_alloc(struct arena *a, size_t n)
 	if (!c || c->size - c->used < n) {
 		if (a->head && a->grows && a->chunk_size < MAX_CHUNK)
 			a->chunk_size *= 2;
-		c = chunk_new(a->chunk_size, a->grows);
+		c = chunk_new(a, a->chunk_size, a->grows);
 		if (!c)
 			return NULL;
 		c->next = a->head;

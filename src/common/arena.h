@@ -17,8 +17,19 @@ struct arena;
 
 /* chunk_size: bytes per block (0 = 64 KiB). Returns NULL on out-of-memory. */
 struct arena *arena_new(size_t chunk_size);
+/* An arena for large, long-lived data (a big file's symbol tables): chunks of
+ * 2 MiB-aligned transparent huge pages, faulted in at once. Use it only
+ * when megabytes are expected: the first chunk takes 2 MiB. */
+struct arena *arena_new_huge(void);
 /* Releases every allocation; NULL-safe. */
 void arena_free(struct arena *a);
+/* Forgets every allocation but keeps the arena's largest chunk for reuse
+ * (the others are freed), so that the next user of the arena starts with
+ * that much room and no malloc. */
+void arena_reset(struct arena *a);
+/* Bytes left in the current chunk (after arena_reset: the kept chunk's
+ * size; 0 for an arena that never allocated). */
+size_t arena_capacity(const struct arena *a);
 /* Returns NULL on out-of-memory. The memory is not zeroed. */
 void *arena_alloc(struct arena *a, size_t n);
 void *arena_calloc(struct arena *a, size_t n, size_t size);

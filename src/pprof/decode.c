@@ -12,14 +12,38 @@
 
 #include "common/gzip.h"
 
+#include <libdeflate.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define DEFAULT_MAX_INFLATED ((size_t)1 << 30)
 
-int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *opts,
-		 struct pprof_profile **out, struct kiln_error *err)
+/* What a decoder keeps (pprof.h): a message buffer and an arena up to these
+ * sizes, which cover agent and runtime/pprof profiles many times over; a
+ * bigger profile's memory goes back to malloc. */
+#define KEEP_RAW   ((size_t)2 << 20)
+#define KEEP_ARENA (PPROF_DECODER_KEEP_BYTES - KEEP_RAW)
+
+struct pprof_decoder {
+	struct libdeflate_decompressor *inflater;
+	struct buf raw;	     /* spare message buffer, len 0 */
+	struct arena *arena; /* spare, reset */
+};
+
+/* One chunk for the whole message where possible (a growing arena takes
+ * five or six for an agent profile, the big ones fresh from the kernel each
+ * time): the parsed structs take 3.4 times the message bytes for agent CPU
+ * profiles, up to 4 for sample-heavy ones. */
+static size_t arena_chunk_for(size_t msg_len)
+{
+	return msg_len < (2u << 20) ? msg_len * 4 + 16 * 1024 : 8u << 20;
+}
+
+static int decode(struct pprof_decoder *d, const void *data, size_t len,
+		  const struct pprof_decode_opts *opts, struct pprof_profile **out,
+		  struct kiln_error *err)
 {
 	size_t max =
 	    opts && opts->max_inflated_bytes ? opts->max_inflated_bytes : DEFAULT_MAX_INFLATED;
@@ -33,11 +57,15 @@ int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *o
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return kiln_error_set(err, ENOMEM, "out of memory");
+	if (d && d->raw.data) {
+		p->raw = d->raw; /* len 0: reused as if fresh */
+		memset(&d->raw, 0, sizeof(d->raw));
+	}
 	/* The message bytes stay with the profile: its strings point into
 	 * them (pprof_parse), which saves a copy and an allocation per
 	 * string, most of a profile's string table. */
 	if (gzip_is_gzip(data, len)) {
-		rc = pprof_gunzip(data, len, max, &p->raw, err);
+		rc = pprof_gunzip(d ? d->inflater : NULL, data, len, max, &p->raw, err);
 		if (rc)
 			goto fail;
 		if (p->raw.len == 0) {
@@ -57,15 +85,16 @@ int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *o
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
-	/* One chunk for the whole message where possible (a growing arena
-	 * takes five or six for an agent profile, the big ones fresh from the
-	 * kernel each time): the parsed structs take 3.4 times the message
-	 * bytes for agent CPU profiles, up to 4 for sample-heavy ones. */
-	chunk = p->raw.len < (2u << 20) ? p->raw.len * 4 + 16 * 1024 : 8u << 20;
-	p->arena = arena_new(chunk);
-	if (!p->arena) {
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
-		goto fail;
+	chunk = arena_chunk_for(p->raw.len);
+	if (d && d->arena && arena_capacity(d->arena) >= chunk) {
+		p->arena = d->arena;
+		d->arena = NULL;
+	} else {
+		p->arena = arena_new(chunk);
+		if (!p->arena) {
+			rc = kiln_error_set(err, ENOMEM, "out of memory");
+			goto fail;
+		}
 	}
 	rc = pprof_parse(p->arena, p->raw.data, p->raw.len, &p->msg, err);
 	if (rc)
@@ -76,8 +105,61 @@ int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *o
 	*out = p;
 	return 0;
 fail:
-	pprof_profile_free(p);
+	pprof_decoder_recycle(d, p);
 	return rc;
+}
+
+int pprof_decode(const void *data, size_t len, const struct pprof_decode_opts *opts,
+		 struct pprof_profile **out, struct kiln_error *err)
+{
+	return decode(NULL, data, len, opts, out, err);
+}
+
+struct pprof_decoder *pprof_decoder_new(void)
+{
+	struct pprof_decoder *d = calloc(1, sizeof(*d));
+
+	if (d && !(d->inflater = libdeflate_alloc_decompressor())) {
+		free(d);
+		d = NULL;
+	}
+	return d;
+}
+
+void pprof_decoder_free(struct pprof_decoder *d)
+{
+	if (!d)
+		return;
+	libdeflate_free_decompressor(d->inflater);
+	buf_free(&d->raw);
+	arena_free(d->arena);
+	free(d);
+}
+
+int pprof_decoder_decode(struct pprof_decoder *d, const void *data, size_t len,
+			 const struct pprof_decode_opts *opts, struct pprof_profile **out,
+			 struct kiln_error *err)
+{
+	return decode(d, data, len, opts, out, err);
+}
+
+void pprof_decoder_recycle(struct pprof_decoder *d, struct pprof_profile *p)
+{
+	if (!p)
+		return;
+	if (d && !d->raw.data && p->raw.data && p->raw.cap <= KEEP_RAW) {
+		d->raw = p->raw;
+		d->raw.len = 0;
+		memset(&p->raw, 0, sizeof(p->raw));
+	}
+	if (d && !d->arena && p->arena) {
+		arena_reset(p->arena);
+		if (arena_capacity(p->arena) <= KEEP_ARENA) {
+			d->arena = p->arena;
+			p->arena = NULL;
+		}
+	}
+	pprof_profile_free(p);
 }
 
 int pprof_decode_file(const char *path, const struct pprof_decode_opts *opts,

@@ -49,10 +49,10 @@ static size_t guess_size(const uint8_t *data, size_t len, size_t bound)
 	return guess > bound ? bound : guess;
 }
 
-int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
-		 struct kiln_error *err)
+int pprof_gunzip(struct libdeflate_decompressor *inflater, const void *data, size_t len,
+		 size_t max_out, struct buf *out, struct kiln_error *err)
 {
-	struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+	struct libdeflate_decompressor *d = inflater ? inflater : libdeflate_alloc_decompressor();
 	const uint8_t *in = data;
 	size_t start = out->len, off = 0;
 	int rc = 0;
@@ -108,7 +108,8 @@ int pprof_gunzip(const void *data, size_t len, size_t max_out, struct buf *out,
 		off += used_in;
 	}
 out:
-	libdeflate_free_decompressor(d);
+	if (d != inflater)
+		libdeflate_free_decompressor(d);
 	if (rc)
 		out->len = start;
 	return rc;

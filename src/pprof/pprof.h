@@ -54,6 +54,25 @@ int pprof_decode_file(const char *path, const struct pprof_decode_opts *opts,
 		      struct pprof_profile **out, struct kiln_error *err);
 void pprof_profile_free(struct pprof_profile *p);
 
+/* A decoder keeps what decoding one profile allocates (the inflater, the
+ * message buffer, the arena) for the next one, so that a thread decoding
+ * profile after profile (WriteRaw) does not malloc, fault in and free half a
+ * megabyte each time. Not thread-safe: one decoder per thread at a time.
+ * pprof_decoder_decode is pprof_decode (same checks, same result);
+ * pprof_decoder_recycle frees p (NULL-safe) but gives its memory back to d
+ * when d has none and it is not oversized, so a decoder holds at most one
+ * profile's buffers (at most PPROF_DECODER_KEEP_BYTES). A profile may be
+ * recycled into any decoder, or freed with pprof_profile_free instead; d may
+ * be NULL in both calls (plain pprof_decode / pprof_profile_free). */
+#define PPROF_DECODER_KEEP_BYTES ((size_t)10 << 20)
+struct pprof_decoder;
+struct pprof_decoder *pprof_decoder_new(void);
+void pprof_decoder_free(struct pprof_decoder *d);
+int pprof_decoder_decode(struct pprof_decoder *d, const void *data, size_t len,
+			 const struct pprof_decode_opts *opts, struct pprof_profile **out,
+			 struct kiln_error *err);
+void pprof_decoder_recycle(struct pprof_decoder *d, struct pprof_profile *p);
+
 /* Checks the invariants listed above on any message. */
 int pprof_validate(const pprof_msg *m, struct kiln_error *err);
 

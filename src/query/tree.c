@@ -761,20 +761,26 @@ out:
 	return rc;
 }
 
-int query_tree_build(const struct pprof_profile *p, int sample_index,
-		     const struct query_tree_options *opts, struct query_tree **out,
-		     struct kiln_error *err)
+/* One or two profiles into a finished tree. The first side added sets the unit,
+ * so a diff adds its comparison profile first. */
+static int tree_build_sides(const struct query_tree_options *opts, bool diff,
+			    const struct pprof_profile *first, int first_index,
+			    enum query_side first_side, const struct pprof_profile *second,
+			    int second_index, enum query_side second_side, struct query_tree **out,
+			    struct kiln_error *err)
 {
 	struct query_tree_options o = opts ? *opts : (struct query_tree_options){0};
 	struct query_tree *t;
 	int rc;
 
 	*out = NULL;
-	o.diff = false;
+	o.diff = diff;
 	t = query_tree_new(&o);
 	if (!t)
 		return kiln_error_set(err, ENOMEM, "flame graph: out of memory");
-	rc = query_tree_add(t, p, sample_index, QUERY_SIDE_SINGLE, err);
+	rc = query_tree_add(t, first, first_index, first_side, err);
+	if (!rc && second)
+		rc = query_tree_add(t, second, second_index, second_side, err);
 	if (!rc)
 		rc = query_tree_finish(t, err);
 	if (rc) {
@@ -785,31 +791,20 @@ int query_tree_build(const struct pprof_profile *p, int sample_index,
 	return 0;
 }
 
+int query_tree_build(const struct pprof_profile *p, int sample_index,
+		     const struct query_tree_options *opts, struct query_tree **out,
+		     struct kiln_error *err)
+{
+	return tree_build_sides(opts, false, p, sample_index, QUERY_SIDE_SINGLE, NULL, 0,
+				QUERY_SIDE_SINGLE, out, err);
+}
+
 int query_tree_build_diff(const struct pprof_profile *a, int a_index, const struct pprof_profile *b,
 			  int b_index, const struct query_tree_options *opts,
 			  struct query_tree **out, struct kiln_error *err)
 {
-	struct query_tree_options o = opts ? *opts : (struct query_tree_options){0};
-	struct query_tree *t;
-	int rc;
-
-	*out = NULL;
-	o.diff = true;
-	t = query_tree_new(&o);
-	if (!t)
-		return kiln_error_set(err, ENOMEM, "flame graph: out of memory");
-	/* B first, so that the unit is the comparison's */
-	rc = query_tree_add(t, b, b_index, QUERY_SIDE_COMPARE, err);
-	if (!rc)
-		rc = query_tree_add(t, a, a_index, QUERY_SIDE_BASE, err);
-	if (!rc)
-		rc = query_tree_finish(t, err);
-	if (rc) {
-		query_tree_free(t);
-		return rc;
-	}
-	*out = t;
-	return 0;
+	return tree_build_sides(opts, true, b, b_index, QUERY_SIDE_COMPARE, a, a_index,
+				QUERY_SIDE_BASE, out, err);
 }
 
 /* ---- accessors ------------------------------------------------------------- */

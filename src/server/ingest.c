@@ -3,6 +3,7 @@
  * store, so the fuzz target links it alone; rpc_ingest.c commits.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,7 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
+	out->decoder = lim->decoder;
 	arena_protobuf_allocator(a, &alloc);
 	write_raw_req *r =
 	    parca__profilestore__v1alpha1__write_raw_request__unpack(&alloc, len, req);
@@ -189,7 +191,8 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 		for (size_t j = 0; j < rs->n_samples; j++) {
 			const ProtobufCBinaryData *raw = &rs->samples[j]->raw_profile;
 			struct ingest_profile *ip = &out->profiles[out->n_profiles];
-			rc = pprof_decode(raw->data, raw->len, &dopts, &ip->profile, err);
+			rc = pprof_decoder_decode(out->decoder, raw->data, raw->len, &dopts,
+						  &ip->profile, err);
 			if (rc) {
 				kiln_error_prefix(err, "series[%zu].samples[%zu]: ", i, j);
 				goto fail;
@@ -219,8 +222,65 @@ fail:
 void ingest_batch_release(struct ingest_batch *b)
 {
 	for (size_t i = 0; i < b->n_profiles; i++)
-		pprof_profile_free(b->profiles[i].profile);
+		pprof_decoder_recycle(b->decoder, b->profiles[i].profile);
 	free(b->profiles);
 	b->profiles = NULL;
 	b->n_profiles = 0;
+}
+
+struct ingest_decoders {
+	pthread_mutex_t mu;
+	struct pprof_decoder **idle;
+	size_t n_idle, max_kept;
+};
+
+struct ingest_decoders *ingest_decoders_new(size_t max_kept)
+{
+	struct ingest_decoders *ds = calloc(1, sizeof(*ds));
+
+	if (!ds)
+		return NULL;
+	ds->idle = calloc(max_kept + 1, sizeof(*ds->idle));
+	if (!ds->idle) {
+		free(ds);
+		return NULL;
+	}
+	pthread_mutex_init(&ds->mu, NULL);
+	ds->max_kept = max_kept;
+	return ds;
+}
+
+void ingest_decoders_free(struct ingest_decoders *ds)
+{
+	if (!ds)
+		return; /* NULL-safe */
+	for (size_t i = 0; i < ds->n_idle; i++)
+		pprof_decoder_free(ds->idle[i]);
+	pthread_mutex_destroy(&ds->mu);
+	free(ds->idle);
+	free(ds);
+}
+
+struct pprof_decoder *ingest_decoder_take(struct ingest_decoders *ds)
+{
+	struct pprof_decoder *d = NULL;
+
+	pthread_mutex_lock(&ds->mu);
+	if (ds->n_idle)
+		d = ds->idle[--ds->n_idle];
+	pthread_mutex_unlock(&ds->mu);
+	return d ? d : pprof_decoder_new();
+}
+
+void ingest_decoder_give(struct ingest_decoders *ds, struct pprof_decoder *d)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&ds->mu);
+	if (ds->n_idle < ds->max_kept) {
+		ds->idle[ds->n_idle++] = d;
+		d = NULL;
+	}
+	pthread_mutex_unlock(&ds->mu);
+	pprof_decoder_free(d); /* more requests at once than ingest threads */
 }

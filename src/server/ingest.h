@@ -55,13 +55,29 @@ struct ingest_batch {
 	size_t n_profiles;
 	uint64_t total_samples; /* sample rows: samples x sample types */
 	uint64_t total_bytes;
+	struct pprof_decoder *decoder; /* from ingest_limits; gets the profiles back */
 };
 
 struct ingest_limits {
 	size_t max_inflate; /* per profile; 0 = pprof's default */
 	size_t max_labels;  /* 0 = INGEST_MAX_LABELS */
 	int64_t now_ms;	    /* used when a profile has no time_nanos */
+	/* Optional: decodes with (and ingest_batch_release recycles into)
+	 * this decoder, which the caller owns and must not share with another
+	 * thread until the batch is released. NULL: plain pprof_decode. */
+	struct pprof_decoder *decoder;
 };
+
+/* Decoders for the ingest threads to borrow, one per request, so that each
+ * reuses the buffers of an earlier request (pprof_decoder in pprof.h).
+ * Thread-safe. At most max_kept idle decoders are kept (each holds up to
+ * PPROF_DECODER_KEEP_BYTES, ~0.7 MB for an agent profile); take returns NULL
+ * only when out of memory (then decode without one). */
+struct ingest_decoders;
+struct ingest_decoders *ingest_decoders_new(size_t max_kept);
+void ingest_decoders_free(struct ingest_decoders *ds);
+struct pprof_decoder *ingest_decoder_take(struct ingest_decoders *ds);
+void ingest_decoder_give(struct ingest_decoders *ds, struct pprof_decoder *d);
 
 /* Decodes req into out; everything lives in arena a except the profiles
  * (release with ingest_batch_release). */

@@ -65,7 +65,8 @@ struct server {
 	int port;
 	SSL_CTX *tls; /* NULL = plaintext */
 	struct pool *ingest_pool, *query_pool;
-	void *mhd; /* struct MHD_Daemon */
+	struct ingest_decoders *decoders; /* WriteRaw's decode memory, reused */
+	void *mhd;			  /* struct MHD_Daemon */
 	struct server_metrics metrics;
 	volatile sig_atomic_t stop_requested;
 	_Atomic bool stopping;

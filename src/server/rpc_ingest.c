@@ -41,11 +41,13 @@ void rpc_write_raw(struct grpc_call *c)
 	struct kiln_error err = {0};
 	struct ingest_batch b = {0};
 	struct ingest_limits lim = {.max_inflate = server_config(s)->max_profile_inflate,
-				    .now_ms = now_ms()};
+				    .now_ms = now_ms(),
+				    .decoder = ingest_decoder_take(s->decoders)};
 	struct arena *a = arena_new(0);
 	int rc;
 
 	if (!a) {
+		ingest_decoder_give(s->decoders, lim.decoder);
 		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
@@ -64,5 +66,6 @@ void rpc_write_raw(struct grpc_call *c)
 		/* WriteRawResponse is empty: zero bytes. */
 	}
 	ingest_batch_release(&b);
+	ingest_decoder_give(s->decoders, lim.decoder);
 	arena_free(a);
 }

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "server/handlers.h"
+#include "server/ingest.h"
 #include "server/internal.h"
 #include "store/store.h"
 
@@ -138,7 +139,8 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	}
 	s->ingest_pool = pool_new("ingest", c->ingest_threads);
 	s->query_pool = pool_new("query", c->query_threads);
-	if (!s->ingest_pool || !s->query_pool) {
+	s->decoders = ingest_decoders_new((size_t)c->ingest_threads);
+	if (!s->ingest_pool || !s->query_pool || !s->decoders) {
 		rc = kiln_error_set(err, ENOMEM, "cannot start worker threads");
 		goto fail;
 	}
@@ -230,6 +232,7 @@ void server_free(struct server *s)
 	pthread_mutex_unlock(&s->conn_lock);
 	pool_free(s->ingest_pool);
 	pool_free(s->query_pool);
+	ingest_decoders_free(s->decoders);
 	if (s->ext_state) {
 		for (size_t i = server_n_extensions; i-- > 0;)
 			if (s->ext_state[i] && server_extensions[i].stop)

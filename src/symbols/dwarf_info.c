@@ -42,6 +42,8 @@ const char *const kdw_sec_names[KDW_NSECS] = {
 
 struct kdw_spec {
 	uint16_t name, form;
+	int8_t slot;	  /* enum slot of name, -1: none */
+	int8_t size;	  /* kdw_form_fixed_size of form (-1: varies) */
 	int64_t implicit; /* DW_FORM_implicit_const */
 };
 
@@ -58,6 +60,12 @@ struct kdw_abbrevs {
 	struct kdw_abbrev *by_code; /* [ncodes], code 0 unused */
 	uint32_t ncodes;
 	struct kdw_spec *specs;
+	/* What it was decoded for (a scratch table is reused). */
+	uint64_t offset;
+	uint16_t version;
+	uint8_t addr_size;
+	bool valid;
+	size_t cap_codes, cap_specs; /* scratch tables: their arrays' sizes */
 };
 
 struct kdw_arange {
@@ -68,17 +76,33 @@ struct kdw_arange {
 struct kdw {
 	struct kdw_sections s;
 	struct arena *arena;
+	bool own_arena;
 	struct kdw_cu *cus; /* by offset */
 	size_t ncus;
 	struct kdw_arange *aranges; /* by low */
 	size_t naranges;
-	struct htab *abbrevs; /* (offset, addr size, version) -> struct kdw_abbrevs * */
+	struct htab *abbrevs; /* (offset, addr size, version) -> kept struct kdw_abbrevs * */
+	/* The abbreviations of the unit decoded last (the one walked), and
+	 * where other units' are decoded before they are kept: a unit's
+	 * table is used while its DIEs are walked, and decoding them all
+	 * into the arena was megabytes of fresh memory (libc: 6.6 MB for
+	 * 1930 units), most of a cold run's page faults. */
+	struct kdw_abbrevs scratch, tmp;
+	const struct kdw_cu *walking; /* the unit kdw_walk_cu is in, or NULL */
+	struct kdw_line_scratch line_scratch;
+	struct form_sizes {
+		int8_t size[0x2d];
+		uint8_t addr_size;
+		uint16_t version;
+		bool valid;
+	} form_sizes;
 	struct {
 		uint64_t low, high;
 	} * ranges; /* one DIE's ranges */
 	size_t nranges, ranges_cap;
 	bool rnglists_base_read;
 	uint64_t rnglists_default_base;
+	bool aranges_bad; /* .debug_aranges was malformed: dropped whole */
 };
 
 /* --- bounded reading ------------------------------------------------------ */
@@ -220,12 +244,37 @@ static struct kdw_cu *cu_containing(struct kdw *d, uint64_t off)
 	return bsearch(&off, d->cus, d->ncus, sizeof(*d->cus), cu_cmp_off);
 }
 
+/* The number of units: a hop from length to length (the array is then
+ * allocated once, in the arena). */
+static size_t count_units(const struct kdw *d)
+{
+	const uint8_t *sec = d->s.p[KDW_INFO];
+	size_t size = d->s.size[KDW_INFO], n = 0;
+	uint64_t off = 0;
+
+	while (off + 4 <= size) {
+		struct kdw_cur c = {sec + off, sec + size, false};
+		uint64_t len = kdw_fixed(&c, 4);
+
+		if (len == 0xffffffff)
+			len = kdw_fixed(&c, 8);
+		if (c.bad || len > (uint64_t)(c.end - c.p))
+			break;
+		n++;
+		off = (uint64_t)(c.p - sec) + len;
+	}
+	return n;
+}
+
 static int read_units(struct kdw *d, struct kiln_error *e)
 {
 	const uint8_t *sec = d->s.p[KDW_INFO];
-	size_t size = d->s.size[KDW_INFO], cap = 0;
+	size_t size = d->s.size[KDW_INFO], cap = count_units(d);
 	uint64_t off = 0;
 
+	d->cus = arena_alloc(d->arena, (cap ? cap : 1) * sizeof(*d->cus));
+	if (!d->cus)
+		return -ENOMEM;
 	while (off + 4 <= size) {
 		struct kdw_cur c = {sec + off, sec + size, false};
 		struct kdw_cu cu = {.offset = off};
@@ -234,7 +283,8 @@ static int read_units(struct kdw *d, struct kiln_error *e)
 
 		if (dwarf64)
 			len = kdw_fixed(&c, 8);
-		if (c.bad || len > (uint64_t)(c.end - c.p) || (!dwarf64 && len >= 0xfffffff0))
+		if (c.bad || len > (uint64_t)(c.end - c.p) || (!dwarf64 && len >= 0xfffffff0) ||
+		    d->ncus == cap)
 			return kiln_error_set(e, EINVAL,
 					      ".debug_info+0x%llx: unit length 0x%llx "
 					      "past the end of the section",
@@ -260,15 +310,6 @@ static int read_units(struct kdw *d, struct kiln_error *e)
 			       (cu.unit_type == DW_UT_compile || cu.unit_type == DW_UT_partial) &&
 			       (cu.addr_size == 4 || cu.addr_size == 8) &&
 			       cu.abbrev_offset < d->s.size[KDW_ABBREV];
-		if (d->ncus == cap) {
-			size_t ncap = cap ? cap * 2 : 256;
-			struct kdw_cu *n = realloc(d->cus, ncap * sizeof(*n));
-
-			if (!n)
-				return -ENOMEM;
-			d->cus = n;
-			cap = ncap;
-		}
 		d->cus[d->ncus++] = cu;
 		off = cu.end;
 	}
@@ -340,12 +381,13 @@ bad:
 	free(d->aranges);
 	d->aranges = NULL;
 	d->naranges = 0;
+	d->aranges_bad = true;
 	return 0;
 }
 
 static void cover_units(struct kdw *d);
 
-struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e)
+struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e)
 {
 	struct kdw *d = calloc(1, sizeof(*d));
 
@@ -354,7 +396,8 @@ struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e)
 		return NULL;
 	}
 	d->s = *secs;
-	d->arena = arena_new(256 * 1024);
+	d->own_arena = !arena;
+	d->arena = arena ? arena : arena_new(256 * 1024);
 	d->abbrevs = htab_new(64);
 	if (!d->arena || !d->abbrevs) {
 		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
@@ -373,9 +416,14 @@ void kdw_close(struct kdw *d)
 {
 	if (!d)
 		return;
-	arena_free(d->arena);
+	if (d->own_arena)
+		arena_free(d->arena);
 	htab_free(d->abbrevs);
-	free(d->cus);
+	free(d->scratch.by_code);
+	free(d->scratch.specs);
+	free(d->tmp.by_code);
+	free(d->tmp.specs);
+	kdw_line_scratch_free(&d->line_scratch);
 	free(d->aranges);
 	free(d->ranges);
 	free(d);
@@ -384,6 +432,11 @@ void kdw_close(struct kdw *d)
 struct arena *kdw_arena(struct kdw *d)
 {
 	return d->arena;
+}
+
+bool kdw_aranges_whole(const struct kdw *d)
+{
+	return !d->aranges_bad;
 }
 
 struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr)
@@ -405,32 +458,60 @@ struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr)
 
 /* --- abbreviations ---------------------------------------------------------- */
 
-static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
+static int slot_of(unsigned name);
+
+/* Grows a scratch array to hold n elements of size sz, zeroing new ones. */
+static bool grow_zeroed(void *pp, size_t *cap, size_t n, size_t sz)
 {
-	struct {
-		uint64_t off;
-		uint16_t version;
-		uint8_t addr_size;
-	} key;
-	struct kdw_abbrevs *t;
-	struct kdw_cur c;
+	void **p = pp;
+	size_t c = *cap ? *cap : 64;
+	void *np;
+
+	if (n <= *cap)
+		return true;
+	while (c < n)
+		c *= 2;
+	np = realloc(*p, c * sz);
+	if (!np)
+		return false;
+	memset((char *)np + *cap * sz, 0, (c - *cap) * sz);
+	*p = np;
+	*cap = c;
+	return true;
+}
+
+/* kdw_form_fixed_size for the standard forms (below 0x2d) of one address
+ * size and version, as a table: the decoder asks for each attribute. */
+static const int8_t *form_sizes(struct form_sizes *fs, uint8_t addr_size, uint16_t version)
+{
+	if (!fs->valid || fs->addr_size != addr_size || fs->version != version) {
+		for (unsigned f = 0; f < sizeof(fs->size); f++)
+			fs->size[f] = (int8_t)kdw_form_fixed_size(f, addr_size, version);
+		fs->addr_size = addr_size;
+		fs->version = version;
+		fs->valid = true;
+	}
+	return fs->size;
+}
+
+/* Decodes cu's abbreviation table into the scratch table t, in one pass. */
+static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abbrevs *t,
+			  struct kiln_error *e)
+{
+	struct kdw_cur c = {d->s.p[KDW_ABBREV] + cu->abbrev_offset,
+			    d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
+	const int8_t *sizes = form_sizes(&d->form_sizes, cu->addr_size, cu->version);
 	size_t nspecs = 0;
 	uint32_t maxcode = 0, ndecls = 0;
-	uint64_t v;
 
-	memset(&key, 0, sizeof(key));
-	key.off = cu->abbrev_offset;
-	key.version = cu->version;
-	key.addr_size = cu->addr_size;
-	if (htab_get(d->abbrevs, &key, sizeof(key), &v)) {
-		cu->abbrevs = (struct kdw_abbrevs *)(uintptr_t)v;
-		return 0;
-	}
-	/* First pass: the largest code and the number of attributes. */
-	c = (struct kdw_cur){d->s.p[KDW_ABBREV] + cu->abbrev_offset,
-			     d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
+	/* Only the codes the previous table used can be marked defined. */
+	if (t->ncodes)
+		memset(t->by_code, 0, t->ncodes * sizeof(*t->by_code));
+	t->valid = false;
+	t->ncodes = 0;
 	for (;;) {
-		uint64_t code = kdw_uleb(&c), name, form;
+		uint64_t code = kdw_uleb(&c), tag, name, form;
+		struct kdw_abbrev *a, dup;
 
 		if (c.bad || code == 0)
 			break;
@@ -438,40 +519,16 @@ static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 			return kiln_error_set(e, ENOTSUP, ".debug_abbrev+0x%llx: code %llu",
 					      (unsigned long long)cu->abbrev_offset,
 					      (unsigned long long)code);
-		if (code > maxcode)
+		if (code >= t->cap_codes &&
+		    !grow_zeroed(&t->by_code, &t->cap_codes, code + 1, sizeof(*t->by_code)))
+			return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		if (code > maxcode) {
 			maxcode = (uint32_t)code;
+			t->ncodes = maxcode + 1u; /* what the next decode clears */
+		}
 		ndecls++;
-		kdw_uleb(&c);
-		kdw_u8(&c);
-		do {
-			name = kdw_uleb(&c);
-			form = kdw_uleb(&c);
-			if (form == DW_FORM_implicit_const)
-				kdw_sleb(&c);
-			nspecs += name != 0 || form != 0;
-		} while (!c.bad && (name != 0 || form != 0));
-	}
-	if (c.bad)
-		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
-				      (unsigned long long)cu->abbrev_offset);
-	/* The table is indexed by code: sparse codes (never written by
-	 * compilers, easy to forge in an upload) would cost memory out of
-	 * proportion to the bytes read. */
-	if (maxcode > 16u * ndecls + 256)
-		return kiln_error_set(e, ENOTSUP, ".debug_abbrev+0x%llx: sparse codes (%u for %u)",
-				      (unsigned long long)cu->abbrev_offset, maxcode, ndecls);
-	t = arena_calloc(d->arena, 1, sizeof(*t));
-	if (!t || !(t->by_code = arena_calloc(d->arena, maxcode + 1u, sizeof(*t->by_code))) ||
-	    !(t->specs = arena_alloc(d->arena, (nspecs ? nspecs : 1) * sizeof(*t->specs))))
-		return -ENOMEM;
-	t->ncodes = maxcode + 1u;
-	c = (struct kdw_cur){d->s.p[KDW_ABBREV] + cu->abbrev_offset,
-			     d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
-	nspecs = 0;
-	for (uint32_t k = 0; k < ndecls; k++) {
-		uint64_t code = kdw_uleb(&c), tag = kdw_uleb(&c), name, form;
-		struct kdw_abbrev *a = &t->by_code[code], dup;
-
+		tag = kdw_uleb(&c);
+		a = &t->by_code[code];
 		if (a->defined) /* a repeated code: libdw keeps the first */
 			a = &dup;
 		a->tag = (uint32_t)tag;
@@ -488,7 +545,7 @@ static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 			form = kdw_uleb(&c);
 			if (form == DW_FORM_implicit_const)
 				implicit = kdw_sleb(&c);
-			if (name == 0 && form == 0)
+			if (c.bad || (name == 0 && form == 0))
 				break;
 			if (name > 0xffff || form > 0xffff)
 				return kiln_error_set(e, EINVAL,
@@ -497,9 +554,15 @@ static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 						      (unsigned long long)cu->abbrev_offset,
 						      (unsigned long long)name,
 						      (unsigned long long)form);
+			if (nspecs >= t->cap_specs &&
+			    !grow_zeroed(&t->specs, &t->cap_specs, nspecs + 1, sizeof(*t->specs)))
+				return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+			n = form < sizeof(d->form_sizes.size)
+				? sizes[form]
+				: kdw_form_fixed_size(form, cu->addr_size, cu->version);
 			t->specs[nspecs++] =
-			    (struct kdw_spec){(uint16_t)name, (uint16_t)form, implicit};
-			n = kdw_form_fixed_size(form, cu->addr_size, cu->version);
+			    (struct kdw_spec){(uint16_t)name, (uint16_t)form,
+					      (int8_t)slot_of((unsigned)name), (int8_t)n, implicit};
 			if (name == DW_AT_sibling && a->sib_at < 0 && a->fixed >= 0 && n >= 0) {
 				a->sib_at = a->fixed;
 				a->sib_form = (uint16_t)form;
@@ -508,9 +571,90 @@ static int abbrevs_get(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 		}
 		a->nattrs = (uint32_t)nspecs - a->first;
 	}
-	if (htab_put(d->abbrevs, &key, sizeof(key), (uint64_t)(uintptr_t)t) < 0)
-		return -ENOMEM;
+	if (c.bad)
+		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
+				      (unsigned long long)cu->abbrev_offset);
+	/* Sparse codes (never written by compilers, easy to forge in an
+	 * upload) would cost memory out of proportion to the bytes read. */
+	if (maxcode > 16u * ndecls + 256)
+		return kiln_error_set(e, ENOTSUP, ".debug_abbrev+0x%llx: sparse codes (%u for %u)",
+				      (unsigned long long)cu->abbrev_offset, maxcode, ndecls);
+	t->ncodes = maxcode + 1u;
+	t->offset = cu->abbrev_offset;
+	t->version = cu->version;
+	t->addr_size = cu->addr_size;
+	t->valid = true;
+	return 0;
+}
+
+static bool abbrevs_match(const struct kdw_abbrevs *t, const struct kdw_cu *cu)
+{
+	return t->valid && t->offset == cu->abbrev_offset && t->version == cu->version &&
+	       t->addr_size == cu->addr_size;
+}
+
+/* cu's abbreviation table. The walked unit's (and any unit's outside a
+ * walk) is the scratch table, decoded again when it holds another's;
+ * units reached from a walk by reference get a copy kept in the arena
+ * (shared by units with the same table), so that the walk's stays. */
+static int abbrevs_for(struct kdw *d, struct kdw_cu *cu, const struct kdw_abbrevs **out,
+		       struct kiln_error *e)
+{
+	struct {
+		uint64_t off;
+		uint16_t version;
+		uint8_t addr_size;
+	} key;
+	struct kdw_abbrevs *t;
+	size_t nspecs = 0;
+	uint64_t v;
+	int rc;
+
+	if (cu->abbrevs) {
+		*out = cu->abbrevs;
+		return 0;
+	}
+	if (abbrevs_match(&d->scratch, cu)) {
+		*out = &d->scratch;
+		return 0;
+	}
+	if (!d->walking || d->walking == cu) {
+		*out = &d->scratch;
+		return abbrevs_decode(d, cu, &d->scratch, e);
+	}
+	memset(&key, 0, sizeof(key));
+	key.off = cu->abbrev_offset;
+	key.version = cu->version;
+	key.addr_size = cu->addr_size;
+	if (htab_get(d->abbrevs, &key, sizeof(key), &v)) {
+		cu->abbrevs = (struct kdw_abbrevs *)(uintptr_t)v;
+		*out = cu->abbrevs;
+		return 0;
+	}
+	rc = abbrevs_decode(d, cu, &d->tmp, e);
+	if (rc < 0)
+		return rc;
+	for (uint32_t k = 0; k < d->tmp.ncodes; k++) {
+		const struct kdw_abbrev *a = &d->tmp.by_code[k];
+
+		if (a->defined && a->first + a->nattrs > nspecs)
+			nspecs = a->first + a->nattrs;
+	}
+	t = arena_calloc(d->arena, 1, sizeof(*t));
+	if (!t || !(t->by_code = arena_alloc(d->arena, d->tmp.ncodes * sizeof(*t->by_code))) ||
+	    !(t->specs = arena_alloc(d->arena, (nspecs ? nspecs : 1) * sizeof(*t->specs))) ||
+	    htab_put(d->abbrevs, &key, sizeof(key), (uint64_t)(uintptr_t)t) < 0)
+		return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	memcpy(t->by_code, d->tmp.by_code, d->tmp.ncodes * sizeof(*t->by_code));
+	if (nspecs)
+		memcpy(t->specs, d->tmp.specs, nspecs * sizeof(*t->specs));
+	t->ncodes = d->tmp.ncodes;
+	t->offset = d->tmp.offset;
+	t->version = d->tmp.version;
+	t->addr_size = d->tmp.addr_size;
+	t->valid = true;
 	cu->abbrevs = t;
+	*out = t;
 	return 0;
 }
 
@@ -535,10 +679,40 @@ enum slot {
 	S_STR_OFFSETS_BASE,
 	S_ADDR_BASE,
 	S_RNGLISTS_BASE,
+	S_LANGUAGE,
 	NSLOTS
 };
 
+static int slot_of_switch(unsigned name);
+
+/* The slot of each attribute name below 0x80, plus one (0: none). */
+static const int8_t slot_table[0x80] = {
+    [DW_AT_sibling] = S_SIBLING + 1,
+    [DW_AT_low_pc] = S_LOW_PC + 1,
+    [DW_AT_high_pc] = S_HIGH_PC + 1,
+    [DW_AT_ranges] = S_RANGES + 1,
+    [DW_AT_name] = S_NAME + 1,
+    [DW_AT_linkage_name] = S_LINKAGE + 1,
+    [DW_AT_decl_line] = S_DECL_LINE + 1,
+    [DW_AT_abstract_origin] = S_ORIGIN + 1,
+    [DW_AT_specification] = S_SPEC + 1,
+    [DW_AT_call_file] = S_CALL_FILE + 1,
+    [DW_AT_call_line] = S_CALL_LINE + 1,
+    [DW_AT_entry_pc] = S_ENTRY_PC + 1,
+    [DW_AT_stmt_list] = S_STMT_LIST + 1,
+    [DW_AT_comp_dir] = S_COMP_DIR + 1,
+    [DW_AT_str_offsets_base] = S_STR_OFFSETS_BASE + 1,
+    [DW_AT_addr_base] = S_ADDR_BASE + 1,
+    [DW_AT_rnglists_base] = S_RNGLISTS_BASE + 1,
+    [DW_AT_language] = S_LANGUAGE + 1,
+};
+
 static int slot_of(unsigned name)
+{
+	return name < sizeof(slot_table) ? slot_table[name] - 1 : slot_of_switch(name);
+}
+
+static int slot_of_switch(unsigned name)
 {
 	switch (name) {
 	case DW_AT_sibling:
@@ -576,6 +750,8 @@ static int slot_of(unsigned name)
 	case DW_AT_addr_base:
 	case DW_AT_GNU_addr_base:
 		return S_ADDR_BASE;
+	case DW_AT_language:
+		return S_LANGUAGE;
 	case DW_AT_rnglists_base:
 		return S_RNGLISTS_BASE;
 	default:
@@ -691,19 +867,32 @@ static bool is_function(uint32_t tag)
 	       tag == DW_TAG_entry_point;
 }
 
-static bool is_scope(uint32_t tag)
+/* DIEs whose children may hold functions with code. In C a structure or
+ * union holds members only (C++ may define member functions there), so a
+ * C unit's are stepped over: in libc's units they were a quarter of the
+ * DIEs read. */
+static bool is_scope(const struct kdw_cu *cu, uint32_t tag)
 {
-	return tag == DW_TAG_lexical_block || tag == DW_TAG_namespace || tag == DW_TAG_module ||
-	       tag == DW_TAG_class_type || tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+	switch (tag) {
+	case DW_TAG_lexical_block:
+	case DW_TAG_namespace:
+	case DW_TAG_module:
+		return true;
+	case DW_TAG_class_type:
+	case DW_TAG_structure_type:
+	case DW_TAG_union_type:
+		return !cu->lang_c;
+	default:
+		return false;
+	}
 }
 
 /* Reads the DIE at the cursor (its abbreviation code first). Returns 1 for
  * a DIE (in *die, the cursor after its attributes), 0 for a null entry,
  * or -errno. */
-static int read_die(struct kdw *d, const struct kdw_cu *cu, struct kdw_cur *c, struct die *die,
-		    enum die_mode mode, struct kiln_error *e)
+static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abbrevs *t,
+		    struct kdw_cur *c, struct die *die, enum die_mode mode, struct kiln_error *e)
 {
-	const struct kdw_abbrevs *t = cu->abbrevs;
 	uint64_t code;
 
 	die->offset = (uint64_t)(c->p - d->s.p[KDW_INFO]);
@@ -716,7 +905,7 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, struct kdw_cur *c, s
 		return die_bad(e, die->offset, "unknown abbreviation code");
 	die->ab = &t->by_code[code];
 	die->have = 0;
-	if (mode == DIE_WALK && !is_function(die->ab->tag) && !is_scope(die->ab->tag))
+	if (mode == DIE_WALK && !is_function(die->ab->tag) && !is_scope(cu, die->ab->tag))
 		mode = DIE_SKIP;
 	if (mode == DIE_SKIP && die->ab->fixed >= 0) {
 		if (die->ab->sib_at >= 0 && die->ab->children) {
@@ -731,14 +920,18 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, struct kdw_cur *c, s
 	}
 	for (uint32_t i = 0; i < die->ab->nattrs; i++) {
 		const struct kdw_spec *sp = &t->specs[die->ab->first + i];
-		int slot = mode != DIE_SKIP ? slot_of(sp->name)
-					    : (sp->name == DW_AT_sibling ? S_SIBLING : -1);
+		int slot = mode != DIE_SKIP || sp->slot == S_SIBLING ? sp->slot : -1;
 		struct aval tmp;
 
 		if (slot < 0 || (die->have & (1u << slot))) {
-			if (!kdw_form_skip(c, sp->form, cu->addr_size, cu->version))
+			if (sp->size >= 0) {
+				if ((size_t)(c->end - c->p) < (size_t)sp->size)
+					return die_bad(e, die->offset, "truncated attribute");
+				c->p += sp->size;
+			} else if (!kdw_form_skip(c, sp->form, cu->addr_size, cu->version)) {
 				return die_bad(e, die->offset,
 					       "unknown form or truncated attribute");
+			}
 			continue;
 		}
 		if (!read_value(c, cu, sp->form, sp->implicit, &tmp))
@@ -873,6 +1066,7 @@ static int val_ref(const struct kdw_cu *cu, const struct aval *v, uint64_t die_o
 /* The unit DIE's attributes the others depend on (read once per unit). */
 static int cu_base(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 {
+	const struct kdw_abbrevs *t;
 	struct kdw_cur c;
 	struct die die;
 	int rc;
@@ -885,11 +1079,11 @@ static int cu_base(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 	if (!cu->supported)
 		return kiln_error_set(e, ENOTSUP, ".debug_info+0x%llx: unit kind left to libdw",
 				      (unsigned long long)cu->offset);
-	rc = abbrevs_get(d, cu, e);
+	rc = abbrevs_for(d, cu, &t, e);
 	if (rc < 0)
 		return rc;
 	c = (struct kdw_cur){d->s.p[KDW_INFO] + cu->die_offset, d->s.p[KDW_INFO] + cu->end, false};
-	rc = read_die(d, cu, &c, &die, DIE_FULL, e);
+	rc = read_die(d, cu, t, &c, &die, DIE_FULL, e);
 	if (rc <= 0)
 		return rc < 0 ? rc : die_bad(e, cu->die_offset, "unit without a DIE");
 	/* Bases first: the others may be strx / addrx. */
@@ -899,6 +1093,14 @@ static int cu_base(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 	if (has(&die, S_STR_OFFSETS_BASE))
 		cu->str_offsets_base = die.v[S_STR_OFFSETS_BASE].u;
 	cu->addr_base = has(&die, S_ADDR_BASE) ? die.v[S_ADDR_BASE].u : 0;
+	if (has(&die, S_LANGUAGE)) {
+		uint64_t lang;
+
+		/* C89, C, C99, C11, C17 */
+		cu->lang_c = val_udata(&die.v[S_LANGUAGE], &lang) &&
+			     (lang == DW_LANG_C89 || lang == DW_LANG_C || lang == DW_LANG_C99 ||
+			      lang == DW_LANG_C11 || lang == 0x2c);
+	}
 	cu->rnglists_base = has(&die, S_RNGLISTS_BASE) ? die.v[S_RNGLISTS_BASE].u : 0;
 	if (!has(&die, S_LOW_PC) || !val_addr(d, cu, &die.v[S_LOW_PC], &cu->low_pc))
 		if (!has(&die, S_ENTRY_PC) || !val_addr(d, cu, &die.v[S_ENTRY_PC], &cu->low_pc))
@@ -980,7 +1182,12 @@ static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
 			cu = to;
 		}
 		struct kdw_cur c = {d->s.p[KDW_INFO] + ref, d->s.p[KDW_INFO] + cu->end, false};
-		rc = read_die(d, cu, &c, &other, DIE_FULL, e);
+		const struct kdw_abbrevs *t;
+
+		rc = abbrevs_for(d, cu, &t, e);
+		if (rc < 0)
+			return rc;
+		rc = read_die(d, cu, t, &c, &other, DIE_FULL, e);
 		if (rc <= 0)
 			return rc < 0 ? rc : die_bad(e, ref, "reference to a null entry");
 		die = &other;
@@ -1167,6 +1374,7 @@ static int die_ranges(struct kdw *d, const struct kdw_cu *cu, const struct die *
 struct walk {
 	struct kdw *d;
 	struct kdw_cu *cu;
+	const struct kdw_abbrevs *t;
 	const struct kdw_walk_ops *ops;
 	struct kiln_error *e;
 };
@@ -1188,7 +1396,7 @@ static int skip_children(struct walk *w, struct kdw_cur *c, const struct die *di
 		return die_bad(w->e, die->offset, "DW_AT_sibling out of its unit");
 	}
 	while (depth > 0) {
-		int rc = read_die(w->d, w->cu, c, &tmp, DIE_SKIP, w->e);
+		int rc = read_die(w->d, w->cu, w->t, c, &tmp, DIE_SKIP, w->e);
 
 		if (rc < 0)
 			return rc;
@@ -1220,7 +1428,7 @@ static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int 
 
 		if (c->p >= c->end) /* libdw tolerates a unit without its last nulls */
 			return 0;
-		rc = read_die(w->d, w->cu, c, &die, DIE_WALK, w->e);
+		rc = read_die(w->d, w->cu, w->t, c, &die, DIE_WALK, w->e);
 		if (rc <= 0)
 			return rc;
 		tag = die.ab->tag;
@@ -1252,7 +1460,7 @@ static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int 
 						return -ENOMEM;
 				descend = true;
 			}
-		} else if (is_scope(tag)) {
+		} else if (is_scope(w->cu, tag)) {
 			node = parent;
 			descend = true;
 		}
@@ -1270,18 +1478,24 @@ static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int 
 int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops,
 		struct kiln_error *e)
 {
-	struct walk w = {d, cu, ops, e};
+	struct walk w = {d, cu, NULL, ops, e};
 	struct kdw_cur c;
 	struct die die;
 	int rc = cu_base(d, cu, e);
 
 	if (rc < 0)
 		return rc;
+	d->walking = cu;
+	rc = abbrevs_for(d, cu, &w.t, e);
+	if (rc < 0)
+		goto out;
 	c = (struct kdw_cur){d->s.p[KDW_INFO] + cu->die_offset, d->s.p[KDW_INFO] + cu->end, false};
-	rc = read_die(d, cu, &c, &die, DIE_SKIP, e);
-	if (rc <= 0 || !die.ab->children)
-		return rc < 0 ? rc : 0;
-	return walk_children(&w, &c, -1, 0);
+	rc = read_die(d, cu, w.t, &c, &die, DIE_SKIP, e);
+	if (rc > 0 && die.ab->children)
+		rc = walk_children(&w, &c, -1, 0);
+out:
+	d->walking = NULL;
+	return rc < 0 ? rc : 0;
 }
 
 struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
@@ -1316,7 +1530,7 @@ struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_err
 		cu->lines_err = ENOMEM;
 		return NULL;
 	}
-	rc = kdw_lines_read(&u, d->arena, l, e);
+	rc = kdw_lines_read(&u, d->arena, &d->line_scratch, l, e);
 	if (rc < 0) {
 		cu->lines_err = -rc;
 		return NULL;
@@ -1350,7 +1564,11 @@ static void cover_units(struct kdw *d)
 			continue;
 		c = (struct kdw_cur){d->s.p[KDW_INFO] + cu->die_offset, d->s.p[KDW_INFO] + cu->end,
 				     false};
-		if (read_die(d, cu, &c, &die, DIE_FULL, &e) <= 0 || die_ranges(d, cu, &die, &e) < 0)
+		const struct kdw_abbrevs *t;
+
+		if (abbrevs_for(d, cu, &t, &e) < 0 ||
+		    read_die(d, cu, t, &c, &die, DIE_FULL, &e) <= 0 ||
+		    die_ranges(d, cu, &die, &e) < 0)
 			continue;
 		for (size_t k = 0; k < d->nranges; k++) {
 			struct kdw_arange *n;

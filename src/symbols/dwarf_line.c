@@ -1,15 +1,17 @@
 /*
- * dwarf_line.c — .debug_line programs (DWARF 2 to 5), decoded lazily.
+ * dwarf_line.c — .debug_line programs (DWARF 2 to 5).
  *
- * Reading a CU's table runs its program once without keeping rows: it
- * validates the program as libdw would and notes each sequence (start
- * offset, lowest and highest address, index of its first row, whether its
- * addresses never decrease) and, in such sorted sequences, the machine's
- * state every KDW_CKPT_EVERY rows. A lookup then runs again only the
- * sequences that may hold the answer, a sorted one from its last
- * checkpoint at or below the address up to the first row above it: a few
- * rows, no row array (libdw mallocs a 40-byte record per row and qsorts
- * them; a per-CU array of our own was still a fifth of a cold run).
+ * Reading a CU's table runs its program once, validating it as libdw
+ * would, into two arrays in the reader's arena: row addresses and (line,
+ * file, end_sequence), in libdw's order, so that a lookup is one binary
+ * search. The rows are noted in program order in scratch arrays reused
+ * from one CU to the next; laid out sequence by sequence (by lowest
+ * address) they are almost always in libdw's order already, which one
+ * pass checks, and a merge sort makes them otherwise. (libdw mallocs a
+ * 40-byte record per row and qsorts them. An earlier version of this
+ * reader kept no rows, only the machine's state every 8 rows, and re-ran
+ * the program from there per lookup: in huge pages, which made fresh
+ * memory cheap, the arrays are faster to build and to search.)
  *
  * The results must be libdw's (the symbolizer's answers did not change when
  * this reader replaced it), so the decoding follows what libdw 0.188 does
@@ -49,6 +51,9 @@ static int bad(struct kiln_error *e, uint64_t off, const char *what)
 }
 
 #define OFF(c) ((uint64_t)((c)->p - u->secs->p[KDW_LINE]))
+
+#define KDW_ROW_END  0x80000000u /* in kdw_row_info.file */
+#define KDW_ROW_FILE 0x7fffffffu /* file indexes from here on are clamped */
 
 static int read_header(const struct kdw_line_unit *u, struct kdw_cur *c, struct kdw_line_hdr *h,
 		       struct kiln_error *e)
@@ -340,96 +345,53 @@ static void advance(struct state *s, const struct kdw_line_hdr *h, uint32_t adv)
 	s->op_index = (uint32_t)((s->op_index + (uint64_t)adv) % h->max_ops);
 }
 
-#define KDW_CKPT_EVERY 8
-
-/* Where a run stops and what it does with each row. */
-struct run {
-	/* scan: note sequences and checkpoints (growable arrays) and the
-	 * last row */
-	bool scan;
-	struct kdw_seq *seqs;
-	size_t nseqs, cap;
-	struct kdw_ckpt *ckpts;
-	size_t nckpts, ckcap;
-	uint32_t seq_rows;
-	uint64_t prev_addr;
-	/* find: the row libdw's sort puts last among those <= target */
-	uint64_t target;
-	bool sorted; /* the sequence run is sorted: stop above target */
-	bool found, found_end;
-	struct kdw_row best;
-	uint32_t best_index;
-	/* both */
-	uint32_t index; /* program-order index of the next row */
-	uint64_t last_addr;
-	uint32_t last_index;
-	bool last_end, any;
+/* A row in program order, as the scan notes it. */
+struct srow {
+	uint64_t addr;
+	int32_t line;
+	uint32_t file; /* KDW_ROW_END set: an end_sequence row */
 };
 
-/* libdw sorts rows by address, an end_sequence row before other rows at
- * the same address, then in program order: is (a, a_end, ai) after
- * (b, b_end, bi)? */
-static bool sorts_after(uint64_t a, bool a_end, uint32_t ai, uint64_t b, bool b_end, uint32_t bi)
+/* One sequence: rows[first .. first + n). */
+struct sseq {
+	uint64_t lo;
+	uint32_t first, n;
+};
+
+static bool grow(void *pp, size_t *cap, size_t n, size_t sz)
 {
-	if (a != b)
-		return a > b;
-	if (a_end != b_end)
-		return b_end;
-	return ai > bi;
+	void **p = pp;
+	size_t c = *cap ? *cap : 256;
+	void *np;
+
+	if (n <= *cap)
+		return true;
+	while (c < n)
+		c *= 2;
+	np = realloc(*p, c * sz);
+	if (!np)
+		return false;
+	*p = np;
+	*cap = c;
+	return true;
 }
 
-static void row(struct run *r, const struct state *s, bool end)
-{
-	uint32_t idx = r->index++;
-
-	if (!r->any || sorts_after(s->addr, end, idx, r->last_addr, r->last_end, r->last_index)) {
-		r->last_addr = s->addr;
-		r->last_end = end;
-		r->last_index = idx;
-	}
-	r->any = true;
-	if (!r->scan) {
-		if (s->addr <= r->target &&
-		    (!r->found ||
-		     sorts_after(s->addr, end, idx, r->best.addr, r->found_end, r->best_index))) {
-			r->found = true;
-			r->found_end = end;
-			r->best = (struct kdw_row){s->addr, (int32_t)s->line, s->file};
-			r->best_index = idx;
-		}
-		return;
-	}
-	struct kdw_seq *q = &r->seqs[r->nseqs - 1]; /* opened by run_program */
-
-	if (r->seq_rows++ && s->addr < r->prev_addr)
-		q->sorted = false;
-	r->prev_addr = s->addr;
-	if (s->addr < q->lo)
-		q->lo = s->addr;
-	if (s->addr > q->hi)
-		q->hi = s->addr;
-}
-
-/* Runs the program from offset from (a sequence start) to the end of the
- * unit (scan) or to the end of that sequence (find). */
-static int run_program(const struct kdw_line_hdr *h, uint64_t from, const struct state *init,
-		       struct run *r, struct kiln_error *e)
+/* Runs the whole program once, validating it as libdw does and noting
+ * every row (program order) and sequence into sc. */
+static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, size_t *nrows,
+		       size_t *nseqs, struct kiln_error *e)
 {
 	const uint8_t *sec = h->secs->p[KDW_LINE];
-	struct kdw_cur c = {sec + from, sec + h->unit_end, false};
+	struct kdw_cur c = {sec + h->prog_start, sec + h->unit_end, false};
 	struct state s;
-
-	if (init)
-		s = *init;
-	else
-		state_reset(&s, h);
-	uint64_t seq_off = from;
+	size_t n = 0, nq = 0;
 	bool seq_open = false;
 
+	state_reset(&s, h);
 	while (c.p < c.end) {
 		const uint8_t *op_at = c.p;
 		uint8_t op = kdw_u8(&c);
-		bool emit = false, end = false;
+		bool end = false;
 
 		if (op >= h->opcode_base) {
 			if (h->line_range == 0)
@@ -437,7 +399,6 @@ static int run_program(const struct kdw_line_hdr *h, uint64_t from, const struct
 					   "special opcode with line_range 0");
 			s.line += h->line_base + (op - h->opcode_base) % h->line_range;
 			advance(&s, h, (uint32_t)((op - h->opcode_base) / h->line_range));
-			emit = true;
 		} else if (op == 0) {
 			uint64_t len = kdw_uleb(&c);
 			uint8_t sub;
@@ -448,22 +409,22 @@ static int run_program(const struct kdw_line_hdr *h, uint64_t from, const struct
 			sub = kdw_u8(&c);
 			switch (sub) {
 			case DW_LNE_end_sequence:
-				emit = end = true;
+				end = true;
 				break;
 			case DW_LNE_set_address:
 				s.op_index = 0;
 				s.addr = kdw_fixed(&c, h->addr_size);
-				break;
+				continue;
 			case DW_LNE_define_file:
 				return kiln_error_set(e, ENOTSUP,
 						      ".debug_line+0x%llx: DW_LNE_define_file",
 						      (unsigned long long)(op_at - sec));
 			case DW_LNE_set_discriminator:
 				kdw_uleb(&c);
-				break;
+				continue;
 			default:
 				kdw_skip(&c, len - 1);
-				break;
+				continue;
 			}
 		} else if (op <= DW_LNS_set_isa) {
 			static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
@@ -474,124 +435,201 @@ static int run_program(const struct kdw_line_hdr *h, uint64_t from, const struct
 					   "standard opcode with an unexpected operand count");
 			switch (op) {
 			case DW_LNS_copy:
-				emit = true;
 				break;
 			case DW_LNS_advance_pc:
 				advance(&s, h, (uint32_t)kdw_uleb(&c));
-				break;
+				continue;
 			case DW_LNS_advance_line:
 				s.line += (int32_t)kdw_sleb(&c);
-				break;
+				continue;
 			case DW_LNS_set_file:
 				s.file = (uint32_t)kdw_uleb(&c);
-				break;
+				continue;
 			case DW_LNS_set_column:
 				s.column = (uint32_t)kdw_uleb(&c);
-				break;
+				continue;
 			case DW_LNS_negate_stmt:
 				s.is_stmt = 1 - s.is_stmt;
-				break;
+				continue;
 			case DW_LNS_const_add_pc:
 				if (h->line_range == 0)
 					return bad(e, (uint64_t)(op_at - sec),
 						   "const_add_pc with line_range 0");
 				advance(&s, h, (uint32_t)((255 - h->opcode_base) / h->line_range));
-				break;
+				continue;
 			case DW_LNS_fixed_advance_pc:
 				s.addr += kdw_fixed(&c, 2);
 				s.op_index = 0;
-				break;
+				continue;
 			case DW_LNS_set_isa:
 				s.isa = (uint32_t)kdw_uleb(&c);
-				break;
+				continue;
 			default: /* basic_block, prologue_end, epilogue_begin */
-				break;
+				continue;
 			}
 		} else {
 			for (int k = h->std_lengths[op - 1]; k > 0; k--)
 				kdw_uleb(&c);
+			continue;
 		}
+		/* A row: a special opcode, DW_LNS_copy or end_sequence. */
 		if (c.bad)
 			return bad(e, (uint64_t)(op_at - sec), "truncated opcode");
-		if (!emit)
-			continue;
 		/* libdw keeps these in narrower fields and rejects the table
 		 * when a value does not fit. */
 		if (s.line != (int32_t)s.line || s.column > 0xffff || s.op_index > 0xff ||
-		    s.isa > 0xff || r->index == UINT32_MAX - 1)
+		    s.isa > 0xff || n >= UINT32_MAX - 1)
 			return bad(e, (uint64_t)(op_at - sec), "row value out of range");
-		if (r->scan && !seq_open) { /* a sequence's first row */
-			if (r->nseqs == r->cap) {
-				size_t ncap = r->cap ? r->cap * 2 : 16;
-				void *p = realloc(r->seqs, ncap * sizeof(*r->seqs));
-
-				if (!p)
-					return -ENOMEM;
-				r->seqs = p;
-				r->cap = ncap;
-			}
-			r->seqs[r->nseqs++] = (struct kdw_seq){
-			    .lo = s.addr,
-			    .hi = s.addr,
-			    .off = seq_off,
-			    .first = r->index,
-			    .ck = (uint32_t)r->nckpts,
-			    .sorted = true,
-			};
-			r->seq_rows = 0;
+		if (!seq_open) {
+			if (!grow(&sc->seqs, &sc->cap_seqs, nq + 1, sizeof(*sc->seqs)))
+				return -ENOMEM;
+			sc->seqs[nq++] = (struct sseq){s.addr, (uint32_t)n, 0};
 			seq_open = true;
 		}
-		if (!r->scan && r->sorted && s.addr > r->target)
-			return 0; /* the rest of a sorted sequence is above too */
-		if (r->scan && !end && r->seq_rows % KDW_CKPT_EVERY == KDW_CKPT_EVERY - 1) {
-			if (r->nckpts == r->ckcap) {
-				size_t ncap = r->ckcap ? r->ckcap * 2 : 64;
-				void *p = realloc(r->ckpts, ncap * sizeof(*r->ckpts));
-
-				if (!p)
-					return -ENOMEM;
-				r->ckpts = p;
-				r->ckcap = ncap;
-			}
-			r->ckpts[r->nckpts++] = (struct kdw_ckpt){(uint64_t)(c.p - sec),
-								  s.addr,
-								  s.line,
-								  s.file,
-								  s.op_index,
-								  s.column,
-								  s.isa,
-								  r->index,
-								  s.is_stmt};
-			r->seqs[r->nseqs - 1].nck++;
-		}
-		row(r, &s, end);
+		if (!grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows)))
+			return -ENOMEM;
+		/* A file index past KDW_ROW_FILE names no file either way. */
+		sc->rows[n++] = (struct srow){s.addr, (int32_t)s.line,
+					      (s.file < KDW_ROW_FILE ? s.file : KDW_ROW_FILE) |
+						  (end ? KDW_ROW_END : 0)};
+		sc->seqs[nq - 1].n++;
+		if (s.addr < sc->seqs[nq - 1].lo)
+			sc->seqs[nq - 1].lo = s.addr;
 		if (end) {
-			if (!r->scan)
-				return 0;
 			state_reset(&s, h);
-			seq_off = (uint64_t)(c.p - sec);
 			seq_open = false;
 		}
 	}
+	if (c.bad)
+		return bad(e, (uint64_t)(c.p - sec), "truncated opcode");
+	*nrows = n;
+	*nseqs = nq;
 	return 0;
 }
 
-static int seq_cmp(const void *a, const void *b)
+/* libdw's order of rows: by address, an end_sequence row before other
+ * rows at the same address, then program order (index). */
+static bool row_before(const struct srow *a, uint32_t ai, const struct srow *b, uint32_t bi)
 {
-	const struct kdw_seq *x = a, *y = b;
-
-	if (x->lo != y->lo)
-		return x->lo < y->lo ? -1 : 1;
-	return x->first < y->first ? -1 : x->first > y->first;
+	if (a->addr != b->addr)
+		return a->addr < b->addr;
+	if ((a->file & KDW_ROW_END) != (b->file & KDW_ROW_END))
+		return a->file & KDW_ROW_END;
+	return ai < bi;
 }
 
-int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, struct kdw_lines *out,
-		   struct kiln_error *e)
+static int sseq_cmp(const void *x, const void *y)
+{
+	const struct sseq *a = x, *b = y;
+
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->first < b->first ? -1 : a->first > b->first;
+}
+
+/* Bottom-up stable merge sort of the program-order indexes idx[0..n) by
+ * row_before, with tmp as the buffer; returns the sorted array. */
+static uint32_t *sort_rows(const struct srow *rows, uint32_t *idx, uint32_t *tmp, size_t n)
+{
+	for (size_t w = 1; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+
+			while (i < mid && j < hi)
+				tmp[k++] = row_before(&rows[idx[j]], idx[j], &rows[idx[i]], idx[i])
+					       ? idx[j++]
+					       : idx[i++];
+			while (i < mid)
+				tmp[k++] = idx[i++];
+			while (j < hi)
+				tmp[k++] = idx[j++];
+		}
+		uint32_t *t = idx;
+		idx = tmp;
+		tmp = t;
+	}
+	return idx;
+}
+
+/* The rows libdw's lookup can return, in its order, into out's arrays (in
+ * arena). libdw sorts rows by address, an end_sequence row before others at
+ * the same address, then in program order; its lookup returns the last row
+ * at or below an address, so of the rows at one address only the one
+ * sorted last counts: the non-end_sequence row written last, else the
+ * end_sequence row written last. A row that repeats the line and file of
+ * the one kept before it (neither ending a sequence) answers as that one
+ * does and goes too: a third to a half of the rows (gcc writes several per
+ * address: views, is_stmt changes). The last row stays, as libdw marks it
+ * as ending a sequence. Laid out sequence by sequence (by lowest address),
+ * the addresses almost always ascend already (one pass checks); they are
+ * merge sorted otherwise. */
+static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct arena *arena,
+		      struct kdw_lines *out)
+{
+	const struct srow *rows = sc->rows;
+	uint32_t *order = NULL, *idx;
+	size_t k = 0;
+	bool ascending = true;
+
+	if (nq > 1)
+		qsort(sc->seqs, nq, sizeof(*sc->seqs), sseq_cmp);
+	if (!grow(&sc->order, &sc->cap_order, 2 * n, sizeof(*sc->order)))
+		return -ENOMEM;
+	order = sc->order;
+	for (size_t q = 0; q < nq; q++)
+		for (uint32_t i = sc->seqs[q].first; i < sc->seqs[q].first + sc->seqs[q].n; i++) {
+			if (k && rows[order[k - 1]].addr > rows[i].addr)
+				ascending = false;
+			order[k++] = i;
+		}
+	idx = ascending ? order : sort_rows(rows, order, order + n, n);
+	for (int pass = 0; pass < 2; pass++) {
+		int32_t line = 0;
+		uint32_t file = KDW_ROW_END;
+
+		if (pass == 1) {
+			out->addrs = arena_alloc(arena, k * sizeof(*out->addrs));
+			out->info = arena_alloc(arena, k * sizeof(*out->info));
+			if (!out->addrs || !out->info)
+				return -ENOMEM;
+		}
+		k = 0;
+		for (size_t i = 0, j; i < n; i = j) {
+			uint32_t best = idx[i];
+
+			/* The run of rows at this address: [i, j). */
+			for (j = i + 1; j < n && rows[idx[j]].addr == rows[idx[i]].addr; j++)
+				if (!row_before(&rows[idx[j]], idx[j], &rows[best], best))
+					best = idx[j];
+
+			const struct srow *r = &rows[best];
+
+			if (j < n && r->file == file && r->line == line)
+				continue;
+			if (pass == 1) {
+				out->addrs[k] = r->addr;
+				out->info[k] = (struct kdw_row_info){r->line, r->file};
+			}
+			k++;
+			line = r->line;
+			file = r->file;
+		}
+	}
+	out->info[k - 1].file |= KDW_ROW_END;
+	out->nrows = k;
+	return 0;
+}
+
+int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
+		   struct kdw_line_scratch *scratch, struct kdw_lines *out, struct kiln_error *e)
 {
 	const uint8_t *sec = u->secs->p[KDW_LINE];
-	struct kdw_line_hdr *h;
+	struct kdw_line_scratch own = {0};
+	struct kdw_line_scratch *sc = scratch ? scratch : &own;
+	struct kdw_line_hdr h = {0};
 	struct kdw_cur c;
-	struct run r = {.scan = true};
+	size_t n = 0, nq = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -601,107 +639,49 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, struct kd
 	if (u->addr_size != 4 && u->addr_size != 8)
 		return kiln_error_set(e, EINVAL, ".debug_line+0x%llx: address size %u",
 				      (unsigned long long)u->offset, u->addr_size);
-	h = arena_calloc(arena, 1, sizeof(*h));
-	if (!h)
-		return -ENOMEM;
-	h->secs = u->secs;
-	h->addr_size = u->addr_size;
+	h.secs = u->secs;
+	h.addr_size = u->addr_size;
 	c = (struct kdw_cur){sec + u->offset, sec + u->secs->size[KDW_LINE], false};
-	rc = read_header(u, &c, h, e);
+	rc = read_header(u, &c, &h, e);
 	if (rc == 0)
-		rc = read_files(u, &c, h, arena, out, e);
+		rc = read_files(u, &c, &h, arena, out, e);
 	if (rc == 0)
-		rc = run_program(h, h->prog_start, NULL, &r, e);
-	if (rc == 0 && r.nseqs) {
-		out->seqs = arena_alloc(arena, r.nseqs * sizeof(*out->seqs));
-		out->pmax = arena_alloc(arena, r.nseqs * sizeof(*out->pmax));
-		out->ckpts = arena_alloc(arena, (r.nckpts ? r.nckpts : 1) * sizeof(*out->ckpts));
-		if (!out->seqs || !out->pmax || !out->ckpts) {
-			rc = -ENOMEM;
-		} else {
-			if (r.nckpts)
-				memcpy(out->ckpts, r.ckpts, r.nckpts * sizeof(*out->ckpts));
-			memcpy(out->seqs, r.seqs, r.nseqs * sizeof(*out->seqs));
-			qsort(out->seqs, r.nseqs, sizeof(*out->seqs), seq_cmp);
-			for (size_t i = 0; i < r.nseqs; i++)
-				out->pmax[i] = i && out->pmax[i - 1] > out->seqs[i].hi
-						   ? out->pmax[i - 1]
-						   : out->seqs[i].hi;
-			out->nseqs = r.nseqs;
-		}
-	}
-	free(r.seqs);
-	free(r.ckpts);
-	if (rc < 0)
-		return rc;
-	out->hdr = h;
-	out->has_rows = r.any;
-	out->last_addr = r.last_addr;
-	out->last_index = r.last_index;
-	out->last_end = r.last_end;
-	return 0;
+		rc = run_program(&h, sc, &n, &nq, e);
+	if (rc == 0 && n)
+		rc = order_rows(sc, n, nq, arena, out);
+	if (rc == -ENOMEM)
+		kiln_error_set(e, ENOMEM, ".debug_line+0x%llx: out of memory",
+			       (unsigned long long)u->offset);
+	kdw_line_scratch_free(&own);
+	return rc;
 }
 
-/* Runs sequence q for a lookup: a sorted one from its last checkpoint at
- * or below the target (that row is a candidate: rows before it sort
- * before it) up to the first row above the target; others whole. */
-static int run_seq(const struct kdw_lines *l, const struct kdw_seq *q, struct run *r)
+void kdw_line_scratch_free(struct kdw_line_scratch *sc)
 {
-	size_t lo = 0, hi = q->sorted ? q->nck : 0;
-	const struct kdw_ckpt *k;
-	struct state s;
-
-	r->sorted = q->sorted;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (l->ckpts[q->ck + mid].addr <= r->target)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0) {
-		r->index = q->first;
-		return run_program(l->hdr, q->off, NULL, r, NULL);
-	}
-	k = &l->ckpts[q->ck + lo - 1];
-	s = (struct state){k->addr, k->line, k->file, k->op_index, k->column, k->isa, k->is_stmt};
-	r->index = k->index;
-	row(r, &s, false);
-	return run_program(l->hdr, k->off, &s, r, NULL);
+	free(sc->rows);
+	free(sc->seqs);
+	free(sc->order);
+	memset(sc, 0, sizeof(*sc));
 }
 
 bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *out)
 {
-	size_t lo = 0, hi = l->nseqs;
-	struct run r = {.target = addr};
+	size_t lo = 0, hi = l->nrows;
 
-	/* Sequences starting at or below addr, from the highest start down,
-	 * while one may still hold a row sorting after the best so far. */
+	/* dwarf_getsrc_die: the last row at or below addr, unless it ends a
+	 * sequence. */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (l->seqs[mid].lo <= addr)
+		if (l->addrs[mid] <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	for (size_t j = lo; j-- > 0;) {
-		const struct kdw_seq *q = &l->seqs[j];
-
-		if (r.found && l->pmax[j] < r.best.addr)
-			break;
-		if (r.found && (q->hi < addr ? q->hi : addr) < r.best.addr)
-			continue;
-		if (run_seq(l, q, &r) < 0)
-			return false; /* cannot happen: the scan ran the same bytes */
-	}
-	/* dwarf_getsrc_die: nothing for an end_sequence row, and libdw marks
-	 * the row it sorts last as one. */
-	if (!r.found || r.found_end ||
-	    (r.best.addr == l->last_addr && r.best_index == l->last_index))
+	if (lo == 0 || (l->info[lo - 1].file & KDW_ROW_END))
 		return false;
-	*out = r.best;
+	*out = (struct kdw_row){l->addrs[lo - 1], l->info[lo - 1].line,
+				l->info[lo - 1].file & ~KDW_ROW_END};
 	return true;
 }
 

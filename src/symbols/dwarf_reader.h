@@ -79,46 +79,36 @@ struct kdw_file {
 	uint32_t dir;	  /* index into dirs */
 };
 
-/* One sequence of the program: rows from a state reset to the next
- * DW_LNE_end_sequence. Lookups decode only the sequences that can hold
- * the answer (usually one). */
-struct kdw_seq {
-	uint64_t lo, hi;  /* lowest and highest row address */
-	uint64_t off;	  /* .debug_line offset of its first opcode */
-	uint32_t first;	  /* program-order index of its first row */
-	uint32_t ck, nck; /* its checkpoints: ckpts[ck .. ck + nck) */
-	bool sorted;	  /* row addresses never decrease */
+struct kdw_row_info {
+	int32_t line;
+	uint32_t file; /* the top bit: the row ends a sequence (libdw's end_sequence) */
 };
-
-/* The machine's state after a row of a sorted sequence (every
- * KDW_CKPT_EVERY rows): a lookup resumes from the last one at or below
- * its address instead of from the sequence's start. */
-struct kdw_ckpt {
-	uint64_t off; /* of the opcode after the row */
-	uint64_t addr;
-	int64_t line;
-	uint32_t file, op_index, column, isa, index;
-	uint8_t is_stmt;
-};
-
-struct kdw_line_hdr;
 
 struct kdw_lines {
-	const struct kdw_line_hdr *hdr;
-	struct kdw_seq *seqs; /* by lo */
-	uint64_t *pmax;	      /* pmax[i]: highest hi of seqs[0..i] */
-	size_t nseqs;
-	struct kdw_ckpt *ckpts;
-	/* The row libdw sorts last (it marks it end_sequence). */
-	uint64_t last_addr;
-	uint32_t last_index;
-	bool last_end, has_rows;
+	/* Every row, in the order libdw sorts them (by address, an
+	 * end_sequence row before others at the same address, then program
+	 * order): a lookup is one binary search over addrs. */
+	uint64_t *addrs;
+	struct kdw_row_info *info;
+	size_t nrows;
 	struct kdw_file *files; /* index 0: "???" before v5 (files count from 1) */
 	const char **joined;	/* files[i] as libdw names it, built on demand */
 	size_t nfiles;
 	const char **dirs; /* dirs[0]: comp_dir before v5, the first entry in v5 */
 	size_t ndirs;
 };
+
+/* Growable arrays a reader reuses from one line program to the next. */
+struct kdw_line_scratch {
+	struct srow *rows;
+	size_t cap_rows;
+	struct sseq *seqs;
+	size_t cap_seqs;
+	uint32_t *order;
+	size_t cap_order;
+};
+
+void kdw_line_scratch_free(struct kdw_line_scratch *sc);
 
 /* What decoding a CU's line program needs from the CU. */
 struct kdw_line_unit {
@@ -130,14 +120,15 @@ struct kdw_line_unit {
 };
 
 /* Reads the line program header at u->offset and runs the program once
- * (validating it as libdw would and noting its sequences; no row is kept)
- * into *out, memory from arena. Returns 0, -EINVAL (malformed: e says what
- * and where), -ENOTSUP (a feature left to libdw) or -ENOMEM. */
-int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena, struct kdw_lines *out,
-		   struct kiln_error *e);
+ * (validating it as libdw would) into *out, memory from arena; scratch
+ * (NULL: a temporary one) holds the rows meanwhile. Returns 0, -EINVAL
+ * (malformed: e says what and where), -ENOTSUP (a feature left to libdw)
+ * or -ENOMEM. */
+int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
+		   struct kdw_line_scratch *scratch, struct kdw_lines *out, struct kiln_error *e);
 
 /* The row dwarf_getsrc_die would return for addr: true and *row, or
- * false. Decodes the sequences that may hold it again. */
+ * false. */
 bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *row);
 
 /* The name libdw gives file index idx (dwarf_filesrc / dwarf_linesrc):
@@ -162,6 +153,7 @@ struct kdw_cu {
 	uint64_t low_pc; /* base address of range lists: low_pc, entry_pc or 0 */
 	uint64_t str_offsets_base, addr_base, rnglists_base;
 	bool has_stmt_list;
+	bool lang_c; /* DW_AT_language is a C: no functions inside structures */
 	uint64_t stmt_list;
 	const char *comp_dir;
 	struct kdw_abbrevs *abbrevs;
@@ -174,14 +166,19 @@ struct kdw_cu {
 struct kdw;
 
 /* Reads the unit headers and .debug_aranges of secs (which must outlive
- * the reader). Returns NULL on out-of-memory or when .debug_info cannot be
- * walked at all (e says why). */
-struct kdw *kdw_open(const struct kdw_sections *secs, struct kiln_error *e);
+ * the reader). Its memory comes from arena (which must outlive it too), or
+ * from an arena of its own when arena is NULL. Returns NULL on
+ * out-of-memory or when .debug_info cannot be walked at all (e says why). */
+struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e);
 void kdw_close(struct kdw *d);
 
 /* The unit .debug_aranges names for addr (its DIE offset is the key), or
  * NULL when no arange covers it. */
 struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr);
+
+/* True when .debug_aranges was read whole (or is absent): every address
+ * libdw's dwarf_addrdie would find a unit for, kdw_cu_for_addr finds too. */
+bool kdw_aranges_whole(const struct kdw *d);
 
 /* A function DIE with code, as the walk reports it. */
 struct kdw_func {
@@ -258,6 +255,8 @@ static inline uint64_t kdw_uleb(struct kdw_cur *c)
 	uint64_t v = 0;
 	unsigned shift = 0;
 
+	if (c->p < c->end && *c->p < 0x80) /* most values: one byte */
+		return *c->p++;
 	while (c->p < c->end) {
 		uint8_t b = *c->p++;
 

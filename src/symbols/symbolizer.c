@@ -84,63 +84,87 @@ struct cu_arange {
 /* The result cache: open addressing on the address, linear probing, at
  * most half full. A generic htab (hashing and copying the key bytes,
  * rehashing as it grows) was a third of a cold run on an uncompressed
- * binary once the DWARF reader made the rest fast. */
-struct rcache_slot {
-	uint64_t addr;
-	struct cached *c; /* NULL: empty slot */
-};
-
+ * binary once the DWARF reader made the rest fast. The keys (address + 1:
+ * 0 marks an empty slot, so fresh zeroed memory is an empty table) are an
+ * array of their own, apart from the values: a cold lookup misses, and a
+ * probe then touches one cache line of 8 keys, not of 4 slots (with the
+ * slots of a 2 MiB table that miss was a fifth of a cold run on an
+ * uncompressed binary). Address UINT64_MAX is never cached. */
 struct rcache {
-	struct rcache_slot *slots; /* one mapping, populated at once */
-	size_t cap, n;		   /* cap: a power of two */
+	uint64_t *keys;	      /* [cap], then the values: one mapping, populated */
+	struct cached **vals; /* [cap] */
+	size_t cap, n;	      /* cap: a power of two */
+	size_t first_cap;     /* the first table's; 0: 4096 */
+	size_t map_size;      /* of the mapping keys starts */
 };
 
 static void *alloc_big(size_t size);
+static void *alloc_huge(size_t *size);
 
 static void rcache_free(struct rcache *r)
 {
 	if (r->cap)
-		munmap(r->slots, r->cap * sizeof(*r->slots));
+		munmap(r->keys, r->map_size);
 }
 
-static size_t rcache_slot(const struct rcache *r, uint64_t addr)
+static size_t rcache_slot(const struct rcache *r, uint64_t key)
 {
-	size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
+	size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
 
-	while (r->slots[i].c && r->slots[i].addr != addr)
+	while (r->keys[i] && r->keys[i] != key)
 		i = (i + 1) & (r->cap - 1);
 	return i;
 }
 
 static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
 {
-	return r->cap ? r->slots[rcache_slot(r, addr)].c : NULL;
+	size_t i;
+
+	if (!r->cap || addr == UINT64_MAX)
+		return NULL;
+	i = rcache_slot(r, addr + 1);
+	return r->keys[i] ? r->vals[i] : NULL;
 }
 
 static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 {
 	size_t i;
 
+	if (addr == UINT64_MAX)
+		return 0;
 	if (2 * (r->n + 1) > r->cap) {
-		struct rcache g = {.cap = r->cap ? r->cap * 2 : 4096};
+		struct rcache g = {.cap = r->cap	 ? r->cap * 2
+					  : r->first_cap ? r->first_cap
+							 : 4096,
+				   .first_cap = r->first_cap};
 
 		/* Fresh anonymous memory is zero: every slot empty. Faulted
 		 * in at once, not page by page (a third of the insertions'
-		 * cost was page faults). */
-		g.slots = alloc_big(g.cap * sizeof(*g.slots));
-		if (!g.slots)
+		 * cost was page faults); in huge pages from 1 MiB on. */
+		g.map_size = g.cap * (sizeof(*g.keys) + sizeof(*g.vals));
+		if (g.map_size >= ((size_t)1 << 20))
+			g.keys = alloc_huge(&g.map_size);
+		else
+			g.keys = alloc_big(g.map_size);
+		if (!g.keys)
 			return -ENOMEM;
+		g.vals = (struct cached **)(g.keys + g.cap);
 		for (size_t k = 0; k < r->cap; k++)
-			if (r->slots[k].c)
-				g.slots[rcache_slot(&g, r->slots[k].addr)] = r->slots[k];
+			if (r->keys[k]) {
+				size_t j = rcache_slot(&g, r->keys[k]);
+
+				g.keys[j] = r->keys[k];
+				g.vals[j] = r->vals[k];
+			}
 		g.n = r->n;
 		rcache_free(r);
 		*r = g;
 	}
-	i = rcache_slot(r, addr);
-	if (!r->slots[i].c)
+	i = rcache_slot(r, addr + 1);
+	if (!r->keys[i])
 		r->n++;
-	r->slots[i] = (struct rcache_slot){addr, c};
+	r->keys[i] = addr + 1;
+	r->vals[i] = c;
 	return 0;
 }
 
@@ -198,7 +222,6 @@ static void symfile_free(struct symfile *f)
 		elf_end(f->elf);
 	if (f->fd >= 0)
 		close(f->fd);
-	free(f->syms);
 	htab_free(f->cus); /* the indexes live in the arena */
 	cu_scratch_free(&f->scratch);
 	free(f->aranges);
@@ -224,41 +247,91 @@ static int fsym_cmp(const void *a, const void *b)
 	return x->size > y->size ? -1 : x->size < y->size;
 }
 
-/* Loads STT_FUNC symbols of one symbol table section. */
+/* Loads STT_FUNC symbols of one symbol table section (into the arena:
+ * malloc'd megabytes were fresh pages, a fault each). */
 static int load_symtab(struct symfile *f, Elf_Scn *scn, const GElf_Shdr *sh)
 {
-	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t n, cap;
+	Elf_Data *data = elf_getdata(scn, NULL), *strs = NULL;
+	Elf_Scn *strscn = elf_getscn(f->elf, sh->sh_link);
+	GElf_Shdr strsh;
+	const char *strbase = NULL;
+	size_t n, strsize = 0;
+	struct fsym *syms;
+	bool sym64;
 
 	if (!data || sh->sh_entsize == 0 || sh->sh_type == SHT_NOBITS)
 		return 0;
 	n = sh->sh_size / sh->sh_entsize;
 	if (n > data->d_size / gelf_fsize(f->elf, ELF_T_SYM, 1, EV_CURRENT))
 		n = data->d_size / gelf_fsize(f->elf, ELF_T_SYM, 1, EV_CURRENT);
-	cap = f->nsyms + n;
-	if (cap == 0)
+	if (f->nsyms + n == 0)
 		return 0;
-	struct fsym *syms = realloc(f->syms, cap * sizeof(*syms));
+	syms = arena_alloc(f->arena, (f->nsyms + n) * sizeof(*syms));
 	if (!syms)
 		return -ENOMEM;
+	if (f->nsyms)
+		memcpy(syms, f->syms, f->nsyms * sizeof(*syms));
 	f->syms = syms;
+	/* A string table whose last byte is NUL terminates every name in it:
+	 * names are then taken without elf_strptr's per-call checks. */
+	if (strscn && gelf_getshdr(strscn, &strsh) && strsh.sh_type == SHT_STRTAB &&
+	    (strs = elf_getdata(strscn, NULL)) != NULL && strs->d_buf && strs->d_size &&
+	    strs->d_off == 0 && strs->d_size == strsh.sh_size &&
+	    ((const char *)strs->d_buf)[strs->d_size - 1] == '\0') {
+		strbase = strs->d_buf;
+		strsize = strs->d_size;
+	}
+	/* Native 64-bit data is an array of Elf64_Sym as libelf hands it. */
+	sym64 = gelf_getclass(f->elf) == ELFCLASS64 && data->d_type == ELF_T_SYM &&
+		((uintptr_t)data->d_buf % _Alignof(Elf64_Sym)) == 0;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
 		const char *name;
 		int type;
 
-		if (!gelf_getsym(data, (int)i, &sym))
+		if (sym64)
+			sym = ((const Elf64_Sym *)data->d_buf)[i];
+		else if (!gelf_getsym(data, (int)i, &sym))
 			break;
 		type = GELF_ST_TYPE(sym.st_info);
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
 		    sym.st_value == 0)
 			continue;
-		name = elf_strptr(f->elf, sh->sh_link, sym.st_name);
+		if (strbase)
+			name = sym.st_name < strsize ? strbase + sym.st_name : NULL;
+		else
+			name = elf_strptr(f->elf, sh->sh_link, sym.st_name);
 		if (!name || !*name)
 			continue;
 		f->syms[f->nsyms++] = (struct fsym){sym.st_value, sym.st_size, name};
 	}
 	return 0;
+}
+
+/* Stable bottom-up merge sort of syms[0..n) by fsym_cmp (what glibc's
+ * qsort does, so aliases keep the order they had), with tmp[0..n). */
+static void sort_syms(struct fsym *syms, struct fsym *tmp, size_t n)
+{
+	struct fsym *src = syms, *dst = tmp;
+
+	for (size_t w = 1; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+
+			while (i < mid && j < hi)
+				dst[k++] = fsym_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+			while (i < mid)
+				dst[k++] = src[i++];
+			while (j < hi)
+				dst[k++] = src[j++];
+		}
+		struct fsym *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != syms)
+		memcpy(syms, src, n * sizeof(*syms));
 }
 
 static int load_symbols(struct symfile *f)
@@ -288,8 +361,19 @@ static int load_symbols(struct symfile *f)
 		if (rc < 0)
 			return rc;
 	}
-	if (f->nsyms)
-		qsort(f->syms, f->nsyms, sizeof(*f->syms), fsym_cmp);
+	if (f->nsyms > 1) {
+		bool sorted = true;
+
+		for (size_t i = 1; i < f->nsyms && sorted; i++)
+			sorted = fsym_cmp(&f->syms[i - 1], &f->syms[i]) <= 0;
+		if (!sorted) {
+			struct fsym *tmp = arena_alloc(f->arena, f->nsyms * sizeof(*tmp));
+
+			if (!tmp)
+				return -ENOMEM;
+			sort_syms(f->syms, tmp, f->nsyms);
+		}
+	}
 	return 0;
 }
 
@@ -320,14 +404,17 @@ static void *alloc_huge(size_t *size)
 	return a;
 }
 
+/* Fresh memory, populated; in huge pages from 2 MiB on (size must then be a
+ * multiple of 2 MiB, as munmap(p, size) has to free it whole). */
 static void *alloc_big(size_t size)
 {
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p;
 
+	if (size >= (2u << 20) && size % (2u << 20) == 0)
+		return alloc_huge(&size);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	if (size >= (2u << 20))
-		madvise(p, size, MADV_HUGEPAGE);
 	madvise(p, size, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
 	return p;
 }
@@ -483,9 +570,48 @@ static void open_reader(struct symfile *f)
 	}
 	if (!f->secs.size[KDW_INFO] || !f->secs.size[KDW_ABBREV])
 		return;
-	f->kdw = kdw_open(&f->secs, &e);
+	f->kdw = kdw_open(&f->secs, f->arena, &e);
 	if (!f->kdw)
 		log_debug("symbolizer: %s: DWARF reader: %s; libdw only", f->path, e.msg);
+}
+
+/* Bytes of DWARF (info, abbrev, line; inflated) and symbol tables from
+ * which a file's memory is taken in huge pages: a fresh 4 KiB page costs
+ * microseconds in a VM whose page tables the hypervisor shadows, and such a
+ * file fills thousands of them (the symbol table, the reader's and the
+ * index's data, the result cache). */
+#define LARGE_FILE ((size_t)512 << 10)
+
+static bool large_file(Elf *elf)
+{
+	size_t shstrndx, bytes = 0;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return false;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
+			bytes += sh.sh_size;
+			continue;
+		}
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name ||
+		    (strcmp(name, ".debug_info") != 0 && strcmp(name, ".debug_line") != 0 &&
+		     strcmp(name, ".debug_abbrev") != 0))
+			continue;
+		/* Inflated size, bounded as inflate_debug_sections bounds it. */
+		if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch))
+			bytes += ch.ch_size / 1032 <= sh.sh_size ? ch.ch_size : sh.sh_size;
+		else
+			bytes += sh.sh_size;
+	}
+	return bytes >= LARGE_FILE;
 }
 
 static struct symfile *symfile_open(const char *path, bool reader, struct kiln_error *e)
@@ -506,7 +632,11 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 		goto err;
 	}
 	f->names = htab_new(256);
-	f->arena = arena_new(64 * 1024);
+	if (large_file(f->elf) && (f->arena = arena_new_huge()) != NULL) {
+		f->results.first_cap = 65536;
+	} else {
+		f->arena = arena_new(64 * 1024);
+	}
 	f->cus = htab_new(256);
 	f->path = strdup(path);
 	if (!f->names || !f->arena || !f->cus || !f->path) {
@@ -993,6 +1123,10 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 			kcu->user = idx;
 		return idx;
 	}
+	/* libdw's dwarf_addrdie searches the same .debug_aranges: no unit.
+	 * (Reading its copy of the table was a twentieth of a cold run.) */
+	if (f->kdw && kdw_aranges_whole(f->kdw))
+		return NULL;
 
 	if (!f->aranges_read) {
 		Dwarf_Aranges *ar;

@@ -12,11 +12,14 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -820,6 +823,62 @@ static void test_proc_cache_resolves_lazily(void **state)
 	proc_cache_free(c);
 }
 
+/* A lazy entry keeps its /proc/PID/maps open, and that fd answers for the
+ * process it was opened on only: after the process execs, a query on it
+ * fails (ESRCH) instead of describing the new image, so no pid check is
+ * needed before asking again. An exit closes it. */
+static void test_proc_cache_keeps_maps_fd(void **state)
+{
+	struct proc_cache *c = proc_cache_new("/proc");
+	uint64_t code = (uint64_t)(uintptr_t)&test_proc_cache_keeps_maps_fd;
+	struct proc_mapping m;
+	struct proc_info *p;
+	char name[4096], exe[256], path[64];
+	int go[2], status;
+	pid_t child;
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(pipe(go), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char b;
+
+		close(go[1]);
+		if (read(go[0], &b, 1) == 1)
+			execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(1);
+	}
+	close(go[0]);
+	p = proc_cache_get(c, (uint32_t)child, "t", true, 1000);
+	assert_non_null(p);
+	assert_false(p->has_maps_fd);
+	proc_cache_resolve(c, p, code, 2000, 1000000000ull);
+	assert_non_null(procmaps_find(&p->maps, code));
+	assert_true(p->has_maps_fd);
+	assert_int_equal(procmaps_query_at(p->maps_fd, code, &m, name, sizeof(name)), 0);
+	/* The child execs sleep: wait until its exe says so. */
+	assert_int_equal(write(go[1], "x", 1), 1);
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)child);
+	for (int i = 0; i < 500; i++) {
+		ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = '\0';
+		if (strstr(exe, "sleep"))
+			break;
+		usleep(10000);
+	}
+	assert_non_null(strstr(exe, "sleep"));
+	assert_int_equal(procmaps_query_at(p->maps_fd, code, &m, name, sizeof(name)), -ESRCH);
+	proc_cache_mark_exited(c, (uint32_t)child, 3000);
+	assert_false(p->has_maps_fd);
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	close(go[1]);
+	proc_cache_free(c);
+}
+
 static void test_window_becomes_profile(void **state)
 {
 	struct proc_info *p = calloc(1, sizeof(*p));
@@ -887,6 +946,41 @@ static void test_window_becomes_profile(void **state)
 			assert_memory_equal(again.data, out.data, out.len);
 			agent_exec_infos_free(&exec2);
 		}
+		/* Up to stored_max bytes: stored deflate blocks (BTYPE 00 in
+		 * the first block header, after the 10-byte gzip header), the
+		 * same profile; above, compressed. */
+		env.gz_store = libdeflate_alloc_compressor(0);
+		env.stored_max = 4096;
+		buf_reset(&again);
+		assert_int_equal(
+		    profile_build(&env, w, &w->procs[0], &series, &again, &exec2, &err), 0);
+		agent_exec_infos_free(&exec2);
+		assert_true(again.len > out.len);
+		assert_int_equal(again.data[10] & 6, 0);
+		assert_int_not_equal(out.data[10] & 6, 0);
+		{
+			struct pprof_profile *p1 = NULL, *p2 = NULL;
+			struct buf e1 = {0}, e2 = {0};
+
+			assert_int_equal(pprof_decode(again.data, again.len, NULL, &p1, &err), 0);
+			assert_int_equal(pprof_decode(out.data, out.len, NULL, &p2, &err), 0);
+			assert_int_equal(pprof_encode(pprof_profile_msg(p1), false, &e1), 0);
+			assert_int_equal(pprof_encode(pprof_profile_msg(p2), false, &e2), 0);
+			assert_int_equal(e1.len, e2.len);
+			assert_memory_equal(e1.data, e2.data, e1.len);
+			buf_free(&e1);
+			buf_free(&e2);
+			pprof_profile_free(p1);
+			pprof_profile_free(p2);
+		}
+		env.stored_max = 10;
+		buf_reset(&again);
+		assert_int_equal(
+		    profile_build(&env, w, &w->procs[0], &series, &again, &exec2, &err), 0);
+		agent_exec_infos_free(&exec2);
+		assert_int_equal(again.len, out.len);
+		libdeflate_free_compressor(env.gz_store);
+		env.gz_store = NULL;
 		libdeflate_free_compressor(env.gz);
 		env.gz = NULL;
 		env.scratch = NULL;
@@ -1033,6 +1127,81 @@ static void test_window_profile_holds_every_process(void **state)
 	window_free(w); /* releases a and b: not cached, so freed */
 }
 
+/* Reads DIR/name whole into out (NUL-terminated); its length, or -1. */
+static long slurp(const char *dir, const char *name, char *out, size_t outsz)
+{
+	char path[512];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "rb");
+	if (!f)
+		return -1;
+	n = fread(out, 1, outsz - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	return (long)n;
+}
+
+/* The local store's per-process layout: TIME_PID_COMM.pb.gz with the comm
+ * made file-name safe, a second profile of the same pid and window (an
+ * exec) as _2, never a replaced file, and nothing else left behind. */
+static void test_sink_local_names(void **state)
+{
+	char dir[] = "/tmp/kiln-test-sink.XXXXXX", got[64];
+	struct agent_labels none = {0};
+	struct agent_profile p[3] = {
+	    {.pid = 42,
+	     .comm = "my app/1",
+	     .labels = &none,
+	     .pprof = (const uint8_t *)"first",
+	     .pprof_len = 5},
+	    {.pid = 42,
+	     .comm = "my app/1",
+	     .labels = &none,
+	     .pprof = (const uint8_t *)"second",
+	     .pprof_len = 6},
+	    {.pid = 7, .comm = "sh", .labels = &none, .pprof = (const uint8_t *)"", .pprof_len = 0},
+	};
+	struct agent_sink *sink = NULL;
+	struct kiln_error err = {0};
+	struct dirent *de;
+	size_t entries = 0;
+	DIR *d;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		p[i].time_ns = 1763883000ll * 1000000000ll; /* 2025-11-23T07:30:00Z */
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sink_local_new(dir, true, &sink, &err), 0);
+	assert_int_equal(sink->write_window(sink, p, 3, &err), 3);
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1.pb.gz", got, sizeof(got)), 5);
+	assert_string_equal(got, "first");
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1_2.pb.gz", got, sizeof(got)), 6);
+	assert_string_equal(got, "second");
+	assert_int_equal(slurp(dir, "20251123T073000Z_7_sh.pb.gz", got, sizeof(got)), 0);
+	/* The same window again: new names, the first files untouched. */
+	assert_int_equal(sink->write_window(sink, p, 1, &err), 1);
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1_3.pb.gz", got, sizeof(got)), 5);
+	assert_int_equal(slurp(dir, "20251123T073000Z_42_my_app_1.pb.gz", got, sizeof(got)), 5);
+	sink->close(sink);
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[512];
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		entries++;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		assert_int_equal(unlink(path), 0);
+	}
+	closedir(d);
+	assert_int_equal(entries, 4);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1053,8 +1222,10 @@ int main(void)
 	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
 	    cmocka_unit_test(test_proc_cache_resolves_lazily),
+	    cmocka_unit_test(test_proc_cache_keeps_maps_fd),
 	    cmocka_unit_test(test_window_becomes_profile),
 	    cmocka_unit_test(test_window_profile_holds_every_process),
+	    cmocka_unit_test(test_sink_local_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -144,6 +144,47 @@ static void test_arena_alignment_and_big_blocks(void **state)
 	arena_free(a);
 }
 
+/* arena_reset keeps the largest chunk and nothing else: the arena is empty,
+ * its capacity is that chunk, and allocations fitting it come from it again
+ * (same addresses) while bigger ones still work. */
+static void test_arena_reset_reuses_largest_chunk(void **state)
+{
+	struct arena *a = arena_new(4096);
+
+	(void)state;
+	assert_non_null(a);
+	assert_int_equal(arena_capacity(a), 0);
+	char *first = arena_alloc(a, 100);
+	assert_non_null(first);
+	for (int i = 0; i < 200; i++) /* grows into more chunks */
+		assert_non_null(arena_alloc(a, 100));
+	char *big = arena_alloc(a, 100000);
+	assert_non_null(big);
+	memset(big, 7, 100000);
+	assert_true(arena_used(a) >= 100 * 201 + 100000);
+	arena_reset(a);
+	assert_int_equal(arena_used(a), 0);
+	size_t cap = arena_capacity(a);
+	assert_true(cap >= 100000); /* the big allocation's chunk is the largest */
+	char *again = arena_alloc(a, 1000);
+	assert_ptr_equal(again, big); /* reused from the start */
+	assert_int_equal(arena_capacity(a), cap - 1008);
+	memset(again, 1, 1000);
+	assert_non_null(arena_alloc(a, 1 << 20)); /* past it: a fresh chunk */
+	arena_reset(a);
+	assert_true(arena_capacity(a) >= 1 << 20);
+	arena_reset(a); /* twice: still one empty chunk */
+	assert_true(arena_capacity(a) >= 1 << 20);
+	assert_string_equal(arena_strdup(a, "kiln"), "kiln");
+	arena_free(a);
+	/* An arena that never allocated resets to nothing. */
+	a = arena_new(0);
+	arena_reset(a);
+	assert_int_equal(arena_capacity(a), 0);
+	assert_non_null(arena_alloc(a, 10));
+	arena_free(a);
+}
+
 static void test_gzip_roundtrip_and_limits(void **state)
 {
 	struct buf raw, gz, out;
@@ -203,6 +244,7 @@ int main(void)
 	    cmocka_unit_test(test_htab_interns_many_keys),
 	    cmocka_unit_test(test_htab_hashed_and_reserve),
 	    cmocka_unit_test(test_arena_alignment_and_big_blocks),
+	    cmocka_unit_test(test_arena_reset_reuses_largest_chunk),
 	    cmocka_unit_test(test_gzip_roundtrip_and_limits),
 	    cmocka_unit_test(test_error_keeps_first_and_prefixes),
 	};

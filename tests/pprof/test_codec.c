@@ -467,6 +467,117 @@ static void test_random_inputs(void **state)
 	}
 }
 
+/* The raw encoding of a decoded profile: what "the same result" means. */
+static void reencode(const struct pprof_profile *p, struct buf *out)
+{
+	buf_reset(out);
+	assert_int_equal(pprof_encode(pprof_profile_msg(p), false, out), 0);
+}
+
+/* pprof_decoder_decode gives what pprof_decode gives, whatever the decoder
+ * decoded or failed on before: a decoder reused across different profiles
+ * (bigger, smaller, raw and gzip), across failures (garbage, truncated
+ * gzip, a profile that fails validation half-parsed), with the previous
+ * profile still alive or recycled, and with profiles recycled into another
+ * decoder or into none. */
+static void test_decoder_reuse_same_result(void **state)
+{
+	struct buf small_raw = {0}, small_gz = {0}, big_gz = {0}, want = {0}, got = {0};
+	struct pprof_decoder *d = pprof_decoder_new(), *d2 = pprof_decoder_new();
+	struct pprof_profile *p = NULL, *q = NULL;
+	struct kiln_error err = {0};
+	struct pprof_builder *b;
+
+	(void)state;
+	assert_non_null(d);
+	assert_non_null(d2);
+	encode_sample(&small_raw, false);
+	encode_sample(&small_gz, true);
+	/* A bigger profile: 3,000 distinct functions and locations. */
+	b = pprof_builder_new();
+	assert_int_equal(pprof_builder_add_sample_type(b, "samples", "count"), 0);
+	struct pprof_mapping_desc md = {
+	    .memory_start = 0x1000, .memory_limit = 0x100000, .filename = "/bin/big"};
+	uint64_t map = pprof_builder_mapping(b, &md);
+	for (int i = 0; i < 3000; i++) {
+		char name[64];
+		struct pprof_line_desc line = {.line = i};
+		uint64_t loc;
+		int64_t v = i + 1;
+
+		snprintf(name, sizeof(name), "function_number_%d", i);
+		line.function_id = pprof_builder_function(b, name, name, "big.c", 0);
+		loc = pprof_builder_location(b, map, 0x1000 + (uint64_t)i * 16, &line, 1);
+		assert_int_equal(pprof_builder_add_sample(b, &loc, 1, &v, NULL, 0), 0);
+	}
+	assert_int_equal(pprof_builder_encode(b, true, &big_gz), 0);
+	pprof_builder_free(b);
+
+	const struct buf *inputs[] = {&small_gz, &big_gz, &small_raw, &big_gz, &small_gz};
+	for (size_t round = 0; round < 3; round++) {
+		for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+			const struct buf *in = inputs[i];
+
+			assert_int_equal(pprof_decode(in->data, in->len, NULL, &p, &err), 0);
+			reencode(p, &want);
+			pprof_profile_free(p);
+			assert_int_equal(pprof_decoder_decode(d, in->data, in->len, NULL, &p, &err),
+					 0);
+			reencode(p, &got);
+			assert_int_equal(got.len, want.len);
+			assert_memory_equal(got.data, want.data, want.len);
+			/* Round 1 keeps the previous profile alive while the
+			 * next is decoded; round 2 recycles into the other
+			 * decoder, round 0 into the same one. */
+			if (round == 1) {
+				pprof_decoder_recycle(d, q);
+				q = p;
+			} else {
+				pprof_decoder_recycle(round ? d2 : d, p);
+			}
+			p = NULL;
+			/* Failures in between leave the decoder usable. */
+			kiln_error_clear(&err);
+			assert_true(pprof_decoder_decode(d, "\x0a\xff\xff", 3, NULL, &p, &err) < 0);
+			assert_null(p);
+			assert_true(err.msg[0] != '\0');
+			kiln_error_clear(&err);
+			assert_true(pprof_decoder_decode(d, big_gz.data, big_gz.len / 2, NULL, &p,
+							 &err) < 0);
+			assert_null(p);
+			/* Parses, then fails validation: a value but no sample type. */
+			kiln_error_clear(&err);
+			assert_int_equal(pprof_decoder_decode(d, "\x12\x04\x08\x05\x10\x01\x32\x00",
+							      8, NULL, &p, &err),
+					 -EINVAL);
+			assert_null(p);
+		}
+	}
+	pprof_decoder_recycle(d, q);
+	/* A gzip bomb is refused through a decoder too. */
+	{
+		struct pprof_decode_opts opts = {.max_inflated_bytes = 1000};
+
+		kiln_error_clear(&err);
+		assert_int_equal(pprof_decoder_decode(d, big_gz.data, big_gz.len, &opts, &p, &err),
+				 -EFBIG);
+		assert_null(p);
+	}
+	/* NULL decoder: plain decode and free. */
+	assert_int_equal(pprof_decoder_decode(NULL, small_gz.data, small_gz.len, NULL, &p, &err),
+			 0);
+	pprof_decoder_recycle(NULL, p);
+	pprof_decoder_recycle(d, NULL);
+	pprof_decoder_free(d);
+	pprof_decoder_free(d2);
+	pprof_decoder_free(NULL);
+	buf_free(&small_raw);
+	buf_free(&small_gz);
+	buf_free(&big_gz);
+	buf_free(&want);
+	buf_free(&got);
+}
+
 static void test_gzip_bomb_refused(void **state)
 {
 	struct buf raw = {0}, gz = {0};
@@ -497,6 +608,7 @@ int main(void)
 	    cmocka_unit_test(test_truncated_and_bitflipped),
 	    cmocka_unit_test(test_random_inputs),
 	    cmocka_unit_test(test_gzip_bomb_refused),
+	    cmocka_unit_test(test_decoder_reuse_same_result),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

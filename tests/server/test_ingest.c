@@ -175,18 +175,91 @@ static void make_request(struct buf *out, const char *const *labels, size_t n_la
 	out->len = parca__profilestore__v1alpha1__write_raw_request__pack(&req, out->data);
 }
 
+/* Through a borrowed decoder, as rpc_write_raw does, so that every bad
+ * input below also fails cleanly with decode memory being reused. */
 static int prepare(const struct buf *req, struct ingest_batch *b, struct kiln_error *err)
 {
 	struct arena *a = arena_new(0);
-	struct ingest_limits lim = {.max_inflate = 1 << 20, .now_ms = 42};
+	struct ingest_decoders *ds = ingest_decoders_new(1);
+	struct ingest_limits lim = {
+	    .max_inflate = 1 << 20, .now_ms = 42, .decoder = ingest_decoder_take(ds)};
+	assert_non_null(lim.decoder);
 	int rc = ingest_prepare(req->data, req->len, &lim, a, b, err);
 	if (rc == 0) {
 		assert_int_equal(b->n_series, 1);
 		assert_string_equal(b->series[0].labels[0].name, "__name__");
 		ingest_batch_release(b);
 	}
+	ingest_batch_release(b); /* again: a no-op */
+	ingest_decoder_give(ds, lim.decoder);
+	ingest_decoders_free(ds);
 	arena_free(a);
 	return rc;
+}
+
+/* Requests decoded one after another through the shared decoders (the
+ * server's ingest threads) give the same batches as without; more requests
+ * in flight than decoders kept works, the extra decoders are dropped. */
+static void test_writeraw_decoders_reused(void **state)
+{
+	struct buf prof_gz = {0}, prof_raw = {0}, req_gz = {0}, req_raw = {0}, want = {0},
+		   got = {0};
+	struct ingest_decoders *ds = ingest_decoders_new(1);
+	const char *labels[] = {"__name__=parca_agent", "node=n1"};
+	(void)state;
+
+	assert_non_null(ds);
+	make_profile(&prof_gz, true);
+	make_profile(&prof_raw, false);
+	make_request(&req_gz, labels, 2, &prof_gz);
+	make_request(&req_raw, labels, 2, &prof_raw);
+	for (int i = 0; i < 6; i++) {
+		const struct buf *req = i % 3 == 1 ? &req_raw : &req_gz;
+		struct kiln_error err = {0};
+		struct arena *a = arena_new(0), *a2 = arena_new(0);
+		struct ingest_batch b, plain, other;
+		struct ingest_limits lim = {.now_ms = 42, .decoder = ingest_decoder_take(ds)};
+		struct ingest_limits lim2 = {.now_ms = 42, .decoder = ingest_decoder_take(ds)};
+		struct ingest_limits none = {.now_ms = 42};
+
+		assert_non_null(lim.decoder);
+		assert_non_null(lim2.decoder);
+		assert_ptr_not_equal(lim.decoder, lim2.decoder);
+		assert_int_equal(ingest_prepare(req->data, req->len, &lim, a, &b, &err), 0);
+		assert_int_equal(ingest_prepare(req->data, req->len, &lim2, a2, &other, &err), 0);
+		assert_int_equal(ingest_prepare(req->data, req->len, &none, a, &plain, &err), 0);
+		assert_int_equal(b.n_profiles, 1);
+		assert_int_equal(b.total_samples, plain.total_samples);
+		assert_int_equal(b.profiles[0].timestamp_ms, plain.profiles[0].timestamp_ms);
+		buf_reset(&want);
+		buf_reset(&got);
+		assert_int_equal(
+		    pprof_encode(pprof_profile_msg(plain.profiles[0].profile), false, &want), 0);
+		assert_int_equal(
+		    pprof_encode(pprof_profile_msg(b.profiles[0].profile), false, &got), 0);
+		assert_int_equal(got.len, want.len);
+		assert_memory_equal(got.data, want.data, want.len);
+		buf_reset(&got);
+		assert_int_equal(
+		    pprof_encode(pprof_profile_msg(other.profiles[0].profile), false, &got), 0);
+		assert_memory_equal(got.data, want.data, want.len);
+		ingest_batch_release(&plain);
+		ingest_batch_release(&other);
+		ingest_batch_release(&b);
+		ingest_decoder_give(ds, lim2.decoder); /* kept */
+		ingest_decoder_give(ds, lim.decoder);  /* one too many: freed */
+		arena_free(a);
+		arena_free(a2);
+	}
+	ingest_decoder_give(ds, NULL);
+	ingest_decoders_free(ds);
+	ingest_decoders_free(NULL);
+	buf_free(&prof_gz);
+	buf_free(&prof_raw);
+	buf_free(&req_gz);
+	buf_free(&req_raw);
+	buf_free(&want);
+	buf_free(&got);
 }
 
 static void test_writeraw_valid(void **state)
@@ -302,6 +375,7 @@ int main(void)
 	    cmocka_unit_test(test_frame_gzip_bomb),
 	    cmocka_unit_test(test_timeout_parse),
 	    cmocka_unit_test(test_writeraw_valid),
+	    cmocka_unit_test(test_writeraw_decoders_reused),
 	    cmocka_unit_test(test_writeraw_label_errors),
 	    cmocka_unit_test(test_writeraw_bad_profiles),
 	};

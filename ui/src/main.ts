@@ -84,13 +84,13 @@ class Side {
 		this.bar = new QueryBar(key, () => search(key));
 		this.graph = new MetricsGraph({
 			onPoint: (t, s) => selectPoint(key, t, s),
-			onRange: (a, b) => selectRange(key, a, b),
+			onRange: (a, b) => showMerge(key, a, b),
 		});
 		this.empty = h('div.empty-state', { testid: `graph-empty-${key}`, hidden: true });
 		this.info = h('div.selection-info', { testid: `selection-${key}` });
 		this.ymodeSel = h('select.ymode', { testid: `ymode-${key}`, title: 'Y axis', hidden: true }, h('option', { value: 'cores' }, 'CPU cores'), h('option', { value: 'percent' }, '% of one core'), h('option', { value: 'raw' }, 'CPU time'));
 		this.ymodeSel.addEventListener('change', () => this.redrawGraph());
-		const merge = h('button', { testid: `merge-${key}`, title: 'Merge every profile of the query range into one', onclick: () => mergeAll(key) }, 'Merge range');
+		const merge = h('button', { testid: `merge-${key}`, title: 'Merge every profile of the query range into one', onclick: () => showMerge(key) }, 'Merge range');
 		this.el = h(
 			'div.side',
 			{ testid: `side-${key}` },
@@ -360,28 +360,20 @@ function selectPoint(key: SideKey, time: number, s: Series): void {
 	loadProfile();
 }
 
-function selectRange(key: SideKey, start: number, end: number): void {
-	const sel = state[key];
-	sel.mode = 'merge';
-	sel.start = start;
-	sel.end = end;
-	delete sel.time;
-	delete sel.series;
-	state.focus = [];
-	commit(true);
-	sides[key].graph.setSelected(null);
-	sides[key].updateInfo();
-	searchT0 = performance.now();
-	loadProfile();
-}
-
-function mergeAll(key: SideKey): void {
+/* Both the brushed range and "Merge range" show one merged profile; a range
+ * left undefined merges the whole query range. */
+function showMerge(key: SideKey, start?: number, end?: number): void {
 	const sel = state[key];
 	sel.mode = 'merge';
 	delete sel.time;
 	delete sel.series;
-	delete sel.start;
-	delete sel.end;
+	if (start === undefined || end === undefined) {
+		delete sel.start;
+		delete sel.end;
+	} else {
+		sel.start = start;
+		sel.end = end;
+	}
 	state.focus = [];
 	commit(true);
 	sides[key].graph.setSelected(null);
