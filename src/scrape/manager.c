@@ -1,5 +1,5 @@
 /*
- * manager.c — the scrape scheduler and the ingest thread.
+ * manager.c — the scrape scheduler and the ingest threads.
  *
  * Scheduler thread: every active unit sits in a min-heap by next due time
  * (monotonic ms). The first due time is the unit's stable offset within its
@@ -35,7 +35,7 @@
  *
  * A finished transfer is checked (HTTP status, size limit, timeout), decoded
  * with the pprof library (gzip or plain), turned into deltas where the kind
- * needs it (delta.c) and queued for the ingest thread, which calls the
+ * needs it (delta.c) and queued for the ingest threads, which call the
  * user's callback. Profiles are handed over in batches (up to BATCH_MAX, or
  * after BATCH_NS at the latest): waking the ingest thread once per scrape
  * cost two futex calls and two context switches each. The queue is bounded;
@@ -67,15 +67,17 @@
 #include "common/log.h"
 #include "scrape/scrape_internal.h"
 
-#define BODY_POOL     32
-#define BODY_POOL_CAP ((size_t)1 << 20) /* larger bodies are freed */
-#define SHARD_UNITS   16 /* active units per multi handle, about (1 per target: slower) */
-#define MAX_SHARDS    256
-#define BATCH_MAX     64
-#define BATCH_NS      (50 * 1000000LL) /* a profile waits at most this for its batch */
-#define WAKE_TAG      UINT32_MAX       /* epoll data of wakefd: no shard */
-#define HTTP_TAG      (UINT32_MAX - 1) /* epoll data of http.c's connections */
-#define TICK_NS	      (20 * 1000000LL) /* at most one wakeup per tick while busy */
+#define BODY_POOL      32
+#define BODY_POOL_CAP  ((size_t)1 << 20) /* larger bodies are freed */
+#define SHARD_UNITS    16 /* active units per multi handle, about (1 per target: slower) */
+#define MAX_SHARDS     256
+#define BATCH_MAX      64
+#define BATCH_NS       (50 * 1000000LL) /* a profile waits at most this for its batch */
+#define WAKE_TAG       UINT32_MAX	/* epoll data of wakefd: no shard */
+#define HTTP_TAG       (UINT32_MAX - 1) /* epoll data of http.c's connections */
+#define TICK_NS	       (20 * 1000000LL) /* at most one wakeup per tick while busy */
+#define INGEST_THREADS 4		/* concurrent callers of the ingest callback */
+#define INGEST_TAKE    16		/* profiles an ingest thread takes from the queue at once */
 
 struct ingest_item {
 	struct ingest_item *next;
@@ -104,7 +106,9 @@ struct scrape_manager {
 	long max_conns; /* CURLMOPT_MAXCONNECTS of every shard */
 	int epfd;	/* the sockets libcurl watches, and wakefd */
 	int wakefd;	/* eventfd: a reload is parked, or stop */
-	pthread_t scheduler, ingester;
+	pthread_t scheduler;
+	pthread_t ingesters[INGEST_THREADS];
+	size_t n_ingesters;
 	atomic_bool stop;
 	_Atomic uint64_t callback_cpu_ns; /* stats.callback_cpu_ns, kept here */
 	/* Set (under queue_lock) once the scheduler thread has exited: only then
@@ -247,7 +251,7 @@ static void schedule_first(struct scrape_unit *u, int64_t now)
 	u->next_due_ms = due;
 }
 
-/* ---- ingest thread --------------------------------------------------------- */
+/* ---- ingest threads -------------------------------------------------------- */
 
 static void item_free(struct ingest_item *it)
 {
@@ -304,6 +308,13 @@ static void ingest_batch(struct scrape_manager *m, struct ingest_item *list)
 	}
 }
 
+/* Several ingest threads call the callback concurrently: the store's
+ * group commit then shares one fsync among their writes (one thread wrote
+ * one profile per fsync, ~200 a second on a slow disk, fewer than 1,000
+ * targets produce, and the queue grew until backpressure). Each takes up
+ * to INGEST_TAKE profiles per lock round and leaves the rest to the
+ * others. Profiles of one series are 10 s apart: two in flight at once
+ * means a backlog, and the store takes writes in any order. */
 static void *ingest_main(void *arg)
 {
 	struct scrape_manager *m = arg;
@@ -311,22 +322,29 @@ static void *ingest_main(void *arg)
 		pthread_mutex_lock(&m->queue_lock);
 		while (!m->head && !m->scheduler_done)
 			pthread_cond_wait(&m->queue_cond, &m->queue_lock);
-		struct ingest_item *list = m->head;
+		struct ingest_item *list = m->head, *last = list;
 		if (!list) {
 			pthread_mutex_unlock(&m->queue_lock);
 			break; /* stopped and drained */
 		}
-		/* All of it at once: one lock round per batch. */
-		m->head = m->tail = NULL;
-		m->queued = 0;
+		size_t k = 1;
+		while (k < INGEST_TAKE && last->next)
+			last = last->next, k++;
+		m->head = last->next;
+		if (!m->head)
+			m->tail = NULL;
+		last->next = NULL;
+		m->queued -= k;
 		pthread_cond_signal(&m->space_cond);
+		if (m->head) /* the rest for another thread */
+			pthread_cond_signal(&m->queue_cond);
 		pthread_mutex_unlock(&m->queue_lock);
 		ingest_batch(m, list);
 	}
 	return NULL;
 }
 
-/* Hands the batch to the ingest thread; waits while the queue is full. */
+/* Hands the batch to the ingest threads; waits while the queue is full. */
 static void flush_batch(struct scrape_manager *m)
 {
 	if (!m->batch_head)
@@ -1192,8 +1210,11 @@ int scrape_manager_new(const struct scrape_manager_options *opts, struct scrape_
 		free(m);
 		return rc;
 	}
-	if (pthread_create(&m->ingester, NULL, ingest_main, m) != 0) {
-		rc = kiln_error_set(err, EAGAIN, "cannot start the scrape ingest thread");
+	for (; m->n_ingesters < INGEST_THREADS; m->n_ingesters++)
+		if (pthread_create(&m->ingesters[m->n_ingesters], NULL, ingest_main, m) != 0)
+			break;
+	if (m->n_ingesters == 0) {
+		rc = kiln_error_set(err, EAGAIN, "cannot start the scrape ingest threads");
 		goto fail;
 	}
 	if (pthread_create(&m->scheduler, NULL, scheduler_main, m) != 0) {
@@ -1202,7 +1223,8 @@ int scrape_manager_new(const struct scrape_manager_options *opts, struct scrape_
 		m->scheduler_done = true;
 		pthread_cond_broadcast(&m->queue_cond);
 		pthread_mutex_unlock(&m->queue_lock);
-		pthread_join(m->ingester, NULL);
+		for (size_t i = 0; i < m->n_ingesters; i++)
+			pthread_join(m->ingesters[i], NULL);
 		rc = kiln_error_set(err, EAGAIN, "cannot start the scrape scheduler thread");
 		goto fail;
 	}
@@ -1263,7 +1285,8 @@ void scrape_manager_free(struct scrape_manager *m)
 	pthread_cond_broadcast(&m->queue_cond);
 	pthread_cond_broadcast(&m->space_cond);
 	pthread_mutex_unlock(&m->queue_lock);
-	pthread_join(m->ingester, NULL);
+	for (size_t i = 0; i < m->n_ingesters; i++)
+		pthread_join(m->ingesters[i], NULL);
 	for (size_t i = 0; i < m->n_units; i++)
 		scrape_unit_free(m->units[i]);
 	free(m->units);
@@ -1339,7 +1362,9 @@ void scrape_manager_get_stats(struct scrape_manager *m, struct scrape_stats *out
 	/* Both threads' CPU clocks, read from here: the threads themselves
 	 * spend nothing on it. */
 	out->scheduler_cpu_ns = thread_clock_ns(m->scheduler);
-	out->ingest_cpu_ns = thread_clock_ns(m->ingester);
+	out->ingest_cpu_ns = 0;
+	for (size_t i = 0; i < m->n_ingesters; i++)
+		out->ingest_cpu_ns += thread_clock_ns(m->ingesters[i]);
 	out->callback_cpu_ns = atomic_load_explicit(&m->callback_cpu_ns, memory_order_relaxed);
 	pthread_mutex_lock(&m->queue_lock);
 	out->ingest_queued = m->queued;

@@ -50,9 +50,10 @@
  *     delta is zero in every type are dropped.
  *   - everything else (goroutine, custom): ingested as scraped (delta false).
  *
- * Manager threading: one scheduler thread drives all transfers through one
- * libcurl multi handle (schedule, fetch, decode, delta); one ingest thread
- * calls the callback, so a slow fsync never delays a scrape. Reload
+ * Manager threading: one scheduler thread drives all transfers on one epoll
+ * set (schedule, fetch, decode, delta); a few ingest threads call the
+ * callback concurrently, so a slow fsync never delays a scrape and the
+ * store can group-commit their writes. Reload
  * (scrape_manager_apply) is handed to the scheduler thread and swapped at a
  * loop boundary: units with the same job, URL and labels keep their state
  * (delta baselines, health), so nothing is lost.
@@ -207,7 +208,8 @@ int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_pro
 
 /* ---- manager -------------------------------------------------------------- */
 
-/* Called on the ingest thread; labels include __name__, job and instance.
+/* Called on one of the ingest threads, several at once (it must be
+ * thread-safe); labels include __name__, job and instance.
  * The profile is only valid during the call. Return 0 or negative errno
  * (logged with err). */
 typedef int (*scrape_ingest_fn)(void *ctx, const struct store_label *labels, size_t n_labels,
@@ -255,7 +257,7 @@ struct scrape_stats {
 	uint64_t decode_cpu_ns;	   /*   gunzip, parse, validate */
 	uint64_t delta_cpu_ns;	   /*   type selection, deltas, projections, queueing */
 	/* (scheduler - decode - delta = scheduling, libcurl, sockets, poll) */
-	uint64_t ingest_cpu_ns;	  /* the ingest thread, incl. the callback */
+	uint64_t ingest_cpu_ns;	  /* the ingest threads, incl. the callback */
 	uint64_t callback_cpu_ns; /*   inside the ingest callback */
 	uint64_t ingest_lag_ns_total;
 	uint64_t ingest_lag_ns_max; /* scrape finished -> callback returned */
