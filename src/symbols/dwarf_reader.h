@@ -99,6 +99,11 @@ struct kdw_lines {
 };
 
 /* Growable arrays a reader reuses from one line program to the next. */
+struct kdw_special {
+	int16_t dline;
+	uint8_t adv;
+};
+
 struct kdw_line_scratch {
 	struct srow *rows;
 	size_t cap_rows;
@@ -106,6 +111,14 @@ struct kdw_line_scratch {
 	size_t cap_seqs;
 	uint32_t *order;
 	size_t cap_order;
+	uint64_t *kaddrs; /* the rows kept, before they are copied out */
+	struct kdw_row_info *kinfo;
+	size_t cap_kaddrs, cap_kinfo;
+	/* Special opcodes' line and address advances for these parameters. */
+	struct kdw_special special[256];
+	uint8_t special_base, special_range;
+	int8_t special_line_base;
+	bool special_valid;
 };
 
 void kdw_line_scratch_free(struct kdw_line_scratch *sc);
