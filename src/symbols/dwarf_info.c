@@ -54,6 +54,10 @@ struct kdw_abbrev {
 	int32_t sib_at;		/* DW_AT_sibling's byte offset when fixed, else -1 */
 	uint16_t sib_form;
 	bool children, defined;
+	/* The walk reads this DIE's attributes: a function with code
+	 * attributes (low_pc and high_pc, or ranges). Other DIEs it steps
+	 * over: their values would not be used. */
+	bool walk_full;
 };
 
 struct kdw_abbrevs {
@@ -459,6 +463,7 @@ struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr)
 /* --- abbreviations ---------------------------------------------------------- */
 
 static int slot_of(unsigned name);
+static bool is_function(uint32_t tag);
 
 /* Grows a scratch array to hold n elements of size sz, zeroing new ones. */
 static bool grow_zeroed(void *pp, size_t *cap, size_t n, size_t sz)
@@ -537,6 +542,8 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 		a->fixed = 0;
 		a->sib_at = -1;
 		a->defined = true;
+		bool low = false, high = false, ranges = false;
+
 		for (;;) {
 			int64_t implicit = 0;
 			int n;
@@ -568,8 +575,12 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 				a->sib_form = (uint16_t)form;
 			}
 			a->fixed = a->fixed < 0 || n < 0 ? -1 : a->fixed + n;
+			low |= name == DW_AT_low_pc;
+			high |= name == DW_AT_high_pc;
+			ranges |= name == DW_AT_ranges;
 		}
 		a->nattrs = (uint32_t)nspecs - a->first;
+		a->walk_full = is_function(a->tag) && ((low && high) || ranges);
 	}
 	if (c.bad)
 		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
@@ -905,7 +916,7 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 		return die_bad(e, die->offset, "unknown abbreviation code");
 	die->ab = &t->by_code[code];
 	die->have = 0;
-	if (mode == DIE_WALK && !is_function(die->ab->tag) && !is_scope(cu, die->ab->tag))
+	if (mode == DIE_WALK && !die->ab->walk_full)
 		mode = DIE_SKIP;
 	if (mode == DIE_SKIP && die->ab->fixed >= 0) {
 		if (die->ab->sib_at >= 0 && die->ab->children) {

@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/error.h"
 
@@ -252,8 +253,28 @@ static inline uint64_t kdw_fixed(struct kdw_cur *c, size_t n)
 
 	if (!kdw_need(c, n))
 		return 0;
-	for (size_t i = 0; i < n; i++) /* little-endian (x86-64, arm64) */
-		v |= (uint64_t)c->p[i] << (8 * i);
+	switch (n) { /* little-endian (x86-64, arm64) */
+	case 2: {
+		uint16_t x;
+
+		memcpy(&x, c->p, 2);
+		v = x;
+		break;
+	}
+	case 4: {
+		uint32_t x;
+
+		memcpy(&x, c->p, 4);
+		v = x;
+		break;
+	}
+	case 8:
+		memcpy(&v, c->p, 8);
+		break;
+	default:
+		for (size_t i = 0; i < n; i++)
+			v |= (uint64_t)c->p[i] << (8 * i);
+	}
 	c->p += n;
 	return v;
 }
