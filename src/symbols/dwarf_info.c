@@ -4,9 +4,12 @@
  *
  * Opening reads only the unit headers (a hop from length to length) and
  * .debug_aranges. A CU is decoded when an address first falls into it:
- * its abbreviation table (cached by offset: units may share one), its unit
- * DIE (the bases strx/addrx/rnglistx need, comp_dir, stmt_list), then its
- * DIE tree once. DIEs the walk does not look into are skipped whole: by
+ * its abbreviation table (into a scratch table reused by the next unit;
+ * units reached by reference from another's walk keep a copy, shared by
+ * units with the same table), its unit DIE (the bases strx/addrx/rnglistx
+ * need, comp_dir, stmt_list, language), then its DIE tree once. Only
+ * function DIEs whose abbreviation has code ranges have their attributes
+ * read; DIEs the walk does not look into are skipped whole: by
  * DW_AT_sibling when there is one, else attribute by attribute, in one
  * step when the abbreviation's attributes all have fixed sizes.
  *
@@ -16,7 +19,8 @@
  * otherwise DW_AT_ranges; names and the declaration line come from the
  * first DIE having them along abstract_origin, else specification, at most
  * 17 DIEs; range-list offsets use the unit's base address (low_pc, else
- * entry_pc, else 0).
+ * entry_pc, else 0). One difference, with the same answers: a C unit's
+ * structures and unions are not entered (C puts no functions there).
  *
  * Not read here (the unit is "unsupported" or the walk returns -ENOTSUP and
  * libdw takes over for that CU): 64-bit DWARF, type / skeleton / split

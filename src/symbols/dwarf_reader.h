@@ -141,8 +141,10 @@ struct kdw_line_unit {
 int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 		   struct kdw_line_scratch *scratch, struct kdw_lines *out, struct kiln_error *e);
 
-/* The row dwarf_getsrc_die would return for addr: true and *row, or
- * false. */
+/* The line and file of the row dwarf_getsrc_die would return for addr:
+ * true and *row, or false. row->addr is at or below addr: that row's, or
+ * of the row before it when that one has the same line and file (such
+ * rows are not kept). */
 bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *row);
 
 /* The name libdw gives file index idx (dwarf_filesrc / dwarf_linesrc):
@@ -215,7 +217,8 @@ struct kdw_walk_ops {
 
 /* Walks cu's DIE tree the way the symbolizer's libdw index did: into
  * subprograms with code, lexical blocks, namespaces, modules, classes,
- * structures and unions, reporting functions with code and their ranges.
+ * structures and unions (not a C unit's: C puts no functions there),
+ * reporting functions with code and their ranges.
  * Returns 0, -EINVAL / -ENOTSUP (e says what and where: the caller falls
  * back to libdw) or -ENOMEM. */
 int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops,
