@@ -175,14 +175,14 @@ static size_t make_program(struct buf *out, struct mrow *rows, uint64_t *lo, uin
 	put(out, &len, 4);
 	put(out, &version, 2);
 	put(out, &hlen, 4);
-	u8(out, 1);			       /* minimum_instruction_length */
-	u8(out, 1);			       /* maximum_operations_per_instruction */
-	u8(out, 1);			       /* default_is_stmt */
-	u8(out, (uint8_t)(int8_t)-5);	       /* line_base */
-	u8(out, 14);			       /* line_range */
-	u8(out, 13);			       /* opcode_base */
+	u8(out, 1);		      /* minimum_instruction_length */
+	u8(out, 1);		      /* maximum_operations_per_instruction */
+	u8(out, 1);		      /* default_is_stmt */
+	u8(out, (uint8_t)(int8_t)-5); /* line_base */
+	u8(out, 14);		      /* line_range */
+	u8(out, 13);		      /* opcode_base */
 	put(out, std_lengths, 12);
-	u8(out, 0);			       /* no include directories */
+	u8(out, 0);				/* no include directories */
 	put(out, "a.c\0\0\0\0b.c\0\0\0\0", 14); /* name, dir, mtime, length */
 	u8(out, 0);
 	put(out, prog.b, prog.n);
