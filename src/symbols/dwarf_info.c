@@ -131,7 +131,11 @@ const char *kdw_cstr(struct kdw_cur *c)
 
 const char *kdw_str_at(const struct kdw_sections *s, enum kdw_sec sec, uint64_t off)
 {
-	if (off >= s->size[sec] || !memchr(s->p[sec] + off, 0, s->size[sec] - off))
+	if (off >= s->size[sec])
+		return NULL;
+	/* A section ending in NUL terminates every string in it (the usual
+	 * case: no scan). */
+	if (s->p[sec][s->size[sec] - 1] != 0 && !memchr(s->p[sec] + off, 0, s->size[sec] - off))
 		return NULL;
 	return (const char *)s->p[sec] + off;
 }
