@@ -4,9 +4,12 @@
  *
  * Opening reads only the unit headers (a hop from length to length) and
  * .debug_aranges. A CU is decoded when an address first falls into it:
- * its abbreviation table (cached by offset: units may share one), its unit
- * DIE (the bases strx/addrx/rnglistx need, comp_dir, stmt_list), then its
- * DIE tree once. DIEs the walk does not look into are skipped whole: by
+ * its abbreviation table (into a scratch table reused by the next unit;
+ * units reached by reference from another's walk keep a copy, shared by
+ * units with the same table), its unit DIE (the bases strx/addrx/rnglistx
+ * need, comp_dir, stmt_list, language), then its DIE tree once. Only
+ * function DIEs whose abbreviation has code ranges have their attributes
+ * read; DIEs the walk does not look into are skipped whole: by
  * DW_AT_sibling when there is one, else attribute by attribute, in one
  * step when the abbreviation's attributes all have fixed sizes.
  *
@@ -16,7 +19,8 @@
  * otherwise DW_AT_ranges; names and the declaration line come from the
  * first DIE having them along abstract_origin, else specification, at most
  * 17 DIEs; range-list offsets use the unit's base address (low_pc, else
- * entry_pc, else 0).
+ * entry_pc, else 0). One difference, with the same answers: a C unit's
+ * structures and unions are not entered (C puts no functions there).
  *
  * Not read here (the unit is "unsupported" or the walk returns -ENOTSUP and
  * libdw takes over for that CU): 64-bit DWARF, type / skeleton / split
@@ -54,6 +58,10 @@ struct kdw_abbrev {
 	int32_t sib_at;		/* DW_AT_sibling's byte offset when fixed, else -1 */
 	uint16_t sib_form;
 	bool children, defined;
+	/* The walk reads this DIE's attributes: a function with code
+	 * attributes (low_pc and high_pc, or ranges). Other DIEs it steps
+	 * over: their values would not be used. */
+	bool walk_full;
 };
 
 struct kdw_abbrevs {
@@ -123,7 +131,11 @@ const char *kdw_cstr(struct kdw_cur *c)
 
 const char *kdw_str_at(const struct kdw_sections *s, enum kdw_sec sec, uint64_t off)
 {
-	if (off >= s->size[sec] || !memchr(s->p[sec] + off, 0, s->size[sec] - off))
+	if (off >= s->size[sec])
+		return NULL;
+	/* A section ending in NUL terminates every string in it (the usual
+	 * case: no scan). */
+	if (s->p[sec][s->size[sec] - 1] != 0 && !memchr(s->p[sec] + off, 0, s->size[sec] - off))
 		return NULL;
 	return (const char *)s->p[sec] + off;
 }
@@ -459,6 +471,7 @@ struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr)
 /* --- abbreviations ---------------------------------------------------------- */
 
 static int slot_of(unsigned name);
+static bool is_function(uint32_t tag);
 
 /* Grows a scratch array to hold n elements of size sz, zeroing new ones. */
 static bool grow_zeroed(void *pp, size_t *cap, size_t n, size_t sz)
@@ -537,6 +550,8 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 		a->fixed = 0;
 		a->sib_at = -1;
 		a->defined = true;
+		bool low = false, high = false, ranges = false;
+
 		for (;;) {
 			int64_t implicit = 0;
 			int n;
@@ -568,8 +583,12 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 				a->sib_form = (uint16_t)form;
 			}
 			a->fixed = a->fixed < 0 || n < 0 ? -1 : a->fixed + n;
+			low |= name == DW_AT_low_pc;
+			high |= name == DW_AT_high_pc;
+			ranges |= name == DW_AT_ranges;
 		}
 		a->nattrs = (uint32_t)nspecs - a->first;
+		a->walk_full = is_function(a->tag) && ((low && high) || ranges);
 	}
 	if (c.bad)
 		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
@@ -905,7 +924,7 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 		return die_bad(e, die->offset, "unknown abbreviation code");
 	die->ab = &t->by_code[code];
 	die->have = 0;
-	if (mode == DIE_WALK && !is_function(die->ab->tag) && !is_scope(cu, die->ab->tag))
+	if (mode == DIE_WALK && !die->ab->walk_full)
 		mode = DIE_SKIP;
 	if (mode == DIE_SKIP && die->ab->fixed >= 0) {
 		if (die->ab->sib_at >= 0 && die->ab->children) {

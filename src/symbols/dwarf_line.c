@@ -341,6 +341,10 @@ static void state_reset(struct state *s, const struct kdw_line_hdr *h)
 
 static void advance(struct state *s, const struct kdw_line_hdr *h, uint32_t adv)
 {
+	if (h->max_ops == 1) { /* not VLIW: no division (op_index stays 0) */
+		s->addr += (uint64_t)h->min_inst_len * adv;
+		return;
+	}
 	s->addr += (uint64_t)h->min_inst_len * ((s->op_index + (uint64_t)adv) / h->max_ops);
 	s->op_index = (uint32_t)((s->op_index + (uint64_t)adv) % h->max_ops);
 }
@@ -376,6 +380,26 @@ static bool grow(void *pp, size_t *cap, size_t n, size_t sz)
 	return true;
 }
 
+/* The line and operation advance of each special opcode of h, without a
+ * division per opcode: units share their header's parameters, so the
+ * table is made again only when they change. */
+static const struct kdw_special *specials(struct kdw_line_scratch *sc, const struct kdw_line_hdr *h)
+{
+	if (!sc->special_valid || sc->special_base != h->opcode_base ||
+	    sc->special_line_base != h->line_base || sc->special_range != h->line_range) {
+		for (unsigned op = h->opcode_base; op < 256; op++) {
+			sc->special[op].dline =
+			    (int16_t)(h->line_base + (int)((op - h->opcode_base) % h->line_range));
+			sc->special[op].adv = (uint8_t)((op - h->opcode_base) / h->line_range);
+		}
+		sc->special_base = h->opcode_base;
+		sc->special_line_base = h->line_base;
+		sc->special_range = h->line_range;
+		sc->special_valid = true;
+	}
+	return sc->special;
+}
+
 /* Runs the whole program once, validating it as libdw does and noting
  * every row (program order) and sequence into sc. */
 static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, size_t *nrows,
@@ -383,6 +407,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 {
 	const uint8_t *sec = h->secs->p[KDW_LINE];
 	struct kdw_cur c = {sec + h->prog_start, sec + h->unit_end, false};
+	const struct kdw_special *sp = h->line_range ? specials(sc, h) : NULL;
 	struct state s;
 	size_t n = 0, nq = 0;
 	bool seq_open = false;
@@ -394,11 +419,11 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 		bool end = false;
 
 		if (op >= h->opcode_base) {
-			if (h->line_range == 0)
+			if (!sp)
 				return bad(e, (uint64_t)(op_at - sec),
 					   "special opcode with line_range 0");
-			s.line += h->line_base + (op - h->opcode_base) % h->line_range;
-			advance(&s, h, (uint32_t)((op - h->opcode_base) / h->line_range));
+			s.line += sp[op].dline;
+			advance(&s, h, sp[op].adv);
 		} else if (op == 0) {
 			uint64_t len = kdw_uleb(&c);
 			uint8_t sub;
@@ -452,10 +477,10 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 				s.is_stmt = 1 - s.is_stmt;
 				continue;
 			case DW_LNS_const_add_pc:
-				if (h->line_range == 0)
+				if (!sp)
 					return bad(e, (uint64_t)(op_at - sec),
 						   "const_add_pc with line_range 0");
-				advance(&s, h, (uint32_t)((255 - h->opcode_base) / h->line_range));
+				advance(&s, h, sp[255].adv);
 				continue;
 			case DW_LNS_fixed_advance_pc:
 				s.addr += kdw_fixed(&c, 2);
@@ -584,39 +609,33 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct a
 			order[k++] = i;
 		}
 	idx = ascending ? order : sort_rows(rows, order, order + n, n);
-	for (int pass = 0; pass < 2; pass++) {
-		int32_t line = 0;
-		uint32_t file = KDW_ROW_END;
+	if (!grow(&sc->kaddrs, &sc->cap_kaddrs, n, sizeof(*sc->kaddrs)) ||
+	    !grow(&sc->kinfo, &sc->cap_kinfo, n, sizeof(*sc->kinfo)))
+		return -ENOMEM;
+	k = 0;
+	for (size_t i = 0, j; i < n; i = j) {
+		uint32_t best = idx[i];
 
-		if (pass == 1) {
-			out->addrs = arena_alloc(arena, k * sizeof(*out->addrs));
-			out->info = arena_alloc(arena, k * sizeof(*out->info));
-			if (!out->addrs || !out->info)
-				return -ENOMEM;
-		}
-		k = 0;
-		for (size_t i = 0, j; i < n; i = j) {
-			uint32_t best = idx[i];
+		/* The run of rows at this address: [i, j). */
+		for (j = i + 1; j < n && rows[idx[j]].addr == rows[idx[i]].addr; j++)
+			if (!row_before(&rows[idx[j]], idx[j], &rows[best], best))
+				best = idx[j];
 
-			/* The run of rows at this address: [i, j). */
-			for (j = i + 1; j < n && rows[idx[j]].addr == rows[idx[i]].addr; j++)
-				if (!row_before(&rows[idx[j]], idx[j], &rows[best], best))
-					best = idx[j];
+		const struct srow *r = &rows[best];
 
-			const struct srow *r = &rows[best];
-
-			if (j < n && r->file == file && r->line == line)
-				continue;
-			if (pass == 1) {
-				out->addrs[k] = r->addr;
-				out->info[k] = (struct kdw_row_info){r->line, r->file};
-			}
-			k++;
-			line = r->line;
-			file = r->file;
-		}
+		if (j < n && k && sc->kinfo[k - 1].file == r->file &&
+		    sc->kinfo[k - 1].line == r->line)
+			continue;
+		sc->kaddrs[k] = r->addr;
+		sc->kinfo[k++] = (struct kdw_row_info){r->line, r->file};
 	}
-	out->info[k - 1].file |= KDW_ROW_END;
+	sc->kinfo[k - 1].file |= KDW_ROW_END;
+	out->addrs = arena_alloc(arena, k * sizeof(*out->addrs));
+	out->info = arena_alloc(arena, k * sizeof(*out->info));
+	if (!out->addrs || !out->info)
+		return -ENOMEM;
+	memcpy(out->addrs, sc->kaddrs, k * sizeof(*out->addrs));
+	memcpy(out->info, sc->kinfo, k * sizeof(*out->info));
 	out->nrows = k;
 	return 0;
 }
@@ -661,6 +680,8 @@ void kdw_line_scratch_free(struct kdw_line_scratch *sc)
 	free(sc->rows);
 	free(sc->seqs);
 	free(sc->order);
+	free(sc->kaddrs);
+	free(sc->kinfo);
 	memset(sc, 0, sizeof(*sc));
 }
 

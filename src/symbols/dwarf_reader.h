@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/error.h"
 
@@ -99,6 +100,11 @@ struct kdw_lines {
 };
 
 /* Growable arrays a reader reuses from one line program to the next. */
+struct kdw_special {
+	int16_t dline;
+	uint8_t adv;
+};
+
 struct kdw_line_scratch {
 	struct srow *rows;
 	size_t cap_rows;
@@ -106,6 +112,14 @@ struct kdw_line_scratch {
 	size_t cap_seqs;
 	uint32_t *order;
 	size_t cap_order;
+	uint64_t *kaddrs; /* the rows kept, before they are copied out */
+	struct kdw_row_info *kinfo;
+	size_t cap_kaddrs, cap_kinfo;
+	/* Special opcodes' line and address advances for these parameters. */
+	struct kdw_special special[256];
+	uint8_t special_base, special_range;
+	int8_t special_line_base;
+	bool special_valid;
 };
 
 void kdw_line_scratch_free(struct kdw_line_scratch *sc);
@@ -127,8 +141,10 @@ struct kdw_line_unit {
 int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 		   struct kdw_line_scratch *scratch, struct kdw_lines *out, struct kiln_error *e);
 
-/* The row dwarf_getsrc_die would return for addr: true and *row, or
- * false. */
+/* The line and file of the row dwarf_getsrc_die would return for addr:
+ * true and *row, or false. row->addr is at or below addr: that row's, or
+ * of the row before it when that one has the same line and file (such
+ * rows are not kept). */
 bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *row);
 
 /* The name libdw gives file index idx (dwarf_filesrc / dwarf_linesrc):
@@ -201,7 +217,8 @@ struct kdw_walk_ops {
 
 /* Walks cu's DIE tree the way the symbolizer's libdw index did: into
  * subprograms with code, lexical blocks, namespaces, modules, classes,
- * structures and unions, reporting functions with code and their ranges.
+ * structures and unions (not a C unit's: C puts no functions there),
+ * reporting functions with code and their ranges.
  * Returns 0, -EINVAL / -ENOTSUP (e says what and where: the caller falls
  * back to libdw) or -ENOMEM. */
 int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops,
@@ -239,8 +256,28 @@ static inline uint64_t kdw_fixed(struct kdw_cur *c, size_t n)
 
 	if (!kdw_need(c, n))
 		return 0;
-	for (size_t i = 0; i < n; i++) /* little-endian (x86-64, arm64) */
-		v |= (uint64_t)c->p[i] << (8 * i);
+	switch (n) { /* little-endian (x86-64, arm64) */
+	case 2: {
+		uint16_t x;
+
+		memcpy(&x, c->p, 2);
+		v = x;
+		break;
+	}
+	case 4: {
+		uint32_t x;
+
+		memcpy(&x, c->p, 4);
+		v = x;
+		break;
+	}
+	case 8:
+		memcpy(&v, c->p, 8);
+		break;
+	default:
+		for (size_t i = 0; i < n; i++)
+			v |= (uint64_t)c->p[i] << (8 * i);
+	}
 	c->p += n;
 	return v;
 }

@@ -92,27 +92,58 @@ static int run(const char *cmd)
 	return rc;
 }
 
+/* Two C files whose functions gcc -flto inlines into each other. */
+static const char lto_a_src[] = "#include <stdio.h>\n"
+				"struct pt { int x, y; };\n"
+				"static inline int sq(int v) { return v * v; }\n"
+				"int dist(struct pt a, struct pt b);\n"
+				"int scale(int v) { return sq(v) + 1; }\n"
+				"int main(int argc, char **argv)\n"
+				"{\n"
+				"\tstruct pt p = {argc, 2}, q = {3, argc};\n"
+				"\tprintf(\"%d %d %s\\n\", dist(p, q), scale(argc), argv[0]);\n"
+				"\treturn 0;\n"
+				"}\n";
+static const char lto_b_src[] = "struct pt { int x, y; };\n"
+				"int scale(int v);\n"
+				"static inline int add(int a, int b) { return scale(a) + b; }\n"
+				"int dist(struct pt a, struct pt b)\n"
+				"{\n"
+				"\tint dx = a.x - b.x, dy = a.y - b.y;\n"
+				"\treturn add(dx * dx, dy * dy);\n"
+				"}\n";
+
+static int write_file(const char *name, const char *text)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fputs(text, f);
+	return fclose(f) == 0 ? 0 : -1;
+}
+
 static int setup(void **state)
 {
 	char cmd[1024];
-	FILE *f;
 
 	(void)state;
 	snprintf(dir, sizeof(dir), "/tmp/kiln-dwreader-XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
-	snprintf(cmd, sizeof(cmd), "%s/prog.cc", dir);
-	f = fopen(cmd, "w");
-	if (!f)
+	if (write_file("prog.cc", cpp_src) < 0 || write_file("lto_a.c", lto_a_src) < 0 ||
+	    write_file("lto_b.c", lto_b_src) < 0)
 		return -1;
-	fputs(cpp_src, f);
-	fclose(f);
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && g++ -O2 -g -o cpp_gcc5 prog.cc && g++ -O2 -gdwarf-4 -o cpp_gcc4 prog.cc "
 		 "&& g++ -O2 -g -gz=zlib -o cpp_gccz prog.cc && "
 		 "clang++ -O2 -g -gdwarf-aranges -o cpp_clang5 prog.cc && "
 		 "clang++ -O2 -gdwarf-4 -gdwarf-aranges -o cpp_clang4 prog.cc && "
-		 "clang++ -O2 -g -o cpp_clang5_noaranges prog.cc",
+		 "clang++ -O2 -g -o cpp_clang5_noaranges prog.cc && "
+		 "gcc -O2 -g -flto -o c_gcc_lto lto_a.c lto_b.c",
 		 dir);
 	return run(cmd) == 0 ? 0 : -1;
 }
@@ -255,6 +286,40 @@ static void test_cpp_programs(void **state)
 	}
 }
 
+/* gcc's link-time optimization writes a function inlined from another
+ * file as DIEs referring, with DW_FORM_ref_addr, to that file's abstract
+ * instance in another unit: the reader decodes that unit's abbreviations
+ * too (and keeps them) while it walks the one holding the code. */
+static void test_lto_program(void **state)
+{
+	char path[256];
+	size_t n, cus, cross = 0;
+	uint64_t *addrs;
+	struct symbolizer *s = symbolizer_new(NULL);
+	struct symbols_object obj = {NULL, path};
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/c_gcc_lto", dir);
+	addrs = sample(path, 1, 200000, &n);
+	assert_non_null(addrs);
+	assert_true(n > 20);
+	assert_int_equal(compare(path, addrs, n, &cus), 0);
+	assert_true(cus > 0);
+	/* dist() of lto_b.c inlined into main() of lto_a.c */
+	for (size_t i = 0; i < n; i++) {
+		struct symbols_location loc;
+
+		assert_int_equal(symbolizer_resolve(s, &obj, addrs[i], &loc, NULL), 0);
+		for (size_t k = 0; k + 1 < loc.nframes; k++)
+			cross += loc.frames[k].file && loc.frames[k + 1].file &&
+				 strstr(loc.frames[k].file, "lto_b.c") &&
+				 strstr(loc.frames[k + 1].file, "lto_a.c");
+	}
+	assert_true(cross > 0);
+	symbolizer_free(s);
+	free(addrs);
+}
+
 /* clang writes no .debug_aranges by default: libdw's CU lookup
  * (dwarf_addrdie) then finds nothing and only symbol-table names were
  * left. The reader takes such units' ranges from their unit DIE: the
@@ -360,7 +425,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_cpp_programs),    cmocka_unit_test(test_matches_eu_addr2line),
 	    cmocka_unit_test(test_without_aranges), cmocka_unit_test(test_this_program),
-	    cmocka_unit_test(test_libc_debug_file),
+	    cmocka_unit_test(test_libc_debug_file), cmocka_unit_test(test_lto_program),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
