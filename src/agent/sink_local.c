@@ -27,6 +27,7 @@
  * cheap to lose in a crash.
  */
 #include "agent/agent.h"
+#include "common/fdio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,22 +46,6 @@ struct sink_local {
 	/* O_TMPFILE refused once (file system without it): temp + rename. */
 	bool no_tmpfile;
 };
-
-static int write_all(int fd, const uint8_t *data, size_t len)
-{
-	size_t off = 0;
-
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		off += (size_t)n;
-	}
-	return 0;
-}
 
 /* The name of the k-th try for stem: STEM.pb.gz, then STEM_2.pb.gz ...
  * (two profiles of one pid in one window, after an exec). */
@@ -104,7 +89,7 @@ static int write_renamed(int dirfd, const char *stem, const uint8_t *data, size_
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	rc = write_all(fd, data, len);
+	rc = fd_write_all(fd, data, len);
 	if (close(fd) != 0 && !rc)
 		rc = -errno;
 	for (unsigned k = 1; !rc && k < 100; k++) {
@@ -133,7 +118,7 @@ static int write_profile(struct sink_local *l, const char *stem, const uint8_t *
 		l->no_tmpfile = true;
 		return write_renamed(l->dirfd, stem, data, len);
 	}
-	rc = write_all(fd, data, len);
+	rc = fd_write_all(fd, data, len);
 	if (!rc)
 		rc = link_tmpfile(l->dirfd, fd, stem);
 	close(fd); /* unlinked if never linked: nothing left behind */
