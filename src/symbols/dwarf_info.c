@@ -473,26 +473,6 @@ struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr)
 static int slot_of(unsigned name);
 static bool is_function(uint32_t tag);
 
-/* Grows a scratch array to hold n elements of size sz, zeroing new ones. */
-static bool grow_zeroed(void *pp, size_t *cap, size_t n, size_t sz)
-{
-	void **p = pp;
-	size_t c = *cap ? *cap : 64;
-	void *np;
-
-	if (n <= *cap)
-		return true;
-	while (c < n)
-		c *= 2;
-	np = realloc(*p, c * sz);
-	if (!np)
-		return false;
-	memset((char *)np + *cap * sz, 0, (c - *cap) * sz);
-	*p = np;
-	*cap = c;
-	return true;
-}
-
 /* kdw_form_fixed_size for the standard forms (below 0x2d) of one address
  * size and version, as a table: the decoder asks for each attribute. */
 static const int8_t *form_sizes(struct form_sizes *fs, uint8_t addr_size, uint16_t version)
@@ -533,7 +513,7 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 					      (unsigned long long)cu->abbrev_offset,
 					      (unsigned long long)code);
 		if (code >= t->cap_codes &&
-		    !grow_zeroed(&t->by_code, &t->cap_codes, code + 1, sizeof(*t->by_code)))
+		    !kdw_grow(&t->by_code, &t->cap_codes, code + 1, sizeof(*t->by_code), 64, true))
 			return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
 		if (code > maxcode) {
 			maxcode = (uint32_t)code;
@@ -570,7 +550,8 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 						      (unsigned long long)name,
 						      (unsigned long long)form);
 			if (nspecs >= t->cap_specs &&
-			    !grow_zeroed(&t->specs, &t->cap_specs, nspecs + 1, sizeof(*t->specs)))
+			    !kdw_grow(&t->specs, &t->cap_specs, nspecs + 1, sizeof(*t->specs), 64,
+				      true))
 				return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
 			n = form < sizeof(d->form_sizes.size)
 				? sizes[form]

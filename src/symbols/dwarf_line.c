@@ -362,24 +362,6 @@ struct sseq {
 	uint32_t first, n;
 };
 
-static bool grow(void *pp, size_t *cap, size_t n, size_t sz)
-{
-	void **p = pp;
-	size_t c = *cap ? *cap : 256;
-	void *np;
-
-	if (n <= *cap)
-		return true;
-	while (c < n)
-		c *= 2;
-	np = realloc(*p, c * sz);
-	if (!np)
-		return false;
-	*p = np;
-	*cap = c;
-	return true;
-}
-
 /* The line and operation advance of each special opcode of h, without a
  * division per opcode: units share their header's parameters, so the
  * table is made again only when they change. */
@@ -506,12 +488,13 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 		    s.isa > 0xff || n >= UINT32_MAX - 1)
 			return bad(e, (uint64_t)(op_at - sec), "row value out of range");
 		if (!seq_open) {
-			if (!grow(&sc->seqs, &sc->cap_seqs, nq + 1, sizeof(*sc->seqs)))
+			if (!kdw_grow(&sc->seqs, &sc->cap_seqs, nq + 1, sizeof(*sc->seqs), 256,
+				      false))
 				return -ENOMEM;
 			sc->seqs[nq++] = (struct sseq){s.addr, (uint32_t)n, 0};
 			seq_open = true;
 		}
-		if (!grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows)))
+		if (!kdw_grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows), 256, false))
 			return -ENOMEM;
 		/* A file index past KDW_ROW_FILE names no file either way. */
 		sc->rows[n++] = (struct srow){s.addr, (int32_t)s.line,
@@ -599,7 +582,7 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct a
 
 	if (nq > 1)
 		qsort(sc->seqs, nq, sizeof(*sc->seqs), sseq_cmp);
-	if (!grow(&sc->order, &sc->cap_order, 2 * n, sizeof(*sc->order)))
+	if (!kdw_grow(&sc->order, &sc->cap_order, 2 * n, sizeof(*sc->order), 256, false))
 		return -ENOMEM;
 	order = sc->order;
 	for (size_t q = 0; q < nq; q++)
@@ -609,8 +592,8 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct a
 			order[k++] = i;
 		}
 	idx = ascending ? order : sort_rows(rows, order, order + n, n);
-	if (!grow(&sc->kaddrs, &sc->cap_kaddrs, n, sizeof(*sc->kaddrs)) ||
-	    !grow(&sc->kinfo, &sc->cap_kinfo, n, sizeof(*sc->kinfo)))
+	if (!kdw_grow(&sc->kaddrs, &sc->cap_kaddrs, n, sizeof(*sc->kaddrs), 256, false) ||
+	    !kdw_grow(&sc->kinfo, &sc->cap_kinfo, n, sizeof(*sc->kinfo), 256, false))
 		return -ENOMEM;
 	k = 0;
 	for (size_t i = 0, j; i < n; i = j) {

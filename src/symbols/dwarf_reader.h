@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -239,6 +240,29 @@ struct kdw_cur {
 	const uint8_t *p, *end;
 	bool bad;
 };
+
+/* Grows the scratch array *pp of *cap elements of size sz to hold at least
+ * n, doubling from first; with zero, the new elements are zeroed. False
+ * when out of memory (the array is left as it was). */
+static inline bool kdw_grow(void *pp, size_t *cap, size_t n, size_t sz, size_t first, bool zero)
+{
+	void **p = pp;
+	size_t c = *cap ? *cap : first;
+	void *np;
+
+	if (n <= *cap)
+		return true;
+	while (c < n)
+		c *= 2;
+	np = realloc(*p, c * sz);
+	if (!np)
+		return false;
+	if (zero)
+		memset((char *)np + *cap * sz, 0, (c - *cap) * sz);
+	*p = np;
+	*cap = c;
+	return true;
+}
 
 static inline bool kdw_need(struct kdw_cur *c, size_t n)
 {
