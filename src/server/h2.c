@@ -149,16 +149,25 @@ static void submit_error(struct h2_conn *c, struct h2_stream *st, int code, cons
 	stream_finish_metrics(st);
 }
 
-static ssize_t read_response(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
-			     size_t length, uint32_t *data_flags, nghttp2_data_source *source,
-			     void *user_data)
+/* Copies the next piece of the stream's response body into nghttp2's
+ * buffer; both data providers below start with it. */
+static size_t copy_out(struct h2_stream *st, uint8_t *buf, size_t length)
 {
-	struct h2_stream *st = source->ptr;
 	size_t left = st->out.len - st->out_off;
 	size_t n = left < length ? left : length;
 
 	memcpy(buf, st->out.data + st->out_off, n);
 	st->out_off += n;
+	return n;
+}
+
+static ssize_t read_response(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
+			     size_t length, uint32_t *data_flags, nghttp2_data_source *source,
+			     void *user_data)
+{
+	struct h2_stream *st = source->ptr;
+	size_t n = copy_out(st, buf, length);
+
 	if (st->out_off == st->out.len) {
 		char status[16], enc[1600];
 		*data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
@@ -215,10 +224,8 @@ static ssize_t read_http_body(nghttp2_session *session, int32_t stream_id, uint8
 			      void *user_data)
 {
 	struct h2_stream *st = source->ptr;
-	size_t left = st->out.len - st->out_off;
-	size_t n = left < length ? left : length;
-	memcpy(buf, st->out.data + st->out_off, n);
-	st->out_off += n;
+	size_t n = copy_out(st, buf, length);
+
 	if (st->out_off == st->out.len)
 		*data_flags |= NGHTTP2_DATA_FLAG_EOF;
 	return (ssize_t)n;

@@ -12,11 +12,18 @@
  * "work+inl": one location whose line[0] is inl (inlined) and line[1] is
  * work, so the caller-first order is work then inl. The app mapping starts
  * at 0x400000 with file offset 0x1000, so S2's frame is "[app] +0x4abc".
+ *
+ * fixture_store_open()/fixture_store_remove(): an embedded store in a fresh
+ * directory under /tmp, for the tests that ingest the fixtures.
  */
 #ifndef KILN_TEST_QUERY_FIXTURES_H
 #define KILN_TEST_QUERY_FIXTURES_H
 
 #include "pprof/pprof.h"
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 struct fixture_ids {
 	uint64_t map_app, map_libc;
@@ -128,6 +135,37 @@ static inline struct pprof_profile *fixture_base_profile(void)
 		fixture_add(b, s6, 2, 7);
 	}
 	return fixture_to_profile(b);
+}
+
+/* Opens a store in a new directory /tmp/PREFIX-XXXXXX, whose name is left in
+ * dir (at least 64 bytes). NULL, with the reason on stderr, on failure. */
+static inline struct store *fixture_store_open(const char *prefix, char *dir, size_t dir_size)
+{
+	struct store_options o = {0};
+	struct kiln_error err = {0};
+	struct store *s = NULL;
+
+	snprintf(dir, dir_size, "/tmp/%s-XXXXXX", prefix);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return NULL;
+	}
+	o.path = dir;
+	if (store_open(&o, &s, &err)) {
+		fprintf(stderr, "store_open: %s\n", err.msg);
+		return NULL;
+	}
+	return s;
+}
+
+/* Closes the store and deletes its directory. */
+static inline void fixture_store_remove(struct store *s, const char *dir)
+{
+	char cmd[128];
+
+	store_close(s);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	(void)!system(cmd);
 }
 
 #endif

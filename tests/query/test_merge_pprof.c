@@ -33,17 +33,10 @@ struct env {
 static int setup(void **state)
 {
 	struct env *e = calloc(1, sizeof(*e));
-	struct store_options o = {0};
-	struct kiln_error err = {0};
 
 	assert_non_null(e);
-	snprintf(e->dir, sizeof(e->dir), "/tmp/kiln-merge-pprof-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
-	o.path = e->dir;
-	if (store_open(&o, &e->s, &err)) {
-		fprintf(stderr, "store_open: %s\n", err.msg);
+	if (!(e->s = fixture_store_open("kiln-merge-pprof", e->dir, sizeof(e->dir))))
 		return -1;
-	}
 	*state = e;
 	return 0;
 }
@@ -51,11 +44,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct env *e = *state;
-	char cmd[128];
 
-	store_close(e->s);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
-	(void)!system(cmd);
+	fixture_store_remove(e->s, e->dir);
 	free(e);
 	return 0;
 }
