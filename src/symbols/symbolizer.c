@@ -35,6 +35,7 @@
 #include <libdeflate.h>
 #include <libelf.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -755,15 +756,36 @@ struct cu_segment {
 	int32_t node;
 };
 
+/* What a lookup reads comes first and fits one cache line (the index is
+ * allocated 64-byte aligned): per address of a cold run the CU's index is
+ * most likely out of cache, and each further line is another miss. */
 struct cu_index {
-	Dwarf_Die cudie;	 /* libdw's CUs */
-	struct kdw_lines *lines; /* the reader's CUs (fast); NULL: no line table */
-	bool fast;
-	struct cu_node *nodes; /* in the symfile's arena, like the index */
-	size_t nnodes;
 	struct cu_segment *segs;
-	size_t nsegs;
+	struct cu_node *nodes; /* in the symfile's arena, like the index */
+	uint32_t nsegs;
+	bool fast;
+	bool has_lines; /* fast: lines holds the unit's line table */
+	/* fast: a copy of the reader's table (sharing its arrays); its
+	 * lookup fields are its first 40 bytes */
+	struct kdw_lines lines;
+	size_t nnodes;
+	Dwarf_Die cudie; /* libdw's CUs */
 };
+_Static_assert(offsetof(struct cu_index, lines) + offsetof(struct kdw_lines, files) <= 64,
+	       "a lookup's fields of cu_index fit one cache line");
+
+/* A zeroed cu_index in f's arena, 64-byte aligned. */
+static struct cu_index *cu_index_new(struct symfile *f)
+{
+	uint8_t *p = arena_alloc(f->arena, sizeof(struct cu_index) + 48);
+	struct cu_index *idx;
+
+	if (!p)
+		return NULL;
+	idx = (struct cu_index *)(p + ((64 - (uintptr_t)p % 64) % 64));
+	memset(idx, 0, sizeof(*idx));
+	return idx;
+}
 
 /* Makes room for n elements of size sz in *p (capacity *cap). */
 static bool grow(void *pp, size_t *cap, size_t n, size_t sz)
@@ -969,6 +991,8 @@ static int build_segments(struct cu_build *b)
 		else
 			segs[nsegs++] = (struct cu_segment){at, ev[i].addr, node};
 	}
+	if (nsegs > UINT32_MAX) /* cu_index.nsegs */
+		return -ENOMEM;
 	b->idx->segs = arena_alloc(b->f->arena, (nsegs ? nsegs : 1) * sizeof(*segs));
 	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!b->idx->segs || !b->idx->nodes)
@@ -1001,7 +1025,7 @@ static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
 
 	if (htab_get(f->cus, &off, sizeof(off), &v))
 		return (struct cu_index *)(uintptr_t)v;
-	b.idx = arena_calloc(f->arena, 1, sizeof(*b.idx));
+	b.idx = cu_index_new(f);
 	if (!b.idx)
 		return NULL;
 	b.idx->cudie = *cudie;
@@ -1059,11 +1083,14 @@ static struct cu_index *cu_index_fast(struct symfile *f, struct kdw_cu *kcu)
 	if (!b.lines && e.code != -ENOENT)
 		goto fail;
 	memset(&e, 0, sizeof(e));
-	b.idx = arena_calloc(f->arena, 1, sizeof(*b.idx));
+	b.idx = cu_index_new(f);
 	if (!b.idx)
 		return NULL;
 	b.idx->fast = true;
-	b.idx->lines = b.lines;
+	if (b.lines) {
+		b.idx->lines = *b.lines;
+		b.idx->has_lines = true;
+	}
 	if (kdw_walk_cu(f->kdw, kcu, &ops, &e) < 0 || b.oom)
 		goto fail;
 	if (build_segments(&b) < 0 || htab_put(f->cus, &kcu->die_offset, sizeof(kcu->die_offset),
@@ -1108,8 +1135,16 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 {
 	size_t lo = 0, hi;
 	uint64_t v;
-	struct kdw_cu *kcu = f->kdw ? kdw_cu_for_addr(f->kdw, addr) : NULL;
+	struct kdw_cu *kcu = NULL;
+	void **slot = f->kdw ? kdw_arange_user(f->kdw, addr, &kcu) : NULL;
 
+	if (slot && *slot) { /* through this range before: no other lookup */
+		struct cu_index *idx = *slot;
+
+		if (!idx->fast)
+			*cudie = idx->cudie;
+		return idx;
+	}
 	if (kcu) {
 		uint64_t off = kcu->die_offset;
 		struct cu_index *idx;
@@ -1117,6 +1152,7 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 		if (kcu->user) { /* indexed before: no hash lookup */
 			idx = kcu->user;
 			*cudie = idx->cudie;
+			*slot = idx;
 			return idx;
 		}
 		if (htab_get(f->cus, &off, sizeof(off), &v)) {
@@ -1125,8 +1161,10 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 			return idx;
 		}
 		if ((idx = cu_index_fast(f, kcu)) != NULL ||
-		    (dwarf_offdie(f->dwarf, off, cudie) && (idx = cu_index_get(f, cudie))))
+		    (dwarf_offdie(f->dwarf, off, cudie) && (idx = cu_index_get(f, cudie)))) {
 			kcu->user = idx;
+			*slot = idx;
+		}
 		return idx;
 	}
 	/* libdw's dwarf_addrdie searches the same .debug_aranges: no unit.
@@ -1197,9 +1235,14 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	if (idx->fast) {
 		struct kdw_row row;
 
-		if (idx->lines && kdw_lines_find(idx->lines, addr, &row)) {
+		/* The segment search's first probe, so that its miss overlaps
+		 * the line search's. */
+		if (idx->nsegs)
+			__builtin_prefetch(&idx->segs[idx->nsegs / 2]);
+
+		if (idx->has_lines && kdw_lines_find(&idx->lines, addr, &row)) {
 			line = true;
-			file = kdw_lines_file(idx->lines, row.file, kdw_arena(f->kdw));
+			file = kdw_lines_file(&idx->lines, row.file, kdw_arena(f->kdw));
 			lineno = row.line;
 		}
 	} else {
@@ -1404,16 +1447,20 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	char path[4096];
 	uint64_t v;
 	size_t len;
+	bool hit_last;
 	int rc;
 
 	if (!key || !*key)
 		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
 	len = strlen(key);
-	if ((len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL) ||
+	hit_last =
+	    len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL;
+	if (hit_last ||
 	    (htab_get(s->files, key, len, &v) && v && (f = (struct symfile *)(uintptr_t)v))) {
 		if (!f->dwarf && time(NULL) >= f->recheck_at)
 			f = recheck(s, obj, key, f);
-		if (len < sizeof(s->last_key)) {
+		/* (Not copied again per call when it is the last one.) */
+		if (!(hit_last && f == s->last) && len < sizeof(s->last_key)) {
 			memcpy(s->last_key, key, len);
 			s->last_len = len;
 			s->last = f;
