@@ -85,16 +85,22 @@ struct cu_arange {
 /* The result cache: open addressing on the address, linear probing, at
  * most half full. A generic htab (hashing and copying the key bytes,
  * rehashing as it grows) was a third of a cold run on an uncompressed
- * binary once the DWARF reader made the rest fast. The keys (address + 1:
- * 0 marks an empty slot, so fresh zeroed memory is an empty table) are an
- * array of their own, apart from the values: a cold lookup misses, and a
- * probe then touches one cache line of 8 keys, not of 4 slots (with the
- * slots of a 2 MiB table that miss was a fifth of a cold run on an
- * uncompressed binary). Address UINT64_MAX is never cached. */
+ * binary once the DWARF reader made the rest fast. The keys (address + 1)
+ * are an array of their own, apart from the values: a cold lookup misses,
+ * and a probe then touches one cache line of 8 keys, not of 4 slots (with
+ * the slots of a 2 MiB table that miss was a fifth of a cold run on an
+ * uncompressed binary). Which slots are in use is a bitmap (fresh zeroed
+ * memory is an empty table; 8 KiB for 64k slots: it stays in cache): an
+ * address not cached ends its probe at an empty slot, and in a table at
+ * most half full most first slots are empty, so most cold lookups do not
+ * touch the keys at all (that miss was still half of symbolizer_resolve's
+ * time on kiln's binary). Address UINT64_MAX is never cached. */
 struct rcache {
-	uint64_t *keys;	      /* [cap], then the values: one mapping, populated */
+	uint64_t *keys;	      /* [cap], then the values and the bitmap: one mapping, populated */
 	struct cached **vals; /* [cap] */
+	uint64_t *used;	      /* [cap / 64]: bit i set when keys[i] is */
 	size_t cap, n;	      /* cap: a power of two */
+	unsigned shift;	      /* 64 - log2(cap): the hash is the product's top bits */
 	size_t first_cap;     /* the first table's; 0: 4096 */
 	size_t map_size;      /* of the mapping keys starts */
 };
@@ -108,11 +114,19 @@ static void rcache_free(struct rcache *r)
 		munmap(r->keys, r->map_size);
 }
 
+static bool rcache_used(const struct rcache *r, size_t i)
+{
+	return r->used[i / 64] & ((uint64_t)1 << (i % 64));
+}
+
+/* The slot holding key, or the empty slot where its probe ends. */
 static size_t rcache_slot(const struct rcache *r, uint64_t key)
 {
-	size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
+	/* Fibonacci hashing: the top bits of the product (its middle bits,
+	 * taken before, clustered a binary's addresses: 7x the probes). */
+	size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> r->shift);
 
-	while (r->keys[i] && r->keys[i] != key)
+	while (rcache_used(r, i) && r->keys[i] != key)
 		i = (i + 1) & (r->cap - 1);
 	return i;
 }
@@ -124,7 +138,7 @@ static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
 	if (!r->cap || addr == UINT64_MAX)
 		return NULL;
 	i = rcache_slot(r, addr + 1);
-	return r->keys[i] ? r->vals[i] : NULL;
+	return rcache_used(r, i) ? r->vals[i] : NULL;
 }
 
 static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
@@ -142,7 +156,8 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 		/* Fresh anonymous memory is zero: every slot empty. Faulted
 		 * in at once, not page by page (a third of the insertions'
 		 * cost was page faults); in huge pages from 1 MiB on. */
-		g.map_size = g.cap * (sizeof(*g.keys) + sizeof(*g.vals));
+		g.shift = 64u - (unsigned)__builtin_ctzll(g.cap);
+		g.map_size = g.cap * (sizeof(*g.keys) + sizeof(*g.vals)) + g.cap / 8;
 		if (g.map_size >= ((size_t)1 << 20))
 			g.keys = alloc_huge(&g.map_size);
 		else
@@ -150,20 +165,24 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 		if (!g.keys)
 			return -ENOMEM;
 		g.vals = (struct cached **)(g.keys + g.cap);
+		g.used = (uint64_t *)(g.vals + g.cap);
 		for (size_t k = 0; k < r->cap; k++)
-			if (r->keys[k]) {
+			if (rcache_used(r, k)) {
 				size_t j = rcache_slot(&g, r->keys[k]);
 
 				g.keys[j] = r->keys[k];
 				g.vals[j] = r->vals[k];
+				g.used[j / 64] |= (uint64_t)1 << (j % 64);
 			}
 		g.n = r->n;
 		rcache_free(r);
 		*r = g;
 	}
 	i = rcache_slot(r, addr + 1);
-	if (!r->keys[i])
+	if (!rcache_used(r, i)) {
 		r->n++;
+		r->used[i / 64] |= (uint64_t)1 << (i % 64);
+	}
 	r->keys[i] = addr + 1;
 	r->vals[i] = c;
 	return 0;
