@@ -393,7 +393,18 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 	struct state s;
 	size_t n = 0, nq = 0;
 	bool seq_open = false;
+	/* The column or isa does not fit libdw's row fields (checked where
+	 * they are set, not per row; op_index stays below max_ops <= 255). */
+	bool wide = false;
+	uint64_t seq_lo = 0; /* the open sequence's lowest address */
+	/* Standard opcodes (1 to 12) whose operand count in the header is
+	 * not the standard's: libdw rejects a table using one. */
+	static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
+	uint32_t bad_std = 0;
 
+	for (unsigned op = 1; op <= DW_LNS_set_isa && op < h->opcode_base; op++)
+		if (h->std_lengths[op - 1] != nargs[op])
+			bad_std |= 1u << op;
 	state_reset(&s, h);
 	while (c.p < c.end) {
 		const uint8_t *op_at = c.p;
@@ -434,10 +445,8 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 				continue;
 			}
 		} else if (op <= DW_LNS_set_isa) {
-			static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
-
 			/* libdw rejects tables whose header disagrees. */
-			if (h->std_lengths[op - 1] != nargs[op])
+			if (bad_std & (1u << op))
 				return bad(e, (uint64_t)(op_at - sec),
 					   "standard opcode with an unexpected operand count");
 			switch (op) {
@@ -454,6 +463,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 				continue;
 			case DW_LNS_set_column:
 				s.column = (uint32_t)kdw_uleb(&c);
+				wide = s.column > 0xffff || s.isa > 0xff;
 				continue;
 			case DW_LNS_negate_stmt:
 				s.is_stmt = 1 - s.is_stmt;
@@ -470,6 +480,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 				continue;
 			case DW_LNS_set_isa:
 				s.isa = (uint32_t)kdw_uleb(&c);
+				wide = s.column > 0xffff || s.isa > 0xff;
 				continue;
 			default: /* basic_block, prologue_end, epilogue_begin */
 				continue;
@@ -484,8 +495,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			return bad(e, (uint64_t)(op_at - sec), "truncated opcode");
 		/* libdw keeps these in narrower fields and rejects the table
 		 * when a value does not fit. */
-		if (s.line != (int32_t)s.line || s.column > 0xffff || s.op_index > 0xff ||
-		    s.isa > 0xff || n >= UINT32_MAX - 1)
+		if (s.line != (int32_t)s.line || wide || n >= UINT32_MAX - 1)
 			return bad(e, (uint64_t)(op_at - sec), "row value out of range");
 		if (!seq_open) {
 			if (!kdw_grow(&sc->seqs, &sc->cap_seqs, nq + 1, sizeof(*sc->seqs), 256,
@@ -493,6 +503,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 				return -ENOMEM;
 			sc->seqs[nq++] = (struct sseq){s.addr, (uint32_t)n, 0};
 			seq_open = true;
+			seq_lo = s.addr;
 		}
 		if (!kdw_grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows), 256, false))
 			return -ENOMEM;
@@ -500,16 +511,23 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 		sc->rows[n++] = (struct srow){s.addr, (int32_t)s.line,
 					      (s.file < KDW_ROW_FILE ? s.file : KDW_ROW_FILE) |
 						  (end ? KDW_ROW_END : 0)};
-		sc->seqs[nq - 1].n++;
-		if (s.addr < sc->seqs[nq - 1].lo)
-			sc->seqs[nq - 1].lo = s.addr;
+		if (s.addr < seq_lo)
+			seq_lo = s.addr;
 		if (end) {
+			sc->seqs[nq - 1].lo = seq_lo;
 			state_reset(&s, h);
 			seq_open = false;
+			wide = false;
 		}
 	}
 	if (c.bad)
 		return bad(e, (uint64_t)(c.p - sec), "truncated opcode");
+	if (seq_open)
+		sc->seqs[nq - 1].lo = seq_lo;
+	/* Sequences are contiguous in program order. */
+	for (size_t q = 0; q < nq; q++)
+		sc->seqs[q].n =
+		    (uint32_t)((q + 1 < nq ? sc->seqs[q + 1].first : n) - sc->seqs[q].first);
 	*nrows = n;
 	*nseqs = nq;
 	return 0;
@@ -576,33 +594,50 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct a
 		      struct kdw_lines *out)
 {
 	const struct srow *rows = sc->rows;
-	uint32_t *order = NULL, *idx;
+	uint32_t *order = NULL, *idx = NULL;
 	size_t k = 0;
 	bool ascending = true;
 
 	if (nq > 1)
 		qsort(sc->seqs, nq, sizeof(*sc->seqs), sseq_cmp);
-	if (!kdw_grow(&sc->order, &sc->cap_order, 2 * n, sizeof(*sc->order), 256, false))
-		return -ENOMEM;
-	order = sc->order;
-	for (size_t q = 0; q < nq; q++)
-		for (uint32_t i = sc->seqs[q].first; i < sc->seqs[q].first + sc->seqs[q].n; i++) {
-			if (k && rows[order[k - 1]].addr > rows[i].addr)
-				ascending = false;
-			order[k++] = i;
-		}
-	idx = ascending ? order : sort_rows(rows, order, order + n, n);
+	/* Usually the sequences are already in address order (one per unit,
+	 * mostly) and so are their rows: then the program order is libdw's
+	 * and no index array is needed (idx stays NULL). */
+	for (size_t q = 1; q < nq && ascending; q++)
+		ascending = sc->seqs[q].first > sc->seqs[q - 1].first;
+	for (size_t i = 1; i < n && ascending; i++)
+		ascending = rows[i - 1].addr <= rows[i].addr;
+	if (!ascending) {
+		ascending = true;
+		if (!kdw_grow(&sc->order, &sc->cap_order, 2 * n, sizeof(*sc->order), 256, false))
+			return -ENOMEM;
+		order = sc->order;
+		for (size_t q = 0; q < nq; q++)
+			for (uint32_t i = sc->seqs[q].first; i < sc->seqs[q].first + sc->seqs[q].n;
+			     i++) {
+				if (k && rows[order[k - 1]].addr > rows[i].addr)
+					ascending = false;
+				order[k++] = i;
+			}
+		idx = ascending ? order : sort_rows(rows, order, order + n, n);
+	}
 	if (!kdw_grow(&sc->kaddrs, &sc->cap_kaddrs, n, sizeof(*sc->kaddrs), 256, false) ||
 	    !kdw_grow(&sc->kinfo, &sc->cap_kinfo, n, sizeof(*sc->kinfo), 256, false))
 		return -ENOMEM;
 	k = 0;
 	for (size_t i = 0, j; i < n; i = j) {
-		uint32_t best = idx[i];
+		uint32_t best = idx ? idx[i] : (uint32_t)i;
+		uint64_t at = rows[best].addr;
 
 		/* The run of rows at this address: [i, j). */
-		for (j = i + 1; j < n && rows[idx[j]].addr == rows[idx[i]].addr; j++)
-			if (!row_before(&rows[idx[j]], idx[j], &rows[best], best))
-				best = idx[j];
+		for (j = i + 1; j < n; j++) {
+			uint32_t r = idx ? idx[j] : (uint32_t)j;
+
+			if (rows[r].addr != at)
+				break;
+			if (!row_before(&rows[r], r, &rows[best], best))
+				best = r;
+		}
 
 		const struct srow *r = &rows[best];
 
@@ -670,22 +705,24 @@ void kdw_line_scratch_free(struct kdw_line_scratch *sc)
 
 bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *out)
 {
-	size_t lo = 0, hi = l->nrows;
+	const uint64_t *a = l->addrs;
+	size_t lo = 0, n = l->nrows;
 
 	/* dwarf_getsrc_die: the last row at or below addr, unless it ends a
-	 * sequence. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (l->addrs[mid] <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0 || (l->info[lo - 1].file & KDW_ROW_END))
+	 * sequence. Branch-free halving (lo ends at the last address <= addr):
+	 * on a cold table the next probe's load need not wait for a
+	 * mispredicted branch. */
+	if (n == 0 || a[0] > addr)
 		return false;
-	*out = (struct kdw_row){l->addrs[lo - 1], l->info[lo - 1].line,
-				l->info[lo - 1].file & ~KDW_ROW_END};
+	while (n > 1) {
+		size_t half = n / 2;
+
+		lo = a[lo + half] <= addr ? lo + half : lo;
+		n -= half;
+	}
+	if (l->info[lo].file & KDW_ROW_END)
+		return false;
+	*out = (struct kdw_row){a[lo], l->info[lo].line, l->info[lo].file & ~KDW_ROW_END};
 	return true;
 }
 

@@ -89,14 +89,16 @@ struct kdw_row_info {
 struct kdw_lines {
 	/* Every row, in the order libdw sorts them (by address, an
 	 * end_sequence row before others at the same address, then program
-	 * order): a lookup is one binary search over addrs. */
+	 * order): a lookup is one binary search over addrs. (The fields a
+	 * lookup reads come first, in 40 bytes: the symbolizer keeps a copy
+	 * of this struct in one cache line with its own per-CU fields.) */
 	uint64_t *addrs;
 	struct kdw_row_info *info;
+	const char **joined; /* files[i] as libdw names it, built on demand */
 	size_t nrows;
-	struct kdw_file *files; /* index 0: "???" before v5 (files count from 1) */
-	const char **joined;	/* files[i] as libdw names it, built on demand */
 	size_t nfiles;
-	const char **dirs; /* dirs[0]: comp_dir before v5, the first entry in v5 */
+	struct kdw_file *files; /* index 0: "???" before v5 (files count from 1) */
+	const char **dirs;	/* dirs[0]: comp_dir before v5, the first entry in v5 */
 	size_t ndirs;
 };
 
@@ -192,6 +194,12 @@ void kdw_close(struct kdw *d);
 /* The unit .debug_aranges names for addr (its DIE offset is the key), or
  * NULL when no arange covers it. */
 struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr);
+
+/* As kdw_cu_for_addr (the unit in *cu), returning a pointer the caller
+ * may keep with the address range that matched (NULL at first; NULL
+ * returned when no range covers addr): the symbolizer keeps its CU index
+ * there, which saves it a cache miss on the unit per address. */
+void **kdw_arange_user(struct kdw *d, uint64_t addr, struct kdw_cu **cu);
 
 /* True when .debug_aranges was read whole (or is absent): every address
  * libdw's dwarf_addrdie would find a unit for, kdw_cu_for_addr finds too. */

@@ -35,6 +35,7 @@
 #include <libdeflate.h>
 #include <libelf.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +85,22 @@ struct cu_arange {
 /* The result cache: open addressing on the address, linear probing, at
  * most half full. A generic htab (hashing and copying the key bytes,
  * rehashing as it grows) was a third of a cold run on an uncompressed
- * binary once the DWARF reader made the rest fast. The keys (address + 1:
- * 0 marks an empty slot, so fresh zeroed memory is an empty table) are an
- * array of their own, apart from the values: a cold lookup misses, and a
- * probe then touches one cache line of 8 keys, not of 4 slots (with the
- * slots of a 2 MiB table that miss was a fifth of a cold run on an
- * uncompressed binary). Address UINT64_MAX is never cached. */
+ * binary once the DWARF reader made the rest fast. The keys (address + 1)
+ * are an array of their own, apart from the values: a cold lookup misses,
+ * and a probe then touches one cache line of 8 keys, not of 4 slots (with
+ * the slots of a 2 MiB table that miss was a fifth of a cold run on an
+ * uncompressed binary). Which slots are in use is a bitmap (fresh zeroed
+ * memory is an empty table; 8 KiB for 64k slots: it stays in cache): an
+ * address not cached ends its probe at an empty slot, and in a table at
+ * most half full most first slots are empty, so most cold lookups do not
+ * touch the keys at all (that miss was still half of symbolizer_resolve's
+ * time on kiln's binary). Address UINT64_MAX is never cached. */
 struct rcache {
-	uint64_t *keys;	      /* [cap], then the values: one mapping, populated */
+	uint64_t *keys;	      /* [cap], then the values and the bitmap: one mapping, populated */
 	struct cached **vals; /* [cap] */
+	uint64_t *used;	      /* [cap / 64]: bit i set when keys[i] is */
 	size_t cap, n;	      /* cap: a power of two */
+	unsigned shift;	      /* 64 - log2(cap): the hash is the product's top bits */
 	size_t first_cap;     /* the first table's; 0: 4096 */
 	size_t map_size;      /* of the mapping keys starts */
 };
@@ -107,11 +114,19 @@ static void rcache_free(struct rcache *r)
 		munmap(r->keys, r->map_size);
 }
 
+static bool rcache_used(const struct rcache *r, size_t i)
+{
+	return r->used[i / 64] & ((uint64_t)1 << (i % 64));
+}
+
+/* The slot holding key, or the empty slot where its probe ends. */
 static size_t rcache_slot(const struct rcache *r, uint64_t key)
 {
-	size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (r->cap - 1);
+	/* Fibonacci hashing: the top bits of the product (its middle bits,
+	 * taken before, clustered a binary's addresses: 7x the probes). */
+	size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> r->shift);
 
-	while (r->keys[i] && r->keys[i] != key)
+	while (rcache_used(r, i) && r->keys[i] != key)
 		i = (i + 1) & (r->cap - 1);
 	return i;
 }
@@ -123,7 +138,7 @@ static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
 	if (!r->cap || addr == UINT64_MAX)
 		return NULL;
 	i = rcache_slot(r, addr + 1);
-	return r->keys[i] ? r->vals[i] : NULL;
+	return rcache_used(r, i) ? r->vals[i] : NULL;
 }
 
 static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
@@ -141,7 +156,8 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 		/* Fresh anonymous memory is zero: every slot empty. Faulted
 		 * in at once, not page by page (a third of the insertions'
 		 * cost was page faults); in huge pages from 1 MiB on. */
-		g.map_size = g.cap * (sizeof(*g.keys) + sizeof(*g.vals));
+		g.shift = 64u - (unsigned)__builtin_ctzll(g.cap);
+		g.map_size = g.cap * (sizeof(*g.keys) + sizeof(*g.vals)) + g.cap / 8;
 		if (g.map_size >= ((size_t)1 << 20))
 			g.keys = alloc_huge(&g.map_size);
 		else
@@ -149,20 +165,24 @@ static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
 		if (!g.keys)
 			return -ENOMEM;
 		g.vals = (struct cached **)(g.keys + g.cap);
+		g.used = (uint64_t *)(g.vals + g.cap);
 		for (size_t k = 0; k < r->cap; k++)
-			if (r->keys[k]) {
+			if (rcache_used(r, k)) {
 				size_t j = rcache_slot(&g, r->keys[k]);
 
 				g.keys[j] = r->keys[k];
 				g.vals[j] = r->vals[k];
+				g.used[j / 64] |= (uint64_t)1 << (j % 64);
 			}
 		g.n = r->n;
 		rcache_free(r);
 		*r = g;
 	}
 	i = rcache_slot(r, addr + 1);
-	if (!r->keys[i])
+	if (!rcache_used(r, i)) {
 		r->n++;
+		r->used[i / 64] |= (uint64_t)1 << (i % 64);
+	}
 	r->keys[i] = addr + 1;
 	r->vals[i] = c;
 	return 0;
@@ -755,15 +775,36 @@ struct cu_segment {
 	int32_t node;
 };
 
+/* What a lookup reads comes first and fits one cache line (the index is
+ * allocated 64-byte aligned): per address of a cold run the CU's index is
+ * most likely out of cache, and each further line is another miss. */
 struct cu_index {
-	Dwarf_Die cudie;	 /* libdw's CUs */
-	struct kdw_lines *lines; /* the reader's CUs (fast); NULL: no line table */
-	bool fast;
-	struct cu_node *nodes; /* in the symfile's arena, like the index */
-	size_t nnodes;
 	struct cu_segment *segs;
-	size_t nsegs;
+	struct cu_node *nodes; /* in the symfile's arena, like the index */
+	uint32_t nsegs;
+	bool fast;
+	bool has_lines; /* fast: lines holds the unit's line table */
+	/* fast: a copy of the reader's table (sharing its arrays); its
+	 * lookup fields are its first 40 bytes */
+	struct kdw_lines lines;
+	size_t nnodes;
+	Dwarf_Die cudie; /* libdw's CUs */
 };
+_Static_assert(offsetof(struct cu_index, lines) + offsetof(struct kdw_lines, files) <= 64,
+	       "a lookup's fields of cu_index fit one cache line");
+
+/* A zeroed cu_index in f's arena, 64-byte aligned. */
+static struct cu_index *cu_index_new(struct symfile *f)
+{
+	uint8_t *p = arena_alloc(f->arena, sizeof(struct cu_index) + 48);
+	struct cu_index *idx;
+
+	if (!p)
+		return NULL;
+	idx = (struct cu_index *)(p + ((64 - (uintptr_t)p % 64) % 64));
+	memset(idx, 0, sizeof(*idx));
+	return idx;
+}
 
 /* Makes room for n elements of size sz in *p (capacity *cap). */
 static bool grow(void *pp, size_t *cap, size_t n, size_t sz)
@@ -969,6 +1010,8 @@ static int build_segments(struct cu_build *b)
 		else
 			segs[nsegs++] = (struct cu_segment){at, ev[i].addr, node};
 	}
+	if (nsegs > UINT32_MAX) /* cu_index.nsegs */
+		return -ENOMEM;
 	b->idx->segs = arena_alloc(b->f->arena, (nsegs ? nsegs : 1) * sizeof(*segs));
 	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!b->idx->segs || !b->idx->nodes)
@@ -1001,7 +1044,7 @@ static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
 
 	if (htab_get(f->cus, &off, sizeof(off), &v))
 		return (struct cu_index *)(uintptr_t)v;
-	b.idx = arena_calloc(f->arena, 1, sizeof(*b.idx));
+	b.idx = cu_index_new(f);
 	if (!b.idx)
 		return NULL;
 	b.idx->cudie = *cudie;
@@ -1059,11 +1102,14 @@ static struct cu_index *cu_index_fast(struct symfile *f, struct kdw_cu *kcu)
 	if (!b.lines && e.code != -ENOENT)
 		goto fail;
 	memset(&e, 0, sizeof(e));
-	b.idx = arena_calloc(f->arena, 1, sizeof(*b.idx));
+	b.idx = cu_index_new(f);
 	if (!b.idx)
 		return NULL;
 	b.idx->fast = true;
-	b.idx->lines = b.lines;
+	if (b.lines) {
+		b.idx->lines = *b.lines;
+		b.idx->has_lines = true;
+	}
 	if (kdw_walk_cu(f->kdw, kcu, &ops, &e) < 0 || b.oom)
 		goto fail;
 	if (build_segments(&b) < 0 || htab_put(f->cus, &kcu->die_offset, sizeof(kcu->die_offset),
@@ -1108,8 +1154,16 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 {
 	size_t lo = 0, hi;
 	uint64_t v;
-	struct kdw_cu *kcu = f->kdw ? kdw_cu_for_addr(f->kdw, addr) : NULL;
+	struct kdw_cu *kcu = NULL;
+	void **slot = f->kdw ? kdw_arange_user(f->kdw, addr, &kcu) : NULL;
 
+	if (slot && *slot) { /* through this range before: no other lookup */
+		struct cu_index *idx = *slot;
+
+		if (!idx->fast)
+			*cudie = idx->cudie;
+		return idx;
+	}
 	if (kcu) {
 		uint64_t off = kcu->die_offset;
 		struct cu_index *idx;
@@ -1117,6 +1171,7 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 		if (kcu->user) { /* indexed before: no hash lookup */
 			idx = kcu->user;
 			*cudie = idx->cudie;
+			*slot = idx;
 			return idx;
 		}
 		if (htab_get(f->cus, &off, sizeof(off), &v)) {
@@ -1125,8 +1180,10 @@ static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *c
 			return idx;
 		}
 		if ((idx = cu_index_fast(f, kcu)) != NULL ||
-		    (dwarf_offdie(f->dwarf, off, cudie) && (idx = cu_index_get(f, cudie))))
+		    (dwarf_offdie(f->dwarf, off, cudie) && (idx = cu_index_get(f, cudie)))) {
 			kcu->user = idx;
+			*slot = idx;
+		}
 		return idx;
 	}
 	/* libdw's dwarf_addrdie searches the same .debug_aranges: no unit.
@@ -1197,9 +1254,14 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	if (idx->fast) {
 		struct kdw_row row;
 
-		if (idx->lines && kdw_lines_find(idx->lines, addr, &row)) {
+		/* The segment search's first probe, so that its miss overlaps
+		 * the line search's. */
+		if (idx->nsegs)
+			__builtin_prefetch(&idx->segs[idx->nsegs / 2]);
+
+		if (idx->has_lines && kdw_lines_find(&idx->lines, addr, &row)) {
 			line = true;
-			file = kdw_lines_file(idx->lines, row.file, kdw_arena(f->kdw));
+			file = kdw_lines_file(&idx->lines, row.file, kdw_arena(f->kdw));
 			lineno = row.line;
 		}
 	} else {
@@ -1404,16 +1466,20 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	char path[4096];
 	uint64_t v;
 	size_t len;
+	bool hit_last;
 	int rc;
 
 	if (!key || !*key)
 		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
 	len = strlen(key);
-	if ((len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL) ||
+	hit_last =
+	    len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL;
+	if (hit_last ||
 	    (htab_get(s->files, key, len, &v) && v && (f = (struct symfile *)(uintptr_t)v))) {
 		if (!f->dwarf && time(NULL) >= f->recheck_at)
 			f = recheck(s, obj, key, f);
-		if (len < sizeof(s->last_key)) {
+		/* (Not copied again per call when it is the last one.) */
+		if (!(hit_last && f == s->last) && len < sizeof(s->last_key)) {
 			memcpy(s->last_key, key, len);
 			s->last_len = len;
 			s->last = f;
