@@ -21,7 +21,9 @@
 # returned), peak RSS; the peer: the Go process's own CPU for serving the
 # same profiles (utime+stime from /proc), with the ratio. Part 2 runs the
 # same targets through the server (kiln --config-path, real store) and
-# prints its /metrics phases: overhead vs store ingest.
+# prints its /metrics phases: overhead vs store ingest. In between,
+# bench_scrape_delta prints the µs of decode, delta and gauge of one allocs
+# scrape of the peer, on one thread.
 #
 #   TARGETS=1000 BENCH_SECONDS=60 make bench-scrape
 # Figures only; never fails on time.
@@ -148,6 +150,18 @@ print(f"peer: the Go process serving the same profiles used {go_s:.2f} s CPU = "
       f"{100 * go_s / t:.2f}% of one core; kiln scheduler / Go server = "
       f"{sched_s / go_s if go_s else float('nan'):.2f}x")
 PY
+
+# Per scrape, on one thread: decode + delta + gauge of one allocs profile of
+# the peer against the one scraped 5 s before (bench/bench_scrape_delta.c),
+# a figure that the machine's load disturbs much less than the rates above.
+bsd=${SCRAPE_DELTA_BENCH:-build/bench/bench_scrape_delta} # another build, for A/B runs
+if [ -x "$bsd" ]; then
+	curl -sf -o "$dir/allocs1.pb.gz" "http://127.0.0.1:$base/debug/pprof/allocs"
+	sleep 5
+	curl -sf -o "$dir/allocs2.pb.gz" "http://127.0.0.1:$base/debug/pprof/allocs"
+	echo "== $bsd allocs1 allocs2 (one cumulative scrape, 1,000 rounds)"
+	"$bsd" "$dir/allocs1.pb.gz" "$dir/allocs2.pb.gz" 1000 | sed "s#$dir/##g"
+fi
 
 # Part 2 (BENCH_SERVER=0 skips it): the same targets scraped by the server
 # itself (kiln --config-path), now with the real store ingest. Its /metrics

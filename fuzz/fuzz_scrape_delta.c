@@ -5,7 +5,9 @@
  * A decoded profile is turned into a baseline and diffed against itself:
  * the same stacks with the same values must give an empty delta and no
  * counter reset, whatever the ids, duplicates or labels. The gauge path
- * (no baseline) and a baseline over other sample types must not crash.
+ * (no baseline) and a baseline over other sample types must not crash,
+ * and every delta or gauge must pass pprof_validate (pprof_profile_subset
+ * builds them without checking again).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,15 +37,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (reset || pprof_sample_count(d) != 0)
 		abort(); /* a profile minus itself is empty */
+	if (pprof_validate(pprof_profile_msg(d), &err) != 0)
+		abort();
 	pprof_profile_free(d);
 	d = NULL;
 	/* The gauge path, and a baseline over another type than cur's. */
 	last = nt - 1;
-	if (scrape_delta_next(NULL, p, &last, 1, &d, &reset, NULL, &err) != 0)
+	if (scrape_delta_next(NULL, p, &last, 1, &d, &reset, NULL, &err) != 0 ||
+	    pprof_validate(pprof_profile_msg(d), &err) != 0)
 		abort();
 	pprof_profile_free(d);
 	d = NULL;
-	if (scrape_delta_next(next, p, &last, 1, &d, &reset, NULL, &err) != 0)
+	if (scrape_delta_next(next, p, &last, 1, &d, &reset, NULL, &err) != 0 ||
+	    pprof_validate(pprof_profile_msg(d), &err) != 0)
 		abort();
 out:
 	pprof_profile_free(d);

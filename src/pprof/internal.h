@@ -81,6 +81,10 @@ int pprof_parse(struct arena *a, uint8_t *data, size_t len, pprof_msg **out,
 
 /* Builds the three tables of p->msg and checks every invariant. */
 int pprof_profile_index(struct pprof_profile *p, struct kiln_error *err);
+/* Builds the three tables only (ids still checked non-zero and unique), for
+ * a message that is valid by construction (subset.c: every reference was
+ * remapped from a validated source). */
+int pprof_profile_index_tables(struct pprof_profile *p, struct kiln_error *err);
 /* The invariants, given tables already built over m. */
 int pprof_check(const pprof_msg *m, const struct pprof_idtab *locations,
 		const struct pprof_idtab *functions, const struct pprof_idtab *mappings,

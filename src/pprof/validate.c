@@ -219,3 +219,8 @@ int pprof_profile_index(struct pprof_profile *p, struct kiln_error *err)
 		rc = pprof_check(p->msg, &p->locations, &p->functions, &p->mappings, err);
 	return rc;
 }
+
+int pprof_profile_index_tables(struct pprof_profile *p, struct kiln_error *err)
+{
+	return build_tables(p->msg, &p->locations, &p->functions, &p->mappings, err);
+}

@@ -86,6 +86,12 @@ static size_t key_find(const struct scrape_baseline *b, XXH128_hash_t key)
 struct hasher {
 	const struct pprof_profile *p;
 	XXH128_hash_t *map, *fn, *loc; /* by position */
+	/* Location id -> position + 1 (0 = none) when the ids are dense, as
+	 * every producer numbers them: the samples' location ids (most of a
+	 * profile's references) are then resolved inline, not through a
+	 * call to pprof_location_pos each. */
+	uint32_t *loc_ix;
+	size_t n_loc_ix;
 	uint8_t *key;
 	size_t cap;
 };
@@ -93,7 +99,16 @@ struct hasher {
 static void hasher_release(struct hasher *h)
 {
 	free(h->map);
+	free(h->loc_ix);
 	free(h->key);
+}
+
+/* Position of location id in h->p, or SIZE_MAX. */
+static inline size_t hasher_loc_pos(const struct hasher *h, uint64_t id)
+{
+	if (id < h->n_loc_ix)
+		return h->loc_ix[id] ? h->loc_ix[id] - 1 : SIZE_MAX;
+	return h->loc_ix ? SIZE_MAX : pprof_location_pos(h->p, id);
 }
 
 /* Room for n bytes of key; false on out-of-memory. */
@@ -193,6 +208,17 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 		}
 		h->loc[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
 	}
+	uint64_t max_id = 0;
+	for (size_t i = 0; i < m->n_location; i++)
+		if (m->location[i]->id > max_id)
+			max_id = m->location[i]->id;
+	if (m->n_location && max_id <= 4 * (uint64_t)m->n_location + 1024) {
+		if (!(h->loc_ix = calloc(max_id + 1, sizeof(*h->loc_ix))))
+			return -ENOMEM;
+		h->n_loc_ix = max_id + 1;
+		for (size_t i = 0; i < m->n_location; i++) /* ids are unique (validated) */
+			h->loc_ix[m->location[i]->id] = (uint32_t)i + 1;
+	}
 	return 0;
 }
 
@@ -200,40 +226,60 @@ static int sample_key(struct hasher *h, const pprof_sample_msg *s, XXH128_hash_t
 {
 	const struct pprof_profile *p = h->p;
 	size_t need = (s->n_location_id + 1) * sizeof(XXH128_hash_t);
-	const char *ls[3];
-	size_t ll[3];
+	/* The labels' strings, measured once: key, str, num_unit per label
+	 * (Go's allocs samples carry one, "bytes"). */
+	const char *ls_small[3 * 4], **ls = ls_small;
+	size_t ll_small[3 * 4], *ll = ll_small;
+	int rc = 0;
 
+	if (s->n_label > 4) {
+		ls = malloc(3 * s->n_label * sizeof(*ls));
+		ll = malloc(3 * s->n_label * sizeof(*ll));
+		if (!ls || !ll) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
 	for (size_t i = 0; i < s->n_label; i++) {
 		const Perftools__Profiles__Label *l = s->label[i];
-		need += strlen(pprof_string(p, l->key)) + 1 + 16 +
-			strlen(l->str ? pprof_string(p, l->str) : "") + 1 +
-			strlen(l->num_unit ? pprof_string(p, l->num_unit) : "") + 1;
+		ls[3 * i] = pprof_string(p, l->key);
+		ls[3 * i + 1] = l->str ? pprof_string(p, l->str) : "";
+		ls[3 * i + 2] = l->num_unit ? pprof_string(p, l->num_unit) : "";
+		for (int j = 0; j < 3; j++) {
+			ll[3 * i + j] = strlen(ls[3 * i + j]);
+			need += ll[3 * i + j] + 1;
+		}
+		need += 16;
 	}
-	if (!key_room(h, need))
-		return -ENOMEM;
+	if (!key_room(h, need)) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	uint8_t *k = h->key;
 	for (size_t i = 0; i < s->n_location_id; i++) {
-		size_t lp = pprof_location_pos(p, s->location_id[i]);
-		if (lp == SIZE_MAX)
-			return -EINVAL;
+		size_t lp = hasher_loc_pos(h, s->location_id[i]);
+		if (lp == SIZE_MAX) {
+			rc = -EINVAL;
+			goto out;
+		}
 		k = put_hash(k, h->loc[lp]);
 	}
 	k = put_u64(k, UINT64_MAX); /* end of stack */
 	for (size_t i = 0; i < s->n_label; i++) {
 		const Perftools__Profiles__Label *l = s->label[i];
-		ls[0] = pprof_string(p, l->key);
-		ls[1] = l->str ? pprof_string(p, l->str) : "";
-		ls[2] = l->num_unit ? pprof_string(p, l->num_unit) : "";
-		for (int j = 0; j < 3; j++)
-			ll[j] = strlen(ls[j]);
-		k = put_str(k, ls[0], ll[0]);
+		k = put_str(k, ls[3 * i], ll[3 * i]);
 		k = put_u64(k, l->str ? 1 : 0);
-		k = put_str(k, ls[1], ll[1]);
+		k = put_str(k, ls[3 * i + 1], ll[3 * i + 1]);
 		k = put_u64(k, (uint64_t)l->num);
-		k = put_str(k, ls[2], ll[2]);
+		k = put_str(k, ls[3 * i + 2], ll[3 * i + 2]);
 	}
 	*out = XXH3_128bits(h->key, (size_t)(k - h->key));
-	return 0;
+out:
+	if (ls != ls_small) {
+		free(ls);
+		free(ll);
+	}
+	return rc;
 }
 
 /* Groups the samples of p (types map[0..n)) by key into a new baseline;

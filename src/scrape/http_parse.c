@@ -245,6 +245,24 @@ static int body_append(struct buf *body, const uint8_t *p, size_t n, size_t max_
 	return 0;
 }
 
+/* Takes the next bytes of a body of known length (a Content-Length body or
+ * one chunk: r->remaining left) out of p[0..n); when they are all there,
+ * moves on to state next. Returns the bytes taken, or a negative errno
+ * (err filled) when the body would exceed max_body. */
+static ssize_t take_counted(struct http_response *r, const uint8_t *p, size_t n, struct buf *body,
+			    size_t max_body, int next, struct kiln_error *err)
+{
+	size_t k = n < r->remaining ? n : (size_t)r->remaining;
+	int rc = body_append(body, p, k, max_body, err);
+	if (rc < 0)
+		return rc;
+	r->offset += k;
+	r->remaining -= k;
+	if (!r->remaining)
+		r->state = next;
+	return (ssize_t)k;
+}
+
 /* Appends bytes up to and including the next '\n' to r->line (at most
  * max bytes in it); returns how many were taken, *eol when the line is
  * complete, or -1 when it would exceed max. */
@@ -308,14 +326,11 @@ int http_response_feed(struct http_response *r, const uint8_t *p, size_t n, size
 				rc = after_head(r, max_body, err);
 			break;
 		case ST_BODY_LEN:
-			k = (ssize_t)(left < r->remaining ? left : r->remaining);
-			if ((rc = body_append(body, p + i, (size_t)k, max_body, err)) < 0)
-				break;
-			i += (size_t)k;
-			r->offset += (size_t)k;
-			r->remaining -= (uint64_t)k;
-			if (!r->remaining)
-				r->state = ST_DONE;
+			k = take_counted(r, p + i, left, body, max_body, ST_DONE, err);
+			if (k < 0)
+				rc = (int)k;
+			else
+				i += (size_t)k;
 			break;
 		case ST_BODY_CLOSE:
 			if ((rc = body_append(body, p + i, left, max_body, err)) < 0)
@@ -362,14 +377,11 @@ int http_response_feed(struct http_response *r, const uint8_t *p, size_t n, size
 			}
 			break;
 		case ST_CHUNK_DATA:
-			k = (ssize_t)(left < r->remaining ? left : r->remaining);
-			if ((rc = body_append(body, p + i, (size_t)k, max_body, err)) < 0)
-				break;
-			i += (size_t)k;
-			r->offset += (size_t)k;
-			r->remaining -= (uint64_t)k;
-			if (!r->remaining)
-				r->state = ST_CHUNK_END;
+			k = take_counted(r, p + i, left, body, max_body, ST_CHUNK_END, err);
+			if (k < 0)
+				rc = (int)k;
+			else
+				i += (size_t)k;
 			break;
 		case ST_CHUNK_END:
 			k = take_line(r, p + i, left, 2, &eol);

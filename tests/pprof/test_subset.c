@@ -115,6 +115,7 @@ static void test_subset(void **state)
 	assert_int_equal(pprof_profile_subset(p, types, 1, samples, values, 2, 2000, 7, &d, &err),
 			 0);
 	pprof_profile_free(p); /* the subset owns everything it refers to */
+	assert_int_equal(pprof_validate(pprof_profile_msg(d), &err), 0); /* not checked inside */
 	check(d);
 	struct buf b;
 	buf_init(&b);

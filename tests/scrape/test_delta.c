@@ -101,6 +101,54 @@ static void test_delta_subtracts_per_stack(void **state)
 	pprof_profile_free(cur);
 }
 
+/* Labels are part of a stack's identity, however many a sample has (more
+ * than four take another path in delta.c): same stack and labels are
+ * matched across scrapes, one label value apart is another sample. */
+static struct pprof_profile *make_labeled(int64_t v_first, int64_t v_second, int64_t time_ns)
+{
+	struct pprof_builder *b = pprof_builder_new();
+	struct pprof_profile *p;
+	assert_non_null(b);
+	assert_int_equal(pprof_builder_add_sample_type(b, "alloc_objects", "count"), 0);
+	pprof_builder_set_time(b, time_ns, 0);
+	uint64_t f = pprof_builder_function(b, "main.work", "", "a.go", 0);
+	struct pprof_line_desc l = {.function_id = f, .line = 7};
+	uint64_t loc = pprof_builder_location(b, 0, 0x1234, &l, 1);
+	struct pprof_label_desc labels[6] = {{.key = "a", .str = "1"},	  {.key = "b", .str = "2"},
+					     {.key = "c", .str = "3"},	  {.key = "d", .str = "4"},
+					     {.key = "bytes", .num = 64}, {.key = "e", .str = "x"}};
+	int64_t v = v_first;
+	assert_int_equal(pprof_builder_add_sample(b, &loc, 1, &v, labels, 6), 0);
+	labels[5].str = "y";
+	v = v_second;
+	assert_int_equal(pprof_builder_add_sample(b, &loc, 1, &v, labels, 6), 0);
+	assert_int_equal(pprof_builder_to_profile(b, &p, NULL), 0);
+	pprof_builder_free(b);
+	return p;
+}
+
+static void test_labels_are_part_of_the_stack(void **state)
+{
+	struct pprof_profile *prev = make_labeled(10, 3, 1000000000);
+	struct pprof_profile *cur = make_labeled(15, 3, 2000000000);
+	struct pprof_profile *d;
+	size_t idx[1] = {0};
+	bool reset;
+	(void)state;
+
+	assert_int_equal(scrape_delta(prev, cur, idx, 1, &d, &reset, NULL), 0);
+	assert_false(reset);
+	const pprof_msg *m = pprof_profile_msg(d);
+	assert_int_equal(m->n_sample, 1);
+	assert_int_equal(m->sample[0]->value[0], 5);
+	assert_int_equal(m->sample[0]->n_label, 6);
+	assert_string_equal(pprof_string(d, m->sample[0]->label[5]->str), "x");
+	assert_int_equal(pprof_validate(m, NULL), 0);
+	pprof_profile_free(d);
+	pprof_profile_free(prev);
+	pprof_profile_free(cur);
+}
+
 static void test_counter_reset_takes_new_scrape(void **state)
 {
 	const struct stack_value a[] = {{"main.small", "main.loop", 100, 102400},
@@ -174,6 +222,7 @@ int main(void)
 	    cmocka_unit_test(test_counter_reset_takes_new_scrape),
 	    cmocka_unit_test(test_vanished_stack_is_a_reset),
 	    cmocka_unit_test(test_projection_without_prev),
+	    cmocka_unit_test(test_labels_are_part_of_the_stack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
