@@ -474,7 +474,7 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 	}
 	/* With the name from the sample and a maps fd to keep, /proc/PID/stat
 	 * has nothing to add: the kept fd tells a reused pid apart (see
-	 * proc_info) without the start time. A third of a first reading. */
+	 * proc_info) without the start time: ~30% of a first reading. */
 	fd_first = c->lazy && comm_exact && comm && comm[0] && c->open_fds < c->max_fds;
 	p = info_read(c->proc_root, pid, comm, comm_exact, !fd_first, c->buildids,
 		      c->has_vsyscall ? &c->vsyscall : NULL, c->lazy, &c->scratch);
