@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "common/htab.h"
 #include "common/log.h"
+#include "pprof/pprof.h"
 
 #include <errno.h>
 #include <libdeflate.h>
@@ -55,6 +56,7 @@ struct agent {
 	/* Reused by every profile of every window (see profile_env). */
 	struct libdeflate_compressor *gz, *gz_store;
 	struct buf gz_scratch;
+	struct pprof_builder *builder;
 	int64_t wall_minus_mono;
 	uint64_t now_ns;
 	/* The loop's own CPU time (CLOCK_THREAD_CPUTIME_ID) at the end of the
@@ -204,6 +206,7 @@ static void window_emit(struct agent *a, struct window *w)
 	    .host_labels = &a->host_labels,
 	    .gz = a->gz,
 	    .scratch = &a->gz_scratch,
+	    .builder = a->builder,
 	};
 	/* The local store's files (the shapes the push never takes) keep
 	 * small profiles in stored gzip blocks: see profile_env. */
@@ -213,8 +216,8 @@ static void window_emit(struct agent *a, struct window *w)
 	struct buf *bufs[SINK_SHAPES] = {NULL};
 	bool need[SINK_SHAPES] = {false};
 	size_t nout[SINK_SHAPES] = {0};
-	struct agent_labels *labels = NULL;
-	struct agent_exec_infos *execs = NULL; /* for SINK_PER_PROCESS */
+	const struct agent_labels **labels = NULL; /* each its process's series */
+	struct agent_exec_infos *execs = NULL;	   /* for SINK_PER_PROCESS */
 	struct kiln_error err = {0};
 	bool oom = false;
 
@@ -243,10 +246,15 @@ static void window_emit(struct agent *a, struct window *w)
 	for (size_t i = 0; i < w->n; i++) {
 		const struct window_proc *wp = &w->procs[i];
 
-		if (profile_series_labels(&env, wp->info, &labels[i]) != 0) {
-			log_error("window: out of memory building %zu profiles", w->n);
-			goto out;
+		if (!wp->info->series_ok) {
+			if (profile_series_labels(&env, wp->info, &wp->info->series) != 0) {
+				labels_free(&wp->info->series);
+				log_error("window: out of memory building %zu profiles", w->n);
+				goto out;
+			}
+			wp->info->series_ok = true;
 		}
+		labels[i] = &wp->info->series;
 		for (int v = SINK_PER_PROCESS; v <= SINK_PER_PROCESS_LABELLED; v++) {
 			bool labelled = v == SINK_PER_PROCESS_LABELLED;
 			struct agent_profile *p;
@@ -255,7 +263,7 @@ static void window_emit(struct agent *a, struct window *w)
 				continue;
 			kiln_error_clear(&err);
 			if (profile_build(labelled ? &env_local : &env, w, wp,
-					  labelled ? &labels[i] : NULL, &bufs[v][i],
+					  labelled ? labels[i] : NULL, &bufs[v][i],
 					  labelled ? NULL : &execs[i], &err)) {
 				log_warn("%s", err.msg);
 				ADD(profiles_failed, 1);
@@ -264,7 +272,7 @@ static void window_emit(struct agent *a, struct window *w)
 			p = &profs[v][nout[v]++];
 			p->pid = wp->info->pid;
 			p->comm = wp->info->comm;
-			p->labels = &labels[i];
+			p->labels = labels[i];
 			p->time_ns = w->start_wall_ns;
 			p->duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns);
 			p->pprof = bufs[v][i].data;
@@ -333,8 +341,6 @@ out:
 		free(bufs[v]);
 		free(profs[v]);
 	}
-	for (size_t i = 0; labels && i < w->n; i++)
-		labels_free(&labels[i]);
 	free(labels);
 	for (size_t i = 0; execs && i < w->n; i++)
 		agent_exec_infos_free(&execs[i]);
@@ -414,7 +420,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	a.procs = proc_cache_new(cfg->proc_root);
 	a.gz = libdeflate_alloc_compressor(1);
 	a.gz_store = libdeflate_alloc_compressor(0);
-	if (!a.procs || !a.gz || !a.gz_store) {
+	a.builder = pprof_builder_new_sized(64);
+	if (!a.procs || !a.gz || !a.gz_store || !a.builder) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -520,6 +527,7 @@ out:
 	if (a.gz_store)
 		libdeflate_free_compressor(a.gz_store);
 	buf_free(&a.gz_scratch);
+	pprof_builder_free(a.builder);
 	ksym_cache_free(a.ksyms);
 	labels_free(&a.host_labels);
 	return rc;

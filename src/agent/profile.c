@@ -155,21 +155,32 @@ static int encode_gzip(const struct profile_env *env, struct pprof_builder *b, s
 }
 
 /* A builder with the sample types, period, time and duration of w's
- * profiles. NULL on out-of-memory. */
-static struct pprof_builder *builder_start(const struct window *w, size_t hint, int64_t period)
+ * profiles: env's kept builder, emptied, or a new one (sized for hint)
+ * without. NULL on out-of-memory. Give it back with builder_done. */
+static struct pprof_builder *builder_start(const struct profile_env *env, const struct window *w,
+					   size_t hint, int64_t period)
 {
-	struct pprof_builder *b = pprof_builder_new_sized(hint);
+	struct pprof_builder *b = env->builder;
 
-	if (!b)
+	if (b ? pprof_builder_reset(b, hint) != 0 : !(b = pprof_builder_new_sized(hint)))
 		return NULL;
 	if (pprof_builder_add_sample_type(b, "samples", "count") ||
 	    pprof_builder_add_sample_type(b, "cpu", "nanoseconds") ||
 	    pprof_builder_set_period(b, "cpu", "nanoseconds", period)) {
-		pprof_builder_free(b);
+		if (b != env->builder)
+			pprof_builder_free(b);
 		return NULL;
 	}
 	pprof_builder_set_time(b, w->start_wall_ns, (int64_t)(w->end_mono_ns - w->start_mono_ns));
 	return b;
+}
+
+/* Frees b unless it is env's kept builder (which the next builder_start
+ * empties). */
+static void builder_done(const struct profile_env *env, struct pprof_builder *b)
+{
+	if (b != env->builder)
+		pprof_builder_free(b);
 }
 
 static int64_t period_ns(const struct profile_env *env)
@@ -264,7 +275,8 @@ int profile_build(const struct profile_env *env, const struct window *w,
 {
 	/* Sized for this process's stacks: most processes have a handful, and
 	 * a default-sized builder costs more to set up than to fill. */
-	struct pprof_builder *b = builder_start(w, 16 + 4 * htab_count(wp->stacks), period_ns(env));
+	struct pprof_builder *b =
+	    builder_start(env, w, 16 + 4 * htab_count(wp->stacks), period_ns(env));
 	uint64_t kmapping = 0;
 	int rc = -ENOMEM;
 
@@ -279,10 +291,10 @@ int profile_build(const struct profile_env *env, const struct window *w,
 		rc = encode_gzip(env, b, out);
 	if (rc)
 		goto fail;
-	pprof_builder_free(b);
+	builder_done(env, b);
 	return 0;
 fail:
-	pprof_builder_free(b);
+	builder_done(env, b);
 	if (rc == 0)
 		rc = -ENOMEM;
 	return kiln_error_set(err, -rc, "pid %u: building profile: %s", wp->info->pid,
@@ -290,7 +302,7 @@ fail:
 }
 
 int profile_build_window(const struct profile_env *env, const struct window *w,
-			 const struct agent_labels *series_labels, struct buf *out,
+			 const struct agent_labels *const *series_labels, struct buf *out,
 			 struct kiln_error *err)
 {
 	size_t stacks = 0;
@@ -300,20 +312,20 @@ int profile_build_window(const struct profile_env *env, const struct window *w,
 
 	for (size_t i = 0; i < w->n; i++)
 		stacks += htab_count(w->procs[i].stacks);
-	b = builder_start(w, 16 + 4 * stacks, period_ns(env));
+	b = builder_start(env, w, 16 + 4 * stacks, period_ns(env));
 	if (!b)
 		goto fail;
 	rc = kernel_mapping(b, env, NULL, &kmapping);
 	for (size_t i = 0; !rc && i < w->n; i++)
-		rc = add_process_samples(b, env, &w->procs[i], &series_labels[i], kmapping, NULL);
+		rc = add_process_samples(b, env, &w->procs[i], series_labels[i], kmapping, NULL);
 	if (!rc)
 		rc = encode_gzip(env, b, out);
 	if (rc)
 		goto fail;
-	pprof_builder_free(b);
+	builder_done(env, b);
 	return 0;
 fail:
-	pprof_builder_free(b);
+	builder_done(env, b);
 	if (rc == 0)
 		rc = -ENOMEM;
 	return kiln_error_set(err, -rc, "window of %zu processes: building profile: %s", w->n,

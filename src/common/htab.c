@@ -68,6 +68,27 @@ void htab_free(struct htab *h)
 	free(h);
 }
 
+void htab_clear(struct htab *h, size_t max_keys)
+{
+	size_t cap = 16;
+
+	while (cap * 3 / 4 < max_keys)
+		cap *= 2;
+	arena_reset(h->keys);
+	h->count = 0;
+	if (h->cap > cap) {
+		struct htab_slot *small = calloc(cap, sizeof(*small));
+
+		if (small) {
+			free(h->slots);
+			h->slots = small;
+			h->cap = cap;
+			return;
+		}
+	}
+	memset(h->slots, 0, h->cap * sizeof(*h->slots));
+}
+
 static struct htab_slot *find_slot(const struct htab *h, uint64_t hash, const void *key, size_t len)
 {
 	size_t mask = h->cap - 1;

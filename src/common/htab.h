@@ -19,6 +19,12 @@ struct htab;
 /* Returns NULL on out-of-memory. hint: expected number of keys (0 is fine). */
 struct htab *htab_new(size_t hint);
 void htab_free(struct htab *h);
+/* Empties h for reuse, keeping its memory: no malloc for the next user.
+ * A table grown past max_keys is shrunk back to hold that many, so that
+ * one large use does not make every later clear a large memset (if that
+ * malloc fails it stays large, still correct). Key pointers handed out
+ * before are invalid after. */
+void htab_clear(struct htab *h, size_t max_keys);
 
 uint64_t htab_hash(const void *key, size_t len);
 

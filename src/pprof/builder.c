@@ -90,6 +90,28 @@ void pprof_builder_free(struct pprof_builder *b)
 	free(b);
 }
 
+int pprof_builder_reset(struct pprof_builder *b, size_t hint)
+{
+	/* Tables grown past twice the hint shrink back: one large profile
+	 * must not make every later reset a large memset. */
+	size_t keep = (hint < 16 ? 16 : hint) * 2;
+
+	arena_reset(b->arena);
+	htab_clear(b->string_ix, keep);
+	htab_clear(b->mapping_ix, 16);
+	htab_clear(b->function_ix, keep);
+	htab_clear(b->location_ix, keep);
+	htab_clear(b->sample_ix, keep);
+	b->n_strings = b->n_mappings = b->n_functions = b->n_locations = b->n_samples = 0;
+	b->n_types = b->n_comments = b->n_merged = 0;
+	b->has_period_type = false;
+	b->period_type = (Perftools__Profiles__ValueType)PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+	b->period = b->time_nanos = b->duration_nanos = 0;
+	b->default_type = b->drop_frames = b->keep_frames = 0;
+	buf_reset(&b->key);
+	return pprof_builder_string(b, "") == 0 ? 0 : -ENOMEM;
+}
+
 int64_t pprof_builder_string_n(struct pprof_builder *b, const char *s, size_t len)
 {
 	uint64_t hash = htab_hash(s, len), *idx;

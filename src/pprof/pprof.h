@@ -199,6 +199,13 @@ struct pprof_builder *pprof_builder_new(void);
  * pprof_builder_new_sized(1024). */
 struct pprof_builder *pprof_builder_new_sized(size_t hint);
 void pprof_builder_free(struct pprof_builder *b);
+/* Empties b for the next profile, as if new from pprof_builder_new_sized
+ * (hint), but keeping its arena chunk, tables and arrays: a caller that
+ * builds many small profiles in a row (the agent: one per process per
+ * window) pays no malloc per profile. Everything b handed out before
+ * (strings, ids) is invalid after. Returns 0, or -ENOMEM (b is then
+ * unusable except for another reset or pprof_builder_free). */
+int pprof_builder_reset(struct pprof_builder *b, size_t hint);
 
 /* Interns s in the string table and returns its index (0 for ""), or -1 on
  * out-of-memory. */

@@ -851,9 +851,17 @@ static void test_proc_cache_keeps_maps_fd(void **state)
 		_exit(1);
 	}
 	close(go[0]);
-	p = proc_cache_get(c, (uint32_t)child, "t", true, 1000);
+	/* A name from the thread itself: no /proc/PID/stat, the fd kept at
+	 * once stands for the start time. Without one, stat is read and the
+	 * fd opened at the first frame. */
+	p = proc_cache_get(c, (uint32_t)getpid(), "self", false, 1000);
 	assert_non_null(p);
 	assert_false(p->has_maps_fd);
+	assert_true(p->start_time != 0);
+	p = proc_cache_get(c, (uint32_t)child, "t", true, 1000);
+	assert_non_null(p);
+	assert_true(p->has_maps_fd);
+	assert_int_equal(p->start_time, 0);
 	proc_cache_resolve(c, p, code, 2000, 1000000000ull);
 	assert_non_null(procmaps_find(&p->maps, code));
 	assert_true(p->has_maps_fd);
@@ -979,6 +987,21 @@ static void test_window_becomes_profile(void **state)
 		    profile_build(&env, w, &w->procs[0], &series, &again, &exec2, &err), 0);
 		agent_exec_infos_free(&exec2);
 		assert_int_equal(again.len, out.len);
+		/* A kept builder, reused profile after profile, gives the same
+		 * bytes too (and the same executable infos). */
+		env.builder = pprof_builder_new_sized(16);
+		assert_non_null(env.builder);
+		for (int round = 0; round < 3; round++) {
+			buf_reset(&again);
+			assert_int_equal(
+			    profile_build(&env, w, &w->procs[0], &series, &again, &exec2, &err), 0);
+			assert_int_equal(again.len, out.len);
+			assert_memory_equal(again.data, out.data, out.len);
+			assert_int_equal(exec2.n, exec.n);
+			agent_exec_infos_free(&exec2);
+		}
+		pprof_builder_free(env.builder);
+		env.builder = NULL;
 		libdeflate_free_compressor(env.gz_store);
 		env.gz_store = NULL;
 		libdeflate_free_compressor(env.gz);
@@ -1063,6 +1086,7 @@ static void test_window_profile_holds_every_process(void **state)
 			 *b = fake_proc(200, "beta", 0x800000);
 	struct window *w = window_new(0, 5000000000ull, 1700000000000000000ll);
 	struct agent_labels host = {0}, series[2] = {{0}};
+	const struct agent_labels *series_p[2] = {&series[0], &series[1]};
 	struct profile_env env = {.frequency_hz = 19, .host_labels = &host};
 	struct pprof_profile *prof = NULL;
 	struct kiln_error err = {0};
@@ -1087,7 +1111,7 @@ static void test_window_profile_holds_every_process(void **state)
 	assert_int_equal(w->n, 2);
 	for (size_t i = 0; i < 2; i++)
 		assert_int_equal(profile_series_labels(&env, w->procs[i].info, &series[i]), 0);
-	assert_int_equal(profile_build_window(&env, w, series, &out, &err), 0);
+	assert_int_equal(profile_build_window(&env, w, series_p, &out, &err), 0);
 
 	assert_int_equal(pprof_decode(out.data, out.len, NULL, &prof, &err), 0);
 	msg = pprof_profile_msg(prof);

@@ -125,6 +125,45 @@ static void test_htab_hashed_and_reserve(void **state)
 	htab_free(h);
 }
 
+/* A cleared table is empty and takes new keys; one grown past max_keys
+ * shrinks back and still grows again. */
+static void test_htab_clear_reuses(void **state)
+{
+	struct htab *h = htab_new(8);
+	char key[32];
+	uint64_t v;
+
+	(void)state;
+	assert_non_null(h);
+	for (int round = 0; round < 3; round++) {
+		int n = round == 1 ? 5000 : 20;
+
+		for (int i = 0; i < n; i++) {
+			int len = snprintf(key, sizeof(key), "r%d-k%d", round, i);
+
+			v = (uint64_t)i;
+			assert_int_equal(htab_intern(h, key, (size_t)len, &v), 0);
+		}
+		assert_int_equal(htab_count(h), (size_t)n);
+		for (int i = 0; i < n; i++) {
+			int len = snprintf(key, sizeof(key), "r%d-k%d", round, i);
+
+			assert_true(htab_get(h, key, (size_t)len, &v));
+			assert_int_equal(v, (uint64_t)i);
+		}
+		htab_clear(h, 32);
+		assert_int_equal(htab_count(h), 0);
+		assert_false(htab_get(h, "r0-k1", 5, &v));
+		{
+			size_t iter = 0, len;
+			const void *k;
+
+			assert_false(htab_next(h, &iter, &k, &len, &v));
+		}
+	}
+	htab_free(h);
+}
+
 static void test_arena_alignment_and_big_blocks(void **state)
 {
 	struct arena *a = arena_new(1024);
@@ -243,6 +282,7 @@ int main(void)
 	    cmocka_unit_test(test_buf_file_roundtrip),
 	    cmocka_unit_test(test_htab_interns_many_keys),
 	    cmocka_unit_test(test_htab_hashed_and_reserve),
+	    cmocka_unit_test(test_htab_clear_reuses),
 	    cmocka_unit_test(test_arena_alignment_and_big_blocks),
 	    cmocka_unit_test(test_arena_reset_reuses_largest_chunk),
 	    cmocka_unit_test(test_gzip_roundtrip_and_limits),

@@ -294,6 +294,38 @@ static void test_sized_builder_same_bytes(void **state)
 	}
 }
 
+/* A reset builder gives the bytes of a new one, whatever it held before
+ * (a large profile, whose tables shrink back, or a small one), and with
+ * the header fields of the previous profile gone. */
+static void test_reset_builder_same_bytes(void **state)
+{
+	const unsigned sizes[] = {3000, 5, 0, 40, 3000};
+	struct pprof_builder *r = pprof_builder_new_sized(16);
+
+	(void)state;
+	assert_non_null(r);
+	pprof_builder_set_time(r, 123, 456);
+	assert_int_equal(pprof_builder_set_period(r, "cpu", "nanoseconds", 10), 0);
+	assert_int_equal(pprof_builder_add_comment(r, "old"), 0);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct pprof_builder *a = pprof_builder_new_sized(16);
+		struct buf x = {0}, y = {0};
+
+		assert_non_null(a);
+		assert_int_equal(pprof_builder_reset(r, 16), 0);
+		assert_int_equal(pprof_builder_add_sample_type(a, "samples", "count"), 0);
+		assert_int_equal(pprof_builder_add_sample_type(r, "samples", "count"), 0);
+		fill_and_encode(a, sizes[i], &x);
+		fill_and_encode(r, sizes[i], &y);
+		assert_int_equal(x.len, y.len);
+		assert_memory_equal(x.data, y.data, x.len);
+		pprof_builder_free(a);
+		buf_free(&x);
+		buf_free(&y);
+	}
+	pprof_builder_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +336,7 @@ int main(void)
 	    cmocka_unit_test(test_merge_scaled),
 	    cmocka_unit_test(test_builder_reuse_after_encode),
 	    cmocka_unit_test(test_sized_builder_same_bytes),
+	    cmocka_unit_test(test_reset_builder_same_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
