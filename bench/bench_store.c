@@ -446,7 +446,8 @@ static double time_merge(struct store *s, const struct store_matcher *m, size_t 
 	return median(t, runs);
 }
 
-/* field: "VmRSS" (now) or "VmHWM" (peak so far) of this process. */
+/* field: "VmRSS" (now), "VmHWM" (peak so far), "RssAnon" or "RssFile" (now)
+ * of this process. */
 static double status_mb(const char *field)
 {
 	FILE *f = fopen("/proc/self/status", "r");
@@ -650,9 +651,10 @@ static int run(const char *dir, double scale, int threads, int ingest_threads, b
 	ms = time_merge(s, NULL, 0, cfg.t0, last, 3, &samples, &total, &gz, &merge_cpu);
 	printf("merge everything, %.2f h x %d processes: %.1f ms wall, %.1f ms CPU (median of 3, "
 	       "merge + pprof encode + gzip; %zu samples, total %" PRId64 ", %zu KB gzipped); RSS "
-	       "peak so far %.0f MB\n",
+	       "peak so far %.0f MB (now: heap and other anonymous %.0f MB, mapped block and other "
+	       "file pages %.0f MB)\n",
 	       (last - cfg.t0) / 3.6e6, NODES * KINDS, ms, merge_cpu, samples, total, gz / 1024,
-	       status_mb("VmHWM"));
+	       status_mb("VmHWM"), status_mb("RssAnon"), status_mb("RssFile"));
 	int64_t lo_node = last - cfg.peer_node_windows * WINDOW_MS;
 	ms = time_merge(s, m1, 1, lo_node, last, 3, &samples, &total, &gz, &merge_cpu);
 	printf("merge node-00 (20 processes), last %.2f h: %.1f ms wall, %.1f ms CPU (%zu "
