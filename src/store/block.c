@@ -16,7 +16,10 @@
  * A block is written to a temporary name, fsynced and renamed, then the
  * directory is fsynced: a block file either exists whole or not at all.
  * Readers mmap the file and check a checksum before decompressing a frame;
- * nothing read from a block is trusted (ids are bounds-checked).
+ * nothing read from a block is trusted (ids are bounds-checked). Once a
+ * frame (or the index, at open) is decoded its pages are unmapped from this
+ * process again (they stay in the page cache): a merge over a day of blocks
+ * would otherwise keep every page it touched counted in the server's RSS.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -411,6 +414,25 @@ done:
 	return rc;
 }
 
+/*
+ * Drops this process's page-table entries for [p, p + len) of a block's
+ * read-only shared mapping. Safe while other threads read the same pages:
+ * the file never changes, so a later access faults the same bytes back in
+ * from the page cache. Advisory: a failure only costs memory.
+ */
+static void release_pages(const struct block *b, const uint8_t *p, size_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)p & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+	uintptr_t end = (uintptr_t)b->map + b->map_len;
+
+	if (hi > end)
+		hi = end;
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 int block_open(const char *path, uint32_t n_stacks, struct block **out, struct kiln_error *err)
 {
 	struct block *b = calloc(1, sizeof(*b));
@@ -499,6 +521,8 @@ int block_open(const char *path, uint32_t n_stacks, struct block **out, struct k
 		rc = kiln_error_set(err, EBADMSG, "block %s: corrupt index", path);
 		goto fail;
 	}
+	release_pages(b, b->map, 8);
+	release_pages(b, b->map + ix_off, ix_len + FOOTER_LEN);
 	*out = b;
 	return 0;
 fail:
@@ -554,6 +578,7 @@ static int read_frame(const struct block *b, const struct block_series *bs, int 
 	if (buf_reserve(out, (size_t)size + 1))
 		return kiln_error_set(err, ENOMEM, "out of memory reading block %s", b->path);
 	n = ZSTD_decompress(out->data, (size_t)size + 1, src, bs->len[f]);
+	release_pages(b, src, bs->len[f]);
 	if (ZSTD_isError(n) || n != size)
 		return kiln_error_set(err, EBADMSG, "block %s: series %u: frame %d is corrupt",
 				      b->path, bs->id, f);
