@@ -14,6 +14,16 @@
 # steady-state CPU (after a 3 s warm-up, from /proc/PID/stat) is shown too.
 # A third run (PUSH=0 skips it) has the agent push to a kiln server
 # started here instead of writing files: the production path.
+#
+# Where the files go (STORE=disk|tmp|tmpfs): both profilers write to the
+# same place. disk (the default) is a fresh ext4 file system with a journal,
+# as a production host has, made in an image file and loop-mounted for this
+# run; tmp is /tmp itself; tmpfs is memory. Why not /tmp by default: the
+# root file system of the machines this runs on is ext4 without a journal,
+# where each file create scans the inode group for recently deleted inodes
+# (30 us in a quiet group, 200-300 us for minutes after anything deleted
+# files nearby, this bench's own clean-up included), so the agent's ~1,000
+# files a minute made its figure follow the host's recent deletions.
 # Figures only: nothing here passes or fails on time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,12 +45,26 @@ command -v perf >/dev/null || { echo "bench-agent: perf not installed (make deps
 
 tmp=$(mktemp -d /tmp/kiln-bench-agent.XXXXXX)
 pids=()
+mounted=
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	[ -z "$mounted" ] || umount "$tmp/out" || true
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+store=${STORE:-disk}
+mkdir -p "$tmp/out"
+case $store in
+disk)
+	truncate -s 1G "$tmp/ext4.img"
+	mkfs.ext4 -q -F -O has_journal "$tmp/ext4.img"
+	mount -o loop "$tmp/ext4.img" "$tmp/out" && mounted=1 ;;
+tmpfs) mount -t tmpfs -o size=1G kiln-bench "$tmp/out" && mounted=1 ;;
+tmp) ;;
+*) echo "bench-agent: STORE=$store: expected disk, tmp or tmpfs" >&2; exit 2 ;;
+esac
 
 mkdir -p build/agent-test
 gcc -O0 -g -fno-omit-frame-pointer -pthread -o build/agent-test/burn \
@@ -65,11 +89,17 @@ if [ "${PUSH:-1}" != 0 ] && [ -x "$kiln" ]; then
 fi
 
 echo "agent: --local-store-layout=${LAYOUT:-process} (LAYOUT=window|process)"
-python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" "$port" <<'PY'
+case $store in
+disk) echo "files: a fresh journaled ext4 (loop-mounted image) for both profilers (STORE=disk|tmp|tmpfs)" ;;
+tmpfs) echo "files: a tmpfs for both profilers (STORE=disk|tmp|tmpfs)" ;;
+tmp) echo "files: $tmp on /tmp's file system for both profilers (STORE=disk|tmp|tmpfs)" ;;
+esac
+python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" "$port" "$tmp/out" <<'PY'
 import os, re, signal, subprocess, sys, time
 
 agent, tmp, duration, layout = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 port = int(sys.argv[5])
+out = sys.argv[6]
 tick = os.sysconf("SC_CLK_TCK")
 
 def stat_cpu(pid):
@@ -104,11 +134,11 @@ def totals(x):
         sys.exit("agent did not report its totals:\n" + x["out"])
     return map(int, m.groups())
 
-a = run([agent, f"--local-store-directory={tmp}/profiles", f"--local-store-layout={layout}",
+a = run([agent, f"--local-store-directory={out}/profiles", f"--local-store-layout={layout}",
           "--http-address="], True,
         "profiling every CPU")
 a_samples, a_kernel, a_lost = totals(a)
-nfiles = len(os.listdir(f"{tmp}/profiles"))
+nfiles = len(os.listdir(f"{out}/profiles"))
 r = None
 if port:
     r = run([agent, f"--remote-store-address=127.0.0.1:{port}", "--remote-store-insecure",
@@ -117,7 +147,7 @@ if port:
     if re.search(r"WriteRaw failed|dropping", r["out"]):
         sys.exit("the push failed:\n" + r["out"])
 
-p = run(["perf", "record", "-F", "19", "-a", "-g", "-o", f"{tmp}/perf.data", "--",
+p = run(["perf", "record", "-F", "19", "-a", "-g", "-o", f"{out}/perf.data", "--",
          "sleep", str(duration)], False)
 m = re.search(r"\((\d+) samples\)", p["out"])
 p_samples = int(m.group(1)) if m else -1
