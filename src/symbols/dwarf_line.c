@@ -595,26 +595,26 @@ static uint32_t *sort_rows(const struct srow *rows, uint32_t *idx, uint32_t *tmp
 
 size_t kdw_keys_words(size_t n)
 {
-	size_t n1 = (n + 7) / 8, n2 = (n1 + 7) / 8;
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
 
 	return kdw_pad8(n2) + kdw_pad8(n1) + kdw_pad8(n);
 }
 
 uint64_t *kdw_keys_at(uint64_t *block, size_t n)
 {
-	size_t n1 = (n + 7) / 8, n2 = (n1 + 7) / 8;
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
 
 	return block + kdw_pad8(n2) + kdw_pad8(n1);
 }
 
 void kdw_keys_finish(uint64_t *keys, size_t n)
 {
-	size_t n1 = (n + 7) / 8, n2 = (n1 + 7) / 8;
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
 	uint64_t *top1 = keys - kdw_pad8(n1), *top2 = top1 - kdw_pad8(n2);
 
 	for (size_t i = n; i < kdw_pad8(n); i++)
 		keys[i] = UINT64_MAX;
-	for (size_t i = 0; i < kdw_pad8(n1); i++)
+	for (size_t i = 0; i < kdw_pad8(n1); i++) /* no-ops without levels */
 		top1[i] = i < n1 ? keys[8 * i] : UINT64_MAX;
 	for (size_t i = 0; i < kdw_pad8(n2); i++)
 		top2[i] = i < n2 ? top1[8 * i] : UINT64_MAX;
@@ -628,16 +628,19 @@ static void *alloc_lines(struct arena *arena, size_t n)
 	return p ? p + ((64 - (uintptr_t)p % 64) % 64) : NULL;
 }
 
-/* Copies the k rows kept into out's arrays (in arena): the addresses as
- * sorted keys with their search levels, info on a line of its own. */
+/* Copies the k rows kept into out's arrays (in arena, one block): the
+ * addresses as sorted keys with their search levels, then info from a line
+ * of its own. */
 static int rows_out(const struct srow *kept, size_t k, struct arena *arena, struct kdw_lines *out)
 {
-	uint64_t *block = alloc_lines(arena, kdw_keys_words(k) * sizeof(uint64_t));
+	size_t words = kdw_keys_words(k);
+	uint64_t *block =
+	    alloc_lines(arena, words * sizeof(uint64_t) + (k ? k : 1) * sizeof(*out->info));
 
-	out->info = alloc_lines(arena, kdw_pad8(k) * sizeof(*out->info));
-	if (!block || !out->info)
+	if (!block)
 		return -ENOMEM;
 	out->addrs = kdw_keys_at(block, k);
+	out->info = (struct kdw_row_info *)(block + words);
 	for (size_t i = 0; i < k; i++) {
 		out->addrs[i] = kept[i].addr;
 		out->info[i] = (struct kdw_row_info){kept[i].line, kept[i].file};

@@ -81,8 +81,10 @@ extern const char *const kdw_sec_names[KDW_NSECS]; /* ".debug_info", ... */
  * one line of keys: two misses where there were ten. Block layout, 64-byte
  * aligned, each part padded with UINT64_MAX to whole lines:
  *   [level 2][level 1][keys]
- * The keys' pointer is the structure's; the levels are found from it and
- * the number of keys. */
+ * A level that would fit one line is left out (8 keys or fewer: no level
+ * 1; 64 or fewer: no level 2): most units are small, and padded lines for
+ * them were most of the memory the levels took. The keys' pointer is the
+ * structure's; the levels are found from it and the number of keys. */
 
 /* The uint64_t words of a block for n keys. */
 size_t kdw_keys_words(size_t n);
@@ -96,6 +98,13 @@ void kdw_keys_finish(uint64_t *keys, size_t n);
 static inline size_t kdw_pad8(size_t n)
 {
 	return (n + 7) & ~(size_t)7;
+}
+
+/* The entries of the level above n keys (or entries): 0 when they fit one
+ * line. */
+static inline size_t kdw_level_n(size_t n)
+{
+	return n > 8 ? (n + 7) / 8 : 0;
 }
 
 /* The last of the 8 ascending keys at p (one cache line) at or below x,
@@ -116,10 +125,11 @@ static inline size_t kdw_last_le8(const uint64_t *p, uint64_t x)
 static inline size_t kdw_keys_find(const uint64_t *keys, size_t n, uint64_t x,
 				   const void *companion, size_t sz)
 {
-	size_t n1 = (n + 7) / 8, n2 = (n1 + 7) / 8, k = 0, j, i;
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1), k = 0, j = 0, i;
 	const uint64_t *top1 = keys - kdw_pad8(n1), *top2 = top1 - kdw_pad8(n2);
 
-	if (n == 0 || top2[0] > x) /* top2[0] is keys[0] */
+	/* The first entry of the topmost level is keys[0]. */
+	if (n == 0 || (n2 ? top2[0] : n1 ? top1[0] : keys[0]) > x)
 		return SIZE_MAX;
 	for (size_t m = n2; m > 1;) { /* branch-free: no mispredicted waits */
 		size_t half = m / 2;
@@ -129,8 +139,10 @@ static inline size_t kdw_keys_find(const uint64_t *keys, size_t n, uint64_t x,
 	}
 	/* top1[8k] and keys[8j] are at or below x. The padding is only when
 	 * x is UINT64_MAX (and then every real key is too): the clamps. */
-	j = 8 * k + kdw_last_le8(top1 + 8 * k, x);
-	j = j < n1 ? j : n1 - 1;
+	if (n1) {
+		j = 8 * k + kdw_last_le8(top1 + 8 * k, x);
+		j = j < n1 ? j : n1 - 1;
+	}
 	if (companion)
 		for (size_t b = 0; b < 8 * sz; b += 64)
 			__builtin_prefetch((const char *)companion + 8 * j * sz + b);
@@ -142,7 +154,7 @@ static inline size_t kdw_keys_find(const uint64_t *keys, size_t n, uint64_t x,
  * n keys at keys (to overlap its miss with other work). */
 static inline void kdw_keys_prefetch(const uint64_t *keys, size_t n)
 {
-	size_t n1 = (n + 7) / 8, n2 = (n1 + 7) / 8;
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
 
 	__builtin_prefetch(keys - kdw_pad8(n1) - kdw_pad8(n2) + n2 / 2);
 }

@@ -772,8 +772,16 @@ struct cu_node {
 	bool inlined;
 };
 
+/* A segment as the sweep makes it. */
 struct cu_segment {
 	uint64_t low, high;
+	int32_t node;
+};
+
+/* A segment as the index keeps it: its low address is its search key
+ * (segment_lows), kept beside it rather than in it. */
+struct cu_seg {
+	uint64_t high;
 	int32_t node;
 };
 
@@ -781,7 +789,7 @@ struct cu_segment {
  * allocated 64-byte aligned): per address of a cold run the CU's index is
  * most likely out of cache, and each further line is another miss. */
 struct cu_index {
-	struct cu_segment *segs;
+	struct cu_seg *segs;
 	struct cu_node *nodes; /* in the symfile's arena, like the index */
 	uint32_t nsegs;
 	bool fast;
@@ -1015,22 +1023,22 @@ static int build_segments(struct cu_build *b)
 	if (nsegs > UINT32_MAX) /* cu_index.nsegs */
 		return -ENOMEM;
 	/* The segments' low addresses as sorted keys with search levels
-	 * (dwarf_reader.h), the segments right after them. */
+	 * (dwarf_reader.h), the rest of each segment right after them. */
 	size_t words = kdw_keys_words(nsegs);
 	uint8_t *p = arena_alloc(b->f->arena, words * sizeof(uint64_t) +
-						  (nsegs ? nsegs : 1) * sizeof(*segs) + 48);
+						  (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
 	uint64_t *lows;
 
 	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!p || !b->idx->nodes)
 		return -ENOMEM;
 	lows = kdw_keys_at((uint64_t *)(p + ((64 - (uintptr_t)p % 64) % 64)), nsegs);
-	b->idx->segs = (struct cu_segment *)(lows + kdw_pad8(nsegs));
-	for (size_t i = 0; i < nsegs; i++)
+	b->idx->segs = (struct cu_seg *)(lows + kdw_pad8(nsegs));
+	for (size_t i = 0; i < nsegs; i++) {
 		lows[i] = segs[i].low;
+		b->idx->segs[i] = (struct cu_seg){segs[i].high, segs[i].node};
+	}
 	kdw_keys_finish(lows, nsegs);
-	if (nsegs)
-		memcpy(b->idx->segs, segs, nsegs * sizeof(*segs));
 	if (b->nnodes) /* a CU without functions never grew the nodes */
 		memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
 	b->idx->nsegs = nsegs;
@@ -1144,7 +1152,7 @@ static const uint64_t *segment_lows(const struct cu_index *idx)
 
 /* Segments are disjoint and ascending: addr's is the last one starting at
  * or below it, if it ends above. */
-static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint64_t addr)
+static const struct cu_seg *segment_lookup(const struct cu_index *idx, uint64_t addr)
 {
 	size_t i =
 	    kdw_keys_find(segment_lows(idx), idx->nsegs, addr, idx->segs, sizeof(*idx->segs));
@@ -1261,7 +1269,7 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	size_t n = 0;
 	bool line = false;
 	struct cu_index *idx;
-	const struct cu_segment *seg;
+	const struct cu_seg *seg;
 
 	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
 		return 0;
