@@ -65,9 +65,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (i && l.addrs[i] < l.addrs[i - 1])
 			abort(); /* rows are sorted */
-		for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++)
-			if (kdw_lines_find(&l, qs[k], &row) && row.addr > qs[k])
-				abort(); /* the row found is at or below the address */
+		for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++) {
+			bool found = kdw_lines_find(&l, qs[k], &row);
+			size_t last = SIZE_MAX; /* a linear scan: the searches' reference */
+
+			for (size_t r = 0; r < l.nrows && l.addrs[r] <= qs[k]; r++)
+				last = r;
+			if (found != (last != SIZE_MAX && !(l.info[last].file & 0x80000000u)))
+				abort();
+			if (found && (row.addr != l.addrs[last] || row.line != l.info[last].line ||
+				      row.file != (l.info[last].file & 0x7fffffffu)))
+				abort(); /* the last row at or below the address */
+		}
 	}
 out:
 	arena_free(a);

@@ -3,11 +3,14 @@
  *
  * Reading a CU's table runs its program once, validating it as libdw
  * would, into two arrays in the reader's arena: row addresses and (line,
- * file, end_sequence), in libdw's order, so that a lookup is one binary
- * search. The rows are noted in program order in scratch arrays reused
- * from one CU to the next; laid out sequence by sequence (by lowest
- * address) they are almost always in libdw's order already, which one
- * pass checks, and a merge sort makes them otherwise. (libdw mallocs a
+ * file, end_sequence), in libdw's order, the addresses with search levels
+ * in front (kdw_keys_*, below) so that a lookup on a table long out of
+ * cache takes two or three misses. The rows are noted in program order in
+ * a scratch array reused from one CU to the next and sized once per
+ * program; laid out sequence by sequence (by lowest address) they are
+ * almost always in libdw's order already, which one pass checks (the rows
+ * kept are then compacted in place), and a merge sort makes them
+ * otherwise. (libdw mallocs a
  * 40-byte record per row and qsorts them. An earlier version of this
  * reader kept no rows, only the machine's state every 8 rows, and re-ran
  * the program from there per lookup: in huge pages, which made fresh
@@ -382,6 +385,8 @@ static const struct kdw_special *specials(struct kdw_line_scratch *sc, const str
 	return sc->special;
 }
 
+#define MAX_PRESIZED_ROWS ((size_t)4 << 20)
+
 /* Runs the whole program once, validating it as libdw does and noting
  * every row (program order) and sequence into sc. */
 static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, size_t *nrows,
@@ -391,7 +396,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 	struct kdw_cur c = {sec + h->prog_start, sec + h->unit_end, false};
 	const struct kdw_special *sp = h->line_range ? specials(sc, h) : NULL;
 	struct state s;
-	size_t n = 0, nq = 0;
+	size_t n = 0, nq = 0, presize;
 	bool seq_open = false;
 	/* The column or isa does not fit libdw's row fields (checked where
 	 * they are set, not per row; op_index stays below max_ops <= 255). */
@@ -405,6 +410,15 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 	for (unsigned op = 1; op <= DW_LNS_set_isa && op < h->opcode_base; op++)
 		if (h->std_lengths[op - 1] != nargs[op])
 			bad_std |= 1u << op;
+	/* Every row takes at least one opcode byte: the row array is sized
+	 * once per program for that many (not grown row by row: each realloc
+	 * that moves a large array faults its pages in again), up to 4M rows
+	 * so that a forged program's length reserves no gigabytes. */
+	presize = (size_t)(c.end - c.p);
+	if (presize > MAX_PRESIZED_ROWS)
+		presize = MAX_PRESIZED_ROWS;
+	if (!kdw_grow(&sc->rows, &sc->cap_rows, presize, sizeof(*sc->rows), 256, false))
+		return -ENOMEM;
 	state_reset(&s, h);
 	while (c.p < c.end) {
 		const uint8_t *op_at = c.p;
@@ -505,7 +519,8 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			seq_open = true;
 			seq_lo = s.addr;
 		}
-		if (!kdw_grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows), 256, false))
+		if (n == sc->cap_rows &&
+		    !kdw_grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows), 256, false))
 			return -ENOMEM;
 		/* A file index past KDW_ROW_FILE names no file either way. */
 		sc->rows[n++] = (struct srow){s.addr, (int32_t)s.line,
@@ -578,6 +593,63 @@ static uint32_t *sort_rows(const struct srow *rows, uint32_t *idx, uint32_t *tmp
 	return idx;
 }
 
+size_t kdw_keys_words(size_t n)
+{
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
+
+	return kdw_pad8(n2) + kdw_pad8(n1) + kdw_pad8(n);
+}
+
+uint64_t *kdw_keys_at(uint64_t *block, size_t n)
+{
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
+
+	return block + kdw_pad8(n2) + kdw_pad8(n1);
+}
+
+void kdw_keys_finish(uint64_t *keys, size_t n)
+{
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
+	uint64_t *top1 = keys - kdw_pad8(n1), *top2 = top1 - kdw_pad8(n2);
+
+	for (size_t i = n; i < kdw_pad8(n); i++)
+		keys[i] = UINT64_MAX;
+	for (size_t i = 0; i < kdw_pad8(n1); i++) /* no-ops without levels */
+		top1[i] = i < n1 ? keys[8 * i] : UINT64_MAX;
+	for (size_t i = 0; i < kdw_pad8(n2); i++)
+		top2[i] = i < n2 ? top1[8 * i] : UINT64_MAX;
+}
+
+/* A 64-byte aligned block of n bytes from arena. */
+static void *alloc_lines(struct arena *arena, size_t n)
+{
+	uint8_t *p = arena_alloc(arena, n + 48); /* the arena aligns to 16 */
+
+	return p ? p + ((64 - (uintptr_t)p % 64) % 64) : NULL;
+}
+
+/* Copies the k rows kept into out's arrays (in arena, one block): the
+ * addresses as sorted keys with their search levels, then info from a line
+ * of its own. */
+static int rows_out(const struct srow *kept, size_t k, struct arena *arena, struct kdw_lines *out)
+{
+	size_t words = kdw_keys_words(k);
+	uint64_t *block =
+	    alloc_lines(arena, words * sizeof(uint64_t) + (k ? k : 1) * sizeof(*out->info));
+
+	if (!block)
+		return -ENOMEM;
+	out->addrs = kdw_keys_at(block, k);
+	out->info = (struct kdw_row_info *)(block + words);
+	for (size_t i = 0; i < k; i++) {
+		out->addrs[i] = kept[i].addr;
+		out->info[i] = (struct kdw_row_info){kept[i].line, kept[i].file};
+	}
+	kdw_keys_finish(out->addrs, k);
+	out->nrows = k;
+	return 0;
+}
+
 /* The rows libdw's lookup can return, in its order, into out's arrays (in
  * arena). libdw sorts rows by address, an end_sequence row before others at
  * the same address, then in program order; its lookup returns the last row
@@ -593,7 +665,7 @@ static uint32_t *sort_rows(const struct srow *rows, uint32_t *idx, uint32_t *tmp
 static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct arena *arena,
 		      struct kdw_lines *out)
 {
-	const struct srow *rows = sc->rows;
+	struct srow *rows = sc->rows, *kept = sc->rows;
 	uint32_t *order = NULL, *idx = NULL;
 	size_t k = 0;
 	bool ascending = true;
@@ -621,9 +693,14 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct a
 			}
 		idx = ascending ? order : sort_rows(rows, order, order + n, n);
 	}
-	if (!kdw_grow(&sc->kaddrs, &sc->cap_kaddrs, n, sizeof(*sc->kaddrs), 256, false) ||
-	    !kdw_grow(&sc->kinfo, &sc->cap_kinfo, n, sizeof(*sc->kinfo), 256, false))
-		return -ENOMEM;
+	/* In program order the rows kept overwrite the scanned ones (the
+	 * k-th kept row is written after rows[0 .. k] were read); sorted
+	 * through idx, they go to a scratch array of their own. */
+	if (idx) {
+		if (!kdw_grow(&sc->kept, &sc->cap_kept, n, sizeof(*sc->kept), 256, false))
+			return -ENOMEM;
+		kept = sc->kept;
+	}
 	k = 0;
 	for (size_t i = 0, j; i < n; i = j) {
 		uint32_t best = idx ? idx[i] : (uint32_t)i;
@@ -639,23 +716,14 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct a
 				best = r;
 		}
 
-		const struct srow *r = &rows[best];
+		const struct srow r = rows[best];
 
-		if (j < n && k && sc->kinfo[k - 1].file == r->file &&
-		    sc->kinfo[k - 1].line == r->line)
+		if (j < n && k && kept[k - 1].file == r.file && kept[k - 1].line == r.line)
 			continue;
-		sc->kaddrs[k] = r->addr;
-		sc->kinfo[k++] = (struct kdw_row_info){r->line, r->file};
+		kept[k++] = r;
 	}
-	sc->kinfo[k - 1].file |= KDW_ROW_END;
-	out->addrs = arena_alloc(arena, k * sizeof(*out->addrs));
-	out->info = arena_alloc(arena, k * sizeof(*out->info));
-	if (!out->addrs || !out->info)
-		return -ENOMEM;
-	memcpy(out->addrs, sc->kaddrs, k * sizeof(*out->addrs));
-	memcpy(out->info, sc->kinfo, k * sizeof(*out->info));
-	out->nrows = k;
-	return 0;
+	kept[k - 1].file |= KDW_ROW_END;
+	return rows_out(kept, k, arena, out);
 }
 
 int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
@@ -698,31 +766,21 @@ void kdw_line_scratch_free(struct kdw_line_scratch *sc)
 	free(sc->rows);
 	free(sc->seqs);
 	free(sc->order);
-	free(sc->kaddrs);
-	free(sc->kinfo);
+	free(sc->kept);
 	memset(sc, 0, sizeof(*sc));
 }
 
 bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *out)
 {
-	const uint64_t *a = l->addrs;
-	size_t lo = 0, n = l->nrows;
-
 	/* dwarf_getsrc_die: the last row at or below addr, unless it ends a
-	 * sequence. Branch-free halving (lo ends at the last address <= addr):
-	 * on a cold table the next probe's load need not wait for a
-	 * mispredicted branch. */
-	if (n == 0 || a[0] > addr)
-		return false;
-	while (n > 1) {
-		size_t half = n / 2;
+	 * sequence. */
+	size_t lo = kdw_keys_find(l->addrs, l->nrows, addr, l->info, sizeof(*l->info));
 
-		lo = a[lo + half] <= addr ? lo + half : lo;
-		n -= half;
-	}
+	if (lo == SIZE_MAX)
+		return false;
 	if (l->info[lo].file & KDW_ROW_END)
 		return false;
-	*out = (struct kdw_row){a[lo], l->info[lo].line, l->info[lo].file & ~KDW_ROW_END};
+	*out = (struct kdw_row){l->addrs[lo], l->info[lo].line, l->info[lo].file & ~KDW_ROW_END};
 	return true;
 }
 

@@ -68,6 +68,97 @@ struct kdw_sections {
 
 extern const char *const kdw_sec_names[KDW_NSECS]; /* ".debug_info", ... */
 
+/* --- sorted keys laid out for cold lookups (dwarf_line.c) ----------------
+ *
+ * A lookup in a structure built moments ago but since pushed out of cache
+ * (a cold symbolization resolves addresses all over a binary) pays one
+ * dependent cache miss per probe of a binary search: 10 or more on a
+ * large line table. So the sorted keys (line row or segment addresses)
+ * get two levels in front of them in the same block: level 1 holds every
+ * 8th key (one per 64-byte line of keys), level 2 every 8th of those. A
+ * lookup halves over level 2 (1/64 of the keys, read by every lookup into
+ * the structure, so mostly cached), then reads one line of level 1 and
+ * one line of keys: two misses where there were ten. Block layout, 64-byte
+ * aligned, each part padded with UINT64_MAX to whole lines:
+ *   [level 2][level 1][keys]
+ * A level that would fit one line is left out (8 keys or fewer: no level
+ * 1; 64 or fewer: no level 2): most units are small, and padded lines for
+ * them were most of the memory the levels took. The keys' pointer is the
+ * structure's; the levels are found from it and the number of keys. */
+
+/* The uint64_t words of a block for n keys. */
+size_t kdw_keys_words(size_t n);
+
+/* The keys' place in a 64-byte aligned block of kdw_keys_words(n) words. */
+uint64_t *kdw_keys_at(uint64_t *block, size_t n);
+
+/* Fills the padding and both levels once keys[0 .. n) (ascending) are set. */
+void kdw_keys_finish(uint64_t *keys, size_t n);
+
+static inline size_t kdw_pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+/* The entries of the level above n keys (or entries): 0 when they fit one
+ * line. */
+static inline size_t kdw_level_n(size_t n)
+{
+	return n > 8 ? (n + 7) / 8 : 0;
+}
+
+/* The last of the 8 ascending keys at p (one cache line) at or below x,
+ * given p[0] <= x: three branch-free probes, all in that line. */
+static inline size_t kdw_last_le8(const uint64_t *p, uint64_t x)
+{
+	size_t i = 0;
+
+	i = p[i + 4] <= x ? i + 4 : i;
+	i = p[i + 2] <= x ? i + 2 : i;
+	return p[i + 1] <= x ? i + 1 : i;
+}
+
+/* The index of the last of the n keys at or below x, SIZE_MAX when none.
+ * As soon as the key's line is known, the line of elements of size sz at
+ * the same index of companion (an array the caller reads next; NULL:
+ * none) is prefetched, so that both misses overlap. */
+static inline size_t kdw_keys_find(const uint64_t *keys, size_t n, uint64_t x,
+				   const void *companion, size_t sz)
+{
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1), k = 0, j = 0, i;
+	const uint64_t *top1 = keys - kdw_pad8(n1), *top2 = top1 - kdw_pad8(n2);
+
+	/* The first entry of the topmost level is keys[0]. */
+	if (n == 0 || (n2 ? top2[0] : n1 ? top1[0] : keys[0]) > x)
+		return SIZE_MAX;
+	for (size_t m = n2; m > 1;) { /* branch-free: no mispredicted waits */
+		size_t half = m / 2;
+
+		k = top2[k + half] <= x ? k + half : k;
+		m -= half;
+	}
+	/* top1[8k] and keys[8j] are at or below x. The padding is only when
+	 * x is UINT64_MAX (and then every real key is too): the clamps. */
+	if (n1) {
+		j = 8 * k + kdw_last_le8(top1 + 8 * k, x);
+		j = j < n1 ? j : n1 - 1;
+	}
+	if (companion)
+		for (size_t b = 0; b < 8 * sz; b += 64)
+			__builtin_prefetch((const char *)companion + 8 * j * sz + b);
+	i = 8 * j + kdw_last_le8(keys + 8 * j, x);
+	return i < n ? i : n - 1;
+}
+
+/* Starts loading the line of the first probe of a kdw_keys_find over the
+ * n keys at keys (to overlap its miss with other work). */
+static inline void kdw_keys_prefetch(const uint64_t *keys, size_t n)
+{
+	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
+
+	__builtin_prefetch(keys - kdw_pad8(n1) - kdw_pad8(n2) + n2 / 2);
+}
+
 /* --- line tables (dwarf_line.c) ------------------------------------------ */
 
 struct kdw_row {
@@ -89,9 +180,10 @@ struct kdw_row_info {
 struct kdw_lines {
 	/* Every row, in the order libdw sorts them (by address, an
 	 * end_sequence row before others at the same address, then program
-	 * order): a lookup is one binary search over addrs. (The fields a
-	 * lookup reads come first, in 40 bytes: the symbolizer keeps a copy
-	 * of this struct in one cache line with its own per-CU fields.) */
+	 * order). addrs are sorted keys with their search levels (above);
+	 * info starts on a cache line. (The fields a lookup reads come
+	 * first, in 40 bytes: the symbolizer keeps a copy of this struct in
+	 * one cache line with its own per-CU fields.) */
 	uint64_t *addrs;
 	struct kdw_row_info *info;
 	const char **joined; /* files[i] as libdw names it, built on demand */
@@ -115,9 +207,8 @@ struct kdw_line_scratch {
 	size_t cap_seqs;
 	uint32_t *order;
 	size_t cap_order;
-	uint64_t *kaddrs; /* the rows kept, before they are copied out */
-	struct kdw_row_info *kinfo;
-	size_t cap_kaddrs, cap_kinfo;
+	struct srow *kept; /* the rows kept when rows are not in order */
+	size_t cap_kept;
 	/* Special opcodes' line and address advances for these parameters. */
 	struct kdw_special special[256];
 	uint8_t special_base, special_range;

@@ -761,7 +761,9 @@ static const struct fsym *symtab_lookup(const struct symfile *f, uint64_t addr)
  *             names, declaration line, call site and enclosing node;
  *   segments: disjoint address intervals, each mapped to the innermost node
  *             covering it (a sweep over every node's ranges).
- * A lookup is then a binary search plus a walk up the parent links. */
+ * A lookup is then a search of the segments' low addresses (sorted keys
+ * with search levels, dwarf_reader.h: two or three cache misses on a cold
+ * index, not one per probe) plus a walk up the parent links. */
 
 struct cu_node {
 	const char *function, *system_name, *call_file;
@@ -770,8 +772,16 @@ struct cu_node {
 	bool inlined;
 };
 
+/* A segment as the sweep makes it. */
 struct cu_segment {
 	uint64_t low, high;
+	int32_t node;
+};
+
+/* A segment as the index keeps it: its low address is its search key
+ * (segment_lows), kept beside it rather than in it. */
+struct cu_seg {
+	uint64_t high;
 	int32_t node;
 };
 
@@ -779,7 +789,7 @@ struct cu_segment {
  * allocated 64-byte aligned): per address of a cold run the CU's index is
  * most likely out of cache, and each further line is another miss. */
 struct cu_index {
-	struct cu_segment *segs;
+	struct cu_seg *segs;
 	struct cu_node *nodes; /* in the symfile's arena, like the index */
 	uint32_t nsegs;
 	bool fast;
@@ -1012,12 +1022,23 @@ static int build_segments(struct cu_build *b)
 	}
 	if (nsegs > UINT32_MAX) /* cu_index.nsegs */
 		return -ENOMEM;
-	b->idx->segs = arena_alloc(b->f->arena, (nsegs ? nsegs : 1) * sizeof(*segs));
+	/* The segments' low addresses as sorted keys with search levels
+	 * (dwarf_reader.h), the rest of each segment right after them. */
+	size_t words = kdw_keys_words(nsegs);
+	uint8_t *p = arena_alloc(b->f->arena, words * sizeof(uint64_t) +
+						  (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
+	uint64_t *lows;
+
 	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
-	if (!b->idx->segs || !b->idx->nodes)
+	if (!p || !b->idx->nodes)
 		return -ENOMEM;
-	if (nsegs)
-		memcpy(b->idx->segs, segs, nsegs * sizeof(*segs));
+	lows = kdw_keys_at((uint64_t *)(p + ((64 - (uintptr_t)p % 64) % 64)), nsegs);
+	b->idx->segs = (struct cu_seg *)(lows + kdw_pad8(nsegs));
+	for (size_t i = 0; i < nsegs; i++) {
+		lows[i] = segs[i].low;
+		b->idx->segs[i] = (struct cu_seg){segs[i].high, segs[i].node};
+	}
+	kdw_keys_finish(lows, nsegs);
 	if (b->nnodes) /* a CU without functions never grew the nodes */
 		memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
 	b->idx->nsegs = nsegs;
@@ -1123,19 +1144,20 @@ fail:
 	return NULL;
 }
 
-static const struct cu_segment *segment_lookup(const struct cu_index *idx, uint64_t addr)
+/* The keys of idx's segments: their low addresses (build_segments). */
+static const uint64_t *segment_lows(const struct cu_index *idx)
 {
-	size_t lo = 0, hi = idx->nsegs;
+	return (const uint64_t *)idx->segs - kdw_pad8(idx->nsegs);
+}
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+/* Segments are disjoint and ascending: addr's is the last one starting at
+ * or below it, if it ends above. */
+static const struct cu_seg *segment_lookup(const struct cu_index *idx, uint64_t addr)
+{
+	size_t i =
+	    kdw_keys_find(segment_lows(idx), idx->nsegs, addr, idx->segs, sizeof(*idx->segs));
 
-		if (idx->segs[mid].high <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < idx->nsegs && idx->segs[lo].low <= addr ? &idx->segs[lo] : NULL;
+	return i != SIZE_MAX && addr < idx->segs[i].high ? &idx->segs[i] : NULL;
 }
 
 static int arange_cmp(const void *a, const void *b)
@@ -1247,7 +1269,7 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	size_t n = 0;
 	bool line = false;
 	struct cu_index *idx;
-	const struct cu_segment *seg;
+	const struct cu_seg *seg;
 
 	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
 		return 0;
@@ -1257,7 +1279,7 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 		/* The segment search's first probe, so that its miss overlaps
 		 * the line search's. */
 		if (idx->nsegs)
-			__builtin_prefetch(&idx->segs[idx->nsegs / 2]);
+			kdw_keys_prefetch(segment_lows(idx), idx->nsegs);
 
 		if (idx->has_lines && kdw_lines_find(&idx->lines, addr, &row)) {
 			line = true;
