@@ -5,9 +5,12 @@
  * profile (descriptor lookups and one allocation per submessage); this one
  * does over 10x that. It fills the same protobuf-c structs, so everything
  * downstream (validation, pprof_encode, callers reading the message) is
- * unchanged. Each message is read twice: a counting pass sizes its repeated
+ * unchanged. A message is read twice: a counting pass sizes its repeated
  * fields, then a filling pass stores them into exactly sized arrays in the
- * arena (structs of one kind in one block). Unknown fields are skipped,
+ * arena (structs of one kind in one block). Samples and locations, most of
+ * a profile, are read in one pass when laid out as producers write them
+ * (packed scalars once each, a few labels or lines): a packed field's
+ * payload gives its own count. Unknown fields are skipped,
  * packed and unpacked repeated scalars are both accepted, and a known field
  * with the wrong wire type is an error, as in protobuf-c. Errors name the
  * byte offset and the element ("sample[3]").
@@ -143,7 +146,8 @@ static int parse_label(struct parse *ps, struct wire w, Perftools__Profiles__Lab
 	return 0;
 }
 
-static int parse_sample(struct parse *ps, struct wire w, pprof_sample_msg *s, size_t i)
+/* Any layout of a sample: a counting pass, then a filling pass. */
+static int parse_sample_general(struct parse *ps, struct wire w, pprof_sample_msg *s, size_t i)
 {
 	struct wire start = w, sub = {0};
 	size_t n_loc = 0, n_val = 0, n_lab = 0, il = 0, iv = 0, ib = 0;
@@ -210,6 +214,96 @@ static int parse_sample(struct parse *ps, struct wire w, pprof_sample_msg *s, si
 	s->n_location_id = n_loc;
 	s->n_value = n_val;
 	s->n_label = n_lab;
+	return 0;
+}
+
+/* Labels and lines that the one-pass parsers below hold on the stack: Go
+ * writes one label per allocs sample and none per CPU sample, one line per
+ * location unless frames were inlined. More take the general path. */
+#define ONE_PASS_LABELS 4
+#define ONE_PASS_LINES	8
+
+/* Reads a packed repeated scalar into a new array of exactly its length:
+ * the count (wire_count_varints, eight bytes a step) comes from the payload
+ * itself, so the message need not be walked twice. */
+static bool read_packed(struct parse *ps, struct wire *w, uint64_t **arr, size_t *n, bool *oom)
+{
+	struct wire sub = {0};
+	size_t c;
+
+	if (!wire_bytes(w, &sub))
+		return false;
+	c = wire_count_varints(&sub);
+	*n = c;
+	if (c == 0)
+		return sub.p == sub.end;
+	*arr = arena_alloc(ps->a, c * sizeof(uint64_t));
+	if (!*arr) {
+		*oom = true;
+		return false;
+	}
+	return wire_packed_varints(sub, *arr) == (long)c;
+}
+
+/* A sample in one pass, in the layout every producer writes: location_id
+ * and value packed and at most once each, at most ONE_PASS_LABELS labels.
+ * Returns 1, having read nothing it keeps, when the sample is laid out
+ * otherwise (parse_sample_general takes it), 0 when parsed, or an error;
+ * what is malformed is an error in either parser. */
+static int parse_sample(struct parse *ps, struct wire w, pprof_sample_msg *s, size_t i)
+{
+	Perftools__Profiles__Label labels[ONE_PASS_LABELS];
+	bool seen_loc = false, seen_val = false, no_mem = false;
+	struct wire start = w, sub = {0};
+	size_t n_lab = 0;
+	uint32_t f = 0, t = 0;
+	int rc;
+
+	*s = (pprof_sample_msg)PERFTOOLS__PROFILES__SAMPLE__INIT;
+	while (w.p < w.end) {
+		bool ok;
+
+		if (!wire_key(&w, &f, &t))
+			return malformed(ps, &w, "sample", i);
+		if ((f == 1 && (seen_loc || t != WIRE_LEN)) ||
+		    (f == 2 && (seen_val || t != WIRE_LEN)) || (f == 3 && n_lab == ONE_PASS_LABELS))
+			return parse_sample_general(ps, start, s, i);
+		if (f == 1) {
+			seen_loc = true;
+			ok = read_packed(ps, &w, &s->location_id, &s->n_location_id, &no_mem);
+		} else if (f == 2) {
+			seen_val = true;
+			ok = read_packed(ps, &w, (uint64_t **)&s->value, &s->n_value, &no_mem);
+		} else if (f == 3) {
+			if (t != WIRE_LEN || !wire_bytes(&w, &sub))
+				return malformed(ps, &w, "sample", i);
+			rc = parse_label(ps, sub, &labels[n_lab++], i);
+			if (rc)
+				return rc;
+			ok = true;
+		} else {
+			ok = wire_skip(&w, t);
+		}
+		if (no_mem)
+			return oom(ps);
+		if (!ok)
+			return malformed(ps, &w, "sample", i);
+	}
+	if (n_lab) {
+		/* The labels and the pointers to them in one block. */
+		Perftools__Profiles__Label **ptrs =
+		    arena_alloc(ps->a, n_lab * (sizeof(*ptrs) + sizeof(*labels)));
+		Perftools__Profiles__Label *copy;
+
+		if (!ptrs)
+			return oom(ps);
+		copy = (Perftools__Profiles__Label *)(ptrs + n_lab);
+		memcpy(copy, labels, n_lab * sizeof(*labels));
+		for (size_t k = 0; k < n_lab; k++)
+			ptrs[k] = &copy[k];
+		s->label = ptrs;
+		s->n_label = n_lab;
+	}
 	return 0;
 }
 
@@ -327,7 +421,8 @@ static int parse_line(struct parse *ps, struct wire w, Perftools__Profiles__Line
 	return 0;
 }
 
-static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l, size_t i)
+/* Any number of lines: the scalars and a count, then the lines. */
+static int parse_location_general(struct parse *ps, struct wire w, pprof_location_msg *l, size_t i)
 {
 	struct wire start = w, sub = {0};
 	Perftools__Profiles__Line *lines = NULL;
@@ -380,6 +475,67 @@ static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l
 		k++;
 	}
 	l->n_line = n_line;
+	return 0;
+}
+
+/* A location with at most ONE_PASS_LINES lines in one pass (the lines are
+ * held on the stack until their number is known); more take
+ * parse_location_general. */
+static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l, size_t i)
+{
+	Perftools__Profiles__Line lines[ONE_PASS_LINES];
+	struct wire start = w, sub = {0};
+	size_t n_line = 0;
+	uint32_t f = 0, t = 0;
+	uint64_t v = 0;
+	int rc;
+
+	*l = (pprof_location_msg)PERFTOOLS__PROFILES__LOCATION__INIT;
+	while (w.p < w.end) {
+		bool ok;
+
+		if (!wire_key(&w, &f, &t))
+			return malformed(ps, &w, "location", i);
+		if (f == 4) {
+			if (n_line == ONE_PASS_LINES)
+				return parse_location_general(ps, start, l, i);
+			if (t != WIRE_LEN || !wire_bytes(&w, &sub))
+				return malformed(ps, &w, "location", i);
+			rc = parse_line(ps, sub, &lines[n_line++], i);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (f == 1 || f == 2 || f == 3 || f == 5)
+			ok = read_varint(&w, t, &v);
+		else
+			ok = wire_skip(&w, t);
+		if (!ok)
+			return malformed(ps, &w, "location", i);
+		if (f == 1)
+			l->id = v;
+		else if (f == 2)
+			l->mapping_id = v;
+		else if (f == 3)
+			l->address = v;
+		else if (f == 5)
+			l->is_folded = v != 0;
+	}
+	if (n_line) {
+		/* The lines and the pointers to them in one block. */
+		Perftools__Profiles__Line **ptrs =
+		    arena_alloc(ps->a, n_line * (sizeof(*ptrs) + sizeof(*lines)));
+		Perftools__Profiles__Line *copy;
+
+		if (!ptrs)
+			return oom(ps);
+		copy = (Perftools__Profiles__Line *)(ptrs + n_line);
+		memcpy(copy, lines, n_line * sizeof(*lines));
+		for (size_t k = 0; k < n_line; k++)
+			ptrs[k] = &copy[k];
+		l->line = ptrs;
+		l->n_line = n_line;
+	}
 	return 0;
 }
 

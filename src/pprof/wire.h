@@ -101,12 +101,14 @@ static inline size_t wire_count_varints(const struct wire *w)
 	const uint8_t *p = w->p;
 	size_t n = 0;
 
-	/* Eight bytes at a time: count the clear top bits. */
+	/* Eight bytes at a time: the clear top bits, each moved to the low
+	 * bit of its byte, are summed into the top byte by the multiply (at
+	 * most 8: no carry). A popcount is a libgcc call without -mpopcnt. */
 	for (; w->end - p >= 8; p += 8) {
 		uint64_t x;
 
 		memcpy(&x, p, 8);
-		n += (size_t)__builtin_popcountll(~x & 0x8080808080808080ull);
+		n += (size_t)((((~x & 0x8080808080808080ull) >> 7) * 0x0101010101010101ull) >> 56);
 	}
 	for (; p < w->end; p++)
 		n += *p < 0x80;
