@@ -92,6 +92,18 @@ struct hasher {
 	 * call to pprof_location_pos each. */
 	uint32_t *loc_ix;
 	size_t n_loc_ix;
+	/* By string index: the hash of the string, computed when a label
+	 * first uses it (str_done[i]); labels repeat a few strings over
+	 * every sample (Go's allocs samples: the key "bytes"), which then
+	 * are not measured and copied into each sample's key again. */
+	XXH128_hash_t *str_h;
+	uint8_t *str_done;
+	size_t n_str;
+	/* The strings of the last label hashed (key, str, num_unit indices)
+	 * and their combined hash: consecutive labels mostly have the same. */
+	int64_t last_key, last_str, last_unit;
+	XXH128_hash_t last_h;
+	bool has_last;
 	uint8_t *key;
 	size_t cap;
 };
@@ -100,7 +112,22 @@ static void hasher_release(struct hasher *h)
 {
 	free(h->map);
 	free(h->loc_ix);
+	free(h->str_h); /* with str_done */
 	free(h->key);
+}
+
+/* The hash of string idx of the profile ("" when out of range, as
+ * pprof_string). */
+static XXH128_hash_t hasher_str(struct hasher *h, int64_t idx)
+{
+	if (idx < 0 || (uint64_t)idx >= h->n_str)
+		idx = 0;
+	if (!h->str_done[idx]) {
+		const char *s = pprof_string(h->p, idx);
+		h->str_h[idx] = XXH3_128bits(s, strlen(s));
+		h->str_done[idx] = 1;
+	}
+	return h->str_h[idx];
 }
 
 /* Position of location id in h->p, or SIZE_MAX. */
@@ -153,8 +180,11 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 
 	h->p = p;
 	h->map = malloc((m->n_mapping + m->n_function + m->n_location + 1) * sizeof(*h->map));
-	if (!h->map || !key_room(h, 256))
+	h->n_str = m->n_string_table ? m->n_string_table : 1;
+	h->str_h = calloc(h->n_str, sizeof(*h->str_h) + 1);
+	if (!h->map || !h->str_h || !key_room(h, 256))
 		return -ENOMEM;
+	h->str_done = (uint8_t *)(h->str_h + h->n_str);
 	h->fn = h->map + m->n_mapping;
 	h->loc = h->fn + m->n_function;
 	for (size_t i = 0; i < m->n_mapping; i++) {
@@ -222,64 +252,47 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 	return 0;
 }
 
+/* The hash of a label's strings: key, whether str is set, str, num_unit. */
+static XXH128_hash_t hasher_label(struct hasher *h, const Perftools__Profiles__Label *l)
+{
+	if (!h->has_last || l->key != h->last_key || l->str != h->last_str ||
+	    l->num_unit != h->last_unit) {
+		XXH128_hash_t part[4] = {hasher_str(h, l->key),
+					 {l->str ? 1 : 0, 0},
+					 hasher_str(h, l->str),
+					 hasher_str(h, l->num_unit)};
+		h->last_h = XXH3_128bits(part, sizeof(part));
+		h->last_key = l->key;
+		h->last_str = l->str;
+		h->last_unit = l->num_unit;
+		h->has_last = true;
+	}
+	return h->last_h;
+}
+
+/* A sample's key: the hashes of its locations, then per label the hash of
+ * its strings and its number. */
 static int sample_key(struct hasher *h, const pprof_sample_msg *s, XXH128_hash_t *out)
 {
-	const struct pprof_profile *p = h->p;
-	size_t need = (s->n_location_id + 1) * sizeof(XXH128_hash_t);
-	/* The labels' strings, measured once: key, str, num_unit per label
-	 * (Go's allocs samples carry one, "bytes"). */
-	const char *ls_small[3 * 4], **ls = ls_small;
-	size_t ll_small[3 * 4], *ll = ll_small;
-	int rc = 0;
+	size_t need = (s->n_location_id + 1 + s->n_label) * sizeof(XXH128_hash_t) + s->n_label * 8;
 
-	if (s->n_label > 4) {
-		ls = malloc(3 * s->n_label * sizeof(*ls));
-		ll = malloc(3 * s->n_label * sizeof(*ll));
-		if (!ls || !ll) {
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < s->n_label; i++) {
-		const Perftools__Profiles__Label *l = s->label[i];
-		ls[3 * i] = pprof_string(p, l->key);
-		ls[3 * i + 1] = l->str ? pprof_string(p, l->str) : "";
-		ls[3 * i + 2] = l->num_unit ? pprof_string(p, l->num_unit) : "";
-		for (int j = 0; j < 3; j++) {
-			ll[3 * i + j] = strlen(ls[3 * i + j]);
-			need += ll[3 * i + j] + 1;
-		}
-		need += 16;
-	}
-	if (!key_room(h, need)) {
-		rc = -ENOMEM;
-		goto out;
-	}
+	if (!key_room(h, need))
+		return -ENOMEM;
 	uint8_t *k = h->key;
 	for (size_t i = 0; i < s->n_location_id; i++) {
 		size_t lp = hasher_loc_pos(h, s->location_id[i]);
-		if (lp == SIZE_MAX) {
-			rc = -EINVAL;
-			goto out;
-		}
+		if (lp == SIZE_MAX)
+			return -EINVAL;
 		k = put_hash(k, h->loc[lp]);
 	}
 	k = put_u64(k, UINT64_MAX); /* end of stack */
 	for (size_t i = 0; i < s->n_label; i++) {
 		const Perftools__Profiles__Label *l = s->label[i];
-		k = put_str(k, ls[3 * i], ll[3 * i]);
-		k = put_u64(k, l->str ? 1 : 0);
-		k = put_str(k, ls[3 * i + 1], ll[3 * i + 1]);
+		k = put_hash(k, hasher_label(h, l));
 		k = put_u64(k, (uint64_t)l->num);
-		k = put_str(k, ls[3 * i + 2], ll[3 * i + 2]);
 	}
 	*out = XXH3_128bits(h->key, (size_t)(k - h->key));
-out:
-	if (ls != ls_small) {
-		free(ls);
-		free(ll);
-	}
-	return rc;
+	return 0;
 }
 
 /* Groups the samples of p (types map[0..n)) by key into a new baseline;
