@@ -78,14 +78,18 @@ static size_t key_find(const struct scrape_baseline *b, XXH128_hash_t key)
 }
 
 /* ---- stack keys ---------------------------------------------------------------
- * One-shot XXH3 over a scratch buffer: first a hash per mapping, function
- * and location of the profile (by position, each computed once), then per
- * sample the hashes of its locations and its labels. Each key is laid out
- * with one size check (the scratch only grows), not one per field. */
+ * One-shot XXH3 over a scratch buffer: first a 64-bit hash per mapping,
+ * function and location of the profile (by position, each computed once),
+ * then per sample the 128-bit key over the hashes of its locations and its
+ * labels. Two stacks share a key only if the 128-bit hashes collide or two
+ * of the profile's locations (or functions, mappings, label strings) share
+ * a 64-bit hash; 64 bits per frame halve what a sample's key hashes, which
+ * takes it under XXH3's 128-byte step for typical Go stacks. Each key is
+ * laid out with one size check (the scratch only grows), not one per field. */
 
 struct hasher {
 	const struct pprof_profile *p;
-	XXH128_hash_t *map, *fn, *loc; /* by position */
+	uint64_t *map, *fn, *loc; /* by position */
 	/* Location id -> position + 1 (0 = none) when the ids are dense, as
 	 * every producer numbers them: the samples' location ids (most of a
 	 * profile's references) are then resolved inline, not through a
@@ -96,13 +100,13 @@ struct hasher {
 	 * first uses it (str_done[i]); labels repeat a few strings over
 	 * every sample (Go's allocs samples: the key "bytes"), which then
 	 * are not measured and copied into each sample's key again. */
-	XXH128_hash_t *str_h;
+	uint64_t *str_h;
 	uint8_t *str_done;
 	size_t n_str;
 	/* The strings of the last label hashed (key, str, num_unit indices)
 	 * and their combined hash: consecutive labels mostly have the same. */
 	int64_t last_key, last_str, last_unit;
-	XXH128_hash_t last_h;
+	uint64_t last_h;
 	bool has_last;
 	uint8_t *key;
 	size_t cap;
@@ -118,13 +122,13 @@ static void hasher_release(struct hasher *h)
 
 /* The hash of string idx of the profile ("" when out of range, as
  * pprof_string). */
-static XXH128_hash_t hasher_str(struct hasher *h, int64_t idx)
+static uint64_t hasher_str(struct hasher *h, int64_t idx)
 {
 	if (idx < 0 || (uint64_t)idx >= h->n_str)
 		idx = 0;
 	if (!h->str_done[idx]) {
 		const char *s = pprof_string(h->p, idx);
-		h->str_h[idx] = XXH3_128bits(s, strlen(s));
+		h->str_h[idx] = XXH3_64bits(s, strlen(s));
 		h->str_done[idx] = 1;
 	}
 	return h->str_h[idx];
@@ -155,12 +159,6 @@ static bool key_room(struct hasher *h, size_t n)
 }
 
 static uint8_t *put_u64(uint8_t *k, uint64_t v)
-{
-	memcpy(k, &v, sizeof(v));
-	return k + sizeof(v);
-}
-
-static uint8_t *put_hash(uint8_t *k, XXH128_hash_t v)
 {
 	memcpy(k, &v, sizeof(v));
 	return k + sizeof(v);
@@ -202,7 +200,7 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 		k = put_u64(k, (uint64_t)mp->has_functions | (uint64_t)mp->has_filenames << 1 |
 				   (uint64_t)mp->has_line_numbers << 2 |
 				   (uint64_t)mp->has_inline_frames << 3);
-		h->map[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
+		h->map[i] = XXH3_64bits(h->key, (size_t)(k - h->key));
 	}
 	for (size_t i = 0; i < m->n_function; i++) {
 		const pprof_function_msg *f = m->function[i];
@@ -215,28 +213,28 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 		k = put_str(k, sys, sl);
 		k = put_str(k, file, fl);
 		k = put_u64(k, (uint64_t)f->start_line);
-		h->fn[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
+		h->fn[i] = XXH3_64bits(h->key, (size_t)(k - h->key));
 	}
 	for (size_t i = 0; i < m->n_location; i++) {
 		const pprof_location_msg *l = m->location[i];
 		size_t mp = l->mapping_id ? pprof_mapping_pos(p, l->mapping_id) : SIZE_MAX;
-		if (!key_room(h, 16 + 16 + l->n_line * 32))
+		if (!key_room(h, 3 * 8 + l->n_line * 24))
 			return -ENOMEM;
 		if (mp == SIZE_MAX)
-			k = put_hash(h->key, (XXH128_hash_t){UINT64_MAX, UINT64_MAX});
+			k = put_u64(h->key, UINT64_MAX);
 		else
-			k = put_hash(h->key, h->map[mp]);
+			k = put_u64(h->key, h->map[mp]);
 		k = put_u64(k, l->address);
 		k = put_u64(k, l->n_line);
 		for (size_t j = 0; j < l->n_line; j++) {
 			size_t fp = pprof_function_pos(p, l->line[j]->function_id);
 			if (fp == SIZE_MAX)
 				return -EINVAL;
-			k = put_hash(k, h->fn[fp]);
+			k = put_u64(k, h->fn[fp]);
 			k = put_u64(k, (uint64_t)l->line[j]->line);
 			k = put_u64(k, (uint64_t)l->line[j]->column);
 		}
-		h->loc[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
+		h->loc[i] = XXH3_64bits(h->key, (size_t)(k - h->key));
 	}
 	uint64_t max_id = 0;
 	for (size_t i = 0; i < m->n_location; i++)
@@ -253,15 +251,13 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 }
 
 /* The hash of a label's strings: key, whether str is set, str, num_unit. */
-static XXH128_hash_t hasher_label(struct hasher *h, const Perftools__Profiles__Label *l)
+static uint64_t hasher_label(struct hasher *h, const Perftools__Profiles__Label *l)
 {
 	if (!h->has_last || l->key != h->last_key || l->str != h->last_str ||
 	    l->num_unit != h->last_unit) {
-		XXH128_hash_t part[4] = {hasher_str(h, l->key),
-					 {l->str ? 1 : 0, 0},
-					 hasher_str(h, l->str),
-					 hasher_str(h, l->num_unit)};
-		h->last_h = XXH3_128bits(part, sizeof(part));
+		uint64_t part[4] = {hasher_str(h, l->key), l->str ? 1 : 0, hasher_str(h, l->str),
+				    hasher_str(h, l->num_unit)};
+		h->last_h = XXH3_64bits(part, sizeof(part));
 		h->last_key = l->key;
 		h->last_str = l->str;
 		h->last_unit = l->num_unit;
@@ -274,7 +270,7 @@ static XXH128_hash_t hasher_label(struct hasher *h, const Perftools__Profiles__L
  * its strings and its number. */
 static int sample_key(struct hasher *h, const pprof_sample_msg *s, XXH128_hash_t *out)
 {
-	size_t need = (s->n_location_id + 1 + s->n_label) * sizeof(XXH128_hash_t) + s->n_label * 8;
+	size_t need = (s->n_location_id + 1 + 2 * s->n_label) * sizeof(uint64_t);
 
 	if (!key_room(h, need))
 		return -ENOMEM;
@@ -283,12 +279,12 @@ static int sample_key(struct hasher *h, const pprof_sample_msg *s, XXH128_hash_t
 		size_t lp = hasher_loc_pos(h, s->location_id[i]);
 		if (lp == SIZE_MAX)
 			return -EINVAL;
-		k = put_hash(k, h->loc[lp]);
+		k = put_u64(k, h->loc[lp]);
 	}
 	k = put_u64(k, UINT64_MAX); /* end of stack */
 	for (size_t i = 0; i < s->n_label; i++) {
 		const Perftools__Profiles__Label *l = s->label[i];
-		k = put_hash(k, hasher_label(h, l));
+		k = put_u64(k, hasher_label(h, l));
 		k = put_u64(k, (uint64_t)l->num);
 	}
 	*out = XXH3_128bits(h->key, (size_t)(k - h->key));
