@@ -564,27 +564,31 @@ static int count_top(struct parse *ps, struct wire w, struct top_counts *c)
 {
 	struct wire sub = {0};
 	uint32_t f = 0, t = 0;
+	size_t n[7] = {0}; /* by field: 1..6 are the repeated messages and strings */
 
 	memset(c, 0, sizeof(*c));
 	while (w.p < w.end) {
 		bool ok;
 
+		/* Nearly every field: a one-byte key of field 1..6 with a
+		 * one-byte length (under 128 bytes), counted and skipped
+		 * without the general decoding below. */
+		if (w.end - w.p >= 2 && (w.p[0] & 7) == WIRE_LEN && w.p[0] >= (1 << 3) &&
+		    w.p[0] < (7 << 3) && w.p[1] < 0x80) {
+			size_t len = w.p[1];
+
+			n[w.p[0] >> 3]++;
+			w.p += 2;
+			if (len > (size_t)(w.end - w.p))
+				return malformed(ps, &w, "profile", SIZE_MAX);
+			w.p += len;
+			continue;
+		}
 		if (!wire_key(&w, &f, &t))
 			return malformed(ps, &w, "profile", SIZE_MAX);
 		if (f >= 1 && f <= 6) {
 			ok = t == WIRE_LEN && wire_bytes(&w, &sub);
-			if (f == 1)
-				c->sample_type++;
-			else if (f == 2)
-				c->sample++;
-			else if (f == 3)
-				c->mapping++;
-			else if (f == 4)
-				c->location++;
-			else if (f == 5)
-				c->function++;
-			else
-				c->string++;
+			n[f]++;
 		} else if (f == 13) {
 			ok = count_scalars(&w, t, &c->comment);
 		} else if (f == 11) {
@@ -599,6 +603,12 @@ static int count_top(struct parse *ps, struct wire w, struct top_counts *c)
 		if (!ok)
 			return malformed(ps, &w, "profile", SIZE_MAX);
 	}
+	c->sample_type = n[1];
+	c->sample = n[2];
+	c->mapping = n[3];
+	c->location = n[4];
+	c->function = n[5];
+	c->string = n[6];
 	return 0;
 }
 
