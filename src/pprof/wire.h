@@ -24,10 +24,16 @@ static inline bool wire_varint(struct wire *w, uint64_t *out)
 	const uint8_t *p = w->p;
 	uint64_t v = 0;
 
-	/* One-byte varints (ids, small values) are the common case. */
+	/* One-byte varints (ids, small values) are the common case, then
+	 * two-byte ones (ids and lengths over 127, label numbers). */
 	if (p < w->end && *p < 0x80) {
 		*out = *p;
 		w->p = p + 1;
+		return true;
+	}
+	if (w->end - p >= 2 && p[1] < 0x80) {
+		*out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		w->p = p + 2;
 		return true;
 	}
 	for (int shift = 0; shift < 70; shift += 7) {

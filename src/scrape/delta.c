@@ -90,12 +90,13 @@ static size_t key_find(const struct scrape_baseline *b, XXH128_hash_t key)
 struct hasher {
 	const struct pprof_profile *p;
 	uint64_t *map, *fn, *loc; /* by position */
-	/* Location id -> position + 1 (0 = none) when the ids are dense, as
-	 * every producer numbers them: the samples' location ids (most of a
-	 * profile's references) are then resolved inline, not through a
-	 * call to pprof_location_pos each. */
-	uint32_t *loc_ix;
-	size_t n_loc_ix;
+	/* Location id -> the location's hash (0 = none, or a hash that
+	 * happens to be 0: both resolved through pprof_location_pos) when
+	 * the ids are dense, as every producer numbers them: the samples'
+	 * location ids (most of a profile's references) then take one load
+	 * each, not a call to pprof_location_pos and a second lookup. */
+	uint64_t *loc_by_id;
+	size_t n_loc_by_id;
 	/* By string index: the hash of the string, computed when a label
 	 * first uses it (str_done[i]); labels repeat a few strings over
 	 * every sample (Go's allocs samples: the key "bytes"), which then
@@ -115,7 +116,7 @@ struct hasher {
 static void hasher_release(struct hasher *h)
 {
 	free(h->map);
-	free(h->loc_ix);
+	free(h->loc_by_id);
 	free(h->str_h); /* with str_done */
 	free(h->key);
 }
@@ -134,12 +135,16 @@ static uint64_t hasher_str(struct hasher *h, int64_t idx)
 	return h->str_h[idx];
 }
 
-/* Position of location id in h->p, or SIZE_MAX. */
-static inline size_t hasher_loc_pos(const struct hasher *h, uint64_t id)
+/* The hash of location id into *out; false when p has no such location. */
+static inline bool hasher_loc(const struct hasher *h, uint64_t id, uint64_t *out)
 {
-	if (id < h->n_loc_ix)
-		return h->loc_ix[id] ? h->loc_ix[id] - 1 : SIZE_MAX;
-	return h->loc_ix ? SIZE_MAX : pprof_location_pos(h->p, id);
+	if (id < h->n_loc_by_id && (*out = h->loc_by_id[id]) != 0)
+		return true;
+	size_t pos = pprof_location_pos(h->p, id);
+	if (pos == SIZE_MAX)
+		return false;
+	*out = h->loc[pos];
+	return true;
 }
 
 /* Room for n bytes of key; false on out-of-memory. */
@@ -241,11 +246,11 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 		if (m->location[i]->id > max_id)
 			max_id = m->location[i]->id;
 	if (m->n_location && max_id <= 4 * (uint64_t)m->n_location + 1024) {
-		if (!(h->loc_ix = calloc(max_id + 1, sizeof(*h->loc_ix))))
+		if (!(h->loc_by_id = calloc(max_id + 1, sizeof(*h->loc_by_id))))
 			return -ENOMEM;
-		h->n_loc_ix = max_id + 1;
+		h->n_loc_by_id = max_id + 1;
 		for (size_t i = 0; i < m->n_location; i++) /* ids are unique (validated) */
-			h->loc_ix[m->location[i]->id] = (uint32_t)i + 1;
+			h->loc_by_id[m->location[i]->id] = h->loc[i];
 	}
 	return 0;
 }
@@ -276,10 +281,10 @@ static int sample_key(struct hasher *h, const pprof_sample_msg *s, XXH128_hash_t
 		return -ENOMEM;
 	uint8_t *k = h->key;
 	for (size_t i = 0; i < s->n_location_id; i++) {
-		size_t lp = hasher_loc_pos(h, s->location_id[i]);
-		if (lp == SIZE_MAX)
+		uint64_t lh;
+		if (!hasher_loc(h, s->location_id[i], &lh))
 			return -EINVAL;
-		k = put_u64(k, h->loc[lp]);
+		k = put_u64(k, lh);
 	}
 	k = put_u64(k, UINT64_MAX); /* end of stack */
 	for (size_t i = 0; i < s->n_label; i++) {
