@@ -9,8 +9,8 @@
  * fields, then a filling pass stores them into exactly sized arrays in the
  * arena (structs of one kind in one block). Samples and locations, most of
  * a profile, are read in one pass when laid out as producers write them
- * (packed scalars once each, a few labels or lines): a packed field's
- * payload gives its own count. Unknown fields are skipped,
+ * (short packed scalars once each, a few labels or lines): decoded on the
+ * stack, then copied into one exactly sized block. Unknown fields are skipped,
  * packed and unpacked repeated scalars are both accepted, and a known field
  * with the wrong wire type is an error, as in protobuf-c. Errors name the
  * byte offset and the element ("sample[3]").
@@ -222,86 +222,87 @@ static int parse_sample_general(struct parse *ps, struct wire w, pprof_sample_ms
  * location unless frames were inlined. More take the general path. */
 #define ONE_PASS_LABELS 4
 #define ONE_PASS_LINES	8
-
-/* Reads a packed repeated scalar into a new array of exactly its length:
- * the count (wire_count_varints, eight bytes a step) comes from the payload
- * itself, so the message need not be walked twice. */
-static bool read_packed(struct parse *ps, struct wire *w, uint64_t **arr, size_t *n, bool *oom)
-{
-	struct wire sub = {0};
-	size_t c;
-
-	if (!wire_bytes(w, &sub))
-		return false;
-	c = wire_count_varints(&sub);
-	*n = c;
-	if (c == 0)
-		return sub.p == sub.end;
-	*arr = arena_alloc(ps->a, c * sizeof(uint64_t));
-	if (!*arr) {
-		*oom = true;
-		return false;
-	}
-	return wire_packed_varints(sub, *arr) == (long)c;
-}
+/* Bytes of a packed field that the one-pass sample parser decodes on the
+ * stack (a varint takes at least one byte: at most this many values; Go's
+ * stacks of 64 frames with two-byte ids fit). Longer fields take the
+ * general path. */
+#define ONE_PASS_PACKED 128
 
 /* A sample in one pass, in the layout every producer writes: location_id
- * and value packed and at most once each, at most ONE_PASS_LABELS labels.
- * Returns 1, having read nothing it keeps, when the sample is laid out
- * otherwise (parse_sample_general takes it), 0 when parsed, or an error;
- * what is malformed is an error in either parser. */
+ * and value packed, at most ONE_PASS_PACKED bytes and once each, at most
+ * ONE_PASS_LABELS labels. Everything is decoded on the stack, then copied
+ * into one block of the arena (ids, values, labels, pointers to the
+ * labels), so a sample costs one allocation and no counting pass. Returns
+ * through parse_sample_general, having kept nothing, when the sample is
+ * laid out otherwise; what is malformed is an error in either parser. */
 static int parse_sample(struct parse *ps, struct wire w, pprof_sample_msg *s, size_t i)
 {
 	Perftools__Profiles__Label labels[ONE_PASS_LABELS];
-	bool seen_loc = false, seen_val = false, no_mem = false;
+	uint64_t locs[ONE_PASS_PACKED], vals[ONE_PASS_PACKED];
+	bool seen_loc = false, seen_val = false;
 	struct wire start = w, sub = {0};
-	size_t n_lab = 0;
+	size_t n_loc = 0, n_val = 0, n_lab = 0;
 	uint32_t f = 0, t = 0;
 	int rc;
 
 	*s = (pprof_sample_msg)PERFTOOLS__PROFILES__SAMPLE__INIT;
 	while (w.p < w.end) {
-		bool ok;
-
 		if (!wire_key(&w, &f, &t))
 			return malformed(ps, &w, "sample", i);
 		if ((f == 1 && (seen_loc || t != WIRE_LEN)) ||
 		    (f == 2 && (seen_val || t != WIRE_LEN)) || (f == 3 && n_lab == ONE_PASS_LABELS))
 			return parse_sample_general(ps, start, s, i);
-		if (f == 1) {
-			seen_loc = true;
-			ok = read_packed(ps, &w, &s->location_id, &s->n_location_id, &no_mem);
-		} else if (f == 2) {
-			seen_val = true;
-			ok = read_packed(ps, &w, (uint64_t **)&s->value, &s->n_value, &no_mem);
+		if (f == 1 || f == 2) {
+			long got;
+
+			if (!wire_bytes(&w, &sub))
+				return malformed(ps, &w, "sample", i);
+			if (sub.end - sub.p > ONE_PASS_PACKED)
+				return parse_sample_general(ps, start, s, i);
+			got = wire_packed_varints(sub, f == 1 ? locs : vals);
+			if (got < 0)
+				return malformed(ps, &w, "sample", i);
+			if (f == 1) {
+				seen_loc = true;
+				n_loc = (size_t)got;
+			} else {
+				seen_val = true;
+				n_val = (size_t)got;
+			}
 		} else if (f == 3) {
 			if (t != WIRE_LEN || !wire_bytes(&w, &sub))
 				return malformed(ps, &w, "sample", i);
 			rc = parse_label(ps, sub, &labels[n_lab++], i);
 			if (rc)
 				return rc;
-			ok = true;
-		} else {
-			ok = wire_skip(&w, t);
-		}
-		if (no_mem)
-			return oom(ps);
-		if (!ok)
+		} else if (!wire_skip(&w, t)) {
 			return malformed(ps, &w, "sample", i);
+		}
+	}
+	if (n_loc + n_val + n_lab == 0)
+		return 0;
+	uint64_t *block = arena_alloc(ps->a, (n_loc + n_val) * sizeof(uint64_t) +
+						 n_lab * (sizeof(*labels) + sizeof(*s->label)));
+	if (!block)
+		return oom(ps);
+	if (n_loc) {
+		s->location_id = block;
+		s->n_location_id = n_loc;
+		memcpy(block, locs, n_loc * sizeof(uint64_t));
+	}
+	if (n_val) {
+		s->value = (int64_t *)block + n_loc;
+		s->n_value = n_val;
+		memcpy(s->value, vals, n_val * sizeof(uint64_t));
 	}
 	if (n_lab) {
-		/* The labels and the pointers to them in one block. */
-		Perftools__Profiles__Label **ptrs =
-		    arena_alloc(ps->a, n_lab * (sizeof(*ptrs) + sizeof(*labels)));
-		Perftools__Profiles__Label *copy;
+		Perftools__Profiles__Label *copy =
+		    (Perftools__Profiles__Label *)(block + n_loc + n_val);
 
-		if (!ptrs)
-			return oom(ps);
-		copy = (Perftools__Profiles__Label *)(ptrs + n_lab);
+		s->label = (Perftools__Profiles__Label **)(copy + n_lab);
 		memcpy(copy, labels, n_lab * sizeof(*labels));
 		for (size_t k = 0; k < n_lab; k++)
-			ptrs[k] = &copy[k];
-		s->label = ptrs;
+			s->label[k] = &copy[k];
 		s->n_label = n_lab;
 	}
 	return 0;

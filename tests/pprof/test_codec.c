@@ -645,8 +645,8 @@ static void pb_label(struct buf *sample, int64_t key, int64_t str, int64_t num)
 
 /* A profile whose samples and locations are laid out in every way protobuf
  * allows: location ids and values unpacked (Go writes a stack of one or
- * two frames so) or split over several packed fields, empty packed fields,
- * many labels and lines; with unknown, unknown fields in between. */
+ * two frames so) or split over several packed fields, empty and long packed
+ * fields, many labels and lines; with unknown, unknown fields in between. */
 static void layouts_message(struct buf *raw, bool unknown)
 {
 	static const char *strings[] = {"", "samples", "count", "fn", "file.c", "k", "v"};
@@ -712,6 +712,16 @@ static void layouts_message(struct buf *raw, bool unknown)
 		pb_packed(&msg, 2, vals, 2);
 		pb_msg(raw, 2, &msg);
 	}
+	/* A deep stack: 150 bytes of packed ids, past the one-pass limit. */
+	{
+		uint64_t deep[100];
+
+		for (size_t k = 0; k < 100; k++)
+			deep[k] = k % 2 ? 1 : 300;
+		pb_packed(&msg, 1, deep, 100);
+		pb_packed(&msg, 2, vals, 2);
+		pb_msg(raw, 2, &msg);
+	}
 	/* No location at all; an empty value field before the real one. */
 	pb_bytes(&msg, 2, NULL, 0);
 	pb_packed(&msg, 2, vals, 2);
@@ -741,7 +751,7 @@ static void test_layouts_agree_with_protobuf_c(void **state)
 	assert_int_equal(pprof_encode(pprof_profile_msg(p), false, &got), 0);
 	assert_int_equal(got.len, want.len);
 	assert_memory_equal(got.data, want.data, want.len);
-	assert_int_equal(pprof_sample_count(p), 7);
+	assert_int_equal(pprof_sample_count(p), 8);
 	pprof_profile_free(p);
 	perftools__profiles__profile__free_unpacked(ref, NULL);
 	buf_free(&raw);
