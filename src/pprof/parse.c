@@ -5,9 +5,12 @@
  * profile (descriptor lookups and one allocation per submessage); this one
  * does over 10x that. It fills the same protobuf-c structs, so everything
  * downstream (validation, pprof_encode, callers reading the message) is
- * unchanged. Each message is read twice: a counting pass sizes its repeated
+ * unchanged. A message is read twice: a counting pass sizes its repeated
  * fields, then a filling pass stores them into exactly sized arrays in the
- * arena (structs of one kind in one block). Unknown fields are skipped,
+ * arena (structs of one kind in one block). Samples and locations, most of
+ * a profile, are read in one pass when laid out as producers write them
+ * (short packed scalars once each, a few labels or lines): decoded on the
+ * stack, then copied into one exactly sized block. Unknown fields are skipped,
  * packed and unpacked repeated scalars are both accepted, and a known field
  * with the wrong wire type is an error, as in protobuf-c. Errors name the
  * byte offset and the element ("sample[3]").
@@ -143,7 +146,8 @@ static int parse_label(struct parse *ps, struct wire w, Perftools__Profiles__Lab
 	return 0;
 }
 
-static int parse_sample(struct parse *ps, struct wire w, pprof_sample_msg *s, size_t i)
+/* Any layout of a sample: a counting pass, then a filling pass. */
+static int parse_sample_general(struct parse *ps, struct wire w, pprof_sample_msg *s, size_t i)
 {
 	struct wire start = w, sub = {0};
 	size_t n_loc = 0, n_val = 0, n_lab = 0, il = 0, iv = 0, ib = 0;
@@ -210,6 +214,97 @@ static int parse_sample(struct parse *ps, struct wire w, pprof_sample_msg *s, si
 	s->n_location_id = n_loc;
 	s->n_value = n_val;
 	s->n_label = n_lab;
+	return 0;
+}
+
+/* Labels and lines that the one-pass parsers below hold on the stack: Go
+ * writes one label per allocs sample and none per CPU sample, one line per
+ * location unless frames were inlined. More take the general path. */
+#define ONE_PASS_LABELS 4
+#define ONE_PASS_LINES	8
+/* Bytes of a packed field that the one-pass sample parser decodes on the
+ * stack (a varint takes at least one byte: at most this many values; Go's
+ * stacks of 64 frames with two-byte ids fit). Longer fields take the
+ * general path. */
+#define ONE_PASS_PACKED 128
+
+/* A sample in one pass, in the layout every producer writes: location_id
+ * and value packed, at most ONE_PASS_PACKED bytes and once each, at most
+ * ONE_PASS_LABELS labels. Everything is decoded on the stack, then copied
+ * into one block of the arena (ids, values, labels, pointers to the
+ * labels), so a sample costs one allocation and no counting pass. Returns
+ * through parse_sample_general, having kept nothing, when the sample is
+ * laid out otherwise; what is malformed is an error in either parser. */
+static int parse_sample(struct parse *ps, struct wire w, pprof_sample_msg *s, size_t i)
+{
+	Perftools__Profiles__Label labels[ONE_PASS_LABELS];
+	uint64_t locs[ONE_PASS_PACKED], vals[ONE_PASS_PACKED];
+	bool seen_loc = false, seen_val = false;
+	struct wire start = w, sub = {0};
+	size_t n_loc = 0, n_val = 0, n_lab = 0;
+	uint32_t f = 0, t = 0;
+	int rc;
+
+	*s = (pprof_sample_msg)PERFTOOLS__PROFILES__SAMPLE__INIT;
+	while (w.p < w.end) {
+		if (!wire_key(&w, &f, &t))
+			return malformed(ps, &w, "sample", i);
+		if ((f == 1 && (seen_loc || t != WIRE_LEN)) ||
+		    (f == 2 && (seen_val || t != WIRE_LEN)) || (f == 3 && n_lab == ONE_PASS_LABELS))
+			return parse_sample_general(ps, start, s, i);
+		if (f == 1 || f == 2) {
+			long got;
+
+			if (!wire_bytes(&w, &sub))
+				return malformed(ps, &w, "sample", i);
+			if (sub.end - sub.p > ONE_PASS_PACKED)
+				return parse_sample_general(ps, start, s, i);
+			got = wire_packed_varints(sub, f == 1 ? locs : vals);
+			if (got < 0)
+				return malformed(ps, &w, "sample", i);
+			if (f == 1) {
+				seen_loc = true;
+				n_loc = (size_t)got;
+			} else {
+				seen_val = true;
+				n_val = (size_t)got;
+			}
+		} else if (f == 3) {
+			if (t != WIRE_LEN || !wire_bytes(&w, &sub))
+				return malformed(ps, &w, "sample", i);
+			rc = parse_label(ps, sub, &labels[n_lab++], i);
+			if (rc)
+				return rc;
+		} else if (!wire_skip(&w, t)) {
+			return malformed(ps, &w, "sample", i);
+		}
+	}
+	if (n_loc + n_val + n_lab == 0)
+		return 0;
+	uint64_t *block = arena_alloc(ps->a, (n_loc + n_val) * sizeof(uint64_t) +
+						 n_lab * (sizeof(*labels) + sizeof(*s->label)));
+	if (!block)
+		return oom(ps);
+	if (n_loc) {
+		s->location_id = block;
+		s->n_location_id = n_loc;
+		memcpy(block, locs, n_loc * sizeof(uint64_t));
+	}
+	if (n_val) {
+		s->value = (int64_t *)block + n_loc;
+		s->n_value = n_val;
+		memcpy(s->value, vals, n_val * sizeof(uint64_t));
+	}
+	if (n_lab) {
+		Perftools__Profiles__Label *copy =
+		    (Perftools__Profiles__Label *)(block + n_loc + n_val);
+
+		s->label = (Perftools__Profiles__Label **)(copy + n_lab);
+		memcpy(copy, labels, n_lab * sizeof(*labels));
+		for (size_t k = 0; k < n_lab; k++)
+			s->label[k] = &copy[k];
+		s->n_label = n_lab;
+	}
 	return 0;
 }
 
@@ -327,7 +422,8 @@ static int parse_line(struct parse *ps, struct wire w, Perftools__Profiles__Line
 	return 0;
 }
 
-static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l, size_t i)
+/* Any number of lines: the scalars and a count, then the lines. */
+static int parse_location_general(struct parse *ps, struct wire w, pprof_location_msg *l, size_t i)
 {
 	struct wire start = w, sub = {0};
 	Perftools__Profiles__Line *lines = NULL;
@@ -383,6 +479,67 @@ static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l
 	return 0;
 }
 
+/* A location with at most ONE_PASS_LINES lines in one pass (the lines are
+ * held on the stack until their number is known); more take
+ * parse_location_general. */
+static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l, size_t i)
+{
+	Perftools__Profiles__Line lines[ONE_PASS_LINES];
+	struct wire start = w, sub = {0};
+	size_t n_line = 0;
+	uint32_t f = 0, t = 0;
+	uint64_t v = 0;
+	int rc;
+
+	*l = (pprof_location_msg)PERFTOOLS__PROFILES__LOCATION__INIT;
+	while (w.p < w.end) {
+		bool ok;
+
+		if (!wire_key(&w, &f, &t))
+			return malformed(ps, &w, "location", i);
+		if (f == 4) {
+			if (n_line == ONE_PASS_LINES)
+				return parse_location_general(ps, start, l, i);
+			if (t != WIRE_LEN || !wire_bytes(&w, &sub))
+				return malformed(ps, &w, "location", i);
+			rc = parse_line(ps, sub, &lines[n_line++], i);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (f == 1 || f == 2 || f == 3 || f == 5)
+			ok = read_varint(&w, t, &v);
+		else
+			ok = wire_skip(&w, t);
+		if (!ok)
+			return malformed(ps, &w, "location", i);
+		if (f == 1)
+			l->id = v;
+		else if (f == 2)
+			l->mapping_id = v;
+		else if (f == 3)
+			l->address = v;
+		else if (f == 5)
+			l->is_folded = v != 0;
+	}
+	if (n_line) {
+		/* The lines and the pointers to them in one block. */
+		Perftools__Profiles__Line **ptrs =
+		    arena_alloc(ps->a, n_line * (sizeof(*ptrs) + sizeof(*lines)));
+		Perftools__Profiles__Line *copy;
+
+		if (!ptrs)
+			return oom(ps);
+		copy = (Perftools__Profiles__Line *)(ptrs + n_line);
+		memcpy(copy, lines, n_line * sizeof(*lines));
+		for (size_t k = 0; k < n_line; k++)
+			ptrs[k] = &copy[k];
+		l->line = ptrs;
+		l->n_line = n_line;
+	}
+	return 0;
+}
+
 /* Allocates n structs of size and a pointer array over them. */
 static void **alloc_items(struct parse *ps, size_t n, size_t size)
 {
@@ -408,27 +565,31 @@ static int count_top(struct parse *ps, struct wire w, struct top_counts *c)
 {
 	struct wire sub = {0};
 	uint32_t f = 0, t = 0;
+	size_t n[7] = {0}; /* by field: 1..6 are the repeated messages and strings */
 
 	memset(c, 0, sizeof(*c));
 	while (w.p < w.end) {
 		bool ok;
 
+		/* Nearly every field: a one-byte key of field 1..6 with a
+		 * one-byte length (under 128 bytes), counted and skipped
+		 * without the general decoding below. */
+		if (w.end - w.p >= 2 && (w.p[0] & 7) == WIRE_LEN && w.p[0] >= (1 << 3) &&
+		    w.p[0] < (7 << 3) && w.p[1] < 0x80) {
+			size_t len = w.p[1];
+
+			n[w.p[0] >> 3]++;
+			w.p += 2;
+			if (len > (size_t)(w.end - w.p))
+				return malformed(ps, &w, "profile", SIZE_MAX);
+			w.p += len;
+			continue;
+		}
 		if (!wire_key(&w, &f, &t))
 			return malformed(ps, &w, "profile", SIZE_MAX);
 		if (f >= 1 && f <= 6) {
 			ok = t == WIRE_LEN && wire_bytes(&w, &sub);
-			if (f == 1)
-				c->sample_type++;
-			else if (f == 2)
-				c->sample++;
-			else if (f == 3)
-				c->mapping++;
-			else if (f == 4)
-				c->location++;
-			else if (f == 5)
-				c->function++;
-			else
-				c->string++;
+			n[f]++;
 		} else if (f == 13) {
 			ok = count_scalars(&w, t, &c->comment);
 		} else if (f == 11) {
@@ -443,6 +604,12 @@ static int count_top(struct parse *ps, struct wire w, struct top_counts *c)
 		if (!ok)
 			return malformed(ps, &w, "profile", SIZE_MAX);
 	}
+	c->sample_type = n[1];
+	c->sample = n[2];
+	c->mapping = n[3];
+	c->location = n[4];
+	c->function = n[5];
+	c->string = n[6];
 	return 0;
 }
 

@@ -39,8 +39,10 @@ static int64_t use_str(struct remap *r, int64_t idx)
 	return r->str[idx];
 }
 
-static uint64_t use_obj(const struct pprof_idtab *t, uint64_t id, uint32_t *ids, uint32_t *order,
-			size_t *n)
+/* Inline: called for every frame of every chosen sample (out of line, the
+ * call was three quarters of its cost). */
+static inline __attribute__((always_inline)) uint64_t
+use_obj(const struct pprof_idtab *t, uint64_t id, uint32_t *ids, uint32_t *order, size_t *n)
 {
 	size_t pos = pprof_idtab_index(t, id);
 	if (pos == SIZE_MAX)

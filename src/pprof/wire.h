@@ -24,10 +24,16 @@ static inline bool wire_varint(struct wire *w, uint64_t *out)
 	const uint8_t *p = w->p;
 	uint64_t v = 0;
 
-	/* One-byte varints (ids, small values) are the common case. */
+	/* One-byte varints (ids, small values) are the common case, then
+	 * two-byte ones (ids and lengths over 127, label numbers). */
 	if (p < w->end && *p < 0x80) {
 		*out = *p;
 		w->p = p + 1;
+		return true;
+	}
+	if (w->end - p >= 2 && p[1] < 0x80) {
+		*out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		w->p = p + 2;
 		return true;
 	}
 	for (int shift = 0; shift < 70; shift += 7) {
@@ -101,12 +107,14 @@ static inline size_t wire_count_varints(const struct wire *w)
 	const uint8_t *p = w->p;
 	size_t n = 0;
 
-	/* Eight bytes at a time: count the clear top bits. */
+	/* Eight bytes at a time: the clear top bits, each moved to the low
+	 * bit of its byte, are summed into the top byte by the multiply (at
+	 * most 8: no carry). A popcount is a libgcc call without -mpopcnt. */
 	for (; w->end - p >= 8; p += 8) {
 		uint64_t x;
 
 		memcpy(&x, p, 8);
-		n += (size_t)__builtin_popcountll(~x & 0x8080808080808080ull);
+		n += (size_t)((((~x & 0x8080808080808080ull) >> 7) * 0x0101010101010101ull) >> 56);
 	}
 	for (; p < w->end; p++)
 		n += *p < 0x80;

@@ -78,20 +78,37 @@ static size_t key_find(const struct scrape_baseline *b, XXH128_hash_t key)
 }
 
 /* ---- stack keys ---------------------------------------------------------------
- * One-shot XXH3 over a scratch buffer: first a hash per mapping, function
- * and location of the profile (by position, each computed once), then per
- * sample the hashes of its locations and its labels. Each key is laid out
- * with one size check (the scratch only grows), not one per field. */
+ * One-shot XXH3 over a scratch buffer: first a 64-bit hash per mapping,
+ * function and location of the profile (by position, each computed once),
+ * then per sample the 128-bit key over the hashes of its locations and its
+ * labels. Two stacks share a key only if the 128-bit hashes collide or two
+ * of the profile's locations (or functions, mappings, label strings) share
+ * a 64-bit hash; 64 bits per frame halve what a sample's key hashes, which
+ * takes it under XXH3's 128-byte step for typical Go stacks. Each key is
+ * laid out with one size check (the scratch only grows), not one per field. */
 
 struct hasher {
 	const struct pprof_profile *p;
-	XXH128_hash_t *map, *fn, *loc; /* by position */
-	/* Location id -> position + 1 (0 = none) when the ids are dense, as
-	 * every producer numbers them: the samples' location ids (most of a
-	 * profile's references) are then resolved inline, not through a
-	 * call to pprof_location_pos each. */
-	uint32_t *loc_ix;
-	size_t n_loc_ix;
+	uint64_t *map, *fn, *loc; /* by position */
+	/* Location id -> the location's hash (0 = none, or a hash that
+	 * happens to be 0: both resolved through pprof_location_pos) when
+	 * the ids are dense, as every producer numbers them: the samples'
+	 * location ids (most of a profile's references) then take one load
+	 * each, not a call to pprof_location_pos and a second lookup. */
+	uint64_t *loc_by_id;
+	size_t n_loc_by_id;
+	/* By string index: the hash of the string, computed when a label
+	 * first uses it (str_done[i]); labels repeat a few strings over
+	 * every sample (Go's allocs samples: the key "bytes"), which then
+	 * are not measured and copied into each sample's key again. */
+	uint64_t *str_h;
+	uint8_t *str_done;
+	size_t n_str;
+	/* The strings of the last label hashed (key, str, num_unit indices)
+	 * and their combined hash: consecutive labels mostly have the same. */
+	int64_t last_key, last_str, last_unit;
+	uint64_t last_h;
+	bool has_last;
 	uint8_t *key;
 	size_t cap;
 };
@@ -99,16 +116,35 @@ struct hasher {
 static void hasher_release(struct hasher *h)
 {
 	free(h->map);
-	free(h->loc_ix);
+	free(h->loc_by_id);
+	free(h->str_h); /* with str_done */
 	free(h->key);
 }
 
-/* Position of location id in h->p, or SIZE_MAX. */
-static inline size_t hasher_loc_pos(const struct hasher *h, uint64_t id)
+/* The hash of string idx of the profile ("" when out of range, as
+ * pprof_string). */
+static uint64_t hasher_str(struct hasher *h, int64_t idx)
 {
-	if (id < h->n_loc_ix)
-		return h->loc_ix[id] ? h->loc_ix[id] - 1 : SIZE_MAX;
-	return h->loc_ix ? SIZE_MAX : pprof_location_pos(h->p, id);
+	if (idx < 0 || (uint64_t)idx >= h->n_str)
+		idx = 0;
+	if (!h->str_done[idx]) {
+		const char *s = pprof_string(h->p, idx);
+		h->str_h[idx] = XXH3_64bits(s, strlen(s));
+		h->str_done[idx] = 1;
+	}
+	return h->str_h[idx];
+}
+
+/* The hash of location id into *out; false when p has no such location. */
+static inline bool hasher_loc(const struct hasher *h, uint64_t id, uint64_t *out)
+{
+	if (id < h->n_loc_by_id && (*out = h->loc_by_id[id]) != 0)
+		return true;
+	size_t pos = pprof_location_pos(h->p, id);
+	if (pos == SIZE_MAX)
+		return false;
+	*out = h->loc[pos];
+	return true;
 }
 
 /* Room for n bytes of key; false on out-of-memory. */
@@ -133,12 +169,6 @@ static uint8_t *put_u64(uint8_t *k, uint64_t v)
 	return k + sizeof(v);
 }
 
-static uint8_t *put_hash(uint8_t *k, XXH128_hash_t v)
-{
-	memcpy(k, &v, sizeof(v));
-	return k + sizeof(v);
-}
-
 /* Copies s with its NUL (len = strlen(s)). */
 static uint8_t *put_str(uint8_t *k, const char *s, size_t len)
 {
@@ -153,8 +183,11 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 
 	h->p = p;
 	h->map = malloc((m->n_mapping + m->n_function + m->n_location + 1) * sizeof(*h->map));
-	if (!h->map || !key_room(h, 256))
+	h->n_str = m->n_string_table ? m->n_string_table : 1;
+	h->str_h = calloc(h->n_str, sizeof(*h->str_h) + 1);
+	if (!h->map || !h->str_h || !key_room(h, 256))
 		return -ENOMEM;
+	h->str_done = (uint8_t *)(h->str_h + h->n_str);
 	h->fn = h->map + m->n_mapping;
 	h->loc = h->fn + m->n_function;
 	for (size_t i = 0; i < m->n_mapping; i++) {
@@ -172,7 +205,7 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 		k = put_u64(k, (uint64_t)mp->has_functions | (uint64_t)mp->has_filenames << 1 |
 				   (uint64_t)mp->has_line_numbers << 2 |
 				   (uint64_t)mp->has_inline_frames << 3);
-		h->map[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
+		h->map[i] = XXH3_64bits(h->key, (size_t)(k - h->key));
 	}
 	for (size_t i = 0; i < m->n_function; i++) {
 		const pprof_function_msg *f = m->function[i];
@@ -185,101 +218,82 @@ static int hasher_init(struct hasher *h, const struct pprof_profile *p)
 		k = put_str(k, sys, sl);
 		k = put_str(k, file, fl);
 		k = put_u64(k, (uint64_t)f->start_line);
-		h->fn[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
+		h->fn[i] = XXH3_64bits(h->key, (size_t)(k - h->key));
 	}
 	for (size_t i = 0; i < m->n_location; i++) {
 		const pprof_location_msg *l = m->location[i];
 		size_t mp = l->mapping_id ? pprof_mapping_pos(p, l->mapping_id) : SIZE_MAX;
-		if (!key_room(h, 16 + 16 + l->n_line * 32))
+		if (!key_room(h, 3 * 8 + l->n_line * 24))
 			return -ENOMEM;
 		if (mp == SIZE_MAX)
-			k = put_hash(h->key, (XXH128_hash_t){UINT64_MAX, UINT64_MAX});
+			k = put_u64(h->key, UINT64_MAX);
 		else
-			k = put_hash(h->key, h->map[mp]);
+			k = put_u64(h->key, h->map[mp]);
 		k = put_u64(k, l->address);
 		k = put_u64(k, l->n_line);
 		for (size_t j = 0; j < l->n_line; j++) {
 			size_t fp = pprof_function_pos(p, l->line[j]->function_id);
 			if (fp == SIZE_MAX)
 				return -EINVAL;
-			k = put_hash(k, h->fn[fp]);
+			k = put_u64(k, h->fn[fp]);
 			k = put_u64(k, (uint64_t)l->line[j]->line);
 			k = put_u64(k, (uint64_t)l->line[j]->column);
 		}
-		h->loc[i] = XXH3_128bits(h->key, (size_t)(k - h->key));
+		h->loc[i] = XXH3_64bits(h->key, (size_t)(k - h->key));
 	}
 	uint64_t max_id = 0;
 	for (size_t i = 0; i < m->n_location; i++)
 		if (m->location[i]->id > max_id)
 			max_id = m->location[i]->id;
 	if (m->n_location && max_id <= 4 * (uint64_t)m->n_location + 1024) {
-		if (!(h->loc_ix = calloc(max_id + 1, sizeof(*h->loc_ix))))
+		if (!(h->loc_by_id = calloc(max_id + 1, sizeof(*h->loc_by_id))))
 			return -ENOMEM;
-		h->n_loc_ix = max_id + 1;
+		h->n_loc_by_id = max_id + 1;
 		for (size_t i = 0; i < m->n_location; i++) /* ids are unique (validated) */
-			h->loc_ix[m->location[i]->id] = (uint32_t)i + 1;
+			h->loc_by_id[m->location[i]->id] = h->loc[i];
 	}
 	return 0;
 }
 
+/* The hash of a label's strings: key, whether str is set, str, num_unit. */
+static uint64_t hasher_label(struct hasher *h, const Perftools__Profiles__Label *l)
+{
+	if (!h->has_last || l->key != h->last_key || l->str != h->last_str ||
+	    l->num_unit != h->last_unit) {
+		uint64_t part[4] = {hasher_str(h, l->key), l->str ? 1 : 0, hasher_str(h, l->str),
+				    hasher_str(h, l->num_unit)};
+		h->last_h = XXH3_64bits(part, sizeof(part));
+		h->last_key = l->key;
+		h->last_str = l->str;
+		h->last_unit = l->num_unit;
+		h->has_last = true;
+	}
+	return h->last_h;
+}
+
+/* A sample's key: the hashes of its locations, then per label the hash of
+ * its strings and its number. */
 static int sample_key(struct hasher *h, const pprof_sample_msg *s, XXH128_hash_t *out)
 {
-	const struct pprof_profile *p = h->p;
-	size_t need = (s->n_location_id + 1) * sizeof(XXH128_hash_t);
-	/* The labels' strings, measured once: key, str, num_unit per label
-	 * (Go's allocs samples carry one, "bytes"). */
-	const char *ls_small[3 * 4], **ls = ls_small;
-	size_t ll_small[3 * 4], *ll = ll_small;
-	int rc = 0;
+	size_t need = (s->n_location_id + 1 + 2 * s->n_label) * sizeof(uint64_t);
 
-	if (s->n_label > 4) {
-		ls = malloc(3 * s->n_label * sizeof(*ls));
-		ll = malloc(3 * s->n_label * sizeof(*ll));
-		if (!ls || !ll) {
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < s->n_label; i++) {
-		const Perftools__Profiles__Label *l = s->label[i];
-		ls[3 * i] = pprof_string(p, l->key);
-		ls[3 * i + 1] = l->str ? pprof_string(p, l->str) : "";
-		ls[3 * i + 2] = l->num_unit ? pprof_string(p, l->num_unit) : "";
-		for (int j = 0; j < 3; j++) {
-			ll[3 * i + j] = strlen(ls[3 * i + j]);
-			need += ll[3 * i + j] + 1;
-		}
-		need += 16;
-	}
-	if (!key_room(h, need)) {
-		rc = -ENOMEM;
-		goto out;
-	}
+	if (!key_room(h, need))
+		return -ENOMEM;
 	uint8_t *k = h->key;
 	for (size_t i = 0; i < s->n_location_id; i++) {
-		size_t lp = hasher_loc_pos(h, s->location_id[i]);
-		if (lp == SIZE_MAX) {
-			rc = -EINVAL;
-			goto out;
-		}
-		k = put_hash(k, h->loc[lp]);
+		uint64_t lh;
+		if (!hasher_loc(h, s->location_id[i], &lh))
+			return -EINVAL;
+		k = put_u64(k, lh);
 	}
 	k = put_u64(k, UINT64_MAX); /* end of stack */
 	for (size_t i = 0; i < s->n_label; i++) {
 		const Perftools__Profiles__Label *l = s->label[i];
-		k = put_str(k, ls[3 * i], ll[3 * i]);
-		k = put_u64(k, l->str ? 1 : 0);
-		k = put_str(k, ls[3 * i + 1], ll[3 * i + 1]);
+		k = put_u64(k, hasher_label(h, l));
 		k = put_u64(k, (uint64_t)l->num);
-		k = put_str(k, ls[3 * i + 2], ll[3 * i + 2]);
 	}
 	*out = XXH3_128bits(h->key, (size_t)(k - h->key));
-out:
-	if (ls != ls_small) {
-		free(ls);
-		free(ll);
-	}
-	return rc;
+	return 0;
 }
 
 /* Groups the samples of p (types map[0..n)) by key into a new baseline;

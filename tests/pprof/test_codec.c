@@ -267,6 +267,12 @@ static void break_mapping_ref(pprof_msg *m)
 	m->location[2]->mapping_id = 9;
 }
 
+/* Ids 1, 2, 5: a dense table with a hole where sample 0's first frame was. */
+static void break_location_hole(pprof_msg *m)
+{
+	m->location[2]->id = 5;
+}
+
 static void break_value_count(pprof_msg *m)
 {
 	m->sample[0]->n_value = 1;
@@ -315,6 +321,7 @@ static void test_validation_names_the_field(void **state)
 	expect_invalid(break_function_ref,
 		       "location[1].line[1].function_id: no function with id 42");
 	expect_invalid(break_mapping_ref, "location[2].mapping_id: no mapping with id 9");
+	expect_invalid(break_location_hole, "sample[0].location_id[0]: no location with id 3");
 	expect_invalid(break_value_count, "sample[0].value: 1 values for 2 sample types");
 	expect_invalid(break_string_index, "function[2].name: string index 1000 out of range");
 	expect_invalid(break_label_index, "sample[0].label[0].str: string index -3 out of range");
@@ -578,6 +585,181 @@ static void test_decoder_reuse_same_result(void **state)
 	buf_free(&got);
 }
 
+/* ---- hand-written protobuf, for layouts the builder does not write ---- */
+
+static void pb_varint(struct buf *b, uint64_t v)
+{
+	uint8_t tmp[10];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	assert_int_equal(buf_append(b, tmp, n), 0);
+}
+
+static void pb_uint(struct buf *b, uint32_t field, uint64_t v)
+{
+	pb_varint(b, (uint64_t)field << 3);
+	pb_varint(b, v);
+}
+
+static void pb_bytes(struct buf *b, uint32_t field, const void *data, size_t len)
+{
+	pb_varint(b, (uint64_t)field << 3 | 2);
+	pb_varint(b, len);
+	if (len)
+		assert_int_equal(buf_append(b, data, len), 0);
+}
+
+static void pb_msg(struct buf *b, uint32_t field, struct buf *sub)
+{
+	pb_bytes(b, field, sub->data, sub->len);
+	buf_reset(sub);
+}
+
+static void pb_packed(struct buf *b, uint32_t field, const uint64_t *v, size_t n)
+{
+	struct buf tmp = {0};
+
+	for (size_t i = 0; i < n; i++)
+		pb_varint(&tmp, v[i]);
+	pb_bytes(b, field, tmp.data, tmp.len);
+	buf_free(&tmp);
+}
+
+/* One label {key, str or num} into a sample being written. */
+static void pb_label(struct buf *sample, int64_t key, int64_t str, int64_t num)
+{
+	struct buf l = {0};
+
+	pb_uint(&l, 1, (uint64_t)key);
+	if (str)
+		pb_uint(&l, 2, (uint64_t)str);
+	else
+		pb_uint(&l, 3, (uint64_t)num);
+	pb_msg(sample, 3, &l);
+	buf_free(&l);
+}
+
+/* A profile whose samples and locations are laid out in every way protobuf
+ * allows: location ids and values unpacked (Go writes a stack of one or
+ * two frames so) or split over several packed fields, empty and long packed
+ * fields, many labels and lines; with unknown, unknown fields in between. */
+static void layouts_message(struct buf *raw, bool unknown)
+{
+	static const char *strings[] = {"", "samples", "count", "fn", "file.c", "k", "v"};
+	struct buf msg = {0}, sub = {0};
+	uint64_t ids[] = {1, 2, 3, 300}, vals[] = {7, 1u << 20};
+
+	for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+		pb_bytes(raw, 6, strings[i], strlen(strings[i]));
+	for (int t = 0; t < 2; t++) { /* two sample types */
+		pb_uint(&msg, 1, 1);
+		pb_uint(&msg, 2, 2);
+		pb_msg(raw, 1, &msg);
+	}
+	pb_uint(&msg, 1, 1);
+	pb_uint(&msg, 2, 3);
+	pb_uint(&msg, 4, 4);
+	pb_msg(raw, 5, &msg);
+	/* Locations 1, 2, 3 with 1, 8 and 9 lines; 300 with none. */
+	for (uint64_t id = 1; id <= 4; id++) {
+		size_t n_line = id == 1 ? 1 : id == 2 ? 8 : id == 3 ? 9 : 0;
+
+		pb_uint(&msg, 1, id == 4 ? 300 : id);
+		if (unknown)
+			pb_uint(&msg, 15, 99);
+		pb_uint(&msg, 3, 0x1000 * id);
+		for (size_t j = 0; j < n_line; j++) {
+			pb_uint(&sub, 1, 1);
+			pb_uint(&sub, 2, 10 + j);
+			pb_msg(&msg, 4, &sub);
+		}
+		pb_msg(raw, 4, &msg);
+	}
+	/* The usual: packed once each, one label. */
+	pb_packed(&msg, 1, ids, 4);
+	pb_packed(&msg, 2, vals, 2);
+	pb_label(&msg, 5, 0, 512);
+	pb_msg(raw, 2, &msg);
+	/* Unpacked. */
+	pb_uint(&msg, 1, 2);
+	if (unknown)
+		pb_uint(&msg, 9, 1);
+	pb_uint(&msg, 1, 1);
+	pb_uint(&msg, 2, 3);
+	pb_uint(&msg, 2, 4);
+	pb_msg(raw, 2, &msg);
+	/* Packed twice, values first, an empty packed field. */
+	pb_packed(&msg, 2, vals, 2);
+	pb_packed(&msg, 1, ids, 1);
+	pb_bytes(&msg, 1, NULL, 0);
+	pb_packed(&msg, 1, ids + 1, 3);
+	pb_msg(raw, 2, &msg);
+	/* Packed, then unpacked. */
+	pb_packed(&msg, 1, ids, 3);
+	pb_uint(&msg, 1, 300);
+	pb_uint(&msg, 2, 5);
+	pb_uint(&msg, 2, 6);
+	pb_msg(raw, 2, &msg);
+	/* Four labels (the one-pass limit), then five. */
+	for (int n_lab = 4; n_lab <= 5; n_lab++) {
+		pb_packed(&msg, 1, ids + 2, 2);
+		for (int k = 0; k < n_lab; k++)
+			pb_label(&msg, 5, k % 2 ? 6 : 0, k);
+		pb_packed(&msg, 2, vals, 2);
+		pb_msg(raw, 2, &msg);
+	}
+	/* A deep stack: 150 bytes of packed ids, past the one-pass limit. */
+	{
+		uint64_t deep[100];
+
+		for (size_t k = 0; k < 100; k++)
+			deep[k] = k % 2 ? 1 : 300;
+		pb_packed(&msg, 1, deep, 100);
+		pb_packed(&msg, 2, vals, 2);
+		pb_msg(raw, 2, &msg);
+	}
+	/* No location at all; an empty value field before the real one. */
+	pb_bytes(&msg, 2, NULL, 0);
+	pb_packed(&msg, 2, vals, 2);
+	pb_msg(raw, 2, &msg);
+	buf_free(&msg);
+	buf_free(&sub);
+}
+
+/* Every layout decodes to what protobuf-c's generic unpacker makes of it
+ * (without the unknown fields, which protobuf-c keeps and re-encodes): the
+ * parser reads the usual layout in one pass and the others in two. */
+static void test_layouts_agree_with_protobuf_c(void **state)
+{
+	struct buf raw = {0}, plain = {0}, want = {0}, got = {0};
+	struct pprof_profile *p = NULL;
+	struct kiln_error err = {0};
+	pprof_msg *ref;
+
+	(void)state;
+	layouts_message(&raw, true);
+	layouts_message(&plain, false);
+	ref = perftools__profiles__profile__unpack(NULL, plain.len, plain.data);
+	assert_non_null(ref);
+	if (pprof_validate(ref, &err) != 0 || pprof_decode(raw.data, raw.len, NULL, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(pprof_encode(ref, false, &want), 0);
+	assert_int_equal(pprof_encode(pprof_profile_msg(p), false, &got), 0);
+	assert_int_equal(got.len, want.len);
+	assert_memory_equal(got.data, want.data, want.len);
+	assert_int_equal(pprof_sample_count(p), 8);
+	pprof_profile_free(p);
+	perftools__profiles__profile__free_unpacked(ref, NULL);
+	buf_free(&raw);
+	buf_free(&plain);
+	buf_free(&want);
+	buf_free(&got);
+}
+
 static void test_gzip_bomb_refused(void **state)
 {
 	struct buf raw = {0}, gz = {0};
@@ -609,6 +791,7 @@ int main(void)
 	    cmocka_unit_test(test_random_inputs),
 	    cmocka_unit_test(test_gzip_bomb_refused),
 	    cmocka_unit_test(test_decoder_reuse_same_result),
+	    cmocka_unit_test(test_layouts_agree_with_protobuf_c),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
