@@ -415,18 +415,28 @@ done:
 }
 
 /*
- * Drops this process's page-table entries for [p, p + len) of a block's
- * read-only shared mapping. Safe while other threads read the same pages:
- * the file never changes, so a later access faults the same bytes back in
- * from the page cache. Advisory: a failure only costs memory.
+ * A read fault on a file mapping also maps the neighbouring pages already in
+ * the page cache, in an aligned window of fault_around_bytes (64 KiB unless
+ * an administrator changed it): releasing only a frame's own pages left most
+ * of a block mapped after a merge over it.
+ */
+#define FAULT_AROUND ((uintptr_t)64 << 10)
+
+/*
+ * Drops this process's page-table entries around [p, p + len) of a block's
+ * read-only shared mapping (the whole fault-around windows it touched).
+ * Safe while other threads read the same pages: the file never changes, so
+ * a later access faults the same bytes back in from the page cache.
+ * Advisory: a failure only costs memory.
  */
 static void release_pages(const struct block *b, const uint8_t *p, size_t len)
 {
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t lo = (uintptr_t)p & ~(page - 1);
-	uintptr_t hi = ((uintptr_t)p + len + page - 1) & ~(page - 1);
-	uintptr_t end = (uintptr_t)b->map + b->map_len;
+	uintptr_t start = (uintptr_t)b->map, end = start + b->map_len;
+	uintptr_t lo = (uintptr_t)p & ~(FAULT_AROUND - 1);
+	uintptr_t hi = ((uintptr_t)p + len + FAULT_AROUND - 1) & ~(FAULT_AROUND - 1);
 
+	if (lo < start)
+		lo = start;
 	if (hi > end)
 		hi = end;
 	if (hi > lo)
