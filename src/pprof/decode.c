@@ -147,16 +147,23 @@ void pprof_decoder_recycle(struct pprof_decoder *d, struct pprof_profile *p)
 {
 	if (!p)
 		return;
-	if (d && !d->raw.data && p->raw.data && p->raw.cap <= KEEP_RAW) {
+	/* Keep the larger of d's spare and p's (the smaller is freed with
+	 * p): profiles of one source grow slowly, and a spare kept from a
+	 * smaller one would be too small for every later decode. */
+	if (d && p->raw.data && p->raw.cap <= KEEP_RAW &&
+	    (!d->raw.data || d->raw.cap < p->raw.cap)) {
+		struct buf t = d->raw;
 		d->raw = p->raw;
 		d->raw.len = 0;
-		memset(&p->raw, 0, sizeof(p->raw));
+		p->raw = t;
 	}
-	if (d && !d->arena && p->arena) {
+	if (d && p->arena) {
 		arena_reset(p->arena);
-		if (arena_capacity(p->arena) <= KEEP_ARENA) {
+		size_t cap = arena_capacity(p->arena);
+		if (cap <= KEEP_ARENA && (!d->arena || arena_capacity(d->arena) < cap)) {
+			struct arena *t = d->arena;
 			d->arena = p->arena;
-			p->arena = NULL;
+			p->arena = t;
 		}
 	}
 	pprof_profile_free(p);

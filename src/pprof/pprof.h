@@ -60,7 +60,8 @@ void pprof_profile_free(struct pprof_profile *p);
  * megabyte each time. Not thread-safe: one decoder per thread at a time.
  * pprof_decoder_decode is pprof_decode (same checks, same result);
  * pprof_decoder_recycle frees p (NULL-safe) but gives its memory back to d
- * when d has none and it is not oversized, so a decoder holds at most one
+ * when d has none or less and it is not oversized (the smaller spare is
+ * freed instead), so a decoder holds at most one
  * profile's buffers (at most PPROF_DECODER_KEEP_BYTES). A profile may be
  * recycled into any decoder, or freed with pprof_profile_free instead; d may
  * be NULL in both calls (plain pprof_decode / pprof_profile_free). */

@@ -139,6 +139,13 @@ struct scrape_manager {
 	struct buf body_pool[BODY_POOL];
 	size_t n_body_pool;
 	struct scrape_inflater inflater;
+	/* Decodes cumulative units' responses, whose decoded profile is freed
+	 * here after the delta: its message buffer and arena are recycled
+	 * for the next decode (no malloc, no page faults; at most one
+	 * profile's worth is kept). Created on first use; NULL = plain
+	 * pprof_decode. Other units' profiles go to the ingest thread whole,
+	 * so they are decoded without it. */
+	struct pprof_decoder *decoder;
 	/* Plain http:// targets with an address (http.c); the rest go to
 	 * libcurl. Off when a proxy is set in the environment (libcurl
 	 * honors it). */
@@ -602,11 +609,11 @@ static int process_profile(struct scrape_manager *m, struct scrape_unit *u, stru
 	if (u->kind != UNIT_CUMULATIVE) {
 		bool delta = u->kind == UNIT_REMOTE_DELTA;
 		if (n_cum == 0) {
-			pprof_profile_free(p);
+			pprof_decoder_recycle(m->decoder, p);
 			return 0;
 		}
 		if (n_cum < msg->n_sample_type && pprof_profile_project(p, cum, n_cum) < 0) {
-			pprof_profile_free(p);
+			pprof_decoder_recycle(m->decoder, p);
 			return kiln_error_set(err, EINVAL, "keep_sample_type: bad projection");
 		}
 		return enqueue(m, u, p, ts, delta, done_ns);
@@ -641,11 +648,11 @@ static int process_profile(struct scrape_manager *m, struct scrape_unit *u, stru
 		struct pprof_profile *g;
 		bool unused;
 		rc = scrape_delta_next(NULL, p, gauge, n_gauge, &g, &unused, NULL, err);
-		pprof_profile_free(p);
+		pprof_decoder_recycle(m->decoder, p);
 		return rc < 0 ? rc : enqueue(m, u, g, ts, false, done_ns);
 	}
 fail:
-	pprof_profile_free(p);
+	pprof_decoder_recycle(m->decoder, p);
 	return rc;
 }
 
@@ -755,8 +762,14 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, const
 			if (rc == 0 && len == 0)
 				rc = kiln_error_set(&err, EINVAL, "empty input after gunzip");
 		}
+		struct pprof_decoder *d = NULL;
+		if (u->kind == UNIT_CUMULATIVE) {
+			if (!m->decoder)
+				m->decoder = pprof_decoder_new();
+			d = m->decoder;
+		}
 		if (rc == 0)
-			rc = pprof_decode(data, len, &o, &p, &err);
+			rc = pprof_decoder_decode(d, data, len, &o, &p, &err);
 		scrape_inflater_trim(&m->inflater);
 		uint64_t t1 = thread_cpu_ns();
 		decode_ns = t1 - t0;
@@ -1299,6 +1312,7 @@ void scrape_manager_free(struct scrape_manager *m)
 	for (size_t i = 0; i < m->n_body_pool; i++)
 		buf_free(&m->body_pool[i]);
 	scrape_inflater_release(&m->inflater);
+	pprof_decoder_free(m->decoder);
 	free_shards(m);
 	close_fds(m);
 	pthread_mutex_destroy(&m->status_lock);
