@@ -422,6 +422,27 @@ static int parse_line(struct parse *ps, struct wire w, Perftools__Profiles__Line
 	return 0;
 }
 
+/* A location's scalar fields (id, mapping_id, address, is_folded) are read
+ * into l; any other field but the lines (4, the caller's) is skipped. */
+static bool location_scalar(struct wire *w, uint32_t f, uint32_t t, pprof_location_msg *l)
+{
+	uint64_t v = 0;
+
+	if (f != 1 && f != 2 && f != 3 && f != 5)
+		return wire_skip(w, t);
+	if (!read_varint(w, t, &v))
+		return false;
+	if (f == 1)
+		l->id = v;
+	else if (f == 2)
+		l->mapping_id = v;
+	else if (f == 3)
+		l->address = v;
+	else
+		l->is_folded = v != 0;
+	return true;
+}
+
 /* Any number of lines: the scalars and a count, then the lines. */
 static int parse_location_general(struct parse *ps, struct wire w, pprof_location_msg *l, size_t i)
 {
@@ -429,7 +450,6 @@ static int parse_location_general(struct parse *ps, struct wire w, pprof_locatio
 	Perftools__Profiles__Line *lines = NULL;
 	size_t n_line = 0, k = 0;
 	uint32_t f = 0, t = 0;
-	uint64_t v = 0;
 	int rc;
 
 	*l = (pprof_location_msg)PERFTOOLS__PROFILES__LOCATION__INIT;
@@ -440,20 +460,10 @@ static int parse_location_general(struct parse *ps, struct wire w, pprof_locatio
 			return malformed(ps, &w, "location", i);
 		if (f == 4)
 			ok = t == WIRE_LEN && wire_bytes(&w, &sub) && ++n_line;
-		else if (f == 1 || f == 2 || f == 3 || f == 5)
-			ok = read_varint(&w, t, &v);
 		else
-			ok = wire_skip(&w, t);
+			ok = location_scalar(&w, f, t, l);
 		if (!ok)
 			return malformed(ps, &w, "location", i);
-		if (f == 1)
-			l->id = v;
-		else if (f == 2)
-			l->mapping_id = v;
-		else if (f == 3)
-			l->address = v;
-		else if (f == 5)
-			l->is_folded = v != 0;
 	}
 	if (!n_line)
 		return 0;
@@ -488,13 +498,10 @@ static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l
 	struct wire start = w, sub = {0};
 	size_t n_line = 0;
 	uint32_t f = 0, t = 0;
-	uint64_t v = 0;
 	int rc;
 
 	*l = (pprof_location_msg)PERFTOOLS__PROFILES__LOCATION__INIT;
 	while (w.p < w.end) {
-		bool ok;
-
 		if (!wire_key(&w, &f, &t))
 			return malformed(ps, &w, "location", i);
 		if (f == 4) {
@@ -507,20 +514,8 @@ static int parse_location(struct parse *ps, struct wire w, pprof_location_msg *l
 				return rc;
 			continue;
 		}
-		if (f == 1 || f == 2 || f == 3 || f == 5)
-			ok = read_varint(&w, t, &v);
-		else
-			ok = wire_skip(&w, t);
-		if (!ok)
+		if (!location_scalar(&w, f, t, l))
 			return malformed(ps, &w, "location", i);
-		if (f == 1)
-			l->id = v;
-		else if (f == 2)
-			l->mapping_id = v;
-		else if (f == 3)
-			l->address = v;
-		else if (f == 5)
-			l->is_folded = v != 0;
 	}
 	if (n_line) {
 		/* The lines and the pointers to them in one block. */
