@@ -2,9 +2,9 @@
  * procinfo.c — what the agent knows about each sampled process.
  *
  * An entry is read from /proc the first time a pid shows up in a sample
- * (within one ring-buffer poll, ~250 ms), so a process that exits before
- * the window ends is still attributed: its mappings, executable and cgroup
- * were captured while it lived. Files are opened through /proc/PID/root so
+ * (the kernel wakes the agent for it: within ~20 ms), so a process that
+ * exits before the window ends is still attributed: its mappings,
+ * executable and cgroup were captured while it lived. Files are opened through /proc/PID/root so
  * that a process in a container (another mount namespace) gets the build
  * IDs of its own binaries; the mapping paths stay as the process sees them.
  * Code mappings: where the kernel has the PROCMAP_QUERY ioctl (6.11+),

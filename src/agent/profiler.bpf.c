@@ -119,7 +119,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 		size = sizeof(*e);
 	/* User space sleeps until a window ends (or a few seconds): it is woken
 	 * only for a process it has not seen, or for a ring a quarter full,
-	 * and then waits at least 250 ms before it can be woken again. */
+	 * and then waits at least 20 ms before it can be woken again. */
 	if (!bpf_map_lookup_elem(&known_pids, &pid)) {
 		__u8 one = 1;
 

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # A process that lives less than one window (1 s of a 6 s window) and has
 # exited when the window is cut is still in that window's profiles, with its
-# labels and its mappings: its frames symbolize from the binary.
+# labels and its mappings: its frames symbolize from the binary. Then a run
+# of processes that live ~60 ms each (a build's compilers, a cron job's
+# commands): their mappings must be read while they live, so the agent is
+# woken for each new process within MIN_WAKE_NS (agent.c), not after the
+# old 250 ms, when most of them were gone and their frames stayed bare
+# addresses.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 agent_build burn
@@ -31,4 +36,28 @@ for s in samples:
     assert s["labels"]["pid"] == sys.argv[2] and s["labels"]["executable"].endswith("/burn")
 PY
 agent_stop
+
+out2="$AGENT_TMP/profiles-short"
+agent_start "$out2" --profiling-duration=3s --profiling-cpu-sampling-frequency=499 --http-address=
+pids=()
+for _ in $(seq 1 40); do
+	"$AGENT_TESTBIN/burn" 0.06 >/dev/null & pids+=($!)
+	wait $!
+done
+agent_stop
+files=()
+for p in "${pids[@]}"; do
+	for f in $(agent_files "$out2" "$p" burn); do files+=("$f"); done
+done
+[ "${#files[@]}" -gt 0 ] || fail "no profile for any of the 40 short-lived burns: $(ls "$out2")"
+agent_traces "${files[@]}" >"$AGENT_TMP/traces-short.json"
+python3 - "$AGENT_TMP/traces-short.json" <<'PY'
+import json, sys
+samples = [json.loads(l) for l in open(sys.argv[1])]
+total = sum(s["n"] for s in samples)
+burn = sum(s["n"] for s in samples if s["frames"][0] in ("burn_two", "burn_one"))
+print(f"short-lived burns: {burn} of {total} samples symbolized into burn_two/burn_one")
+assert total >= 300, f"only {total} samples for 40 x 0.06 CPU s at 499 Hz (~1200 expected)"
+assert burn >= 0.75 * total, "most short-lived processes' mappings were not captured"
+PY
 echo PASS
