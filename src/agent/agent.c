@@ -25,16 +25,18 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Wakeups: the kernel wakes the loop for a process it has not sampled
- * before (whose /proc entries must be read while it lives) or a ring a
- * quarter full, else the loop sleeps until the window ends, at most
- * MAX_WAIT_MS; after a wakeup it sleeps at least MIN_WAKE_NS, so however
- * many processes start there are at most 50 wakeups a second, each
- * reading every process that appeared since, and on a quiet host a few
- * per window. Why 20 ms and not the 250 ms of a fixed poll: a compiler
- * or a script's command lives tens of milliseconds, and with 250 ms most
- * of them were gone before their maps were read (78% of the samples of
- * 60 ms processes kept bare addresses: agent_short_lived). */
+/* Wakeups: the kernel wakes the loop for the first sample of a process
+ * that exec'd in the last few seconds (whose /proc entries must be read
+ * while it lives) or for a ring a quarter full, else the loop sleeps
+ * until the window ends, at most MAX_WAIT_MS (long-running processes seen
+ * for the first time are read then). After a wakeup it sleeps at least
+ * MIN_WAKE_NS, so however many processes start there are at most 50
+ * wakeups a second, each reading every process that appeared since, and
+ * on a quiet host a few per window. Why 20 ms and not the 250 ms of a
+ * fixed poll: a compiler or a script's command lives tens of
+ * milliseconds, and with 250 ms most of them were gone before their maps
+ * were read (78% of the samples of 60 ms processes kept bare addresses:
+ * agent_short_lived). */
 #define MIN_WAKE_NS	(20ull * 1000000)
 #define MAX_WAIT_MS	2000
 #define GRACE_NS	(50ull * 1000000)

@@ -11,7 +11,8 @@
  * is counted in the per-CPU stats array.
  *
  * handle_exec tells user space that a process replaced its image, so that
- * its cached mappings are re-read; handle_exit that it is gone, so that its
+ * its cached mappings are re-read (and notes when, so that its first
+ * sample wakes user space at once); handle_exit that it is gone, so that its
  * cache entry is dropped once no window needs it.
  *
  * symbolize is never attached: user space runs it (BPF_PROG_TEST_RUN) to
@@ -51,6 +52,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } known_pids SEC(".maps");
+
+/* When each process not sampled since exec'd (ktime ns). Its first sample
+ * wakes user space at once only if the exec was recent: such a process may
+ * live tens of milliseconds (a compiler, a script's command), and its maps
+ * must be read before it exits. A process that was already running when
+ * the agent started, or ran a while before its first sample, waits for the
+ * next regular drain (2 s at most): the 200 long-running processes of a
+ * busy host then cost no wakeup each. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} exec_times SEC(".maps");
+
+#define YOUNG_NS (5ull * 1000000000)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -117,18 +134,24 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	size = SAMPLE_EVENT_HEADER_SIZE + (klen + ulen) * 8;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	/* User space sleeps until a window ends (or a few seconds): it is woken
-	 * only for a process it has not seen, or for a ring a quarter full,
-	 * and then waits at least 20 ms before it can be woken again. */
+	/* User space sleeps until a window ends (or 2 s): it is woken only
+	 * for a process that exec'd recently and has not been sampled since,
+	 * or for a ring a quarter full, and then waits at least 20 ms before
+	 * it can be woken again. */
 	if (!bpf_map_lookup_elem(&known_pids, &pid)) {
+		__u64 *exec_ns = bpf_map_lookup_elem(&exec_times, &pid);
 		__u8 one = 1;
 
 		bpf_map_update_elem(&known_pids, &pid, &one, BPF_ANY);
-		wakeup = BPF_RB_FORCE_WAKEUP;
-	} else if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
-		   bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4) {
-		wakeup = BPF_RB_FORCE_WAKEUP;
+		if (exec_ns) {
+			if (e->ktime_ns - *exec_ns < YOUNG_NS)
+				wakeup = BPF_RB_FORCE_WAKEUP;
+			bpf_map_delete_elem(&exec_times, &pid);
+		}
 	}
+	if (wakeup != BPF_RB_FORCE_WAKEUP && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
+						 bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4)
+		wakeup = BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_output(&events, e, size, wakeup))
 		stat_inc(STAT_DROP_RINGBUF_FULL);
 	return 0;
@@ -155,8 +178,10 @@ SEC("raw_tp/sched_process_exec")
 int handle_exec(void *ctx)
 {
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	__u64 now = bpf_ktime_get_ns();
 
 	bpf_map_delete_elem(&known_pids, &pid); /* a new image to read */
+	bpf_map_update_elem(&exec_times, &pid, &now, BPF_ANY);
 	send_process_event(PROFILER_EVENT_EXEC, pid);
 	return 0;
 }
@@ -170,6 +195,7 @@ int handle_exit(void *ctx)
 
 	if ((__u32)id == pid) {
 		bpf_map_delete_elem(&known_pids, &pid);
+		bpf_map_delete_elem(&exec_times, &pid);
 		send_process_event(PROFILER_EVENT_EXIT, pid);
 	}
 	return 0;
