@@ -13,13 +13,18 @@
 #   INGEST_THREADS=8 (default)      server threads serving them in turn, as the
 #                                   server's ingest pool (8 threads) does; 0 = one
 #                                   thread per connection
+#   SHAPE=agent (default)           profiles as kiln-agent pushes them: user frames
+#                                   as addresses in their mappings, named kernel
+#                                   frames, thread labels; SHAPE=symbolized: every
+#                                   frame with function, file and line, as Go's
+#                                   runtime/pprof writes them (--symbolized)
 # Figures only; never fails on time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/bench/bench_store
 [ -x "$bin" ] || { echo "bench-server: $bin missing (run: make bench-server)" >&2; exit 1; }
 command -v go >/dev/null || { echo "bench-server: go not found (make deps installs golang-go)" >&2; exit 1; }
-: "${SCALE:=0.02}" "${THREADS:=64}" "${BENCH_DIR:=}" "${INGEST_THREADS:=8}"
+: "${SCALE:=0.02}" "${THREADS:=64}" "${BENCH_DIR:=}" "${INGEST_THREADS:=8}" "${SHAPE:=agent}"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--scale) SCALE=$2; shift 2 ;;
@@ -35,9 +40,14 @@ if [ -n "$BENCH_DIR" ]; then dir=$BENCH_DIR; rm -rf "$dir"; mkdir -p "$dir"; els
 	dir=$(mktemp -d /var/tmp/kiln-bench-server-XXXXXX); fi
 trap 'rm -rf "$dir"' EXIT
 
-echo "== kiln store: $bin run $dir --scale $SCALE --threads $THREADS --ingest-threads $INGEST_THREADS"
+case $SHAPE in
+agent) shape=() ;;
+symbolized) shape=(--symbolized) ;;
+*) echo "bench-server: SHAPE=$SHAPE: expected agent or symbolized" >&2; exit 2 ;;
+esac
+echo "== kiln store: $bin run $dir --scale $SCALE --threads $THREADS --ingest-threads $INGEST_THREADS ${shape[*]}"
 out=$(MALLOC_ARENA_MAX=4 "$bin" run "$dir" --scale "$SCALE" --threads "$THREADS" \
-	--ingest-threads "$INGEST_THREADS")
+	--ingest-threads "$INGEST_THREADS" "${shape[@]}")
 echo "$out" | grep -v '^peer-'
 
 # The peer: go tool pprof -proto merging the same profiles from files.

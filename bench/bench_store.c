@@ -5,19 +5,22 @@
  *
  * Fleet: 10 nodes x 20 busy processes; one profile per process per 10 s
  * window; each profile ~100 distinct stacks (depth 10-60) drawn from the
- * process' pool of 2,000 stacks. The 20 processes are 20 programs that run
+ * process' pool of 2,000 stacks. Profiles are shaped as kiln-agent pushes
+ * them (make_agent_profile); --symbolized gives every frame a function,
+ * file and line instead, as Go's runtime/pprof writes them. The 20 processes are 20 programs that run
  * on every node (same binary, same addresses), so their locations are
  * shared across nodes as they would be in a real fleet. --scale S ingests
  * S x 24 h (1.0 = 24 h, ~170M sample rows).
  *
- *   bench_store run DIR [--scale S] [--threads N] [--ingest-threads M]
+ *   bench_store run DIR [--scale S] [--threads N] [--ingest-threads M] [--symbolized]
  *       N connections (writers); M server threads serving them in turn, as
  *       the server's ingest pool does (default M = N: one per connection).
  *       ingests, prints figures, writes the profiles of two peer cases as
  *       gzipped pprof files under DIR/peer-1h and DIR/peer-node0 for
  *       `go tool pprof -proto`, and prints kiln's merge totals for them.
  *   bench_store total FILE     prints the sum of sample type 0 of a pprof file
- *   bench_store anatomy [N]    one process' N consecutive profiles (default
+ *   bench_store anatomy [N] [--symbolized]
+ *                              one process' N consecutive profiles (default
  *       60): per-profile CPU of inflate alone, pprof_decode and a reused
  *       pprof_decoder, and how many Location/Function/string-table entries
  *       of each profile recur byte for byte in the one before (what a cache
@@ -145,24 +148,105 @@ static double process_cpu_s(void)
 	       ru.ru_stime.tv_usec / 1e6;
 }
 
-/* The profile of process (node, kind) in window w, gzipped as an agent
- * sends it (libdeflate level 1), appended to out. */
-static void make_profile(int node, int kind, int64_t w, int64_t ts, struct buf *out)
+/* Kernel function names for the kernel frames of agent-shaped profiles. */
+#define KERNEL_NAMES 400
+
+static char *kernel_names[KERNEL_NAMES]; /* read-only after setup */
+
+/* Profile shape: what kiln-agent pushes (the default), or every frame
+ * symbolized as a Go program's runtime/pprof writes it (--symbolized). */
+static bool symbolized_shape;
+
+static void setup_kernel_names(void)
 {
-	const struct kind *kd = &kinds[kind];
-	struct pprof_builder *b = pprof_builder_new();
+	for (int i = 0; i < KERNEL_NAMES; i++) {
+		char b[64];
+
+		snprintf(b, sizeof(b), "kernel_subsys%d_function_%d", i % 23, i);
+		kernel_names[i] = strdup(b);
+	}
+}
+
+/* A profile as kiln-agent pushes it (src/agent/profile.c): user frames are
+ * addresses in their mapping (the executable, and libc for a third of the
+ * stacks' leaf frames), left for the server to symbolize; a quarter of the
+ * stacks end in 2-9 kernel frames, named by the agent (one function per
+ * kernel symbol, file "[kernel.kallsyms]"); every sample carries the
+ * thread_id and thread_name labels. One sample type (samples/count), so a
+ * profile is ~100 sample rows as the issue's fleet counts them. */
+static void make_agent_profile(struct pprof_builder *b, const struct kind *kd, int kind,
+			       uint64_t seed)
+{
+	struct pprof_mapping_desc exe = {.memory_start = 0x55d000400000ull,
+					 .memory_limit = 0x55d004000000ull,
+					 .file_offset = 0,
+					 .filename = kd->file,
+					 .build_id = kd->build_id};
+	struct pprof_mapping_desc libc = {.memory_start = 0x7f3a10028000ull,
+					  .memory_limit = 0x7f3a101bd000ull,
+					  .file_offset = 0x28000,
+					  .filename = "/usr/lib/x86_64-linux-gnu/libc.so.6",
+					  .build_id = "2e01923fea4ad9f7fa50fe24e0f3385a45a6cd1c"};
+	struct pprof_mapping_desc kernel = {.memory_start = 0xffffffff81000000ull,
+					    .memory_limit = 0xffffffff83000000ull,
+					    .filename = "[kernel.kallsyms]",
+					    .has_functions = true};
+	uint64_t m_exe = pprof_builder_mapping(b, &exe), m_libc = pprof_builder_mapping(b, &libc);
+	uint64_t m_kernel = pprof_builder_mapping(b, &kernel);
+	uint64_t locs[MAX_DEPTH + 10];
+	char tid[16], tname[32];
+	struct pprof_label_desc labels[2] = {{.key = "thread_id", .str = tid},
+					     {.key = "thread_name", .str = tname}};
+
+	snprintf(tid, sizeof(tid), "%d", 1000 + kind);
+	snprintf(tname, sizeof(tname), "service-%02d", kind);
+	for (int i = 0; i < PER_PROFILE; i++) {
+		int s = (int)(mix(seed + (uint64_t)i) % POOL);
+		int d = kd->depth[s], n = 0;
+		uint64_t h = mix((uint64_t)kind * POOL + (uint64_t)s + 7);
+
+		if (h % 4 == 0) { /* the kernel tail, leaf first */
+			int nk = 2 + (int)((h >> 8) % 8);
+
+			for (int j = 0; j < nk; j++) {
+				int k = (int)(((h >> 16) + (uint64_t)j * 37) % KERNEL_NAMES);
+				struct pprof_line_desc line = {
+				    .function_id = pprof_builder_function(
+					b, kernel_names[k], kernel_names[k], "[kernel.kallsyms]", 0)};
+
+				locs[n++] = pprof_builder_location(
+				    b, m_kernel, 0xffffffff81000000ull + (uint64_t)k * 0x1000 + 0x40,
+				    &line, 1);
+			}
+		}
+		for (int j = d - 1; j >= 0; j--) { /* user frames, leaf first */
+			int idx = s % level_size(j);
+			bool in_libc = h % 3 == 0 && j >= d - 2;
+			uint64_t off = ((uint64_t)j * LEVEL_CAP + (uint64_t)idx) * 16;
+
+			locs[n++] = in_libc ? pprof_builder_location(b, m_libc, 0x7f3a10028000ull +
+									       off % 0x190000,
+								   NULL, 0)
+					    : pprof_builder_location(b, m_exe,
+								   0x55d000400000ull + off, NULL, 0);
+		}
+		int64_t v = 1 + (int64_t)(mix(seed ^ (uint64_t)s) % 20);
+		pprof_builder_add_sample(b, locs, (size_t)n, &v, labels, 2);
+	}
+}
+
+/* The same stacks with every frame symbolized (function, file, line), as
+ * a Go program's runtime/pprof writes them. */
+static void make_symbolized_profile(struct pprof_builder *b, const struct kind *kd, uint64_t seed)
+{
 	struct pprof_mapping_desc md = {.memory_start = 0x400000,
 					.memory_limit = 0x4000000,
 					.filename = kd->file,
 					.build_id = kd->build_id,
 					.has_functions = true};
-	uint64_t seed = mix(((uint64_t)node << 40) ^ ((uint64_t)kind << 32) ^ (uint64_t)w);
 	uint64_t locs[MAX_DEPTH];
-
-	pprof_builder_add_sample_type(b, "samples", "count");
-	pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000);
-	pprof_builder_set_time(b, ts * 1000000, (int64_t)WINDOW_MS * 1000000);
 	uint64_t map = pprof_builder_mapping(b, &md);
+
 	for (int i = 0; i < PER_PROFILE; i++) {
 		int s = (int)(mix(seed + (uint64_t)i) % POOL);
 		int d = kd->depth[s];
@@ -182,6 +266,23 @@ static void make_profile(int node, int kind, int64_t w, int64_t ts, struct buf *
 		int64_t v = 1 + (int64_t)(mix(seed ^ (uint64_t)s) % 20);
 		pprof_builder_add_sample(b, locs, (size_t)d, &v, NULL, 0);
 	}
+}
+
+/* The profile of process (node, kind) in window w, gzipped as an agent
+ * sends it (libdeflate level 1), appended to out. */
+static void make_profile(int node, int kind, int64_t w, int64_t ts, struct buf *out)
+{
+	const struct kind *kd = &kinds[kind];
+	struct pprof_builder *b = pprof_builder_new();
+	uint64_t seed = mix(((uint64_t)node << 40) ^ ((uint64_t)kind << 32) ^ (uint64_t)w);
+
+	pprof_builder_add_sample_type(b, "samples", "count");
+	pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000);
+	pprof_builder_set_time(b, ts * 1000000, (int64_t)WINDOW_MS * 1000000);
+	if (symbolized_shape)
+		make_symbolized_profile(b, kd, seed);
+	else
+		make_agent_profile(b, kd, kind, seed);
 	pprof_builder_encode(b, true, out);
 	pprof_builder_free(b);
 }
@@ -300,6 +401,7 @@ static void generator(const struct config *cfg, const int *fds)
 	pthread_t *th = calloc((size_t)cfg->threads, sizeof(*th));
 
 	setup_kinds();
+	setup_kernel_names();
 	for (int i = 0; i < cfg->threads; i++) {
 		g[i] = (struct gen){cfg, i, fds[i]};
 		pthread_create(&th[i], NULL, gen_main, &g[i]);
@@ -509,9 +611,12 @@ static int run(const char *dir, double scale, int threads, int ingest_threads, b
 	snprintf(path, sizeof(path), "%s/store", dir);
 	printf("scale: %.4f of 24 h = %.2f h of data: %d nodes x %d processes, one profile per "
 	       "process per 10 s (%" PRId64 " windows), ~%d stacks per profile from a pool of %d, "
-	       "depth 10-60; %d writer connections served by %d server threads%s\n",
+	       "depth 10-60, %s; %d writer connections served by %d server threads%s\n",
 	       scale, cfg.n_windows * WINDOW_MS / 3.6e6, NODES, KINDS, cfg.n_windows, PER_PROFILE,
-	       POOL, threads, ingest_threads < threads ? ingest_threads : threads,
+	       POOL,
+	       symbolized_shape ? "every frame symbolized (--symbolized)"
+				: "shaped as kiln-agent pushes them (user frames unsymbolized)",
+	       threads, ingest_threads < threads ? ingest_threads : threads,
 	       reuse ? "" : " (no decoder reuse)");
 	/* The generator is a separate process, so that the figures below
 	 * (CPU, RSS) are the server's alone. */
@@ -773,6 +878,7 @@ static int anatomy(int n)
 	    buf_reserve(&out, 16 << 20))
 		return 1;
 	setup_kinds();
+	setup_kernel_names();
 	for (int w = 0; w < n; w++) {
 		size_t got = 0;
 
@@ -840,13 +946,21 @@ int main(int argc, char **argv)
 	log_set_level(LOG_WARN);
 	if (argc == 3 && strcmp(argv[1], "total") == 0)
 		return total(argv[2]);
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--symbolized") == 0) {
+			symbolized_shape = true;
+			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
+			argc--;
+			break;
+		}
+	}
 	if (argc >= 2 && strcmp(argv[1], "anatomy") == 0)
 		return anatomy(argc >= 3 && atoi(argv[2]) > 1 ? atoi(argv[2]) : 60);
 	if (argc < 3 || strcmp(argv[1], "run") != 0) {
 		fprintf(stderr, "usage: bench_store run DIR [--scale S] [--threads N] "
-				"[--ingest-threads M] [--no-decoder-reuse]\n"
+				"[--ingest-threads M] [--no-decoder-reuse] [--symbolized]\n"
 				"       bench_store total FILE\n"
-				"       bench_store anatomy [N]\n");
+				"       bench_store anatomy [N] [--symbolized]\n");
 		return 2;
 	}
 	for (int i = 3; i < argc; i += 2) {
