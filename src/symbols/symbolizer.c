@@ -1479,36 +1479,17 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
 	return nf;
 }
 
-/* The open symfile for obj (opening it on first use); caller holds the lock. */
-static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
-		       struct kiln_error *e)
+/* Opens obj's file, keyed by key, into s->files; caller holds the lock.
+ * (Apart from symfile_get, which runs for every address: its 4 KiB path
+ * buffer made each call's frame span a page of stack.) */
+static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
+						 const struct symbols_object *obj, const char *key,
+						 struct symfile **out, struct kiln_error *e)
 {
-	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
 	struct symfile *f;
 	char path[4096];
-	uint64_t v;
-	size_t len;
-	bool hit_last;
 	int rc;
 
-	if (!key || !*key)
-		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
-	len = strlen(key);
-	hit_last =
-	    len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL;
-	if (hit_last ||
-	    (htab_get(s->files, key, len, &v) && v && (f = (struct symfile *)(uintptr_t)v))) {
-		if (!f->dwarf && time(NULL) >= f->recheck_at)
-			f = recheck(s, obj, key, f);
-		/* (Not copied again per call when it is the last one.) */
-		if (!(hit_last && f == s->last) && len < sizeof(s->last_key)) {
-			memcpy(s->last_key, key, len);
-			s->last_len = len;
-			s->last = f;
-		}
-		*out = f;
-		return 0;
-	}
 	rc = locate(s, obj, path, sizeof(path), e);
 	if (rc < 0)
 		return rc; /* not cached: may appear later */
@@ -1529,6 +1510,37 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	}
 	*out = f;
 	return 0;
+}
+
+/* The open symfile for obj (opening it on first use); caller holds the lock. */
+static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
+		       struct kiln_error *e)
+{
+	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
+	struct symfile *f;
+	uint64_t v;
+	size_t len;
+	bool hit_last;
+
+	if (!key || !*key)
+		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
+	len = strlen(key);
+	hit_last =
+	    len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL;
+	if (hit_last ||
+	    (htab_get(s->files, key, len, &v) && v && (f = (struct symfile *)(uintptr_t)v))) {
+		if (!f->dwarf && time(NULL) >= f->recheck_at)
+			f = recheck(s, obj, key, f);
+		/* (Not copied again per call when it is the last one.) */
+		if (!(hit_last && f == s->last) && len < sizeof(s->last_key)) {
+			memcpy(s->last_key, key, len);
+			s->last_len = len;
+			s->last = f;
+		}
+		*out = f;
+		return 0;
+	}
+	return symfile_add(s, obj, key, out, e);
 }
 
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
