@@ -388,9 +388,15 @@ static const struct kdw_special *specials(struct kdw_line_scratch *sc, const str
 #define MAX_PRESIZED_ROWS ((size_t)4 << 20)
 
 /* Runs the whole program once, validating it as libdw does and noting
- * every row (program order) and sequence into sc. */
-static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, size_t *nrows,
-		       size_t *nseqs, bool *ordered, struct kiln_error *e)
+ * every row (program order) and sequence into sc. bad_std: the standard
+ * opcodes whose operand count in the header is not the standard's (libdw
+ * rejects a table using one). plain, a constant: the header is the usual
+ * one (special opcodes, no VLIW, standard operand counts) and the program
+ * short enough for the row array sized up front, so that the loop has
+ * none of the checks these need (the function is made twice). */
+static inline __attribute__((always_inline)) int
+run_program_as(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, uint32_t bad_std,
+	       const bool plain, size_t *nrows, size_t *nseqs, bool *ordered, struct kiln_error *e)
 {
 	const uint8_t *sec = h->secs->p[KDW_LINE];
 	struct kdw_cur c = {sec + h->prog_start, sec + h->unit_end, false};
@@ -406,14 +412,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 	 * rather than in a pass of order_rows over every row. */
 	uint64_t prev_addr = 0;
 	bool ascending = true;
-	/* Standard opcodes (1 to 12) whose operand count in the header is
-	 * not the standard's: libdw rejects a table using one. */
-	static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
-	uint32_t bad_std = 0;
 
-	for (unsigned op = 1; op <= DW_LNS_set_isa && op < h->opcode_base; op++)
-		if (h->std_lengths[op - 1] != nargs[op])
-			bad_std |= 1u << op;
 	/* Every row takes at least one opcode byte: the row array is sized
 	 * once per program for that many (not grown row by row: each realloc
 	 * that moves a large array faults its pages in again), up to 4M rows
@@ -430,11 +429,14 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 		bool end = false;
 
 		if (op >= h->opcode_base) {
-			if (!sp)
+			if (!plain && !sp)
 				return bad(e, (uint64_t)(op_at - sec),
 					   "special opcode with line_range 0");
 			s.line += sp[op].dline;
-			advance(&s, h, sp[op].adv);
+			if (plain)
+				s.addr += (uint64_t)h->min_inst_len * sp[op].adv;
+			else
+				advance(&s, h, sp[op].adv);
 		} else if (op == 0) {
 			uint64_t len = kdw_uleb(&c);
 			uint8_t sub;
@@ -464,7 +466,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			}
 		} else if (op <= DW_LNS_set_isa) {
 			/* libdw rejects tables whose header disagrees. */
-			if (bad_std & (1u << op))
+			if (!plain && (bad_std & (1u << op)))
 				return bad(e, (uint64_t)(op_at - sec),
 					   "standard opcode with an unexpected operand count");
 			switch (op) {
@@ -487,7 +489,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 				s.is_stmt = 1 - s.is_stmt;
 				continue;
 			case DW_LNS_const_add_pc:
-				if (!sp)
+				if (!plain && !sp)
 					return bad(e, (uint64_t)(op_at - sec),
 						   "const_add_pc with line_range 0");
 				advance(&s, h, sp[255].adv);
@@ -513,7 +515,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			return bad(e, (uint64_t)(op_at - sec), "truncated opcode");
 		/* libdw keeps these in narrower fields and rejects the table
 		 * when a value does not fit. */
-		if (s.line != (int32_t)s.line || wide || n >= UINT32_MAX - 1)
+		if (s.line != (int32_t)s.line || wide || (!plain && n >= UINT32_MAX - 1))
 			return bad(e, (uint64_t)(op_at - sec), "row value out of range");
 		if (!seq_open) {
 			if (!kdw_grow(&sc->seqs, &sc->cap_seqs, nq + 1, sizeof(*sc->seqs), 256,
@@ -523,7 +525,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			seq_open = true;
 			seq_lo = s.addr;
 		}
-		if (n == sc->cap_rows &&
+		if (!plain && n == sc->cap_rows &&
 		    !kdw_grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows), 256, false))
 			return -ENOMEM;
 		/* A file index past KDW_ROW_FILE names no file either way. */
@@ -553,6 +555,22 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 	*nseqs = nq;
 	*ordered = ascending;
 	return 0;
+}
+
+static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, size_t *nrows,
+		       size_t *nseqs, bool *ordered, struct kiln_error *e)
+{
+	static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
+	uint32_t bad_std = 0;
+
+	for (unsigned op = 1; op <= DW_LNS_set_isa && op < h->opcode_base; op++)
+		if (h->std_lengths[op - 1] != nargs[op])
+			bad_std |= 1u << op;
+	/* (In plain programs n stays below the row array's size, 4M.) */
+	if (h->line_range && h->max_ops == 1 && !bad_std &&
+	    h->unit_end - h->prog_start <= MAX_PRESIZED_ROWS)
+		return run_program_as(h, sc, 0, true, nrows, nseqs, ordered, e);
+	return run_program_as(h, sc, bad_std, false, nrows, nseqs, ordered, e);
 }
 
 /* libdw's order of rows: by address, an end_sequence row before other
