@@ -102,7 +102,7 @@ struct rcache {
 	size_t cap, n;	      /* cap: a power of two */
 	unsigned shift;	      /* 64 - log2(cap): the hash is the product's top bits */
 	size_t first_cap;     /* the first table's; 0: 4096 */
-	size_t map_size;      /* of the mapping keys starts */
+	size_t map_size;      /* of the mapping keys starts; 0: in an arena */
 };
 
 static void *alloc_big(size_t size);
@@ -110,8 +110,29 @@ static void *alloc_huge(size_t *size);
 
 static void rcache_free(struct rcache *r)
 {
-	if (r->cap)
+	if (r->cap && r->map_size)
 		munmap(r->keys, r->map_size);
+}
+
+/* Makes r's first table (r->first_cap slots) in arena, which outlives r:
+ * the table then shares the huge pages of a large file's arena instead of
+ * taking a 2 MiB page of its own, half of it unused and all of it cleared
+ * by the kernel. Without it (out of memory) the table is made on the first
+ * insertion, as for other files. */
+static void rcache_init_in(struct rcache *r, struct arena *arena)
+{
+	size_t cap = r->first_cap, size = cap * (sizeof(*r->keys) + sizeof(*r->vals)) + cap / 8;
+	uint64_t *keys = arena_alloc_shared(arena, size);
+
+	if (!keys)
+		return;
+	r->keys = keys;
+	r->vals = (struct cached **)(keys + cap);
+	r->used = (uint64_t *)(r->vals + cap);
+	memset(r->used, 0, cap / 8); /* every slot empty */
+	r->cap = cap;
+	r->shift = 64u - (unsigned)__builtin_ctzll(cap);
+	r->map_size = 0;
 }
 
 static bool rcache_used(const struct rcache *r, size_t i)
@@ -660,6 +681,7 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 	f->names = htab_new(256);
 	if (large_file(f->elf) && (f->arena = arena_new_huge()) != NULL) {
 		f->results.first_cap = 65536;
+		rcache_init_in(&f->results, f->arena);
 	} else {
 		f->arena = arena_new(64 * 1024);
 	}
