@@ -159,7 +159,15 @@ static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
 	if (!r->cap || addr == UINT64_MAX)
 		return NULL;
 	i = rcache_slot(r, addr + 1);
-	return rcache_used(r, i) ? r->vals[i] : NULL;
+	if (rcache_used(r, i))
+		return r->vals[i];
+	/* Not cached: rcache_put will most likely write this slot once the
+	 * address is resolved. Its key and value lines (misses in a cold
+	 * run: the table is a megabyte) start loading now, overlapping the
+	 * resolution's own misses rather than adding two after them. */
+	__builtin_prefetch(&r->keys[i], 1);
+	__builtin_prefetch(&r->vals[i], 1);
+	return NULL;
 }
 
 static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
