@@ -194,6 +194,28 @@ void *arena_alloc(struct arena *a, size_t n)
 	return p;
 }
 
+void *arena_alloc_shared(struct arena *a, size_t n)
+{
+	struct arena_chunk *c = a->head;
+	void *p;
+
+	n = ALIGN16(n ? n : 1);
+	if (n > SIZE_MAX / 2 - a->chunk_size)
+		return NULL;
+	if (!c || c->size - c->used < n) {
+		/* Room for n and a usual chunk's worth after it. */
+		c = chunk_new(a, n + a->chunk_size, a->grows);
+		if (!c)
+			return NULL;
+		c->next = a->head;
+		a->head = c;
+	}
+	p = c->data + c->used;
+	c->used += n;
+	a->used += n;
+	return p;
+}
+
 void *arena_calloc(struct arena *a, size_t n, size_t size)
 {
 	void *p;

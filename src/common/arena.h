@@ -32,6 +32,12 @@ void arena_reset(struct arena *a);
 size_t arena_capacity(const struct arena *a);
 /* Returns NULL on out-of-memory. The memory is not zeroed. */
 void *arena_alloc(struct arena *a, size_t n);
+/* As arena_alloc, but a large block goes into the current chunk, or a new
+ * one with the usual chunk's room left after it, rather than a chunk of its
+ * own: for a block that would leave most of its own chunk unused (in a
+ * huge-page arena, a 1 MiB block took a 2 MiB page of its own, cleared by
+ * the kernel for nothing). The memory is not zeroed. */
+void *arena_alloc_shared(struct arena *a, size_t n);
 void *arena_calloc(struct arena *a, size_t n, size_t size);
 char *arena_strdup(struct arena *a, const char *s);
 char *arena_strndup(struct arena *a, const char *s, size_t n);

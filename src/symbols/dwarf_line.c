@@ -8,8 +8,8 @@
  * cache takes two or three misses. The rows are noted in program order in
  * a scratch array reused from one CU to the next and sized once per
  * program; laid out sequence by sequence (by lowest address) they are
- * almost always in libdw's order already, which one pass checks (the rows
- * kept are then compacted in place), and a merge sort makes them
+ * almost always in libdw's order already, which the run notes as it goes
+ * (the rows kept are then compacted in place), and a merge sort makes them
  * otherwise. (libdw mallocs a
  * 40-byte record per row and qsorts them. An earlier version of this
  * reader kept no rows, only the machine's state every 8 rows, and re-ran
@@ -388,9 +388,15 @@ static const struct kdw_special *specials(struct kdw_line_scratch *sc, const str
 #define MAX_PRESIZED_ROWS ((size_t)4 << 20)
 
 /* Runs the whole program once, validating it as libdw does and noting
- * every row (program order) and sequence into sc. */
-static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, size_t *nrows,
-		       size_t *nseqs, struct kiln_error *e)
+ * every row (program order) and sequence into sc. bad_std: the standard
+ * opcodes whose operand count in the header is not the standard's (libdw
+ * rejects a table using one). plain, a constant: the header is the usual
+ * one (special opcodes, no VLIW, standard operand counts) and the program
+ * short enough for the row array sized up front, so that the loop has
+ * none of the checks these need (the function is made twice). */
+static inline __attribute__((always_inline)) int
+run_program_as(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, uint32_t bad_std,
+	       const bool plain, size_t *nrows, size_t *nseqs, bool *ordered, struct kiln_error *e)
 {
 	const uint8_t *sec = h->secs->p[KDW_LINE];
 	struct kdw_cur c = {sec + h->prog_start, sec + h->unit_end, false};
@@ -402,14 +408,11 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 	 * they are set, not per row; op_index stays below max_ops <= 255). */
 	bool wide = false;
 	uint64_t seq_lo = 0; /* the open sequence's lowest address */
-	/* Standard opcodes (1 to 12) whose operand count in the header is
-	 * not the standard's: libdw rejects a table using one. */
-	static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
-	uint32_t bad_std = 0;
+	/* The rows ascend as written (and so do the sequences): noted here
+	 * rather than in a pass of order_rows over every row. */
+	uint64_t prev_addr = 0;
+	bool ascending = true;
 
-	for (unsigned op = 1; op <= DW_LNS_set_isa && op < h->opcode_base; op++)
-		if (h->std_lengths[op - 1] != nargs[op])
-			bad_std |= 1u << op;
 	/* Every row takes at least one opcode byte: the row array is sized
 	 * once per program for that many (not grown row by row: each realloc
 	 * that moves a large array faults its pages in again), up to 4M rows
@@ -426,11 +429,14 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 		bool end = false;
 
 		if (op >= h->opcode_base) {
-			if (!sp)
+			if (!plain && !sp)
 				return bad(e, (uint64_t)(op_at - sec),
 					   "special opcode with line_range 0");
 			s.line += sp[op].dline;
-			advance(&s, h, sp[op].adv);
+			if (plain)
+				s.addr += (uint64_t)h->min_inst_len * sp[op].adv;
+			else
+				advance(&s, h, sp[op].adv);
 		} else if (op == 0) {
 			uint64_t len = kdw_uleb(&c);
 			uint8_t sub;
@@ -460,7 +466,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			}
 		} else if (op <= DW_LNS_set_isa) {
 			/* libdw rejects tables whose header disagrees. */
-			if (bad_std & (1u << op))
+			if (!plain && (bad_std & (1u << op)))
 				return bad(e, (uint64_t)(op_at - sec),
 					   "standard opcode with an unexpected operand count");
 			switch (op) {
@@ -483,7 +489,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 				s.is_stmt = 1 - s.is_stmt;
 				continue;
 			case DW_LNS_const_add_pc:
-				if (!sp)
+				if (!plain && !sp)
 					return bad(e, (uint64_t)(op_at - sec),
 						   "const_add_pc with line_range 0");
 				advance(&s, h, sp[255].adv);
@@ -509,7 +515,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			return bad(e, (uint64_t)(op_at - sec), "truncated opcode");
 		/* libdw keeps these in narrower fields and rejects the table
 		 * when a value does not fit. */
-		if (s.line != (int32_t)s.line || wide || n >= UINT32_MAX - 1)
+		if (s.line != (int32_t)s.line || wide || (!plain && n >= UINT32_MAX - 1))
 			return bad(e, (uint64_t)(op_at - sec), "row value out of range");
 		if (!seq_open) {
 			if (!kdw_grow(&sc->seqs, &sc->cap_seqs, nq + 1, sizeof(*sc->seqs), 256,
@@ -519,7 +525,7 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 			seq_open = true;
 			seq_lo = s.addr;
 		}
-		if (n == sc->cap_rows &&
+		if (!plain && n == sc->cap_rows &&
 		    !kdw_grow(&sc->rows, &sc->cap_rows, n + 1, sizeof(*sc->rows), 256, false))
 			return -ENOMEM;
 		/* A file index past KDW_ROW_FILE names no file either way. */
@@ -528,6 +534,8 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 						  (end ? KDW_ROW_END : 0)};
 		if (s.addr < seq_lo)
 			seq_lo = s.addr;
+		ascending &= prev_addr <= s.addr;
+		prev_addr = s.addr;
 		if (end) {
 			sc->seqs[nq - 1].lo = seq_lo;
 			state_reset(&s, h);
@@ -545,7 +553,24 @@ static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc
 		    (uint32_t)((q + 1 < nq ? sc->seqs[q + 1].first : n) - sc->seqs[q].first);
 	*nrows = n;
 	*nseqs = nq;
+	*ordered = ascending;
 	return 0;
+}
+
+static int run_program(const struct kdw_line_hdr *h, struct kdw_line_scratch *sc, size_t *nrows,
+		       size_t *nseqs, bool *ordered, struct kiln_error *e)
+{
+	static const uint8_t nargs[] = {0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
+	uint32_t bad_std = 0;
+
+	for (unsigned op = 1; op <= DW_LNS_set_isa && op < h->opcode_base; op++)
+		if (h->std_lengths[op - 1] != nargs[op])
+			bad_std |= 1u << op;
+	/* (In plain programs n stays below the row array's size, 4M.) */
+	if (h->line_range && h->max_ops == 1 && !bad_std &&
+	    h->unit_end - h->prog_start <= MAX_PRESIZED_ROWS)
+		return run_program_as(h, sc, 0, true, nrows, nseqs, ordered, e);
+	return run_program_as(h, sc, bad_std, false, nrows, nseqs, ordered, e);
 }
 
 /* libdw's order of rows: by address, an end_sequence row before other
@@ -650,6 +675,28 @@ static int rows_out(const struct srow *kept, size_t k, struct arena *arena, stru
 	return 0;
 }
 
+/* The rows order_rows keeps of rows[0 .. n) when they ascend as written
+ * (see there), in place at the front; returns how many. */
+static size_t fold_rows(struct srow *rows, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0, j; i < n; i = j) {
+		struct srow best = rows[i];
+
+		/* Of a run at one address, the last row unless it ends a
+		 * sequence and an earlier one does not. */
+		for (j = i + 1; j < n && rows[j].addr == best.addr; j++)
+			if (!(rows[j].file & KDW_ROW_END) || (best.file & KDW_ROW_END))
+				best = rows[j];
+		if (j < n && k && rows[k - 1].file == best.file && rows[k - 1].line == best.line)
+			continue;
+		rows[k++] = best;
+	}
+	rows[k - 1].file |= KDW_ROW_END;
+	return k;
+}
+
 /* The rows libdw's lookup can return, in its order, into out's arrays (in
  * arena). libdw sorts rows by address, an end_sequence row before others at
  * the same address, then in program order; its lookup returns the last row
@@ -660,16 +707,23 @@ static int rows_out(const struct srow *kept, size_t k, struct arena *arena, stru
  * does and goes too: a third to a half of the rows (gcc writes several per
  * address: views, is_stmt changes). The last row stays, as libdw marks it
  * as ending a sequence. Laid out sequence by sequence (by lowest address),
- * the addresses almost always ascend already (one pass checks); they are
- * merge sorted otherwise. */
-static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, struct arena *arena,
-		      struct kdw_lines *out)
+ * the addresses almost always ascend already (ordered: run_program saw
+ * them ascend as written, and the rows kept are then taken in one tight
+ * pass); they are merge sorted otherwise. */
+static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, bool ordered,
+		      struct arena *arena, struct kdw_lines *out)
 {
 	struct srow *rows = sc->rows, *kept = sc->rows;
 	uint32_t *order = NULL, *idx = NULL;
 	size_t k = 0;
 	bool ascending = true;
 
+	if (ordered) {
+		/* The usual case: rows ascending as written, program order is
+		 * libdw's, and the rows kept overwrite the ones read. */
+		k = fold_rows(rows, n);
+		return rows_out(rows, k, arena, out);
+	}
 	if (nq > 1)
 		qsort(sc->seqs, nq, sizeof(*sc->seqs), sseq_cmp);
 	/* Usually the sequences are already in address order (one per unit,
@@ -735,6 +789,7 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 	struct kdw_line_hdr h = {0};
 	struct kdw_cur c;
 	size_t n = 0, nq = 0;
+	bool ordered = false;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -751,9 +806,9 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 	if (rc == 0)
 		rc = read_files(u, &c, &h, arena, out, e);
 	if (rc == 0)
-		rc = run_program(&h, sc, &n, &nq, e);
+		rc = run_program(&h, sc, &n, &nq, &ordered, e);
 	if (rc == 0 && n)
-		rc = order_rows(sc, n, nq, arena, out);
+		rc = order_rows(sc, n, nq, ordered, arena, out);
 	if (rc == -ENOMEM)
 		kiln_error_set(e, ENOMEM, ".debug_line+0x%llx: out of memory",
 			       (unsigned long long)u->offset);

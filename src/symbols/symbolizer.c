@@ -102,7 +102,7 @@ struct rcache {
 	size_t cap, n;	      /* cap: a power of two */
 	unsigned shift;	      /* 64 - log2(cap): the hash is the product's top bits */
 	size_t first_cap;     /* the first table's; 0: 4096 */
-	size_t map_size;      /* of the mapping keys starts */
+	size_t map_size;      /* of the mapping keys starts; 0: in an arena */
 };
 
 static void *alloc_big(size_t size);
@@ -110,8 +110,29 @@ static void *alloc_huge(size_t *size);
 
 static void rcache_free(struct rcache *r)
 {
-	if (r->cap)
+	if (r->cap && r->map_size)
 		munmap(r->keys, r->map_size);
+}
+
+/* Makes r's first table (r->first_cap slots) in arena, which outlives r:
+ * the table then shares the huge pages of a large file's arena instead of
+ * taking a 2 MiB page of its own, half of it unused and all of it cleared
+ * by the kernel. Without it (out of memory) the table is made on the first
+ * insertion, as for other files. */
+static void rcache_init_in(struct rcache *r, struct arena *arena)
+{
+	size_t cap = r->first_cap, size = cap * (sizeof(*r->keys) + sizeof(*r->vals)) + cap / 8;
+	uint64_t *keys = arena_alloc_shared(arena, size);
+
+	if (!keys)
+		return;
+	r->keys = keys;
+	r->vals = (struct cached **)(keys + cap);
+	r->used = (uint64_t *)(r->vals + cap);
+	memset(r->used, 0, cap / 8); /* every slot empty */
+	r->cap = cap;
+	r->shift = 64u - (unsigned)__builtin_ctzll(cap);
+	r->map_size = 0;
 }
 
 static bool rcache_used(const struct rcache *r, size_t i)
@@ -138,7 +159,15 @@ static struct cached *rcache_get(const struct rcache *r, uint64_t addr)
 	if (!r->cap || addr == UINT64_MAX)
 		return NULL;
 	i = rcache_slot(r, addr + 1);
-	return rcache_used(r, i) ? r->vals[i] : NULL;
+	if (rcache_used(r, i))
+		return r->vals[i];
+	/* Not cached: rcache_put will most likely write this slot once the
+	 * address is resolved. Its key and value lines (misses in a cold
+	 * run: the table is a megabyte) start loading now, overlapping the
+	 * resolution's own misses rather than adding two after them. */
+	__builtin_prefetch(&r->keys[i], 1);
+	__builtin_prefetch(&r->vals[i], 1);
+	return NULL;
 }
 
 static int rcache_put(struct rcache *r, uint64_t addr, struct cached *c)
@@ -660,6 +689,7 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 	f->names = htab_new(256);
 	if (large_file(f->elf) && (f->arena = arena_new_huge()) != NULL) {
 		f->results.first_cap = 65536;
+		rcache_init_in(&f->results, f->arena);
 	} else {
 		f->arena = arena_new(64 * 1024);
 	}
@@ -1479,36 +1509,17 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
 	return nf;
 }
 
-/* The open symfile for obj (opening it on first use); caller holds the lock. */
-static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
-		       struct kiln_error *e)
+/* Opens obj's file, keyed by key, into s->files; caller holds the lock.
+ * (Apart from symfile_get, which runs for every address: its 4 KiB path
+ * buffer made each call's frame span a page of stack.) */
+static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
+						 const struct symbols_object *obj, const char *key,
+						 struct symfile **out, struct kiln_error *e)
 {
-	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
 	struct symfile *f;
 	char path[4096];
-	uint64_t v;
-	size_t len;
-	bool hit_last;
 	int rc;
 
-	if (!key || !*key)
-		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
-	len = strlen(key);
-	hit_last =
-	    len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL;
-	if (hit_last ||
-	    (htab_get(s->files, key, len, &v) && v && (f = (struct symfile *)(uintptr_t)v))) {
-		if (!f->dwarf && time(NULL) >= f->recheck_at)
-			f = recheck(s, obj, key, f);
-		/* (Not copied again per call when it is the last one.) */
-		if (!(hit_last && f == s->last) && len < sizeof(s->last_key)) {
-			memcpy(s->last_key, key, len);
-			s->last_len = len;
-			s->last = f;
-		}
-		*out = f;
-		return 0;
-	}
 	rc = locate(s, obj, path, sizeof(path), e);
 	if (rc < 0)
 		return rc; /* not cached: may appear later */
@@ -1529,6 +1540,37 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 	}
 	*out = f;
 	return 0;
+}
+
+/* The open symfile for obj (opening it on first use); caller holds the lock. */
+static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
+		       struct kiln_error *e)
+{
+	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
+	struct symfile *f;
+	uint64_t v;
+	size_t len;
+	bool hit_last;
+
+	if (!key || !*key)
+		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
+	len = strlen(key);
+	hit_last =
+	    len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL;
+	if (hit_last ||
+	    (htab_get(s->files, key, len, &v) && v && (f = (struct symfile *)(uintptr_t)v))) {
+		if (!f->dwarf && time(NULL) >= f->recheck_at)
+			f = recheck(s, obj, key, f);
+		/* (Not copied again per call when it is the last one.) */
+		if (!(hit_last && f == s->last) && len < sizeof(s->last_key)) {
+			memcpy(s->last_key, key, len);
+			s->last_len = len;
+			s->last = f;
+		}
+		*out = f;
+		return 0;
+	}
+	return symfile_add(s, obj, key, out, e);
 }
 
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
