@@ -68,6 +68,9 @@ struct agent {
 	/* The loop's own CPU time (CLOCK_THREAD_CPUTIME_ID) at the end of the
 	 * last window and its split, for the debug line of each window. */
 	uint64_t cpu_mark_ns, cpu_build_ns, cpu_sinks_ns;
+	/* The kernel's mmap records (NULL if refused: short-lived processes
+	 * then keep bare addresses). */
+	struct mmap_watch *mmaps;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -149,6 +152,23 @@ static void on_record(void *ctx, const void *data, size_t len)
 		proc_cache_mark_exited(a->procs, e->pid, a->now_ns);
 		ADD(exit_events, 1);
 	}
+}
+
+static void on_mmap_event(void *ctx, const struct mmap_event *e)
+{
+	struct agent *a = ctx;
+
+	proc_cache_note(a->procs, e, a->now_ns);
+}
+
+/* Before samples are handled: the mappings that processes made since. */
+static void drain_mmap_records(void *ctx)
+{
+	struct agent *a = ctx;
+	uint64_t lost = mmap_watch_drain(a->mmaps, on_mmap_event, a);
+
+	if (lost)
+		ADD(mmap_records_lost, lost);
 }
 
 static void update_kernel_stats(struct agent *a)
@@ -379,6 +399,7 @@ static void window_finish(struct agent *a, struct window *w)
 	 * within that time starts with a fork, which is rare so soon. */
 	if (a->now_ns > PROC_EXIT_LINGER_NS)
 		proc_cache_reap_exited(a->procs, a->now_ns - PROC_EXIT_LINGER_NS);
+	proc_cache_expire_notes(a->procs, a->now_ns);
 	SET(processes_tracked, proc_cache_count(a->procs));
 	a->cpu_mark_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	dt = clock_ns(CLOCK_MONOTONIC) - t0;
@@ -453,6 +474,10 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	rc = sampler_open(cfg->frequency_hz, cfg->ringbuf_bytes, on_record, &a, &a.sampler, err);
 	if (rc)
 		goto out;
+	if (mmap_watch_open(&a.mmaps, &kerr) == 0)
+		sampler_set_before_consume(a.sampler, drain_mmap_records, &a);
+	else
+		log_warn("%s", kerr.msg);
 	/* Kernel frames are named per address by the kernel itself; a kernel
 	 * too old for that gets the whole /proc/kallsyms table instead. */
 	a.ksyms = ksym_cache_new(symbolize_batch, a.sampler);
@@ -525,6 +550,7 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	rc = 0;
 out:
 	sampler_close(a.sampler);
+	mmap_watch_close(a.mmaps);
 	window_free(a.cur);
 	window_free(a.next);
 	proc_cache_free(a.procs);

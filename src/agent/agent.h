@@ -123,6 +123,30 @@ int procmaps_push(struct proc_maps *m, const struct proc_mapping *e);
 const struct proc_mapping *procmaps_find(const struct proc_maps *m, uint64_t addr);
 void procmaps_free(struct proc_maps *m);
 
+/* ---- mmap records (mmapwatch.c) ------------------------------------------ */
+
+/* One kernel record about a process's code: an executable mapping
+ * (PERF_RECORD_MMAP2) or an exec (PERF_RECORD_COMM with the exec flag). */
+struct mmap_event {
+	uint32_t pid;
+	bool exec;		/* the process exec'd: what was noted of it is gone */
+	struct proc_mapping m;	/* !exec: path points into the record, build_id "" */
+};
+/* Parses one perf record, header included, of len bytes: 1 (*out filled)
+ * for an executable MMAP2 or an exec COMM, 0 for any other record, -EINVAL
+ * for a malformed one. */
+int mmap_record_parse(const void *rec, size_t len, struct mmap_event *out);
+
+struct mmap_watch;
+typedef void (*mmap_event_fn)(void *ctx, const struct mmap_event *e);
+/* Opens a dummy perf event per online CPU that reports executable mmaps
+ * and execs into a ring; an error says what is lost without it. */
+int mmap_watch_open(struct mmap_watch **out, struct kiln_error *err);
+/* Hands every record since the last drain to fn (in each CPU's order);
+ * returns how many records the kernel dropped on full rings meanwhile. */
+uint64_t mmap_watch_drain(struct mmap_watch *w, mmap_event_fn fn, void *ctx);
+void mmap_watch_close(struct mmap_watch *w);
+
 /* ---- build IDs (buildid.c) ------------------------------------------------- */
 
 /* Reads the GNU build ID (NT_GNU_BUILD_ID note) of the ELF file at path into
@@ -251,6 +275,7 @@ struct proc_info {
 	uint64_t maps_read_ns;	     /* monotonic: last (re)read of maps */
 	uint64_t refresh_backoff_ns; /* grows while re-reads find nothing new */
 	bool stale;		     /* exec seen: re-read before next use */
+	bool gone;		     /* read after it exited: maps from mmap notes */
 	uint64_t exited_ns;	     /* monotonic: exit seen (0: alive) */
 	bool cached;		     /* linked in the cache (else owned by its holders) */
 	unsigned refs;		     /* windows holding this entry */
@@ -301,6 +326,11 @@ void proc_cache_mark_exited(struct proc_cache *c, uint32_t pid, uint64_t now_ns)
 void proc_cache_reap_exited(struct proc_cache *c, uint64_t cutoff_ns);
 /* Drops entries not sampled since before cutoff_ns and not referenced. */
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
+/* Notes what an mmap record says of a process (its code mappings since
+ * its last exec), for when it is gone before /proc is read; notes expire
+ * after a few seconds (proc_cache_expire_notes). */
+void proc_cache_note(struct proc_cache *c, const struct mmap_event *e, uint64_t now_ns);
+void proc_cache_expire_notes(struct proc_cache *c, uint64_t now_ns);
 size_t proc_cache_count(const struct proc_cache *c);
 /* Reads /proc/PID/{stat,exe,cgroup,maps} into a fresh entry (exposed for
  * tests); comm and comm_exact as for proc_cache_get (comm may be NULL). */
@@ -414,6 +444,7 @@ struct agent_metrics {
 	atomic_uint_least64_t user_stack_errors;
 	atomic_uint_least64_t exec_events;
 	atomic_uint_least64_t exit_events;
+	atomic_uint_least64_t mmap_records_lost;
 	atomic_uint_least64_t profiles_written;
 	atomic_uint_least64_t profiles_failed;
 	atomic_uint_least64_t profiles_dropped; /* by sinks (e.g. push buffer full) */
@@ -567,6 +598,10 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 int sampler_poll(struct sampler *s, int timeout_ms);
 /* Delivers every record already in the ring without waiting. */
 int sampler_drain(struct sampler *s);
+/* fn runs before each poll or drain delivers records (the agent drains
+ * the kernel's mmap records there, so a process's mappings are noted
+ * before its samples are handled). */
+void sampler_set_before_consume(struct sampler *s, void (*fn)(void *ctx), void *ctx);
 /* Detaches from the perf events: no sample is taken after this returns, so
  * a following drain sees every sample the kernel counted. */
 void sampler_stop(struct sampler *s);

@@ -56,8 +56,13 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "kiln_agent_exec_events_total %llu\n"
 			 "# HELP kiln_agent_exit_events_total Processes seen exiting.\n"
 			 "# TYPE kiln_agent_exit_events_total counter\n"
-			 "kiln_agent_exit_events_total %llu\n",
-			 LOAD(exec_events), LOAD(exit_events));
+			 "kiln_agent_exit_events_total %llu\n"
+			 "# HELP kiln_agent_mmap_records_lost_total Kernel mmap records lost to "
+			 "a full ring (a process gone before it was read may then keep bare "
+			 "addresses).\n"
+			 "# TYPE kiln_agent_mmap_records_lost_total counter\n"
+			 "kiln_agent_mmap_records_lost_total %llu\n",
+			 LOAD(exec_events), LOAD(exit_events), LOAD(mmap_records_lost));
 	rc |=
 	    buf_printf(out,
 		       "# HELP kiln_agent_profiles_written_total Profiles handed to sinks "

@@ -4,7 +4,9 @@
  * An entry is read from /proc the first time a pid shows up in a sample
  * (the kernel wakes the agent for it: within ~20 ms), so a process that
  * exits before the window ends is still attributed: its mappings,
- * executable and cgroup were captured while it lived. Files are opened through /proc/PID/root so
+ * executable and cgroup were captured while it lived. A process gone even
+ * before that takes its executable and code mappings from the kernel's
+ * mmap records (mmapwatch.c), kept per pid as notes for a few seconds. Files are opened through /proc/PID/root so
  * that a process in a container (another mount namespace) gets the build
  * IDs of its own binaries; the mapping paths stay as the process sees them.
  * Code mappings: where the kernel has the PROCMAP_QUERY ioctl (6.11+),
@@ -30,9 +32,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define PROC_BUCKETS 1024
+
+/* What the kernel's mmap records said of a process (mmapwatch.c), kept for
+ * a process that is gone before its first reading from /proc: its code
+ * mappings since its exec, and the executable (the first code mapping
+ * after the exec: the kernel maps the binary before its interpreter).
+ * Notes are only needed for the seconds between a process's first sample
+ * and its reading, so each lives NOTE_TTL_NS; at most NOTES_MAX pids. */
+struct proc_note {
+	uint32_t pid;
+	bool after_exec;
+	uint64_t noted_ns;
+	char *exe;
+	struct proc_maps maps;
+	struct proc_note *next;
+};
+#define NOTE_TTL_NS   (10ull * 1000000000)
+#define NOTES_MAX     8192
+#define NOTE_MAPS_MAX 256
 
 struct proc_cache {
 	char *proc_root;
@@ -52,6 +74,8 @@ struct proc_cache {
 	/* Holds each /proc file read (kept: a 4 KiB malloc per new process
 	 * was a sixth of reading it, the heap being full of small frees). */
 	struct buf scratch;
+	struct proc_note *notes[PROC_BUCKETS];
+	size_t n_notes;
 };
 
 static int read_fd(struct buf *b, int fd);
@@ -164,6 +188,31 @@ static void map_facts(const char *proc_root, uint32_t pid, struct proc_mapping *
 	}
 }
 
+/* map_facts for a process that is gone (no /proc/PID/root): the file at
+ * the same path on the host, if it is the mapped inode; else no facts,
+ * and nothing cached for that inode. */
+static void map_facts_host(struct proc_mapping *m, struct buildid_cache *bc)
+{
+	const struct elf_facts *f;
+	struct stat st;
+
+	if (!m->path || m->path[0] != '/' || !bc || !m->inode || stat(m->path, &st) != 0 ||
+	    st.st_ino != m->inode || major(st.st_dev) != m->dev_major ||
+	    minor(st.st_dev) != m->dev_minor)
+		return;
+	f = buildid_cache_facts_mapped(bc, m->path, m->dev_major, m->dev_minor, m->inode);
+	m->elf_type = f->type;
+	m->has_load = elf_facts_load_for(f, m->offset, &m->load_offset, &m->load_vaddr);
+	if (f->build_id[0]) {
+		char *s = strdup(f->build_id);
+
+		if (s) {
+			free(m->build_id);
+			m->build_id = s;
+		}
+	}
+}
+
 /* Adds a copy of *src (strings duplicated; build_id "") to maps, in
  * order; returns the copy, or NULL (out of memory, or an overlap). */
 static struct proc_mapping *add_copy(struct proc_maps *maps, const struct proc_mapping *src)
@@ -178,6 +227,143 @@ static struct proc_mapping *add_copy(struct proc_maps *maps, const struct proc_m
 		return NULL;
 	}
 	return (struct proc_mapping *)procmaps_find(maps, v.start);
+}
+
+/* ---- notes from mmap records ---- */
+
+static struct proc_note *note_find(struct proc_cache *c, uint32_t pid)
+{
+	struct proc_note *n = c->notes[pid % PROC_BUCKETS];
+
+	while (n && n->pid != pid)
+		n = n->next;
+	return n;
+}
+
+static void note_free(struct proc_note *n)
+{
+	procmaps_free(&n->maps);
+	free(n->exe);
+	free(n);
+}
+
+void proc_cache_note(struct proc_cache *c, const struct mmap_event *e, uint64_t now_ns)
+{
+	struct proc_note *n = note_find(c, e->pid);
+
+	if (!n) {
+		if (c->n_notes >= NOTES_MAX)
+			return;
+		n = calloc(1, sizeof(*n));
+		if (!n)
+			return;
+		n->pid = e->pid;
+		n->noted_ns = now_ns;
+		n->next = c->notes[e->pid % PROC_BUCKETS];
+		c->notes[e->pid % PROC_BUCKETS] = n;
+		c->n_notes++;
+	}
+	if (e->exec) {
+		procmaps_free(&n->maps);
+		free(n->exe);
+		n->exe = NULL;
+		n->after_exec = true;
+		n->noted_ns = now_ns;
+		return;
+	}
+	if (n->maps.n >= NOTE_MAPS_MAX)
+		return;
+	/* A mapping laid over others (MAP_FIXED: the dynamic loader placing a
+	 * segment) replaces what it covers; what it does not cover stays. */
+	for (size_t i = 0; i < n->maps.n;) {
+		struct proc_mapping o = n->maps.v[i];
+
+		if (!(o.start < e->m.limit && e->m.start < o.limit)) {
+			i++;
+			continue;
+		}
+		memmove(&n->maps.v[i], &n->maps.v[i + 1], (n->maps.n - i - 1) * sizeof(o));
+		n->maps.n--;
+		if (o.limit > e->m.limit) { /* the part above */
+			struct proc_mapping hi = o;
+
+			hi.offset += e->m.limit - o.start;
+			hi.start = e->m.limit;
+			add_copy(&n->maps, &hi);
+		}
+		if (o.start < e->m.start) { /* the part below */
+			o.limit = e->m.start;
+			add_copy(&n->maps, &o);
+		}
+		free(o.path);
+		free(o.build_id);
+		i = 0; /* pieces went in in order: look again from the start */
+	}
+	if (!add_copy(&n->maps, &e->m))
+		return;
+	if (n->after_exec && !n->exe && e->m.path && e->m.path[0] == '/')
+		n->exe = strdup(e->m.path);
+}
+
+void proc_cache_expire_notes(struct proc_cache *c, uint64_t now_ns)
+{
+	for (size_t i = 0; i < PROC_BUCKETS && c->n_notes; i++) {
+		struct proc_note **link = &c->notes[i], *n;
+
+		while ((n = *link)) {
+			if (now_ns - n->noted_ns > NOTE_TTL_NS) {
+				*link = n->next;
+				note_free(n);
+				c->n_notes--;
+			} else {
+				link = &n->next;
+			}
+		}
+	}
+}
+
+/* Adds the noted mapping at addr of p's process, if any: for a process
+ * gone from /proc. Returns whether addr is now mapped. */
+static bool note_learn(struct proc_cache *c, struct proc_info *p, uint64_t addr)
+{
+	struct proc_note *n = note_find(c, p->pid);
+	const struct proc_mapping *m = n ? procmaps_find(&n->maps, addr) : NULL;
+	struct proc_mapping *added;
+
+	if (!m)
+		return false;
+	added = add_copy(&p->maps, m);
+	if (added)
+		map_facts_host(added, c->buildids);
+	return added != NULL;
+}
+
+/* p was read after its process had exited (no executable, no maps):
+ * what the mmap records said of it instead. */
+static void note_apply(struct proc_cache *c, struct proc_info *p, const struct proc_note *n)
+{
+	if (n->exe) {
+		char *exe = strdup(n->exe);
+
+		if (exe && labels_set(&p->labels, "executable", exe) == 0) {
+			free(p->executable);
+			p->executable = exe;
+		} else {
+			free(exe);
+		}
+	}
+	p->gone = true;
+	procmaps_free(&p->gaps);
+	for (size_t i = 0; i < n->maps.n; i++) {
+		struct proc_mapping *added;
+
+		if (procmaps_find(&p->maps, n->maps.v[i].start))
+			continue;
+		added = add_copy(&p->maps, &n->maps.v[i]);
+		if (added)
+			map_facts_host(added, c->buildids);
+	}
+	p->maps_ok = true;
 }
 
 static void read_maps(const char *proc_root, struct proc_info *p, struct buildid_cache *bc,
@@ -415,6 +601,14 @@ void proc_cache_free(struct proc_cache *c)
 			proc_info_free(p);
 		}
 	}
+	for (size_t i = 0; i < PROC_BUCKETS; i++) {
+		struct proc_note *n = c->notes[i], *next;
+
+		for (; n; n = next) {
+			next = n->next;
+			note_free(n);
+		}
+	}
 	buildid_cache_free(c->buildids);
 	buf_free(&c->scratch);
 	free(c->proc_root);
@@ -480,6 +674,14 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 		      c->has_vsyscall ? &c->vsyscall : NULL, c->lazy, &c->scratch);
 	if (!p)
 		return NULL;
+	/* Gone already (a process of a few milliseconds): /proc gave neither
+	 * its executable nor its maps, the kernel's mmap records may. */
+	if (!p->executable[0]) {
+		struct proc_note *n = note_find(c, pid);
+
+		if (n && n->maps.n)
+			note_apply(c, p, n);
+	}
 	p->last_seen_ns = now_ns;
 	p->maps_read_ns = now_ns;
 	p->next = c->buckets[pid % PROC_BUCKETS];
@@ -585,7 +787,7 @@ static bool learn(struct proc_cache *c, struct proc_info *p, uint64_t addr)
 
 	fd = maps_fd_get(c, p, &owned);
 	if (fd < 0)
-		return false;
+		return note_learn(c, p, addr);
 	rc = procmaps_query_at(fd, addr, &m, name, sizeof(name));
 	if (owned)
 		close(fd);
@@ -593,8 +795,8 @@ static bool learn(struct proc_cache *c, struct proc_info *p, uint64_t addr)
 		add_gap(&p->gaps, addr, 0x800000000000ull);
 		return false;
 	}
-	if (rc)
-		return false;
+	if (rc) /* ESRCH: it exited since (the fd outlives the address space) */
+		return note_learn(c, p, addr);
 	if (m.start > addr)
 		add_gap(&p->gaps, addr, m.start);
 	added = add_copy(&p->maps, &m);
@@ -610,12 +812,18 @@ void proc_cache_resolve(struct proc_cache *c, struct proc_info *p, uint64_t addr
 	    p->refresh_backoff_ns > min_interval_ns ? p->refresh_backoff_ns : min_interval_ns;
 	bool forgot = false;
 
+	if (addr < 0x10000 || addr >= 0x800000000000ull || procmaps_find(&p->maps, addr))
+		return;
+	/* Gone: only what the mmap records said is left to ask. */
+	if (p->gone || p->exited_ns) {
+		note_learn(c, p, addr);
+		return;
+	}
 	if (!p->lazy) {
 		proc_cache_refresh_for(c, p, addr, now_ns, min_interval_ns);
 		return;
 	}
-	if (addr < 0x10000 || addr >= 0x800000000000ull || procmaps_find(&p->maps, addr) ||
-	    p->exited_ns || p->stale)
+	if (p->stale)
 		return;
 	if (procmaps_find(&p->gaps, addr)) {
 		/* Found empty before: garbage, unless the process mapped code

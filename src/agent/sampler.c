@@ -7,7 +7,9 @@
  * 1e9/freq ns (exactly freq samples per second of CPU time, unlike the
  * adaptive frequency mode), attach the program to each, attach the exec
  * and exit raw tracepoints, and open the ring buffer. Each failure names
- * the step and what to do about it. sampler_symbolize runs the (never
+ * the step and what to do about it. A poll waits on the ring's epoll fd,
+ * runs the before-consume hook (the agent drains the kernel's mmap
+ * records there) and then consumes. sampler_symbolize runs the (never
  * attached) symbolize program to name kernel addresses.
  */
 #include "agent/agent.h"
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +39,8 @@ struct sampler {
 	bool can_symbolize; /* the kernel has bpf_snprintf (5.13+) */
 	sampler_record_fn fn;
 	void *ctx;
+	void (*before)(void *ctx); /* sampler_set_before_consume */
+	void *before_ctx;
 };
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -230,18 +235,28 @@ fail:
 	return rc < 0 ? rc : -rc;
 }
 
+void sampler_set_before_consume(struct sampler *s, void (*fn)(void *ctx), void *ctx)
+{
+	s->before = fn;
+	s->before_ctx = ctx;
+}
+
 int sampler_poll(struct sampler *s, int timeout_ms)
 {
-	/* The BPF side wakes us only for a process not seen before or a ring
-	 * filling up (see profiler.bpf.c); a signal ends the wait early so
-	 * that a stop is prompt. */
-	int rc = ring_buffer__poll(s->rb, timeout_ms);
+	struct epoll_event ev;
 
-	return rc == -EINTR ? ring_buffer__consume(s->rb) : rc;
+	/* The BPF side wakes us only for a new process or a ring filling up
+	 * (see profiler.bpf.c); a signal ends the wait early so that a stop
+	 * is prompt. */
+	if (epoll_wait(ring_buffer__epoll_fd(s->rb), &ev, 1, timeout_ms) < 0 && errno != EINTR)
+		return -errno;
+	return sampler_drain(s);
 }
 
 int sampler_drain(struct sampler *s)
 {
+	if (s->before)
+		s->before(s->before_ctx);
 	return ring_buffer__consume(s->rb);
 }
 

@@ -2,7 +2,8 @@
  * test_agent.c — unit tests for the agent's pure parts: /proc/PID/maps
  * parsing, cgroup -> labels, label lists, kallsyms lookup, kernel names on
  * demand (and the BPF symbolizer against /proc/kallsyms), build-ID
- * reading, and a window turned into a pprof profile.
+ * reading, the kernel's mmap records and what they give a process gone
+ * before it was read, and a window turned into a pprof profile.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -786,6 +791,196 @@ static void test_proc_info_of_self(void **state)
  * (PROCMAP_QUERY): a function's address brings in the executable's
  * mapping with its build ID; a stack address leaves a gap and no mapping,
  * and a second address in that gap asks nothing more. */
+/* A PERF_RECORD_MMAP2 as the kernel writes it (name padded to 8 bytes);
+ * returns its size. */
+static size_t mmap2_record(uint8_t *buf, uint32_t pid, uint64_t addr, uint64_t len,
+			   uint64_t pgoff, uint32_t maj, uint32_t min, uint64_t ino, uint32_t prot,
+			   const char *name)
+{
+	struct perf_event_header h = {.type = PERF_RECORD_MMAP2};
+	size_t nlen = strlen(name) + 1, off = sizeof(h);
+	uint32_t u32[2];
+	uint64_t u64[3];
+
+	memset(buf, 0, 512);
+	u32[0] = pid;
+	u32[1] = pid;
+	memcpy(buf + off, u32, 8), off += 8;
+	u64[0] = addr, u64[1] = len, u64[2] = pgoff;
+	memcpy(buf + off, u64, 24), off += 24;
+	u32[0] = maj, u32[1] = min;
+	memcpy(buf + off, u32, 8), off += 8;
+	u64[0] = ino, u64[1] = 0;
+	memcpy(buf + off, u64, 16), off += 16;
+	u32[0] = prot, u32[1] = MAP_PRIVATE;
+	memcpy(buf + off, u32, 8), off += 8;
+	memcpy(buf + off, name, nlen);
+	off += (nlen + 7) & ~(size_t)7;
+	h.size = (uint16_t)off;
+	memcpy(buf, &h, sizeof(h));
+	return off;
+}
+
+static size_t comm_record(uint8_t *buf, uint32_t pid, bool exec, const char *name)
+{
+	struct perf_event_header h = {.type = PERF_RECORD_COMM,
+				      .misc = exec ? PERF_RECORD_MISC_COMM_EXEC : 0};
+	size_t off = sizeof(h);
+
+	memset(buf, 0, 512);
+	memcpy(buf + off, &pid, 4);
+	memcpy(buf + off + 4, &pid, 4);
+	off += 8;
+	snprintf((char *)buf + off, 16, "%s", name);
+	off += 16;
+	h.size = (uint16_t)off;
+	memcpy(buf, &h, sizeof(h));
+	return off;
+}
+
+static void test_mmap_record_parse(void **state)
+{
+	uint8_t rec[512];
+	struct mmap_event e;
+	size_t n;
+
+	(void)state;
+	n = mmap2_record(rec, 42, 0x5000, 0x3000, 0x1000, 8, 1, 777, PROT_READ | PROT_EXEC,
+			 "/usr/bin/cc1");
+	assert_int_equal(mmap_record_parse(rec, n, &e), 1);
+	assert_false(e.exec);
+	assert_int_equal(e.pid, 42);
+	assert_int_equal(e.m.start, 0x5000);
+	assert_int_equal(e.m.limit, 0x8000);
+	assert_int_equal(e.m.offset, 0x1000);
+	assert_int_equal(e.m.dev_major, 8);
+	assert_int_equal(e.m.dev_minor, 1);
+	assert_int_equal(e.m.inode, 777);
+	assert_string_equal(e.m.path, "/usr/bin/cc1");
+	/* data mappings and zero lengths say nothing about code */
+	n = mmap2_record(rec, 42, 0x5000, 0x3000, 0, 8, 1, 777, PROT_READ | PROT_WRITE, "/x");
+	assert_int_equal(mmap_record_parse(rec, n, &e), 0);
+	n = mmap2_record(rec, 42, 0x5000, 0, 0, 8, 1, 777, PROT_EXEC, "/x");
+	assert_int_equal(mmap_record_parse(rec, n, &e), 0);
+	n = comm_record(rec, 43, true, "as");
+	assert_int_equal(mmap_record_parse(rec, n, &e), 1);
+	assert_true(e.exec);
+	assert_int_equal(e.pid, 43);
+	n = comm_record(rec, 43, false, "renamed");
+	assert_int_equal(mmap_record_parse(rec, n, &e), 0);
+	/* malformed: shorter than its header says, a header claiming less
+	 * than itself, a name without its NUL, an MMAP2 too short for its
+	 * body; other record types are not ours */
+	n = mmap2_record(rec, 42, 0x5000, 0x3000, 0, 8, 1, 777, PROT_EXEC, "/usr/bin/cc1");
+	assert_int_equal(mmap_record_parse(rec, n - 8, &e), -EINVAL);
+	assert_int_equal(mmap_record_parse(rec, 4, &e), -EINVAL);
+	memset(rec + n - 8, 'x', 8);
+	assert_int_equal(mmap_record_parse(rec, n, &e), -EINVAL);
+	((struct perf_event_header *)rec)->size = sizeof(struct perf_event_header) + 20;
+	assert_int_equal(mmap_record_parse(rec, n, &e), -EINVAL);
+	((struct perf_event_header *)rec)->size = 2;
+	assert_int_equal(mmap_record_parse(rec, n, &e), -EINVAL);
+	n = comm_record(rec, 43, true, "as");
+	((struct perf_event_header *)rec)->type = PERF_RECORD_FORK;
+	assert_int_equal(mmap_record_parse(rec, n, &e), 0);
+}
+
+static void note(struct proc_cache *c, const uint8_t *rec, size_t n, uint64_t now)
+{
+	struct mmap_event e;
+
+	assert_int_equal(mmap_record_parse(rec, n, &e), 1);
+	proc_cache_note(c, &e, now);
+}
+
+/* A process gone before its first reading (reaped: /proc has nothing) is
+ * described by what the mmap records said since its exec: the first code
+ * mapping after the exec is the executable, a mapping laid over another
+ * replaces it, build IDs come from the host's file when it is the mapped
+ * inode, a mapping noted after the reading is learned on demand, and
+ * notes expire. */
+static void test_proc_cache_notes_for_gone_process(void **state)
+{
+	struct proc_cache *c = proc_cache_new("/proc");
+	char exe[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	uint8_t rec[512];
+	struct stat st;
+	struct proc_info *p;
+	const struct proc_mapping *m;
+	pid_t pid = fork();
+	size_t n;
+
+	(void)state;
+	assert_non_null(c);
+	assert_true(len > 0);
+	exe[len] = '\0';
+	assert_int_equal(stat(exe, &st), 0);
+	if (pid == 0)
+		_exit(0);
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+
+	n = mmap2_record(rec, (uint32_t)pid, 0x1000, 0x1000, 0, 8, 1, 5, PROT_EXEC, "/old/image");
+	note(c, rec, n, 100);
+	n = comm_record(rec, (uint32_t)pid, true, "child");
+	note(c, rec, n, 200);
+	n = mmap2_record(rec, (uint32_t)pid, 0x400000, 0x10000, 0x2000, major(st.st_dev),
+			 minor(st.st_dev), st.st_ino, PROT_READ | PROT_EXEC, exe);
+	note(c, rec, n, 300);
+	n = mmap2_record(rec, (uint32_t)pid, 0x7f0000000000, 0x20000, 0, 8, 1, 99,
+			 PROT_READ | PROT_EXEC, "/lib/ld.so");
+	note(c, rec, n, 300);
+	/* ld.so places a segment over part of its first mapping */
+	n = mmap2_record(rec, (uint32_t)pid, 0x7f0000010000, 0x8000, 0x10000, 8, 1, 99,
+			 PROT_READ | PROT_EXEC, "/lib/ld.so");
+	note(c, rec, n, 300);
+
+	p = proc_cache_get(c, (uint32_t)pid, "child", true, 400);
+	assert_non_null(p);
+	assert_true(p->gone);
+	assert_string_equal(p->executable, exe);
+	assert_null(procmaps_find(&p->maps, 0x1000)); /* before the exec */
+	m = procmaps_find(&p->maps, 0x400100);
+	assert_non_null(m);
+	assert_string_equal(m->path, exe);
+	assert_int_equal(m->offset, 0x2000);
+	assert_true(m->build_id[0] != '\0'); /* the host file is the mapped inode */
+	assert_true(m->elf_type != 0);
+	m = procmaps_find(&p->maps, 0x7f0000012000);
+	assert_non_null(m);
+	assert_int_equal(m->start, 0x7f0000010000);
+	assert_int_equal(m->limit, 0x7f0000018000);
+	assert_int_equal(m->offset, 0x10000);
+	assert_string_equal(m->build_id, ""); /* inode 99 is not /lib/ld.so's */
+	m = procmaps_find(&p->maps, 0x7f0000001000); /* below the new one: kept */
+	assert_non_null(m);
+	assert_int_equal(m->start, 0x7f0000000000);
+	assert_int_equal(m->limit, 0x7f0000010000);
+	assert_int_equal(m->offset, 0);
+	m = procmaps_find(&p->maps, 0x7f0000019000); /* above it: kept, offset moved */
+	assert_non_null(m);
+	assert_int_equal(m->start, 0x7f0000018000);
+	assert_int_equal(m->limit, 0x7f0000020000);
+	assert_int_equal(m->offset, 0x18000);
+
+	/* a library mapped after the reading (dlopen), asked for by a frame */
+	n = mmap2_record(rec, (uint32_t)pid, 0x7e0000000000, 0x1000, 0, 8, 1, 7, PROT_EXEC,
+			 "/lib/plugin.so");
+	note(c, rec, n, 500);
+	proc_cache_resolve(c, p, 0x7e0000000800, 600, 1000000000ull);
+	assert_non_null(procmaps_find(&p->maps, 0x7e0000000800));
+
+	/* notes expire: a reading after that finds nothing */
+	proc_cache_forget(c, (uint32_t)pid);
+	proc_cache_expire_notes(c, 300 + 11000000000ull);
+	p = proc_cache_get(c, (uint32_t)pid, "child", true, 11000000500ull);
+	assert_non_null(p);
+	assert_false(p->gone);
+	assert_null(procmaps_find(&p->maps, 0x400100));
+	proc_cache_free(c);
+}
+
 static void test_proc_cache_resolves_lazily(void **state)
 {
 	struct proc_cache *c = proc_cache_new("/proc");
@@ -1245,6 +1440,8 @@ int main(void)
 	    cmocka_unit_test(test_buildid_synthetic_elves),
 	    cmocka_unit_test(test_elf_facts_load_for),
 	    cmocka_unit_test(test_proc_info_of_self),
+	    cmocka_unit_test(test_mmap_record_parse),
+	    cmocka_unit_test(test_proc_cache_notes_for_gone_process),
 	    cmocka_unit_test(test_proc_cache_resolves_lazily),
 	    cmocka_unit_test(test_proc_cache_keeps_maps_fd),
 	    cmocka_unit_test(test_window_becomes_profile),
