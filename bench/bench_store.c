@@ -211,12 +211,13 @@ static void make_agent_profile(struct pprof_builder *b, const struct kind *kd, i
 			for (int j = 0; j < nk; j++) {
 				int k = (int)(((h >> 16) + (uint64_t)j * 37) % KERNEL_NAMES);
 				struct pprof_line_desc line = {
-				    .function_id = pprof_builder_function(
-					b, kernel_names[k], kernel_names[k], "[kernel.kallsyms]", 0)};
+				    .function_id =
+					pprof_builder_function(b, kernel_names[k], kernel_names[k],
+							       "[kernel.kallsyms]", 0)};
 
 				locs[n++] = pprof_builder_location(
-				    b, m_kernel, 0xffffffff81000000ull + (uint64_t)k * 0x1000 + 0x40,
-				    &line, 1);
+				    b, m_kernel,
+				    0xffffffff81000000ull + (uint64_t)k * 0x1000 + 0x40, &line, 1);
 			}
 		}
 		for (int j = d - 1; j >= 0; j--) { /* user frames, leaf first */
@@ -224,11 +225,11 @@ static void make_agent_profile(struct pprof_builder *b, const struct kind *kd, i
 			bool in_libc = h % 3 == 0 && j >= d - 2;
 			uint64_t off = ((uint64_t)j * LEVEL_CAP + (uint64_t)idx) * 16;
 
-			locs[n++] = in_libc ? pprof_builder_location(b, m_libc, 0x7f3a10028000ull +
-									       off % 0x190000,
-								   NULL, 0)
-					    : pprof_builder_location(b, m_exe,
-								   0x55d000400000ull + off, NULL, 0);
+			locs[n++] =
+			    in_libc ? pprof_builder_location(
+					  b, m_libc, 0x7f3a10028000ull + off % 0x190000, NULL, 0)
+				    : pprof_builder_location(b, m_exe, 0x55d000400000ull + off,
+							     NULL, 0);
 		}
 		int64_t v = 1 + (int64_t)(mix(seed ^ (uint64_t)s) % 20);
 		pprof_builder_add_sample(b, locs, (size_t)n, &v, labels, 2);

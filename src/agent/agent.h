@@ -129,8 +129,8 @@ void procmaps_free(struct proc_maps *m);
  * (PERF_RECORD_MMAP2) or an exec (PERF_RECORD_COMM with the exec flag). */
 struct mmap_event {
 	uint32_t pid;
-	bool exec;		/* the process exec'd: what was noted of it is gone */
-	struct proc_mapping m;	/* !exec: path points into the record, build_id "" */
+	bool exec;	       /* the process exec'd: what was noted of it is gone */
+	struct proc_mapping m; /* !exec: path points into the record, build_id "" */
 };
 /* Parses one perf record, header included, of len bytes: 1 (*out filled)
  * for an executable MMAP2 or an exec COMM, 0 for any other record, -EINVAL

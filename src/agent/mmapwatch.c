@@ -147,15 +147,15 @@ int mmap_watch_open(struct mmap_watch **out, struct kiln_error *err)
 	for (int cpu = 0; cpu < w->n; cpu++) {
 		struct watch_ring *r = &w->rings[cpu];
 
-		r->fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1,
-				     PERF_FLAG_FD_CLOEXEC);
+		r->fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 		if (r->fd < 0) {
 			if (errno == ENODEV || errno == EINVAL) /* an offline CPU */
 				continue;
-			rc = kiln_error_set(err, errno,
-					    "mmap records unavailable on cpu %d (%s): processes that "
-					    "exit before /proc is read keep bare addresses",
-					    cpu, strerror(errno));
+			rc = kiln_error_set(
+			    err, errno,
+			    "mmap records unavailable on cpu %d (%s): processes that "
+			    "exit before /proc is read keep bare addresses",
+			    cpu, strerror(errno));
 			goto fail;
 		}
 		r->base = mmap(NULL, w->page * (WATCH_PAGES + 1), PROT_READ | PROT_WRITE,
@@ -185,8 +185,7 @@ fail:
 }
 
 /* Delivers the records of one ring; returns the records the kernel lost. */
-static uint64_t ring_drain(struct mmap_watch *w, struct watch_ring *r, mmap_event_fn fn,
-			   void *ctx)
+static uint64_t ring_drain(struct mmap_watch *w, struct watch_ring *r, mmap_event_fn fn, void *ctx)
 {
 	struct perf_event_mmap_page *meta = r->base;
 	const uint8_t *data = (const uint8_t *)r->base + w->page;

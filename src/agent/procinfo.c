@@ -164,18 +164,9 @@ static void stat_comm(const char *stat, char *out, size_t outsz)
 	snprintf(out, outsz, "%.*s", (int)(close - open - 1), open + 1);
 }
 
-/* Fills m's build ID, ELF type and load segment from the file it maps
- * (through /proc/PID/root; cached per device and inode). */
-static void map_facts(const char *proc_root, uint32_t pid, struct proc_mapping *m,
-		      struct buildid_cache *bc)
+/* Sets m's build ID, ELF type and load segment from f. */
+static void set_facts(struct proc_mapping *m, const struct elf_facts *f)
 {
-	char path[4096];
-	const struct elf_facts *f;
-
-	if (!m->path || m->path[0] != '/' || !bc)
-		return;
-	snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, pid, m->path);
-	f = buildid_cache_facts_mapped(bc, path, m->dev_major, m->dev_minor, m->inode);
 	m->elf_type = f->type;
 	m->has_load = elf_facts_load_for(f, m->offset, &m->load_offset, &m->load_vaddr);
 	if (f->build_id[0]) {
@@ -188,29 +179,31 @@ static void map_facts(const char *proc_root, uint32_t pid, struct proc_mapping *
 	}
 }
 
+/* Fills m's build ID, ELF type and load segment from the file it maps
+ * (through /proc/PID/root; cached per device and inode). */
+static void map_facts(const char *proc_root, uint32_t pid, struct proc_mapping *m,
+		      struct buildid_cache *bc)
+{
+	char path[4096];
+
+	if (!m->path || m->path[0] != '/' || !bc)
+		return;
+	snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, pid, m->path);
+	set_facts(m, buildid_cache_facts_mapped(bc, path, m->dev_major, m->dev_minor, m->inode));
+}
+
 /* map_facts for a process that is gone (no /proc/PID/root): the file at
  * the same path on the host, if it is the mapped inode; else no facts,
  * and nothing cached for that inode. */
 static void map_facts_host(struct proc_mapping *m, struct buildid_cache *bc)
 {
-	const struct elf_facts *f;
 	struct stat st;
 
 	if (!m->path || m->path[0] != '/' || !bc || !m->inode || stat(m->path, &st) != 0 ||
 	    st.st_ino != m->inode || major(st.st_dev) != m->dev_major ||
 	    minor(st.st_dev) != m->dev_minor)
 		return;
-	f = buildid_cache_facts_mapped(bc, m->path, m->dev_major, m->dev_minor, m->inode);
-	m->elf_type = f->type;
-	m->has_load = elf_facts_load_for(f, m->offset, &m->load_offset, &m->load_vaddr);
-	if (f->build_id[0]) {
-		char *s = strdup(f->build_id);
-
-		if (s) {
-			free(m->build_id);
-			m->build_id = s;
-		}
-	}
+	set_facts(m, buildid_cache_facts_mapped(bc, m->path, m->dev_major, m->dev_minor, m->inode));
 }
 
 /* Adds a copy of *src (strings duplicated; build_id "") to maps, in

@@ -156,10 +156,31 @@ static struct arena_chunk *chunk_new(const struct arena *a, size_t size, bool po
 	return c;
 }
 
+/* A new chunk of at least size bytes, now the one allocations come from. */
+static struct arena_chunk *push_chunk(struct arena *a, size_t size)
+{
+	struct arena_chunk *c = chunk_new(a, size, a->grows);
+
+	if (!c)
+		return NULL;
+	c->next = a->head;
+	a->head = c;
+	return c;
+}
+
+/* n bytes (aligned, and known to fit) from c. */
+static void *take(struct arena *a, struct arena_chunk *c, size_t n)
+{
+	void *p = c->data + c->used;
+
+	c->used += n;
+	a->used += n;
+	return p;
+}
+
 void *arena_alloc(struct arena *a, size_t n)
 {
 	struct arena_chunk *c;
-	void *p;
 
 	n = ALIGN16(n ? n : 1);
 	if (n > SIZE_MAX / 2)
@@ -182,38 +203,27 @@ void *arena_alloc(struct arena *a, size_t n)
 	if (!c || c->size - c->used < n) {
 		if (a->head && a->grows && a->chunk_size < MAX_CHUNK)
 			a->chunk_size *= 2;
-		c = chunk_new(a, a->chunk_size, a->grows);
+		c = push_chunk(a, a->chunk_size);
 		if (!c)
 			return NULL;
-		c->next = a->head;
-		a->head = c;
 	}
-	p = c->data + c->used;
-	c->used += n;
-	a->used += n;
-	return p;
+	return take(a, c, n);
 }
 
 void *arena_alloc_shared(struct arena *a, size_t n)
 {
 	struct arena_chunk *c = a->head;
-	void *p;
 
 	n = ALIGN16(n ? n : 1);
 	if (n > SIZE_MAX / 2 - a->chunk_size)
 		return NULL;
 	if (!c || c->size - c->used < n) {
 		/* Room for n and a usual chunk's worth after it. */
-		c = chunk_new(a, n + a->chunk_size, a->grows);
+		c = push_chunk(a, n + a->chunk_size);
 		if (!c)
 			return NULL;
-		c->next = a->head;
-		a->head = c;
 	}
-	p = c->data + c->used;
-	c->used += n;
-	a->used += n;
-	return p;
+	return take(a, c, n);
 }
 
 void *arena_calloc(struct arena *a, size_t n, size_t size)

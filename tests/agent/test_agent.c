@@ -793,8 +793,8 @@ static void test_proc_info_of_self(void **state)
  * and a second address in that gap asks nothing more. */
 /* A PERF_RECORD_MMAP2 as the kernel writes it (name padded to 8 bytes);
  * returns its size. */
-static size_t mmap2_record(uint8_t *buf, uint32_t pid, uint64_t addr, uint64_t len,
-			   uint64_t pgoff, uint32_t maj, uint32_t min, uint64_t ino, uint32_t prot,
+static size_t mmap2_record(uint8_t *buf, uint32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff,
+			   uint32_t maj, uint32_t min, uint64_t ino, uint32_t prot,
 			   const char *name)
 {
 	struct perf_event_header h = {.type = PERF_RECORD_MMAP2};
@@ -952,7 +952,7 @@ static void test_proc_cache_notes_for_gone_process(void **state)
 	assert_int_equal(m->start, 0x7f0000010000);
 	assert_int_equal(m->limit, 0x7f0000018000);
 	assert_int_equal(m->offset, 0x10000);
-	assert_string_equal(m->build_id, ""); /* inode 99 is not /lib/ld.so's */
+	assert_string_equal(m->build_id, "");	     /* inode 99 is not /lib/ld.so's */
 	m = procmaps_find(&p->maps, 0x7f0000001000); /* below the new one: kept */
 	assert_non_null(m);
 	assert_int_equal(m->start, 0x7f0000000000);

@@ -39,56 +39,43 @@ for s in samples:
 PY
 agent_stop
 
-out2="$AGENT_TMP/profiles-short"
-agent_start "$out2" --profiling-duration=3s --profiling-cpu-sampling-frequency=499 --http-address=
-pids=()
-for _ in $(seq 1 40); do
-	"$AGENT_TESTBIN/burn" 0.06 >/dev/null & pids+=($!)
-	wait $!
-done
-agent_stop
-files=()
-for p in "${pids[@]}"; do
-	for f in $(agent_files "$out2" "$p" burn); do files+=("$f"); done
-done
-[ "${#files[@]}" -gt 0 ] || fail "no profile for any of the 40 short-lived burns: $(ls "$out2")"
-agent_traces "${files[@]}" >"$AGENT_TMP/traces-short.json"
-python3 - "$AGENT_TMP/traces-short.json" <<'PY'
+# burn_many NAME COUNT SECONDS MIN_SAMPLES MIN_SHARE: runs COUNT burns of
+# SECONDS of CPU one after another under an agent at 499 Hz, then checks
+# that their samples number at least MIN_SAMPLES and that at least
+# MIN_SHARE of them symbolize into burn_one/burn_two, each labelled with
+# the burn executable.
+burn_many() {
+	local name=$1 count=$2 secs=$3 min_samples=$4 min_share=$5 out="$AGENT_TMP/profiles-$1" p f
+	local pids=() files=()
+	agent_start "$out" --profiling-duration=3s --profiling-cpu-sampling-frequency=499 --http-address=
+	for _ in $(seq 1 "$count"); do
+		"$AGENT_TESTBIN/burn" "$secs" >/dev/null & pids+=($!)
+		wait $!
+	done
+	agent_stop
+	for p in "${pids[@]}"; do
+		for f in $(agent_files "$out" "$p" burn); do files+=("$f"); done
+	done
+	[ "${#files[@]}" -gt 0 ] || fail "no profile for any of the $count $name burns: $(ls "$out")"
+	agent_traces "${files[@]}" >"$AGENT_TMP/traces-$name.json"
+	python3 - "$AGENT_TMP/traces-$name.json" "$name" "$min_samples" "$min_share" <<'PY'
 import json, sys
+name, min_samples, min_share = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 samples = [json.loads(l) for l in open(sys.argv[1])]
 total = sum(s["n"] for s in samples)
 burn = sum(s["n"] for s in samples if s["frames"][0] in ("burn_two", "burn_one"))
-print(f"short-lived burns: {burn} of {total} samples symbolized into burn_two/burn_one")
-assert total >= 300, f"only {total} samples for 40 x 0.06 CPU s at 499 Hz (~1200 expected)"
-assert burn >= 0.75 * total, "most short-lived processes' mappings were not captured"
-PY
-
-out3="$AGENT_TMP/profiles-tiny"
-agent_start "$out3" --profiling-duration=3s --profiling-cpu-sampling-frequency=499 --http-address=
-pids=()
-for _ in $(seq 1 100); do
-	"$AGENT_TESTBIN/burn" 0.004 >/dev/null & pids+=($!)
-	wait $!
-done
-agent_stop
-files=()
-for p in "${pids[@]}"; do
-	for f in $(agent_files "$out3" "$p" burn); do files+=("$f"); done
-done
-[ "${#files[@]}" -gt 0 ] || fail "no profile for any of the 100 4 ms burns: $(ls "$out3")"
-agent_traces "${files[@]}" >"$AGENT_TMP/traces-tiny.json"
-python3 - "$AGENT_TMP/traces-tiny.json" <<'PY'
-import json, sys
-samples = [json.loads(l) for l in open(sys.argv[1])]
-total = sum(s["n"] for s in samples)
-burn = sum(s["n"] for s in samples if s["frames"][0] in ("burn_two", "burn_one"))
-print(f"4 ms burns: {burn} of {total} samples symbolized into burn_two/burn_one")
-assert total >= 60, f"only {total} samples for 100 x 0.004 CPU s at 499 Hz (~200 expected)"
-# the rest is the kernel (exec, page faults) and the dynamic loader
-# starting each process: named, not lost. Before the mmap records ~10%
-# resolved.
-assert burn >= 0.6 * total, "processes gone before /proc was read lost their mappings"
+print(f"{name} burns: {burn} of {total} samples symbolized into burn_two/burn_one")
+assert total >= min_samples, f"only {total} samples, expected at least {min_samples}"
+assert burn >= min_share * total, "short-lived processes' mappings were not captured"
 for s in samples:
     assert s["labels"]["executable"].endswith("/burn"), s["labels"]
 PY
+}
+
+# 40 x 60 ms at 499 Hz: ~1200 samples.
+burn_many short 40 0.06 300 0.75
+# 100 x 4 ms: ~200 samples. The rest is the kernel (exec, page faults) and
+# the dynamic loader starting each process: named, not lost. Before the
+# mmap records ~10% resolved.
+burn_many tiny 100 0.004 60 0.6
 echo PASS
