@@ -200,8 +200,13 @@ static uint64_t ring_drain(struct mmap_watch *w, struct watch_ring *r, mmap_even
 
 		/* The header never wraps (records are 8-byte aligned). */
 		memcpy(&h, data + off, sizeof(h));
-		if (h.size < sizeof(h) || h.size > r->data_size || tail + h.size > head)
-			break; /* cannot happen with a sane kernel: stop, lose nothing else */
+		if (h.size < sizeof(h) || h.size > r->data_size || tail + h.size > head) {
+			/* Not a record boundary (cannot happen with a sane
+			 * kernel): drop what is left rather than stall here. */
+			tail = head;
+			lost++;
+			break;
+		}
 		if (off + h.size <= r->data_size) {
 			rec = data + off;
 		} else {
