@@ -177,6 +177,13 @@ build/fuzz/libkiln-fuzz.a: $(FUZZ_LIB_OBJS)
 build/fuzz/%: fuzz/%.c build/fuzz/libkiln-fuzz.a
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/libkiln-fuzz.a $(PKG_LIBS) -liberty -lpthread -lm
 
+# The agent is not in the fuzz library (its BPF skeleton); its perf record
+# parser is linked alone.
+build/fuzz/fuzz_mmap_record: fuzz/fuzz_mmap_record.c build/fuzz/obj/agent/mmapwatch.o \
+		build/fuzz/libkiln-fuzz.a
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/obj/agent/mmapwatch.o build/fuzz/libkiln-fuzz.a \
+		$(PKG_LIBS) -liberty -lpthread -lm
+
 FUZZ_SECONDS ?= 600
 fuzz: deps fuzz-build
 	@for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build/fuzz/corpus/$$n build/fuzz/artifacts; \

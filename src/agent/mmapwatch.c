@@ -19,7 +19,6 @@
  * the kernel; none for processes that do neither (a steady host).
  */
 #include "agent/agent.h"
-#include "common/log.h"
 
 #include <errno.h>
 #include <linux/perf_event.h>
