@@ -328,7 +328,7 @@ void proc_cache_reap_exited(struct proc_cache *c, uint64_t cutoff_ns);
 void proc_cache_expire(struct proc_cache *c, uint64_t cutoff_ns);
 /* Notes what an mmap record says of a process (its code mappings since
  * its last exec), for when it is gone before /proc is read; notes expire
- * after a few seconds (proc_cache_expire_notes). */
+ * after 5 s (proc_cache_expire_notes). */
 void proc_cache_note(struct proc_cache *c, const struct mmap_event *e, uint64_t now_ns);
 void proc_cache_expire_notes(struct proc_cache *c, uint64_t now_ns);
 size_t proc_cache_count(const struct proc_cache *c);

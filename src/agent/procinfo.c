@@ -42,8 +42,10 @@
  * a process that is gone before its first reading from /proc: its code
  * mappings since its exec, and the executable (the first code mapping
  * after the exec: the kernel maps the binary before its interpreter).
- * Notes are only needed for the seconds between a process's first sample
- * and its reading, so each lives NOTE_TTL_NS; at most NOTES_MAX pids. */
+ * Notes are only needed between a process's first sample and its reading
+ * (20 ms for a new process, 2 s at most), so each lives NOTE_TTL_NS; at
+ * most NOTES_MAX pids, so that a host starting hundreds of processes a
+ * second holds a few MB of them (~20 code mappings a process), not more. */
 struct proc_note {
 	uint32_t pid;
 	bool after_exec;
@@ -52,8 +54,8 @@ struct proc_note {
 	struct proc_maps maps;
 	struct proc_note *next;
 };
-#define NOTE_TTL_NS   (10ull * 1000000000)
-#define NOTES_MAX     8192
+#define NOTE_TTL_NS   (5ull * 1000000000)
+#define NOTES_MAX     4096
 #define NOTE_MAPS_MAX 256
 
 struct proc_cache {
