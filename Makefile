@@ -38,7 +38,7 @@ GEN := build/gen
 BIN := $(OUT)/bin
 
 PKGS := libbpf libelf libdw libprotobuf-c libnghttp2 libmicrohttpd libcurl \
-	libzstd zlib libdeflate yaml-0.1 libxxhash libpcre2-8 libdebuginfod openssl
+	libzstd zlib libdeflate libisal yaml-0.1 libxxhash libpcre2-8 libdebuginfod openssl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

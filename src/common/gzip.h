@@ -2,8 +2,11 @@
  * gzip.h — gzip compression with limits.
  *
  * Inflation is bounded: a "gzip bomb" that would expand past max_out bytes is
- * refused with -EFBIG instead of exhausting memory. Both functions append to
- * the output buffer.
+ * refused with -EFBIG instead of exhausting memory, and the output buffer
+ * grows with what was really inflated, never ahead of it by more than twice.
+ * Inflating and deflating append to the output buffer. Every gunzip in Kiln
+ * (WriteRaw profiles, scraped responses, gRPC message compression) goes
+ * through gzip_inflate_with: one implementation, one set of error messages.
  */
 #ifndef KILN_COMMON_GZIP_H
 #define KILN_COMMON_GZIP_H
@@ -17,10 +20,24 @@
 
 /* True if data starts with the gzip magic (1f 8b). */
 bool gzip_is_gzip(const void *data, size_t len);
-/* Inflates a gzip stream (concatenated members allowed). -EBADMSG with a
- * message naming the byte offset on corrupt input, -EFBIG past max_out. */
+/* Inflates a gzip stream (concatenated members allowed; each member's CRC-32
+ * and length are checked) and appends it to out, leaving at least one spare
+ * byte past out->len (room for a terminator). max_out: at most this many
+ * bytes appended (0: no limit). Returns 0, -EBADMSG with a message naming
+ * the byte offset on corrupt, truncated or trailing input, -EFBIG past
+ * max_out, -ENOMEM; on error out->len is what it was. */
 int gzip_inflate(const void *data, size_t len, size_t max_out, struct buf *out,
 		 struct kiln_error *err);
+
+/* Inflater state kept across calls (ISA-L's igzip, about 90 KB), for a
+ * thread that inflates stream after stream: gzip_inflate allocates and
+ * frees one per call. Not thread-safe: one thread at a time. */
+struct gzip_inflater;
+struct gzip_inflater *gzip_inflater_new(void);
+void gzip_inflater_free(struct gzip_inflater *z); /* NULL-safe */
+/* gzip_inflate with z's state; z NULL: a temporary one. */
+int gzip_inflate_with(struct gzip_inflater *z, const void *data, size_t len, size_t max_out,
+		      struct buf *out, struct kiln_error *err);
 /* Deflates data as one gzip member; level 1..9 (-1 for zlib's default). */
 int gzip_deflate(const void *data, size_t len, int level, struct buf *out);
 

@@ -1,5 +1,6 @@
 /*
- * decode.c — bytes to a validated struct pprof_profile, and its accessors.
+ * decode.c — bytes to a validated struct pprof_profile (its accessors are
+ * in profile.c).
  *
  * Gzip input (magic 1f 8b) is inflated first, bounded by max_inflated_bytes.
  * The message is parsed (parse.c) into the profile's arena, so that freeing
@@ -11,8 +12,6 @@
 #include "pprof/internal.h"
 
 #include "common/gzip.h"
-
-#include <libdeflate.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -27,7 +26,7 @@
 #define KEEP_ARENA (PPROF_DECODER_KEEP_BYTES - KEEP_RAW)
 
 struct pprof_decoder {
-	struct libdeflate_decompressor *inflater;
+	struct gzip_inflater *inflater;
 	struct buf raw;	     /* spare message buffer, len 0 */
 	struct arena *arena; /* spare, reset */
 };
@@ -65,7 +64,7 @@ static int decode(struct pprof_decoder *d, const void *data, size_t len,
 	 * them (pprof_parse), which saves a copy and an allocation per
 	 * string, most of a profile's string table. */
 	if (gzip_is_gzip(data, len)) {
-		rc = pprof_gunzip(d ? d->inflater : NULL, data, len, max, &p->raw, err);
+		rc = gzip_inflate_with(d ? d->inflater : NULL, data, len, max, &p->raw, err);
 		if (rc)
 			goto fail;
 		if (p->raw.len == 0) {
@@ -80,7 +79,7 @@ static int decode(struct pprof_decoder *d, const void *data, size_t len,
 		goto fail;
 	}
 	/* pprof_parse needs data[len] writable (the last string's
-	 * terminator); pprof_gunzip leaves room for it. */
+	 * terminator); gzip_inflate_with leaves room for it. */
 	if ((rc = buf_reserve(&p->raw, 1))) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto fail;
@@ -119,7 +118,7 @@ struct pprof_decoder *pprof_decoder_new(void)
 {
 	struct pprof_decoder *d = calloc(1, sizeof(*d));
 
-	if (d && !(d->inflater = libdeflate_alloc_decompressor())) {
+	if (d && !(d->inflater = gzip_inflater_new())) {
 		free(d);
 		d = NULL;
 	}
@@ -130,7 +129,7 @@ void pprof_decoder_free(struct pprof_decoder *d)
 {
 	if (!d)
 		return;
-	libdeflate_free_decompressor(d->inflater);
+	gzip_inflater_free(d->inflater);
 	buf_free(&d->raw);
 	arena_free(d->arena);
 	free(d);
@@ -187,94 +186,4 @@ int pprof_decode_file(const char *path, const struct pprof_decode_opts *opts,
 		kiln_error_prefix(err, "%s: ", path);
 	buf_free(&b);
 	return rc;
-}
-
-void pprof_profile_free(struct pprof_profile *p)
-{
-	if (!p)
-		return;
-	pprof_idtab_free(&p->locations);
-	pprof_idtab_free(&p->functions);
-	pprof_idtab_free(&p->mappings);
-	arena_free(p->arena);
-	buf_free(&p->raw);
-	free(p);
-}
-
-const pprof_msg *pprof_profile_msg(const struct pprof_profile *p)
-{
-	return p->msg;
-}
-
-size_t pprof_sample_count(const struct pprof_profile *p)
-{
-	return p->msg->n_sample;
-}
-
-const char *pprof_string(const struct pprof_profile *p, int64_t idx)
-{
-	if (idx < 0 || (uint64_t)idx >= p->msg->n_string_table)
-		return "";
-	return p->msg->string_table[idx];
-}
-
-const pprof_location_msg *pprof_location(const struct pprof_profile *p, uint64_t id)
-{
-	return pprof_idtab_get(&p->locations, id);
-}
-
-const pprof_function_msg *pprof_function(const struct pprof_profile *p, uint64_t id)
-{
-	return pprof_idtab_get(&p->functions, id);
-}
-
-const pprof_mapping_msg *pprof_mapping(const struct pprof_profile *p, uint64_t id)
-{
-	return pprof_idtab_get(&p->mappings, id);
-}
-
-size_t pprof_location_pos(const struct pprof_profile *p, uint64_t id)
-{
-	return pprof_idtab_index(&p->locations, id);
-}
-
-size_t pprof_function_pos(const struct pprof_profile *p, uint64_t id)
-{
-	return pprof_idtab_index(&p->functions, id);
-}
-
-size_t pprof_mapping_pos(const struct pprof_profile *p, uint64_t id)
-{
-	return pprof_idtab_index(&p->mappings, id);
-}
-
-int pprof_sample_type_index(const struct pprof_profile *p, const char *name, struct kiln_error *err)
-{
-	const pprof_msg *m = p->msg;
-	struct buf avail = {0};
-	size_t i;
-
-	if (m->n_sample_type == 0)
-		return kiln_error_set(err, ENOENT, "profile has no sample types");
-	if (!name && m->default_sample_type) {
-		name = pprof_string(p, m->default_sample_type);
-		for (i = 0; i < m->n_sample_type; i++)
-			if (strcmp(pprof_string(p, m->sample_type[i]->type), name) == 0)
-				return (int)i;
-		/* A default naming no type is ignored, as pprof does. */
-		return (int)m->n_sample_type - 1;
-	}
-	if (!name)
-		return (int)m->n_sample_type - 1;
-	for (i = 0; i < m->n_sample_type; i++) {
-		if (strcmp(pprof_string(p, m->sample_type[i]->type), name) == 0)
-			return (int)i;
-	}
-	for (i = 0; i < m->n_sample_type; i++)
-		buf_printf(&avail, "%s%s", i ? ", " : "", pprof_string(p, m->sample_type[i]->type));
-	buf_terminate(&avail);
-	kiln_error_set(err, ENOENT, "no sample type \"%s\" (available: %s)", name,
-		       avail.data ? (char *)avail.data : "");
-	buf_free(&avail);
-	return -ENOENT;
 }

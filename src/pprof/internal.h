@@ -63,13 +63,6 @@ static inline void *pprof_idtab_get(const struct pprof_idtab *t, uint64_t id)
 }
 void pprof_idtab_free(struct pprof_idtab *t);
 
-/* Inflates gzip data (members may be concatenated) with libdeflate; same
- * contract as gzip_inflate in common/gzip.h. inflater: a decompressor to use
- * (NULL: one is allocated for the call). */
-struct libdeflate_decompressor;
-int pprof_gunzip(struct libdeflate_decompressor *inflater, const void *data, size_t len,
-		 size_t max_out, struct buf *out, struct kiln_error *err);
-
 /* Parses protobuf bytes into a message allocated in a (no validation).
  * The string table is not copied: its strings point into data, which must
  * outlive the message and have one writable byte at data[len]; each string

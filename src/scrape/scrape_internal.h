@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <sys/socket.h>
 
+#include "common/gzip.h"
 #include "scrape/scrape.h"
 
 /* ---- HTTP/1.1 responses (http_parse.c) ------------------------------------ */
@@ -161,7 +162,7 @@ void scrape_unit_free(struct scrape_unit *u);
  * members allowed): 0, -EBADMSG (corrupt), -EFBIG (past max_out) or
  * -ENOMEM. scrape_inflater_trim drops an unusually large buffer. */
 struct scrape_inflater {
-	struct libdeflate_decompressor *d;
+	struct gzip_inflater *z;
 	struct buf out;
 };
 int scrape_inflate(struct scrape_inflater *z, const void *data, size_t len, size_t max_out,

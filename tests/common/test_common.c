@@ -262,6 +262,61 @@ static void test_gzip_roundtrip_and_limits(void **state)
 	buf_free(&out);
 }
 
+/* The kept inflater: members appended after what out holds, the limit
+ * exact to the byte, growth far past the first guess, checksums. */
+static void test_gzip_inflater_edges(void **state)
+{
+	struct gzip_inflater *z = gzip_inflater_new();
+	struct buf a, out;
+	struct kiln_error err = {0};
+	size_t n = 3 << 20;
+	char *zeros = calloc(1, n);
+
+	(void)state;
+	assert_non_null(z);
+	assert_non_null(zeros);
+	buf_init(&a);
+	buf_init(&out);
+	assert_int_equal(gzip_deflate("hello, ", 7, 6, &a), 0);
+	assert_int_equal(gzip_deflate("world", 5, 1, &a), 0);
+	assert_int_equal(buf_append(&out, ">>", 2), 0);
+	assert_int_equal(gzip_inflate_with(z, a.data, a.len, 12, &out, &err), 0);
+	assert_int_equal(out.len, 14);
+	assert_memory_equal(out.data, ">>hello, world", 14);
+	assert_true(out.cap > out.len); /* room for a terminator */
+	/* One byte over the limit: refused, out as it was. */
+	assert_int_equal(gzip_inflate_with(z, a.data, a.len, 11, &out, &err), -EFBIG);
+	assert_int_equal(out.len, 14);
+	/* Nothing to inflate: nothing appended. */
+	assert_int_equal(gzip_inflate_with(z, a.data, 0, 0, &out, &err), 0);
+	assert_int_equal(out.len, 14);
+	/* Not gzip, and a member followed by garbage. */
+	kiln_error_clear(&err);
+	assert_int_equal(gzip_inflate_with(z, "plain", 5, 0, &out, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "not gzip"));
+	/* A wrong CRC-32, then a wrong ISIZE, in the second member's trailer. */
+	a.data[a.len - 8] ^= 1;
+	kiln_error_clear(&err);
+	assert_int_equal(gzip_inflate_with(z, a.data, a.len, 0, &out, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "checksum"));
+	a.data[a.len - 8] ^= 1;
+	a.data[a.len - 4] ^= 1;
+	assert_int_equal(gzip_inflate_with(z, a.data, a.len, 0, &out, &err), -EBADMSG);
+	assert_int_equal(out.len, 14);
+	/* 1000:1 is past the plausible-ISIZE guess: the buffer grows. */
+	buf_reset(&a);
+	buf_reset(&out);
+	assert_int_equal(gzip_deflate(zeros, n, 9, &a), 0);
+	assert_int_equal(gzip_inflate_with(z, a.data, a.len, n, &out, &err), 0);
+	assert_int_equal(out.len, n);
+	assert_memory_equal(out.data, zeros, n);
+	assert_true(out.cap <= 2 * n + 4096);
+	free(zeros);
+	buf_free(&a);
+	buf_free(&out);
+	gzip_inflater_free(z);
+}
+
 static void test_error_keeps_first_and_prefixes(void **state)
 {
 	struct kiln_error err = {0};
@@ -286,6 +341,7 @@ int main(void)
 	    cmocka_unit_test(test_arena_alignment_and_big_blocks),
 	    cmocka_unit_test(test_arena_reset_reuses_largest_chunk),
 	    cmocka_unit_test(test_gzip_roundtrip_and_limits),
+	    cmocka_unit_test(test_gzip_inflater_edges),
 	    cmocka_unit_test(test_error_keeps_first_and_prefixes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
