@@ -68,3 +68,9 @@ peer() { # name, files dir
 echo "== peer: go tool pprof -proto ($(go version | awk '{print $3}'))"
 peer peer-1h "$dir/peer-1h"
 peer peer-node0 "$dir/peer-node0"
+
+# What one profile of this shape costs to decode, next to what the ingest
+# goal (1M sample rows/s per core) allows per profile: the inflate and
+# parse floor of the wire format, with Kiln's inflater and two peers.
+echo "== one profile's decode against the 1M rows/s per core budget: $bin anatomy 60 ${shape[*]}"
+"$bin" anatomy 60 "${shape[@]}" | head -2
