@@ -10,6 +10,7 @@
 #include "common/gzip.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <isa-l/igzip_lib.h>
 #include <stdlib.h>
 
@@ -58,6 +59,7 @@ static int inflate_member(struct inflate_state *st, const uint8_t *in, size_t le
 		/* One byte more than allowed, to tell "exactly the limit" from
 		 * "past it". */
 		size_t room = limit - (out->len - start) + 1, avail, in_avail;
+		bool progress;
 		int r;
 
 		if (want > room)
@@ -74,6 +76,7 @@ static int inflate_member(struct inflate_state *st, const uint8_t *in, size_t le
 		st->next_out = out->data + out->len;
 		st->avail_out = (uint32_t)avail;
 		r = isal_inflate(st);
+		progress = in_avail != st->avail_in || avail != st->avail_out;
 		*off += in_avail - st->avail_in;
 		out->len += avail - st->avail_out;
 		if (out->len - start > limit)
@@ -99,7 +102,13 @@ static int inflate_member(struct inflate_state *st, const uint8_t *in, size_t le
 					      "gzip: stream truncated: the member at offset %zu "
 					      "ends after %zu input bytes",
 					      member, len);
-		/* More than 4 GiB of input: feed the rest. */
+		/* Input left, room left, not finished: only a feed capped at
+		 * 4 GiB may stop there. Anything else would spin. */
+		if (!progress)
+			return kiln_error_set(err, EBADMSG,
+					      "gzip: corrupt data in the member at offset %zu, "
+					      "near input offset %zu",
+					      member, *off);
 	}
 }
 
