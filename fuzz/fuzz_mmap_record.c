@@ -4,7 +4,8 @@
  *
  * Any bytes must parse to an event, be ignored, or be refused; an event
  * describes what the record holds: a code mapping with start < limit and
- * a file name that ends inside the record, or an exec.
+ * a file name that ends inside the record, an exec, or a fork of a new
+ * process.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -22,6 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (rc != 1 || e.exec)
 		return 0;
+	if (e.parent) { /* a new process, never its own parent */
+		if (e.pid == e.parent)
+			abort();
+		return 0;
+	}
 	if (!e.m.path || e.m.start >= e.m.limit || !e.m.exec)
 		abort();
 	if ((const uint8_t *)e.m.path < data || (const uint8_t *)e.m.path >= data + size)

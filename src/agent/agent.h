@@ -126,21 +126,23 @@ void procmaps_free(struct proc_maps *m);
 /* ---- mmap records (mmapwatch.c) ------------------------------------------ */
 
 /* One kernel record about a process's code: an executable mapping
- * (PERF_RECORD_MMAP2) or an exec (PERF_RECORD_COMM with the exec flag). */
+ * (PERF_RECORD_MMAP2), an exec (PERF_RECORD_COMM with the exec flag) or a
+ * new process (PERF_RECORD_FORK of a process, not of a thread). */
 struct mmap_event {
 	uint32_t pid;
 	bool exec;	       /* the process exec'd: what was noted of it is gone */
-	struct proc_mapping m; /* !exec: path points into the record, build_id "" */
+	uint32_t parent;       /* nonzero: pid was forked by parent (its code) */
+	struct proc_mapping m; /* !exec && !parent: path points into the record */
 };
 /* Parses one perf record, header included, of len bytes: 1 (*out filled)
- * for an executable MMAP2 or an exec COMM, 0 for any other record, -EINVAL
- * for a malformed one. */
+ * for an executable MMAP2, an exec COMM or a process FORK, 0 for any other
+ * record, -EINVAL for a malformed one. */
 int mmap_record_parse(const void *rec, size_t len, struct mmap_event *out);
 
 struct mmap_watch;
 typedef void (*mmap_event_fn)(void *ctx, const struct mmap_event *e);
-/* Opens a dummy perf event per online CPU that reports executable mmaps
- * and execs into a ring; an error says what is lost without it. */
+/* Opens a dummy perf event per online CPU that reports executable mmaps,
+ * execs and forks into a ring; an error says what is lost without it. */
 int mmap_watch_open(struct mmap_watch **out, struct kiln_error *err);
 /* Hands every record since the last drain to fn (in each CPU's order);
  * returns how many records the kernel dropped on full rings meanwhile. */

@@ -7,16 +7,20 @@
  * may live a few milliseconds: by then it has exited and /proc has nothing.
  * perf solves this with the kernel's mmap records, and so does this file:
  * one PERF_COUNT_SW_DUMMY event per online CPU, counting nothing, asks for
- * PERF_RECORD_MMAP2 (executable mappings only: attr.mmap_data stays 0) and
- * PERF_RECORD_COMM with the exec flag, into a small ring per CPU. The
+ * PERF_RECORD_MMAP2 (executable mappings only: attr.mmap_data stays 0),
+ * PERF_RECORD_COMM with the exec flag and PERF_RECORD_FORK (a child that
+ * never execs runs its parent's code: a shell's subshell, a forking
+ * server's worker), into a small ring per CPU. The
  * agent's loop drains the rings just before it consumes the BPF ring
  * (sampler_set_before_consume), so the mappings of a process are noted
  * before its samples are handled (it mapped its code before running it).
  * Nothing wakes the agent for these records; a ring that fills between
  * drains loses records, counted (PERF_RECORD_LOST), never silently.
  *
- * Cost: one record per executable mmap and per exec on the host, written by
- * the kernel; none for processes that do neither (a steady host).
+ * Cost: one record per executable mmap, exec, fork and exit on the host
+ * (threads' forks and exits too: the kernel has no process-only switch),
+ * written by the kernel; none for processes that do none of these (a
+ * steady host).
  */
 #include "agent/agent.h"
 
@@ -73,6 +77,20 @@ int mmap_record_parse(const void *rec, size_t len, struct mmap_event *out)
 			return 0;
 		memcpy(&out->pid, p + sizeof(*h), 4);
 		out->exec = true;
+		return 1;
+	}
+	if (h->type == PERF_RECORD_FORK) {
+		uint32_t ids[4]; /* pid, ppid, tid, ptid; then the time */
+
+		if (h->size < sizeof(*h) + sizeof(ids))
+			return -EINVAL;
+		memcpy(ids, p + sizeof(*h), sizeof(ids));
+		/* A thread shares its process's pid; a new process's first
+		 * thread is its pid. */
+		if (ids[0] == ids[1] || ids[0] != ids[2] || ids[1] == 0)
+			return 0;
+		out->pid = ids[0];
+		out->parent = ids[1];
 		return 1;
 	}
 	if (h->type == PERF_RECORD_MMAP2) {
@@ -141,6 +159,7 @@ int mmap_watch_open(struct mmap_watch **out, struct kiln_error *err)
 	attr.mmap2 = 1;
 	attr.comm = 1;
 	attr.comm_exec = 1;
+	attr.task = 1; /* fork (and exit) records */
 	attr.exclude_kernel = 1;
 	attr.wakeup_events = 1u << 30; /* never: the agent drains on its own wakeups */
 	for (int cpu = 0; cpu < w->n; cpu++) {

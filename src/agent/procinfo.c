@@ -48,15 +48,19 @@
  * second holds a few MB of them (~20 code mappings a process), not more. */
 struct proc_note {
 	uint32_t pid;
+	uint32_t parent; /* forked from, not exec'd since: its code is the parent's */
 	bool after_exec;
 	uint64_t noted_ns;
 	char *exe;
 	struct proc_maps maps;
 	struct proc_note *next;
 };
-#define NOTE_TTL_NS   (5ull * 1000000000)
-#define NOTES_MAX     4096
-#define NOTE_MAPS_MAX 256
+#define NOTE_TTL_NS (5ull * 1000000000)
+/* How often a forked child's unknown address may make its parent's maps
+ * be read again (agent.c asks the same of every process). */
+#define MAPS_REREAD_NS (1000ull * 1000000)
+#define NOTES_MAX      4096
+#define NOTE_MAPS_MAX  256
 
 struct proc_cache {
 	char *proc_root;
@@ -78,6 +82,9 @@ struct proc_cache {
 	struct buf scratch;
 	struct proc_note *notes[PROC_BUCKETS];
 	size_t n_notes;
+	/* How many parents deep note_parent is: a chain of forks (a subshell
+	 * of a subshell) is followed a few steps, never round a reused pid. */
+	int parent_depth;
 };
 
 static int read_fd(struct buf *b, int fd);
@@ -258,14 +265,26 @@ void proc_cache_note(struct proc_cache *c, const struct mmap_event *e, uint64_t 
 		c->notes[e->pid % PROC_BUCKETS] = n;
 		c->n_notes++;
 	}
+	if (e->parent) {
+		/* The rings are drained CPU by CPU, so a child's own exec and
+		 * mmap records may come before its fork's: only a note that has
+		 * nothing else takes the parent (and loses it to any later). */
+		if (!n->after_exec && !n->maps.n)
+			n->parent = e->parent;
+		return;
+	}
 	if (e->exec) {
 		procmaps_free(&n->maps);
 		free(n->exe);
 		n->exe = NULL;
 		n->after_exec = true;
+		n->parent = 0;
 		n->noted_ns = now_ns;
 		return;
 	}
+	/* Code of its own: whatever the order its records were drained in, it
+	 * exec'd (or loaded a library); its parent's code is not its own. */
+	n->parent = 0;
 	if (n->maps.n >= NOTE_MAPS_MAX)
 		return;
 	/* A mapping laid over others (MAP_FIXED: the dynamic loader placing a
@@ -317,14 +336,52 @@ void proc_cache_expire_notes(struct proc_cache *c, uint64_t now_ns)
 	}
 }
 
+/* add_copy keeping src's facts (build ID, load segment): a mapping a
+ * forked child has from its parent's entry. */
+static struct proc_mapping *add_inherited(struct proc_maps *maps, const struct proc_mapping *src)
+{
+	struct proc_mapping *m = add_copy(maps, src);
+	char *id;
+
+	if (m && src->build_id && src->build_id[0] && (id = strdup(src->build_id))) {
+		free(m->build_id);
+		m->build_id = id;
+	}
+	return m;
+}
+
+/* The entry of the process n's process was forked from (read now if it is
+ * not cached), or NULL: not forked, too deep, or unreadable. */
+static struct proc_info *note_parent(struct proc_cache *c, const struct proc_note *n,
+				     uint64_t now_ns)
+{
+	struct proc_info *pp;
+
+	if (!n || !n->parent || c->parent_depth >= 4)
+		return NULL;
+	c->parent_depth++;
+	pp = proc_cache_get(c, n->parent, NULL, false, now_ns);
+	c->parent_depth--;
+	return pp;
+}
+
 /* Adds the noted mapping at addr of p's process, if any: for a process
- * gone from /proc. Returns whether addr is now mapped. */
+ * gone from /proc; one it was forked without exec takes its parent's.
+ * Returns whether addr is now mapped. */
 static bool note_learn(struct proc_cache *c, struct proc_info *p, uint64_t addr)
 {
 	struct proc_note *n = note_find(c, p->pid);
 	const struct proc_mapping *m = n ? procmaps_find(&n->maps, addr) : NULL;
 	struct proc_mapping *added;
+	struct proc_info *pp;
 
+	if (!m && (pp = note_parent(c, n, p->last_seen_ns))) {
+		c->parent_depth++;
+		proc_cache_resolve(c, pp, addr, p->last_seen_ns, MAPS_REREAD_NS);
+		c->parent_depth--;
+		m = procmaps_find(&pp->maps, addr);
+		return m && add_inherited(&p->maps, m);
+	}
 	if (!m)
 		return false;
 	added = add_copy(&p->maps, m);
@@ -334,11 +391,21 @@ static bool note_learn(struct proc_cache *c, struct proc_info *p, uint64_t addr)
 }
 
 /* p was read after its process had exited (no executable, no maps):
- * what the mmap records said of it instead. */
+ * what the mmap records said of it instead, and for a child forked
+ * without exec, what its parent's entry has. */
 static void note_apply(struct proc_cache *c, struct proc_info *p, const struct proc_note *n)
 {
-	if (n->exe) {
-		char *exe = strdup(n->exe);
+	struct proc_info *pp = note_parent(c, n, p->last_seen_ns);
+
+	if (pp) {
+		/* Forked: in its parent's cgroup too (its own is unreadable). */
+		static const char *const inherited[] = {"cgroup", "systemd_unit", "container_id"};
+
+		for (size_t i = 0; i < sizeof(inherited) / sizeof(inherited[0]); i++)
+			labels_set(&p->labels, inherited[i], labels_get(&pp->labels, inherited[i]));
+	}
+	if (n->exe || (pp && pp->executable[0])) {
+		char *exe = strdup(n->exe ? n->exe : pp->executable);
 
 		if (exe && labels_set(&p->labels, "executable", exe) == 0) {
 			free(p->executable);
@@ -358,6 +425,9 @@ static void note_apply(struct proc_cache *c, struct proc_info *p, const struct p
 		if (added)
 			map_facts_host(added, c->buildids);
 	}
+	for (size_t i = 0; pp && i < pp->maps.n; i++)
+		if (!procmaps_find(&p->maps, pp->maps.v[i].start))
+			add_inherited(&p->maps, &pp->maps.v[i]);
 	p->maps_ok = true;
 }
 
@@ -671,13 +741,13 @@ struct proc_info *proc_cache_get(struct proc_cache *c, uint32_t pid, const char 
 		return NULL;
 	/* Gone already (a process of a few milliseconds): /proc gave neither
 	 * its executable nor its maps, the kernel's mmap records may. */
+	p->last_seen_ns = now_ns;
 	if (!p->executable[0]) {
 		struct proc_note *n = note_find(c, pid);
 
-		if (n && n->maps.n)
+		if (n && (n->maps.n || n->parent))
 			note_apply(c, p, n);
 	}
-	p->last_seen_ns = now_ns;
 	p->maps_read_ns = now_ns;
 	p->next = c->buckets[pid % PROC_BUCKETS];
 	p->cached = true;

@@ -838,6 +838,23 @@ static size_t comm_record(uint8_t *buf, uint32_t pid, bool exec, const char *nam
 	return off;
 }
 
+static size_t fork_record(uint8_t *buf, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid)
+{
+	struct perf_event_header h = {.type = PERF_RECORD_FORK};
+	uint32_t ids[4] = {pid, ppid, tid, ptid};
+	uint64_t time = 12345;
+	size_t off = sizeof(h);
+
+	memset(buf, 0, 512);
+	memcpy(buf + off, ids, sizeof(ids));
+	off += sizeof(ids);
+	memcpy(buf + off, &time, sizeof(time));
+	off += sizeof(time);
+	h.size = (uint16_t)off;
+	memcpy(buf, &h, sizeof(h));
+	return off;
+}
+
 static void test_mmap_record_parse(void **state)
 {
 	uint8_t rec[512];
@@ -881,8 +898,20 @@ static void test_mmap_record_parse(void **state)
 	((struct perf_event_header *)rec)->size = 2;
 	assert_int_equal(mmap_record_parse(rec, n, &e), -EINVAL);
 	n = comm_record(rec, 43, true, "as");
-	((struct perf_event_header *)rec)->type = PERF_RECORD_FORK;
+	((struct perf_event_header *)rec)->type = PERF_RECORD_EXIT;
 	assert_int_equal(mmap_record_parse(rec, n, &e), 0);
+	/* a new process says its parent; a new thread is not a process; a
+	 * fork record too short for its ids is malformed */
+	n = fork_record(rec, 100, 42, 100, 42);
+	assert_int_equal(mmap_record_parse(rec, n, &e), 1);
+	assert_int_equal(e.pid, 100);
+	assert_int_equal(e.parent, 42);
+	assert_false(e.exec);
+	n = fork_record(rec, 42, 42, 101, 42);
+	assert_int_equal(mmap_record_parse(rec, n, &e), 0);
+	n = fork_record(rec, 100, 42, 100, 42);
+	((struct perf_event_header *)rec)->size = sizeof(struct perf_event_header) + 12;
+	assert_int_equal(mmap_record_parse(rec, n, &e), -EINVAL);
 }
 
 static void note(struct proc_cache *c, const uint8_t *rec, size_t n, uint64_t now)
@@ -978,6 +1007,79 @@ static void test_proc_cache_notes_for_gone_process(void **state)
 	assert_non_null(p);
 	assert_false(p->gone);
 	assert_null(procmaps_find(&p->maps, 0x400100));
+	proc_cache_free(c);
+}
+
+static int forked_child_code(int x)
+{
+	return x * 3 + 1;
+}
+
+/* A child forked without exec runs its parent's code: gone before its
+ * first reading, it takes the executable and the mappings of its parent
+ * (this process, alive), build IDs included, also for an address first
+ * asked for later (a library). A fork record that comes after the child's
+ * own exec records (another CPU's ring) leaves them alone. */
+static void test_proc_cache_forked_child_takes_parent_code(void **state)
+{
+	struct proc_cache *c = proc_cache_new("/proc");
+	int (*volatile libc_fn)(const char *) = puts;
+	uint64_t own = (uint64_t)(uintptr_t)forked_child_code, lib = (uint64_t)(uintptr_t)libc_fn;
+	char exe[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	uint8_t rec[512];
+	struct proc_info *p, *self;
+	const struct proc_mapping *m;
+	pid_t kid[2];
+	size_t n;
+
+	(void)state;
+	assert_non_null(c);
+	assert_true(len > 0);
+	exe[len] = '\0';
+	for (int i = 0; i < 2; i++) {
+		kid[i] = fork();
+		if (kid[i] == 0)
+			_exit(forked_child_code(i) & 0);
+		assert_true(kid[i] > 0);
+		assert_int_equal(waitpid(kid[i], NULL, 0), kid[i]);
+	}
+	n = fork_record(rec, (uint32_t)kid[0], (uint32_t)getpid(), (uint32_t)kid[0],
+			(uint32_t)getpid());
+	note(c, rec, n, 100);
+	p = proc_cache_get(c, (uint32_t)kid[0], "test_agent", true, 200);
+	assert_non_null(p);
+	assert_true(p->gone);
+	assert_string_equal(p->executable, exe);
+	self = proc_cache_get(c, (uint32_t)getpid(), NULL, false, 200);
+	assert_non_null(self);
+	assert_non_null(labels_get(&p->labels, "cgroup"));
+	assert_string_equal(labels_get(&p->labels, "cgroup"), labels_get(&self->labels, "cgroup"));
+	proc_cache_resolve(c, p, own, 200, 1000000000ull);
+	m = procmaps_find(&p->maps, own);
+	assert_non_null(m);
+	assert_string_equal(m->path, exe);
+	assert_true(m->build_id[0] != '\0');
+	proc_cache_resolve(c, p, lib, 200, 1000000000ull);
+	m = procmaps_find(&p->maps, lib);
+	assert_non_null(m);
+	assert_non_null(strstr(m->path, ".so")); /* libc, or ASan's interceptor */
+
+	/* kid[1] "exec'd" /bin/true (its records drained first), then its
+	 * fork record: it keeps its own code, not this process's */
+	n = comm_record(rec, (uint32_t)kid[1], true, "true");
+	note(c, rec, n, 100);
+	n = mmap2_record(rec, (uint32_t)kid[1], 0x500000, 0x1000, 0, 8, 1, 5, PROT_EXEC,
+			 "/bin/true");
+	note(c, rec, n, 100);
+	n = fork_record(rec, (uint32_t)kid[1], (uint32_t)getpid(), (uint32_t)kid[1],
+			(uint32_t)getpid());
+	note(c, rec, n, 100);
+	p = proc_cache_get(c, (uint32_t)kid[1], "true", true, 200);
+	assert_non_null(p);
+	assert_string_equal(p->executable, "/bin/true");
+	proc_cache_resolve(c, p, own, 200, 1000000000ull);
+	assert_null(procmaps_find(&p->maps, own));
 	proc_cache_free(c);
 }
 
@@ -1442,6 +1544,7 @@ int main(void)
 	    cmocka_unit_test(test_proc_info_of_self),
 	    cmocka_unit_test(test_mmap_record_parse),
 	    cmocka_unit_test(test_proc_cache_notes_for_gone_process),
+	    cmocka_unit_test(test_proc_cache_forked_child_takes_parent_code),
 	    cmocka_unit_test(test_proc_cache_resolves_lazily),
 	    cmocka_unit_test(test_proc_cache_keeps_maps_fd),
 	    cmocka_unit_test(test_window_becomes_profile),

@@ -6,9 +6,10 @@
 # commands): their mappings must be read while they live, so the agent is
 # woken for each new process within MIN_WAKE_NS (agent.c), not after the
 # old 250 ms, when most of them were gone and their frames stayed bare
-# addresses. Last, processes of ~4 ms (an assembler on a small file): gone
+# addresses. Then processes of ~4 ms (an assembler on a small file): gone
 # before any wakeup, they keep their mappings only through the kernel's
-# mmap records (mmapwatch.c).
+# mmap records (mmapwatch.c). Last, children of 4 ms forked without exec,
+# through the fork records.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 agent_build burn
@@ -78,4 +79,30 @@ burn_many short 40 0.06 300 0.75
 # the dynamic loader starting each process: named, not lost. Before the
 # mmap records ~10% resolved.
 burn_many tiny 100 0.004 60 0.6
+
+# 100 children of 4 ms forked without exec by one burn process (a shell's
+# subshells): no exec, so no mmap records of their own; their fork records
+# give them their parent's code (its entry, or its own notes once it has
+# exited too).
+out="$AGENT_TMP/profiles-forked"
+agent_start "$out" --profiling-duration=3s --profiling-cpu-sampling-frequency=499 --http-address=
+"$AGENT_TESTBIN/burn" 0.004 1 100 >"$AGENT_TMP/forked.txt" || fail "burn with forks failed"
+agent_stop
+files=()
+for p in $(awk '$1 == "forked" {print $2}' "$AGENT_TMP/forked.txt"); do
+	for f in $(agent_files "$out" "$p" burn); do files+=("$f"); done
+done
+[ "${#files[@]}" -gt 0 ] || fail "no profile for any forked child: $(ls "$out")"
+agent_traces "${files[@]}" >"$AGENT_TMP/traces-forked.json"
+python3 - "$AGENT_TMP/traces-forked.json" <<'PY'
+import json, sys
+samples = [json.loads(l) for l in open(sys.argv[1])]
+total = sum(s["n"] for s in samples)
+burn = sum(s["n"] for s in samples if s["frames"][0] in ("burn_two", "burn_one"))
+print(f"forked children: {burn} of {total} samples symbolized into burn_two/burn_one")
+assert total >= 60, f"only {total} samples, expected at least 60"
+assert burn >= 0.6 * total, "forked children did not get their parent's mappings"
+for s in samples:
+    assert s["labels"]["executable"].endswith("/burn"), s["labels"]
+PY
 echo PASS

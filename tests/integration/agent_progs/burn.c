@@ -14,6 +14,11 @@
  * Prints one line at exit: the process's CPU seconds, then the CPU seconds
  * spent in burn_two and in burn_one (summed over threads).
  *
+ * burn SECONDS 1 FORKS (FORKS > 0) instead forks FORKS children one after
+ * another, without exec, each burning SECONDS on one thread before it
+ * exits: the shape of a shell's subshells or a forking server's workers.
+ * It prints "forked PID" for each, then the line above for itself.
+ *
  * Built with -O0 -fno-omit-frame-pointer: gcc 12 gives leaf functions no
  * frame at -O1 even with -fno-omit-frame-pointer, which would hide
  * burn_caller from a frame-pointer unwinder.
@@ -21,7 +26,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define UNIT 200000
 
@@ -98,9 +105,28 @@ int main(int argc, char **argv)
 	pthread_t tids[64];
 	double two = 0, one = 0;
 
+	int forks = argc > 3 ? atoi(argv[3]) : 0;
+
 	target = argc > 1 ? atof(argv[1]) : 3.0;
 	if (threads < 1 || threads > 64)
 		threads = 1;
+	for (int i = 0; i < forks; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			args[0].seed = (unsigned)i + 1;
+			target += cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+			thread_main(&args[0]);
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+			return 1;
+		printf("forked %d\n", (int)pid);
+	}
+	if (forks > 0) {
+		printf("%.3f 0 0\n", cpu_seconds(CLOCK_PROCESS_CPUTIME_ID));
+		return 0;
+	}
 	for (int i = 0; i < threads; i++)
 		args[i].seed = (unsigned)i + 1;
 	for (int i = 1; i < threads; i++)
