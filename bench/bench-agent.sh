@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench-agent: needs root" >&2; exit 1; }
-agent=$root/build/bin/kiln-agent
+agent=${AGENT_BIN:-$root/build/bin/kiln-agent} # AGENT_BIN: another build, for before/after pairs
 [ -x "$agent" ] || { echo "bench-agent: build first (make)" >&2; exit 1; }
 command -v perf >/dev/null || { echo "bench-agent: perf not installed (make deps)" >&2; exit 1; }
 
