@@ -53,11 +53,19 @@ struct kdw_spec {
 
 struct kdw_abbrev {
 	uint32_t tag;
-	uint32_t first, nattrs; /* specs[first .. first + nattrs) */
-	int32_t fixed;		/* bytes of all attributes, -1 when they vary */
-	int32_t sib_at;		/* DW_AT_sibling's byte offset when fixed, else -1 */
+	/* specs[first .. first + nattrs); lazy: first is the offset of the
+	 * attribute list from the table's start in .debug_abbrev instead. */
+	uint32_t first, nattrs;
+	int32_t fixed;	/* bytes of all attributes, -1 when they vary */
+	int32_t sib_at; /* DW_AT_sibling's byte offset when fixed, else -1 */
 	uint16_t sib_form;
 	bool children, defined;
+	/* Its specs were not decoded: an abbreviation that is no function
+	 * and no unit, with fixed-size attributes, is only ever stepped over
+	 * by its size (in libc, 55% of the specs). A DIE of it read in full
+	 * after all (an origin or specification leading to it: rare) has its
+	 * specs decoded from the bytes again (read_die). */
+	bool lazy;
 	/* The walk reads this DIE's attributes: a function with code
 	 * attributes (low_pc and high_pc, or ranges). Other DIEs it steps
 	 * over: their values would not be used. */
@@ -587,6 +595,60 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 		a->children = kdw_u8(&c) != 0;
 		a->first = (uint32_t)nspecs;
 		a->defined = true;
+		a->lazy = false;
+		/* An abbreviation the walk only steps over: its size and where
+		 * its DW_AT_sibling is, from the specs' forms alone. Anything
+		 * unusual (a multi-byte name or form, a form of varying or
+		 * unknown size) goes the full way below from the start. */
+		if (!is_function(a->tag) && a->tag != DW_TAG_compile_unit &&
+		    a->tag != DW_TAG_partial_unit &&
+		    (uint64_t)(c.p - d->s.p[KDW_ABBREV]) - cu->abbrev_offset < UINT32_MAX) {
+			const uint8_t *attrs = c.p, *p = c.p, *end = c.end;
+			int64_t fx = 0;
+			int32_t sat = -1;
+			uint16_t sform = 0;
+			uint32_t na = 0;
+			bool ok = false;
+
+			/* (Locals only: no store per spec.) */
+			while (end - p >= 2 && !((p[0] | p[1]) & 0x80)) {
+				unsigned nm = p[0], fm = p[1];
+				int n;
+
+				p += 2;
+				if ((nm | fm) == 0) {
+					ok = fx <= INT32_MAX;
+					break;
+				}
+				if (fm >= sizeof(d->form_sizes.size) || (n = sizes[fm]) < 0)
+					break;
+				if (fm == DW_FORM_implicit_const) { /* its value: one sleb128 */
+					while (p < end && (*p & 0x80))
+						p++;
+					if (p++ >= end)
+						break;
+				}
+				if (nm == DW_AT_sibling && sat < 0) {
+					sat = (int32_t)fx;
+					sform = (uint16_t)fm;
+				}
+				fx += n;
+				na++;
+			}
+			if (ok) {
+				c.p = p;
+				a->first = (uint32_t)((uint64_t)(attrs - d->s.p[KDW_ABBREV]) -
+						      cu->abbrev_offset);
+				a->nattrs = na;
+				a->fixed = (int32_t)fx;
+				a->sib_at = sat;
+				a->sib_form = sform;
+				a->walk_full = false;
+				a->leaf_fixed = !a->children;
+				a->lazy = true;
+				continue;
+			}
+		}
 		/* The attribute loop is most of the decoding (libc: 240 specs
 		 * per unit, every unit a table of its own): names and forms
 		 * below 0x80 (nearly all) are read as two bytes, and the sums
@@ -716,7 +778,7 @@ static int abbrevs_for(struct kdw *d, struct kdw_cu *cu, const struct kdw_abbrev
 	for (uint32_t k = 0; k < d->tmp.ncodes; k++) {
 		const struct kdw_abbrev *a = &d->tmp.by_code[k];
 
-		if (a->defined && a->first + a->nattrs > nspecs)
+		if (a->defined && !a->lazy && a->first + a->nattrs > nspecs)
 			nspecs = a->first + a->nattrs;
 	}
 	t = arena_calloc(d->arena, 1, sizeof(*t));
@@ -943,6 +1005,36 @@ static bool is_scope(const struct kdw_cu *cu, uint32_t tag)
 	}
 }
 
+/* read_die's attribute loop for a lazy abbreviation read in full (the
+ * rare case: an origin or specification leading to a DIE the walk only
+ * steps over), its specs decoded again from their bytes: they were decoded
+ * once, so they are sound and in the simple encoding abbrevs_decode let
+ * through (one-byte names and forms, fixed sizes). */
+static __attribute__((noinline)) int read_lazy_attrs(struct kdw *d, const struct kdw_cu *cu,
+						     const struct kdw_abbrevs *t, struct kdw_cur *c,
+						     struct die *die, struct kiln_error *e)
+{
+	struct kdw_cur ac = {d->s.p[KDW_ABBREV] + t->offset + die->ab->first,
+			     d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
+
+	for (uint32_t i = 0; i < die->ab->nattrs; i++) {
+		unsigned name = kdw_u8(&ac), form = kdw_u8(&ac);
+		int64_t implicit = form == DW_FORM_implicit_const ? kdw_sleb(&ac) : 0;
+		int slot = slot_of(name);
+		struct aval tmp;
+
+		if (ac.bad)
+			return die_bad(e, die->offset, "truncated abbreviation");
+		if (!read_value(c, cu, form, implicit, &tmp))
+			return die_bad(e, die->offset, "unknown form or truncated attribute");
+		if (slot >= 0 && !(die->have & (1u << slot))) {
+			die->v[slot] = tmp;
+			die->have |= 1u << slot;
+		}
+	}
+	return 1;
+}
+
 /* Reads the DIE at the cursor (its abbreviation code first). Returns 1 for
  * a DIE (in *die, the cursor after its attributes), 0 for a null entry,
  * or -errno. */
@@ -974,6 +1066,10 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 		kdw_skip(c, (uint64_t)die->ab->fixed);
 		return c->bad ? die_bad(e, die->offset, "DIE past the end of its unit") : 1;
 	}
+	/* (A lazy abbreviation is fixed-size and no function: only DIE_FULL
+	 * gets here with one.) */
+	if (die->ab->lazy)
+		return read_lazy_attrs(d, cu, t, c, die, e);
 	for (uint32_t i = 0; i < die->ab->nattrs; i++) {
 		const struct kdw_spec *sp = &t->specs[die->ab->first + i];
 		int slot = mode != DIE_SKIP || sp->slot == S_SIBLING ? sp->slot : -1;
