@@ -1005,6 +1005,34 @@ static bool is_scope(const struct kdw_cu *cu, uint32_t tag)
 	}
 }
 
+/* kdw_form_skip for a form of varying size, the usual ones (location
+ * expressions, strings in line, LEB128 data) without its fixed-size
+ * lookup and call: parameters' and variables' DIEs inside functions, which
+ * the walk steps over attribute by attribute, are most such attributes. */
+static inline bool skip_varying(struct kdw_cur *c, uint64_t form, const struct kdw_cu *cu)
+{
+	switch (form) {
+	case DW_FORM_exprloc:
+	case DW_FORM_block:
+		kdw_skip(c, kdw_uleb(c));
+		return !c->bad;
+	case DW_FORM_udata:
+	case DW_FORM_strx:
+	case DW_FORM_addrx:
+	case DW_FORM_loclistx:
+	case DW_FORM_rnglistx:
+		kdw_uleb(c);
+		return !c->bad;
+	case DW_FORM_sdata:
+		kdw_sleb(c);
+		return !c->bad;
+	case DW_FORM_string:
+		return kdw_cstr(c) != NULL;
+	default:
+		return kdw_form_skip(c, form, cu->addr_size, cu->version);
+	}
+}
+
 /* read_die's attribute loop for a lazy abbreviation read in full (the
  * rare case: an origin or specification leading to a DIE the walk only
  * steps over), its specs decoded again from their bytes: they were decoded
@@ -1059,8 +1087,16 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 		if (die->ab->sib_at >= 0 && die->ab->children) {
 			struct kdw_cur sc = {c->p + die->ab->sib_at, c->end, false};
 
-			if (!read_value(&sc, cu, die->ab->sib_form, 0, &die->v[S_SIBLING]))
+			/* DW_FORM_ref4, what compilers write, read in line
+			 * (read_value's call was a tenth of read_die's work). */
+			if (die->ab->sib_form == DW_FORM_ref4 && sc.end - sc.p >= 4) {
+				uint32_t v;
+
+				memcpy(&v, sc.p, 4);
+				die->v[S_SIBLING] = (struct aval){DW_FORM_ref4, v, NULL};
+			} else if (!read_value(&sc, cu, die->ab->sib_form, 0, &die->v[S_SIBLING])) {
 				return die_bad(e, die->offset, "truncated DW_AT_sibling");
+			}
 			die->have = 1u << S_SIBLING;
 		}
 		kdw_skip(c, (uint64_t)die->ab->fixed);
@@ -1080,7 +1116,7 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 				if ((size_t)(c->end - c->p) < (size_t)sp->size)
 					return die_bad(e, die->offset, "truncated attribute");
 				c->p += sp->size;
-			} else if (!kdw_form_skip(c, sp->form, cu->addr_size, cu->version)) {
+			} else if (!skip_varying(c, sp->form, cu)) {
 				return die_bad(e, die->offset,
 					       "unknown form or truncated attribute");
 			}
