@@ -73,6 +73,11 @@ struct kdw_abbrev {
 	/* No children and fixed-size attributes: a DIE the walk steps over
 	 * (not walk_full) is skipped in line, without read_die. */
 	bool leaf_fixed;
+	/* What skip_leaf steps (the code byte and the attributes), 0 when it
+	 * does not: [0] in the walk (not walk_full ones), [1] when skipping.
+	 * One load and test per DIE instead of four fields' (a fifth of the
+	 * walk's instructions on libc). */
+	int32_t leaf_step[2];
 };
 
 struct kdw_abbrevs {
@@ -554,6 +559,14 @@ static const int8_t *form_sizes(struct form_sizes *fs, uint8_t addr_size, uint16
 	return fs->size;
 }
 
+static void set_leaf_step(struct kdw_abbrev *a)
+{
+	int32_t step = a->leaf_fixed && a->fixed < INT32_MAX ? a->fixed + 1 : 0;
+
+	a->leaf_step[0] = a->walk_full ? 0 : step;
+	a->leaf_step[1] = step;
+}
+
 /* Decodes cu's abbreviation table into the scratch table t, in one pass. */
 static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abbrevs *t,
 			  struct kiln_error *e)
@@ -646,6 +659,7 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 				a->walk_full = false;
 				a->leaf_fixed = !a->children;
 				a->lazy = true;
+				set_leaf_step(a);
 				continue;
 			}
 		}
@@ -711,6 +725,7 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 			       (((seen & (1u << S_LOW_PC)) && (seen & (1u << S_HIGH_PC))) ||
 				(seen & (1u << S_RANGES)));
 		a->leaf_fixed = !a->children && fixed >= 0;
+		set_leaf_step(a);
 	}
 	if (c.bad)
 		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
@@ -1573,16 +1588,16 @@ struct walk {
  * are such). False, cursor unmoved, for anything else. */
 static inline bool skip_leaf(const struct kdw_abbrevs *t, struct kdw_cur *c, bool skipping)
 {
-	const struct kdw_abbrev *ab;
 	uint8_t code;
+	int32_t step;
 
 	if (c->p >= c->end || (code = *c->p) >= 0x80 || code >= t->ncodes)
 		return false;
-	ab = &t->by_code[code];
-	if (!ab->defined || !ab->leaf_fixed || (ab->walk_full && !skipping) ||
-	    (size_t)(c->end - c->p) - 1 < (size_t)ab->fixed)
+	/* (An undefined code's entry is zeroed: 0.) */
+	step = t->by_code[code].leaf_step[skipping];
+	if (step == 0 || (size_t)(c->end - c->p) < (size_t)step)
 		return false;
-	c->p += 1 + ab->fixed;
+	c->p += step;
 	return true;
 }
 
