@@ -1245,8 +1245,8 @@ static bool val_addr(struct kdw *d, const struct kdw_cu *cu, const struct aval *
 }
 
 /* A reference as a .debug_info offset. */
-static int val_ref(const struct kdw_cu *cu, const struct aval *v, uint64_t die_off, uint64_t *out,
-		   struct kiln_error *e)
+static inline int val_ref(const struct kdw_cu *cu, const struct aval *v, uint64_t die_off,
+			  uint64_t *out, struct kiln_error *e)
 {
 	switch (v->form) {
 	case DW_FORM_ref1:
@@ -1341,7 +1341,7 @@ static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
 	 * the chain once per attribute: linkage_name, then MIPS_linkage_name,
 	 * then name, then decl_line). */
 	for (int hop = 0;; hop++) {
-		uint64_t ref;
+		uint64_t ref = 0;
 
 		if (!got_link && has(die, S_LINKAGE)) {
 			rc = val_string(d, cu, &die->v[S_LINKAGE], die->offset, &fn->linkage_name,
@@ -1608,7 +1608,7 @@ static int skip_children(struct walk *w, struct kdw_cur *c, const struct die *di
 	size_t depth = 1;
 
 	if (has(die, S_SIBLING)) {
-		uint64_t to;
+		uint64_t to = 0;
 
 		if (val_ref(w->cu, &die->v[S_SIBLING], die->offset, &to, w->e) == 0 &&
 		    to >= (uint64_t)(c->p - w->d->s.p[KDW_INFO]) && to <= w->cu->end) {
