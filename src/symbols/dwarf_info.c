@@ -562,7 +562,7 @@ static const int8_t *form_sizes(struct form_sizes *fs, uint8_t addr_size, uint16
 	return fs->size;
 }
 
-static void set_leaf_step(struct kdw_abbrev *a)
+static inline void set_leaf_step(struct kdw_abbrev *a)
 {
 	int32_t step = a->leaf_fixed && a->fixed < INT32_MAX ? a->fixed + 1 : 0;
 
@@ -581,7 +581,8 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 	struct kdw_cur c = {d->s.p[KDW_ABBREV] + cu->abbrev_offset,
 			    d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
 	const int8_t *sizes = form_sizes(&d->form_sizes, cu->addr_size, cu->version);
-	size_t nspecs = 0;
+	size_t nspecs = 0, cap_specs = t->cap_specs;
+	struct kdw_spec *specs = t->specs;
 	uint32_t maxcode = 0, ndecls = 0;
 
 	/* Only the codes the previous table used can be marked defined. */
@@ -706,16 +707,23 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 				if (c.bad)
 					break;
 			}
-			if (nspecs >= t->cap_specs &&
-			    !kdw_grow(&t->specs, &t->cap_specs, nspecs + 1, sizeof(*t->specs), 64,
-				      true))
-				return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+			/* (specs and cap_specs in locals: the stores through
+			 * specs could alias t's fields, which were reloaded
+			 * per spec.) */
+			if (nspecs >= cap_specs) {
+				if (!kdw_grow(&t->specs, &t->cap_specs, nspecs + 1,
+					      sizeof(*t->specs), 64, true))
+					return kiln_error_set(e, ENOMEM,
+							      "DWARF reader: out of memory");
+				specs = t->specs;
+				cap_specs = t->cap_specs;
+			}
 			n = form < sizeof(d->form_sizes.size)
 				? sizes[form]
 				: kdw_form_fixed_size(form, cu->addr_size, cu->version);
 			slot = slot_of((unsigned)name);
-			t->specs[nspecs++] = (struct kdw_spec){(uint16_t)name, (uint16_t)form,
-							       (int8_t)slot, (int8_t)n, implicit};
+			specs[nspecs++] = (struct kdw_spec){(uint16_t)name, (uint16_t)form,
+							    (int8_t)slot, (int8_t)n, implicit};
 			if (slot == S_SIBLING && sib_at < 0 && fixed >= 0 && n >= 0) {
 				sib_at = fixed;
 				sib_form = (uint16_t)form;
