@@ -172,16 +172,19 @@ static size_t rcache_slot(const struct rcache *r, uint64_t key)
 	return i;
 }
 
-/* addr's value (0: not cached). */
-static uintptr_t rcache_get(const struct rcache *r, uint64_t addr)
+/* addr's value (0: not cached). When not cached, *slot is the empty slot
+ * its probe ended at (SIZE_MAX: none), for rcache_put. */
+static uintptr_t rcache_get(const struct rcache *r, uint64_t addr, size_t *slot)
 {
 	size_t i;
 
+	*slot = SIZE_MAX;
 	if (!r->cap || addr == UINT64_MAX)
 		return 0;
 	i = rcache_slot(r, addr + 1);
 	if (rcache_used(r, i))
 		return r->vals[i];
+	*slot = i;
 	/* Not cached: rcache_put will most likely write this slot once the
 	 * address is resolved. Its key and value lines (misses in a cold
 	 * run: the table is a megabyte) start loading now, overlapping the
@@ -191,7 +194,10 @@ static uintptr_t rcache_get(const struct rcache *r, uint64_t addr)
 	return 0;
 }
 
-static int rcache_put(struct rcache *r, uint64_t addr, uintptr_t c)
+/* Caches c for addr (not cached before). slot: where rcache_get's probe
+ * for addr ended, with nothing put since (SIZE_MAX: unknown), which saves
+ * probing again. */
+static int rcache_put(struct rcache *r, uint64_t addr, uintptr_t c, size_t slot)
 {
 	size_t i;
 
@@ -227,8 +233,9 @@ static int rcache_put(struct rcache *r, uint64_t addr, uintptr_t c)
 		g.n = r->n;
 		rcache_free(r);
 		*r = g;
+		slot = SIZE_MAX;
 	}
-	i = rcache_slot(r, addr + 1);
+	i = slot != SIZE_MAX ? slot : rcache_slot(r, addr + 1);
 	if (!rcache_used(r, i)) {
 		r->n++;
 		r->used[i / 64] |= (uint64_t)1 << (i % 64);
@@ -1413,11 +1420,11 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 	struct cached_ref ref = {0};
 	struct cached *c;
 	uintptr_t v;
-	size_t n;
+	size_t n, slot;
 
 	out->stripped = !f->dwarf && !f->info.has_symtab;
 	out->partial = !f->dwarf;
-	if ((v = rcache_get(&f->results, addr)) != 0) {
+	if ((v = rcache_get(&f->results, addr, &slot)) != 0) {
 		if (v & CACHED_REF) {
 			const struct cached_ref *r = (const struct cached_ref *)(v & ~CACHED_REF);
 
@@ -1453,7 +1460,7 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 		}
 		*f->refs = ref;
 		/* (On failure: not cached.) */
-		rcache_put(&f->results, addr, (uintptr_t)f->refs | CACHED_REF);
+		rcache_put(&f->results, addr, (uintptr_t)f->refs | CACHED_REF, slot);
 		f->refs++;
 		f->refs_left--;
 		return 0;
@@ -1463,7 +1470,7 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 		return 0;
 	c->nframes = (uint32_t)n;
 	memcpy(c->frames, out->frames, n * sizeof(c->frames[0]));
-	rcache_put(&f->results, addr, (uintptr_t)c); /* on failure: not cached */
+	rcache_put(&f->results, addr, (uintptr_t)c, slot); /* on failure: not cached */
 	return 0;
 }
 
