@@ -1035,6 +1035,28 @@ static bool is_scope(const struct kdw_cu *cu, uint32_t tag)
 	}
 }
 
+/* The little-endian value of n (1, 2, 4 or 8) bytes at p. */
+static inline uint64_t load_le(const uint8_t *p, int n)
+{
+	uint64_t v8;
+	uint32_t v4;
+	uint16_t v2;
+
+	switch (n) {
+	case 1:
+		return *p;
+	case 2:
+		memcpy(&v2, p, 2);
+		return v2;
+	case 4:
+		memcpy(&v4, p, 4);
+		return v4;
+	default:
+		memcpy(&v8, p, 8);
+		return v8;
+	}
+}
+
 /* kdw_form_skip for a form of varying size, the usual ones (location
  * expressions, strings in line, LEB128 data) without its fixed-size
  * lookup and call: parameters' and variables' DIEs inside functions, which
@@ -1152,8 +1174,19 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 			}
 			continue;
 		}
-		if (!read_value(c, cu, sp->form, sp->implicit, &tmp))
+		/* Values of 1, 2, 4 or 8 bytes (most: addresses, strp,
+		 * references, data) in line; read_value reads these forms so
+		 * and the rest its way. (The other forms of these sizes, which
+		 * read_value steps over, keep their form: no reader of a slot
+		 * takes a value of theirs.) */
+		if (sp->size == 1 || sp->size == 2 || sp->size == 4 || sp->size == 8) {
+			if ((size_t)(c->end - c->p) < (size_t)sp->size)
+				return die_bad(e, die->offset, "truncated attribute");
+			tmp = (struct aval){sp->form, load_le(c->p, sp->size), NULL};
+			c->p += sp->size;
+		} else if (!read_value(c, cu, sp->form, sp->implicit, &tmp)) {
 			return die_bad(e, die->offset, "unknown form or truncated attribute");
+		}
 		die->v[slot] = tmp;
 		die->have |= 1u << slot;
 	}
