@@ -112,6 +112,16 @@ struct kdw {
 	/* aranges[i].low: what the per-address search reads, 8 to a cache
 	 * line rather than 2.7 (the table is 100+ KiB for libc). */
 	uint64_t *arange_lows;
+	/* Buckets over [arange_lows[0], arange_lows[naranges - 1]), each
+	 * 1 << bucket_shift bytes of addresses (about two per range):
+	 * buckets[b] is the last range starting at or below bucket b's first
+	 * address (buckets[nbuckets]: the last range). A lookup searches only
+	 * between its bucket's entry and the next one's, mostly one or two
+	 * ranges, not the whole table (a twentieth of the per-address
+	 * instructions of kiln's binary, three dependent loads fewer). */
+	uint32_t *buckets;
+	size_t nbuckets;
+	unsigned bucket_shift;
 	struct htab *abbrevs; /* (offset, addr size, version) -> kept struct kdw_abbrevs * */
 	/* The abbreviations of the unit decoded last (the one walked), and
 	 * where other units' are decoded before they are kept: a unit's
@@ -421,6 +431,7 @@ bad:
 }
 
 static void cover_units(struct kdw *d);
+static int make_buckets(struct kdw *d);
 
 struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e)
 {
@@ -448,6 +459,10 @@ struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struc
 	}
 	for (size_t i = 0; i < d->naranges; i++)
 		d->arange_lows[i] = d->aranges[i].low;
+	if (make_buckets(d) < 0) {
+		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		goto err;
+	}
 	return d;
 err:
 	kdw_close(d);
@@ -468,6 +483,7 @@ void kdw_close(struct kdw *d)
 	kdw_line_scratch_free(&d->line_scratch);
 	free(d->aranges);
 	free(d->arange_lows);
+	free(d->buckets);
 	free(d->ranges);
 	free(d);
 }
@@ -482,6 +498,37 @@ bool kdw_aranges_whole(const struct kdw *d)
 	return !d->aranges_bad;
 }
 
+/* d->buckets for the sorted d->arange_lows (none when there are fewer than
+ * 2 ranges, or more than UINT32_MAX). */
+static int make_buckets(struct kdw *d)
+{
+	size_t n = d->naranges, nb;
+	uint64_t base, span;
+	unsigned shift = 0;
+
+	if (n < 2 || n > UINT32_MAX)
+		return 0;
+	base = d->arange_lows[0];
+	span = d->arange_lows[n - 1] - base;
+	while ((span >> shift) >= 2 * (uint64_t)n)
+		shift++;
+	nb = (size_t)(span >> shift) + 1;
+	d->buckets = malloc((nb + 1) * sizeof(*d->buckets));
+	if (!d->buckets)
+		return -ENOMEM;
+	for (size_t b = 0, i = 0; b < nb; b++) {
+		uint64_t at = base + ((uint64_t)b << shift);
+
+		while (i + 1 < n && d->arange_lows[i + 1] <= at)
+			i++;
+		d->buckets[b] = (uint32_t)i;
+	}
+	d->buckets[nb] = (uint32_t)(n - 1);
+	d->nbuckets = nb;
+	d->bucket_shift = shift;
+	return 0;
+}
+
 /* The index of the arange covering addr, or naranges. */
 static size_t arange_for(const struct kdw *d, uint64_t addr)
 {
@@ -492,6 +539,19 @@ static size_t arange_for(const struct kdw *d, uint64_t addr)
 	 * on a mispredicted branch. lo ends at the last low <= addr. */
 	if (n == 0 || lows[0] > addr)
 		return d->naranges;
+	if (d->buckets) {
+		/* The last low <= addr is between the entries of addr's
+		 * bucket and the next one's (the last range beyond both). */
+		uint64_t b = (addr - lows[0]) >> d->bucket_shift;
+
+		if (b >= d->nbuckets) {
+			lo = d->naranges - 1;
+			n = 1;
+		} else {
+			lo = d->buckets[b];
+			n = d->buckets[b + 1] - lo + 1;
+		}
+	}
 	while (n > 1) {
 		size_t half = n / 2;
 
