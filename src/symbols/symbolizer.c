@@ -1626,9 +1626,10 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 
 	if (!key || !*key)
 		return kiln_error_set(e, EINVAL, "object has neither build ID nor path");
-	len = strlen(key);
-	hit_last =
-	    len == s->last_len && memcmp(key, s->last_key, len) == 0 && (f = s->last) != NULL;
+	/* One strcmp against the last key (kept NUL-terminated) rather than
+	 * a strlen and a memcmp per call. */
+	hit_last = s->last_len && strcmp(key, s->last_key) == 0 && (f = s->last) != NULL;
+	len = hit_last ? s->last_len : strlen(key);
 	if (hit_last ||
 	    (htab_get(s->files, key, len, &v) && v && (f = (struct symfile *)(uintptr_t)v))) {
 		if (!f->dwarf && time(NULL) >= f->recheck_at)
@@ -1636,6 +1637,7 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 		/* (Not copied again per call when it is the last one.) */
 		if (!(hit_last && f == s->last) && len < sizeof(s->last_key)) {
 			memcpy(s->last_key, key, len);
+			s->last_key[len] = '\0';
 			s->last_len = len;
 			s->last = f;
 		}
