@@ -53,11 +53,19 @@ struct kdw_spec {
 
 struct kdw_abbrev {
 	uint32_t tag;
-	uint32_t first, nattrs; /* specs[first .. first + nattrs) */
-	int32_t fixed;		/* bytes of all attributes, -1 when they vary */
-	int32_t sib_at;		/* DW_AT_sibling's byte offset when fixed, else -1 */
+	/* specs[first .. first + nattrs); lazy: first is the offset of the
+	 * attribute list from the table's start in .debug_abbrev instead. */
+	uint32_t first, nattrs;
+	int32_t fixed;	/* bytes of all attributes, -1 when they vary */
+	int32_t sib_at; /* DW_AT_sibling's byte offset when fixed, else -1 */
 	uint16_t sib_form;
 	bool children, defined;
+	/* Its specs were not decoded: an abbreviation that is no function
+	 * and no unit, with fixed-size attributes, is only ever stepped over
+	 * by its size (in libc, 55% of the specs). A DIE of it read in full
+	 * after all (an origin or specification leading to it: rare) has its
+	 * specs decoded from the bytes again (read_die). */
+	bool lazy;
 	/* The walk reads this DIE's attributes: a function with code
 	 * attributes (low_pc and high_pc, or ranges). Other DIEs it steps
 	 * over: their values would not be used. */
@@ -65,6 +73,14 @@ struct kdw_abbrev {
 	/* No children and fixed-size attributes: a DIE the walk steps over
 	 * (not walk_full) is skipped in line, without read_die. */
 	bool leaf_fixed;
+	/* What skip_leaf steps (the code byte and the attributes), 0 when it
+	 * does not: [0] in the walk (not walk_full ones), [1] when skipping.
+	 * One load and test per DIE instead of four fields' (a fifth of the
+	 * walk's instructions on libc). */
+	int32_t leaf_step[2];
+	/* Children, fixed-size attributes and a DW_FORM_ref4 DW_AT_sibling:
+	 * that value's offset from the code byte (skip_sibling), else 0. */
+	int32_t sib_jump;
 };
 
 struct kdw_abbrevs {
@@ -96,6 +112,16 @@ struct kdw {
 	/* aranges[i].low: what the per-address search reads, 8 to a cache
 	 * line rather than 2.7 (the table is 100+ KiB for libc). */
 	uint64_t *arange_lows;
+	/* Buckets over [arange_lows[0], arange_lows[naranges - 1]), each
+	 * 1 << bucket_shift bytes of addresses (about two per range):
+	 * buckets[b] is the last range starting at or below bucket b's first
+	 * address (buckets[nbuckets]: the last range). A lookup searches only
+	 * between its bucket's entry and the next one's, mostly one or two
+	 * ranges, not the whole table (a twentieth of the per-address
+	 * instructions of kiln's binary, three dependent loads fewer). */
+	uint32_t *buckets;
+	size_t nbuckets;
+	unsigned bucket_shift;
 	struct htab *abbrevs; /* (offset, addr size, version) -> kept struct kdw_abbrevs * */
 	/* The abbreviations of the unit decoded last (the one walked), and
 	 * where other units' are decoded before they are kept: a unit's
@@ -118,6 +144,11 @@ struct kdw {
 	bool rnglists_base_read;
 	uint64_t rnglists_default_base;
 	bool aranges_bad; /* .debug_aranges was malformed: dropped whole */
+	/* func_names' chains by origin offset, for the walk of generation
+	 * origins_gen (an entry of another generation is empty). */
+	struct origin_entry *origins;
+	size_t norigins;
+	uint32_t origins_gen;
 };
 
 /* --- bounded reading ------------------------------------------------------ */
@@ -405,6 +436,7 @@ bad:
 }
 
 static void cover_units(struct kdw *d);
+static int make_buckets(struct kdw *d);
 
 struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e)
 {
@@ -432,6 +464,10 @@ struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struc
 	}
 	for (size_t i = 0; i < d->naranges; i++)
 		d->arange_lows[i] = d->aranges[i].low;
+	if (make_buckets(d) < 0) {
+		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		goto err;
+	}
 	return d;
 err:
 	kdw_close(d);
@@ -452,6 +488,8 @@ void kdw_close(struct kdw *d)
 	kdw_line_scratch_free(&d->line_scratch);
 	free(d->aranges);
 	free(d->arange_lows);
+	free(d->buckets);
+	free(d->origins);
 	free(d->ranges);
 	free(d);
 }
@@ -466,6 +504,37 @@ bool kdw_aranges_whole(const struct kdw *d)
 	return !d->aranges_bad;
 }
 
+/* d->buckets for the sorted d->arange_lows (none when there are fewer than
+ * 2 ranges, or more than UINT32_MAX). */
+static int make_buckets(struct kdw *d)
+{
+	size_t n = d->naranges, nb;
+	uint64_t base, span;
+	unsigned shift = 0;
+
+	if (n < 2 || n > UINT32_MAX)
+		return 0;
+	base = d->arange_lows[0];
+	span = d->arange_lows[n - 1] - base;
+	while ((span >> shift) >= 2 * (uint64_t)n)
+		shift++;
+	nb = (size_t)(span >> shift) + 1;
+	d->buckets = malloc((nb + 1) * sizeof(*d->buckets));
+	if (!d->buckets)
+		return -ENOMEM;
+	for (size_t b = 0, i = 0; b < nb; b++) {
+		uint64_t at = base + ((uint64_t)b << shift);
+
+		while (i + 1 < n && d->arange_lows[i + 1] <= at)
+			i++;
+		d->buckets[b] = (uint32_t)i;
+	}
+	d->buckets[nb] = (uint32_t)(n - 1);
+	d->nbuckets = nb;
+	d->bucket_shift = shift;
+	return 0;
+}
+
 /* The index of the arange covering addr, or naranges. */
 static size_t arange_for(const struct kdw *d, uint64_t addr)
 {
@@ -476,6 +545,19 @@ static size_t arange_for(const struct kdw *d, uint64_t addr)
 	 * on a mispredicted branch. lo ends at the last low <= addr. */
 	if (n == 0 || lows[0] > addr)
 		return d->naranges;
+	if (d->buckets) {
+		/* The last low <= addr is between the entries of addr's
+		 * bucket and the next one's (the last range beyond both). */
+		uint64_t b = (addr - lows[0]) >> d->bucket_shift;
+
+		if (b >= d->nbuckets) {
+			lo = d->naranges - 1;
+			n = 1;
+		} else {
+			lo = d->buckets[b];
+			n = d->buckets[b + 1] - lo + 1;
+		}
+	}
 	while (n > 1) {
 		size_t half = n / 2;
 
@@ -546,6 +628,18 @@ static const int8_t *form_sizes(struct form_sizes *fs, uint8_t addr_size, uint16
 	return fs->size;
 }
 
+static inline void set_leaf_step(struct kdw_abbrev *a)
+{
+	int32_t step = a->leaf_fixed && a->fixed < INT32_MAX ? a->fixed + 1 : 0;
+
+	a->leaf_step[0] = a->walk_full ? 0 : step;
+	a->leaf_step[1] = step;
+	a->sib_jump = a->children && a->fixed >= 0 && a->fixed < INT32_MAX && a->sib_at >= 0 &&
+			      a->sib_form == DW_FORM_ref4
+			  ? a->sib_at + 1
+			  : 0;
+}
+
 /* Decodes cu's abbreviation table into the scratch table t, in one pass. */
 static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abbrevs *t,
 			  struct kiln_error *e)
@@ -553,7 +647,8 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 	struct kdw_cur c = {d->s.p[KDW_ABBREV] + cu->abbrev_offset,
 			    d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
 	const int8_t *sizes = form_sizes(&d->form_sizes, cu->addr_size, cu->version);
-	size_t nspecs = 0;
+	size_t nspecs = 0, cap_specs = t->cap_specs;
+	struct kdw_spec *specs = t->specs;
 	uint32_t maxcode = 0, ndecls = 0;
 
 	/* Only the codes the previous table used can be marked defined. */
@@ -587,6 +682,61 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 		a->children = kdw_u8(&c) != 0;
 		a->first = (uint32_t)nspecs;
 		a->defined = true;
+		a->lazy = false;
+		/* An abbreviation the walk only steps over: its size and where
+		 * its DW_AT_sibling is, from the specs' forms alone. Anything
+		 * unusual (a multi-byte name or form, a form of varying or
+		 * unknown size) goes the full way below from the start. */
+		if (!is_function(a->tag) && a->tag != DW_TAG_compile_unit &&
+		    a->tag != DW_TAG_partial_unit &&
+		    (uint64_t)(c.p - d->s.p[KDW_ABBREV]) - cu->abbrev_offset < UINT32_MAX) {
+			const uint8_t *attrs = c.p, *p = c.p, *end = c.end;
+			int64_t fx = 0;
+			int32_t sat = -1;
+			uint16_t sform = 0;
+			uint32_t na = 0;
+			bool ok = false;
+
+			/* (Locals only: no store per spec.) */
+			while (end - p >= 2 && !((p[0] | p[1]) & 0x80)) {
+				unsigned nm = p[0], fm = p[1];
+				int n;
+
+				p += 2;
+				if ((nm | fm) == 0) {
+					ok = fx <= INT32_MAX;
+					break;
+				}
+				if (fm >= sizeof(d->form_sizes.size) || (n = sizes[fm]) < 0)
+					break;
+				if (fm == DW_FORM_implicit_const) { /* its value: one sleb128 */
+					while (p < end && (*p & 0x80))
+						p++;
+					if (p++ >= end)
+						break;
+				}
+				if (nm == DW_AT_sibling && sat < 0) {
+					sat = (int32_t)fx;
+					sform = (uint16_t)fm;
+				}
+				fx += n;
+				na++;
+			}
+			if (ok) {
+				c.p = p;
+				a->first = (uint32_t)((uint64_t)(attrs - d->s.p[KDW_ABBREV]) -
+						      cu->abbrev_offset);
+				a->nattrs = na;
+				a->fixed = (int32_t)fx;
+				a->sib_at = sat;
+				a->sib_form = sform;
+				a->walk_full = false;
+				a->leaf_fixed = !a->children;
+				a->lazy = true;
+				set_leaf_step(a);
+				continue;
+			}
+		}
 		/* The attribute loop is most of the decoding (libc: 240 specs
 		 * per unit, every unit a table of its own): names and forms
 		 * below 0x80 (nearly all) are read as two bytes, and the sums
@@ -623,16 +773,23 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 				if (c.bad)
 					break;
 			}
-			if (nspecs >= t->cap_specs &&
-			    !kdw_grow(&t->specs, &t->cap_specs, nspecs + 1, sizeof(*t->specs), 64,
-				      true))
-				return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+			/* (specs and cap_specs in locals: the stores through
+			 * specs could alias t's fields, which were reloaded
+			 * per spec.) */
+			if (nspecs >= cap_specs) {
+				if (!kdw_grow(&t->specs, &t->cap_specs, nspecs + 1,
+					      sizeof(*t->specs), 64, true))
+					return kiln_error_set(e, ENOMEM,
+							      "DWARF reader: out of memory");
+				specs = t->specs;
+				cap_specs = t->cap_specs;
+			}
 			n = form < sizeof(d->form_sizes.size)
 				? sizes[form]
 				: kdw_form_fixed_size(form, cu->addr_size, cu->version);
 			slot = slot_of((unsigned)name);
-			t->specs[nspecs++] = (struct kdw_spec){(uint16_t)name, (uint16_t)form,
-							       (int8_t)slot, (int8_t)n, implicit};
+			specs[nspecs++] = (struct kdw_spec){(uint16_t)name, (uint16_t)form,
+							    (int8_t)slot, (int8_t)n, implicit};
 			if (slot == S_SIBLING && sib_at < 0 && fixed >= 0 && n >= 0) {
 				sib_at = fixed;
 				sib_form = (uint16_t)form;
@@ -649,6 +806,7 @@ static int abbrevs_decode(struct kdw *d, const struct kdw_cu *cu, struct kdw_abb
 			       (((seen & (1u << S_LOW_PC)) && (seen & (1u << S_HIGH_PC))) ||
 				(seen & (1u << S_RANGES)));
 		a->leaf_fixed = !a->children && fixed >= 0;
+		set_leaf_step(a);
 	}
 	if (c.bad)
 		return kiln_error_set(e, EINVAL, ".debug_abbrev+0x%llx: truncated table",
@@ -716,7 +874,7 @@ static int abbrevs_for(struct kdw *d, struct kdw_cu *cu, const struct kdw_abbrev
 	for (uint32_t k = 0; k < d->tmp.ncodes; k++) {
 		const struct kdw_abbrev *a = &d->tmp.by_code[k];
 
-		if (a->defined && a->first + a->nattrs > nspecs)
+		if (a->defined && !a->lazy && a->first + a->nattrs > nspecs)
 			nspecs = a->first + a->nattrs;
 	}
 	t = arena_calloc(d->arena, 1, sizeof(*t));
@@ -943,6 +1101,86 @@ static bool is_scope(const struct kdw_cu *cu, uint32_t tag)
 	}
 }
 
+/* The little-endian value of n (1, 2, 4 or 8) bytes at p. */
+static inline uint64_t load_le(const uint8_t *p, int n)
+{
+	uint64_t v8;
+	uint32_t v4;
+	uint16_t v2;
+
+	switch (n) {
+	case 1:
+		return *p;
+	case 2:
+		memcpy(&v2, p, 2);
+		return v2;
+	case 4:
+		memcpy(&v4, p, 4);
+		return v4;
+	default:
+		memcpy(&v8, p, 8);
+		return v8;
+	}
+}
+
+/* kdw_form_skip for a form of varying size, the usual ones (location
+ * expressions, strings in line, LEB128 data) without its fixed-size
+ * lookup and call: parameters' and variables' DIEs inside functions, which
+ * the walk steps over attribute by attribute, are most such attributes. */
+static inline bool skip_varying(struct kdw_cur *c, uint64_t form, const struct kdw_cu *cu)
+{
+	switch (form) {
+	case DW_FORM_exprloc:
+	case DW_FORM_block:
+		kdw_skip(c, kdw_uleb(c));
+		return !c->bad;
+	case DW_FORM_udata:
+	case DW_FORM_strx:
+	case DW_FORM_addrx:
+	case DW_FORM_loclistx:
+	case DW_FORM_rnglistx:
+		kdw_uleb(c);
+		return !c->bad;
+	case DW_FORM_sdata:
+		kdw_sleb(c);
+		return !c->bad;
+	case DW_FORM_string:
+		return kdw_cstr(c) != NULL;
+	default:
+		return kdw_form_skip(c, form, cu->addr_size, cu->version);
+	}
+}
+
+/* read_die's attribute loop for a lazy abbreviation read in full (the
+ * rare case: an origin or specification leading to a DIE the walk only
+ * steps over), its specs decoded again from their bytes: they were decoded
+ * once, so they are sound and in the simple encoding abbrevs_decode let
+ * through (one-byte names and forms, fixed sizes). */
+static __attribute__((noinline)) int read_lazy_attrs(struct kdw *d, const struct kdw_cu *cu,
+						     const struct kdw_abbrevs *t, struct kdw_cur *c,
+						     struct die *die, struct kiln_error *e)
+{
+	struct kdw_cur ac = {d->s.p[KDW_ABBREV] + t->offset + die->ab->first,
+			     d->s.p[KDW_ABBREV] + d->s.size[KDW_ABBREV], false};
+
+	for (uint32_t i = 0; i < die->ab->nattrs; i++) {
+		unsigned name = kdw_u8(&ac), form = kdw_u8(&ac);
+		int64_t implicit = form == DW_FORM_implicit_const ? kdw_sleb(&ac) : 0;
+		int slot = slot_of(name);
+		struct aval tmp;
+
+		if (ac.bad)
+			return die_bad(e, die->offset, "truncated abbreviation");
+		if (!read_value(c, cu, form, implicit, &tmp))
+			return die_bad(e, die->offset, "unknown form or truncated attribute");
+		if (slot >= 0 && !(die->have & (1u << slot))) {
+			die->v[slot] = tmp;
+			die->have |= 1u << slot;
+		}
+	}
+	return 1;
+}
+
 /* Reads the DIE at the cursor (its abbreviation code first). Returns 1 for
  * a DIE (in *die, the cursor after its attributes), 0 for a null entry,
  * or -errno. */
@@ -967,13 +1205,25 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 		if (die->ab->sib_at >= 0 && die->ab->children) {
 			struct kdw_cur sc = {c->p + die->ab->sib_at, c->end, false};
 
-			if (!read_value(&sc, cu, die->ab->sib_form, 0, &die->v[S_SIBLING]))
+			/* DW_FORM_ref4, what compilers write, read in line
+			 * (read_value's call was a tenth of read_die's work). */
+			if (die->ab->sib_form == DW_FORM_ref4 && sc.end - sc.p >= 4) {
+				uint32_t v;
+
+				memcpy(&v, sc.p, 4);
+				die->v[S_SIBLING] = (struct aval){DW_FORM_ref4, v, NULL};
+			} else if (!read_value(&sc, cu, die->ab->sib_form, 0, &die->v[S_SIBLING])) {
 				return die_bad(e, die->offset, "truncated DW_AT_sibling");
+			}
 			die->have = 1u << S_SIBLING;
 		}
 		kdw_skip(c, (uint64_t)die->ab->fixed);
 		return c->bad ? die_bad(e, die->offset, "DIE past the end of its unit") : 1;
 	}
+	/* (A lazy abbreviation is fixed-size and no function: only DIE_FULL
+	 * gets here with one.) */
+	if (die->ab->lazy)
+		return read_lazy_attrs(d, cu, t, c, die, e);
 	for (uint32_t i = 0; i < die->ab->nattrs; i++) {
 		const struct kdw_spec *sp = &t->specs[die->ab->first + i];
 		int slot = mode != DIE_SKIP || sp->slot == S_SIBLING ? sp->slot : -1;
@@ -984,14 +1234,25 @@ static int read_die(struct kdw *d, const struct kdw_cu *cu, const struct kdw_abb
 				if ((size_t)(c->end - c->p) < (size_t)sp->size)
 					return die_bad(e, die->offset, "truncated attribute");
 				c->p += sp->size;
-			} else if (!kdw_form_skip(c, sp->form, cu->addr_size, cu->version)) {
+			} else if (!skip_varying(c, sp->form, cu)) {
 				return die_bad(e, die->offset,
 					       "unknown form or truncated attribute");
 			}
 			continue;
 		}
-		if (!read_value(c, cu, sp->form, sp->implicit, &tmp))
+		/* Values of 1, 2, 4 or 8 bytes (most: addresses, strp,
+		 * references, data) in line; read_value reads these forms so
+		 * and the rest its way. (The other forms of these sizes, which
+		 * read_value steps over, keep their form: no reader of a slot
+		 * takes a value of theirs.) */
+		if (sp->size == 1 || sp->size == 2 || sp->size == 4 || sp->size == 8) {
+			if ((size_t)(c->end - c->p) < (size_t)sp->size)
+				return die_bad(e, die->offset, "truncated attribute");
+			tmp = (struct aval){sp->form, load_le(c->p, sp->size), NULL};
+			c->p += sp->size;
+		} else if (!read_value(c, cu, sp->form, sp->implicit, &tmp)) {
 			return die_bad(e, die->offset, "unknown form or truncated attribute");
+		}
 		die->v[slot] = tmp;
 		die->have |= 1u << slot;
 	}
@@ -1098,8 +1359,8 @@ static bool val_addr(struct kdw *d, const struct kdw_cu *cu, const struct aval *
 }
 
 /* A reference as a .debug_info offset. */
-static int val_ref(const struct kdw_cu *cu, const struct aval *v, uint64_t die_off, uint64_t *out,
-		   struct kiln_error *e)
+static inline int val_ref(const struct kdw_cu *cu, const struct aval *v, uint64_t die_off,
+			  uint64_t *out, struct kiln_error *e)
 {
 	switch (v->form) {
 	case DW_FORM_ref1:
@@ -1179,77 +1440,206 @@ static int cu_base(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 
 /* --- names through abstract_origin / specification -------------------------- */
 
-static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
-		      struct kdw_func *fn, struct kiln_error *e)
-{
-	const struct die *die = first;
-	struct die other;
-	bool got_link = false, got_name = false, got_decl = false;
+/* What a chain of DIEs along abstract_origin / specification names: each
+ * attribute from the first DIE having it (libdw searches the chain once
+ * per attribute: linkage_name, then MIPS_linkage_name, then name, then
+ * decl_line). */
+struct chain_names {
+	const char *link, *name;
+	int64_t decl_line;
+	bool got_link, got_name, got_decl, decl_ok;
 	struct aval mips;
-	const struct kdw_cu *mips_cu = NULL;
-	uint64_t mips_off = 0;
+	const struct kdw_cu *mips_cu;
+	uint64_t mips_off;
+};
+
+#define ORIGIN_BITS  8
+#define ORIGIN_SLOTS (1u << ORIGIN_BITS)
+
+struct origin_entry {
+	uint64_t ref;
+	uint32_t gen; /* 0: never used (generations start at 1) */
+	struct chain_names names;
+};
+
+/* The DIE at ref (an offset in .debug_info), referred to by from in *cu,
+ * into *out; *cu becomes the unit holding it. */
+static int read_ref(struct kdw *d, struct kdw_cu **cu, const struct die *from, uint64_t ref,
+		    struct die *out, struct kiln_error *e)
+{
+	const struct kdw_abbrevs *t;
+	struct kdw_cur c;
 	int rc;
 
-	/* Each attribute is the first one along the chain (libdw searches
-	 * the chain once per attribute: linkage_name, then MIPS_linkage_name,
-	 * then name, then decl_line). */
-	for (int hop = 0;; hop++) {
-		uint64_t ref;
+	if (ref < (*cu)->die_offset || ref >= (*cu)->end) {
+		struct kdw_cu *to = cu_containing(d, ref);
 
-		if (!got_link && has(die, S_LINKAGE)) {
-			rc = val_string(d, cu, &die->v[S_LINKAGE], die->offset, &fn->linkage_name,
-					e);
+		if (!to || ref < to->die_offset)
+			return die_bad(e, from->offset, "reference to no DIE");
+		rc = cu_base(d, to, e);
+		if (rc < 0)
+			return rc;
+		*cu = to;
+	}
+	c = (struct kdw_cur){d->s.p[KDW_INFO] + ref, d->s.p[KDW_INFO] + (*cu)->end, false};
+	rc = abbrevs_for(d, *cu, &t, e);
+	if (rc < 0)
+		return rc;
+	rc = read_die(d, *cu, t, &c, out, DIE_FULL, e);
+	if (rc <= 0)
+		return rc < 0 ? rc : die_bad(e, ref, "reference to a null entry");
+	return 0;
+}
+
+/* Adds to *r what die (in cu) and the DIEs it leads to, at most hops more,
+ * name that r does not have yet. */
+static int chain_names(struct kdw *d, struct kdw_cu *cu, const struct die *die, int hops,
+		       struct chain_names *r, struct kiln_error *e)
+{
+	struct die other;
+	int rc;
+
+	for (int hop = 0;; hop++) {
+		uint64_t ref = 0;
+
+		if (!r->got_link && has(die, S_LINKAGE)) {
+			rc = val_string(d, cu, &die->v[S_LINKAGE], die->offset, &r->link, e);
 			if (rc < 0)
 				return rc;
-			got_link = true;
+			r->got_link = true;
 		}
-		if (!mips_cu && has(die, S_MIPS_LINKAGE)) {
-			mips = die->v[S_MIPS_LINKAGE];
-			mips_cu = cu;
-			mips_off = die->offset;
+		if (!r->mips_cu && has(die, S_MIPS_LINKAGE)) {
+			r->mips = die->v[S_MIPS_LINKAGE];
+			r->mips_cu = cu;
+			r->mips_off = die->offset;
 		}
-		if (!got_name && has(die, S_NAME)) {
-			rc = val_string(d, cu, &die->v[S_NAME], die->offset, &fn->name, e);
+		if (!r->got_name && has(die, S_NAME)) {
+			rc = val_string(d, cu, &die->v[S_NAME], die->offset, &r->name, e);
 			if (rc < 0)
 				return rc;
-			got_name = true;
+			r->got_name = true;
 		}
-		if (!got_decl && has(die, S_DECL_LINE)) {
+		if (!r->got_decl && has(die, S_DECL_LINE)) {
 			uint64_t v;
 
-			if (val_udata(&die->v[S_DECL_LINE], &v))
-				fn->decl_line = (int64_t)v;
-			got_decl = true;
+			if (val_udata(&die->v[S_DECL_LINE], &v)) {
+				r->decl_line = (int64_t)v;
+				r->decl_ok = true;
+			}
+			r->got_decl = true;
 		}
-		if (hop == MAX_CHAIN || (!has(die, S_ORIGIN) && !has(die, S_SPEC)))
-			break;
+		if (hop == hops || (!has(die, S_ORIGIN) && !has(die, S_SPEC)))
+			return 0;
 		rc = val_ref(cu, &die->v[has(die, S_ORIGIN) ? S_ORIGIN : S_SPEC], die->offset, &ref,
 			     e);
 		if (rc < 0)
 			return rc;
-		if (ref < cu->die_offset || ref >= cu->end) {
-			struct kdw_cu *to = cu_containing(d, ref);
-
-			if (!to || ref < to->die_offset)
-				return die_bad(e, die->offset, "reference to no DIE");
-			rc = cu_base(d, to, e);
-			if (rc < 0)
-				return rc;
-			cu = to;
-		}
-		struct kdw_cur c = {d->s.p[KDW_INFO] + ref, d->s.p[KDW_INFO] + cu->end, false};
-		const struct kdw_abbrevs *t;
-
-		rc = abbrevs_for(d, cu, &t, e);
+		rc = read_ref(d, &cu, die, ref, &other, e);
 		if (rc < 0)
 			return rc;
-		rc = read_die(d, cu, t, &c, &other, DIE_FULL, e);
-		if (rc <= 0)
-			return rc < 0 ? rc : die_bad(e, ref, "reference to a null entry");
 		die = &other;
 	}
-	if (!got_link && mips_cu)
-		return val_string(d, mips_cu, &mips, mips_off, &fn->linkage_name, e);
+}
+
+/* The chain names kept for ref in this walk, or NULL. */
+static const struct chain_names *origin_get(const struct kdw *d, uint64_t ref)
+{
+	size_t i = (size_t)((ref * 0x9e3779b97f4a7c15ull) >> (64 - ORIGIN_BITS));
+
+	if (!d->origins)
+		return NULL;
+	for (;; i = (i + 1) & (ORIGIN_SLOTS - 1)) {
+		const struct origin_entry *o = &d->origins[i];
+
+		if (o->gen != d->origins_gen)
+			return NULL;
+		if (o->ref == ref)
+			return &o->names;
+	}
+}
+
+/* Keeps *r for ref (not kept yet) in this walk; returns the copy, or r
+ * itself when the table is half full or cannot be made. */
+static const struct chain_names *origin_put(struct kdw *d, uint64_t ref,
+					    const struct chain_names *r)
+{
+	size_t i = (size_t)((ref * 0x9e3779b97f4a7c15ull) >> (64 - ORIGIN_BITS));
+
+	if (!d->origins && !(d->origins = calloc(ORIGIN_SLOTS, sizeof(*d->origins))))
+		return r;
+	if (2 * (d->norigins + 1) > ORIGIN_SLOTS)
+		return r;
+	while (d->origins[i].gen == d->origins_gen)
+		i = (i + 1) & (ORIGIN_SLOTS - 1);
+	d->origins[i] = (struct origin_entry){ref, d->origins_gen, *r};
+	d->norigins++;
+	return &d->origins[i].names;
+}
+
+/* The names of the function DIE first: its own, then its chain's. The
+ * chain from its origin (or specification) is kept per walk, keyed by
+ * the origin's offset: every inlined copy of a function leads to the same
+ * origin, which was read again for each (kiln's binary: 1836 reads of 461
+ * origins). A chain that fails is not kept: first's names are then looked
+ * up the one-pass way, which fails (or not) exactly as before. */
+static int func_names(struct kdw *d, struct kdw_cu *cu, const struct die *first,
+		      struct kdw_func *fn, struct kiln_error *e)
+{
+	struct chain_names r = {0};
+	int rc = chain_names(d, cu, first, 0, &r, e);
+
+	if (rc < 0)
+		return rc;
+	if (has(first, S_ORIGIN) || has(first, S_SPEC)) {
+		const struct chain_names *tail;
+		struct chain_names t = {0};
+		struct kiln_error te = {0};
+		struct kdw_cu *tcu = cu;
+		struct die other;
+		uint64_t ref = 0;
+
+		rc = val_ref(cu, &first->v[has(first, S_ORIGIN) ? S_ORIGIN : S_SPEC], first->offset,
+			     &ref, e);
+		if (rc < 0)
+			return rc;
+		tail = origin_get(d, ref);
+		if (!tail && read_ref(d, &tcu, first, ref, &other, &te) == 0 &&
+		    chain_names(d, tcu, &other, MAX_CHAIN - 1, &t, &te) == 0)
+			tail = origin_put(d, ref, &t);
+		if (tail) {
+			if (!r.got_link && tail->got_link) {
+				r.link = tail->link;
+				r.got_link = true;
+			}
+			if (!r.mips_cu && tail->mips_cu) {
+				r.mips = tail->mips;
+				r.mips_cu = tail->mips_cu;
+				r.mips_off = tail->mips_off;
+			}
+			if (!r.got_name && tail->got_name) {
+				r.name = tail->name;
+				r.got_name = true;
+			}
+			if (!r.got_decl && tail->got_decl) {
+				r.decl_line = tail->decl_line;
+				r.decl_ok = tail->decl_ok;
+				r.got_decl = true;
+			}
+		} else {
+			memset(&r, 0, sizeof(r));
+			rc = chain_names(d, cu, first, MAX_CHAIN, &r, e);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	if (r.got_link)
+		fn->linkage_name = r.link;
+	if (r.got_name)
+		fn->name = r.name;
+	if (r.decl_ok)
+		fn->decl_line = r.decl_line;
+	if (!r.got_link && r.mips_cu)
+		return val_string(d, r.mips_cu, &r.mips, r.mips_off, &fn->linkage_name, e);
 	return 0;
 }
 
@@ -1441,16 +1831,47 @@ struct walk {
  * are such). False, cursor unmoved, for anything else. */
 static inline bool skip_leaf(const struct kdw_abbrevs *t, struct kdw_cur *c, bool skipping)
 {
-	const struct kdw_abbrev *ab;
 	uint8_t code;
+	int32_t step;
 
 	if (c->p >= c->end || (code = *c->p) >= 0x80 || code >= t->ncodes)
 		return false;
-	ab = &t->by_code[code];
-	if (!ab->defined || !ab->leaf_fixed || (ab->walk_full && !skipping) ||
-	    (size_t)(c->end - c->p) - 1 < (size_t)ab->fixed)
+	/* (An undefined code's entry is zeroed: 0.) */
+	step = t->by_code[code].leaf_step[skipping];
+	if (step == 0 || (size_t)(c->end - c->p) < (size_t)step)
 		return false;
-	c->p += 1 + ab->fixed;
+	c->p += step;
+	return true;
+}
+
+/* Jumps over the DIE at the cursor by its DW_AT_sibling when its code (one
+ * byte) names a sib_jump abbreviation and the walk would not enter the DIE
+ * (skipping, or neither walk_full nor a scope): what read_die and
+ * skip_children would do, without them (in libc, 60k such DIEs). False,
+ * cursor unmoved, for anything else, a sibling out of place included:
+ * the slow path reports it. */
+static inline bool skip_sibling(const struct walk *w, struct kdw_cur *c, bool skipping)
+{
+	const uint8_t *info = w->d->s.p[KDW_INFO];
+	const struct kdw_abbrev *ab;
+	uint64_t after, to;
+	uint32_t v;
+	uint8_t code;
+
+	if (c->p >= c->end || (code = *c->p) >= 0x80 || code >= w->t->ncodes)
+		return false;
+	ab = &w->t->by_code[code];
+	if (!ab->sib_jump || (size_t)(c->end - c->p) <= (size_t)ab->fixed ||
+	    (!skipping && (ab->walk_full || is_scope(w->cu, ab->tag))))
+		return false;
+	memcpy(&v, c->p + ab->sib_jump, 4);
+	after = (uint64_t)(c->p - info) + 1 + (uint64_t)ab->fixed;
+	if (v >= w->cu->end - w->cu->offset)
+		return false;
+	to = w->cu->offset + v;
+	if (to < after || to > w->cu->end)
+		return false;
+	c->p = info + to;
 	return true;
 }
 
@@ -1461,7 +1882,7 @@ static int skip_children(struct walk *w, struct kdw_cur *c, const struct die *di
 	size_t depth = 1;
 
 	if (has(die, S_SIBLING)) {
-		uint64_t to;
+		uint64_t to = 0;
 
 		if (val_ref(w->cu, &die->v[S_SIBLING], die->offset, &to, w->e) == 0 &&
 		    to >= (uint64_t)(c->p - w->d->s.p[KDW_INFO]) && to <= w->cu->end) {
@@ -1471,7 +1892,7 @@ static int skip_children(struct walk *w, struct kdw_cur *c, const struct die *di
 		return die_bad(w->e, die->offset, "DW_AT_sibling out of its unit");
 	}
 	while (depth > 0) {
-		if (skip_leaf(w->t, c, true))
+		if (skip_leaf(w->t, c, true) || skip_sibling(w, c, true))
 			continue;
 
 		int rc = read_die(w->d, w->cu, w->t, c, &tmp, DIE_SKIP, w->e);
@@ -1506,7 +1927,7 @@ static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int 
 
 		if (c->p >= c->end) /* libdw tolerates a unit without its last nulls */
 			return 0;
-		if (skip_leaf(w->t, c, false))
+		if (skip_leaf(w->t, c, false) || skip_sibling(w, c, false))
 			continue;
 		rc = read_die(w->d, w->cu, w->t, c, &die, DIE_WALK, w->e);
 		if (rc <= 0)
@@ -1566,6 +1987,8 @@ int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops
 	if (rc < 0)
 		return rc;
 	d->walking = cu;
+	d->origins_gen++;
+	d->norigins = 0;
 	rc = abbrevs_for(d, cu, &w.t, e);
 	if (rc < 0)
 		goto out;
