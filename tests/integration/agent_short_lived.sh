@@ -40,25 +40,15 @@ for s in samples:
 PY
 agent_stop
 
-# burn_many NAME COUNT SECONDS MIN_SAMPLES MIN_SHARE: runs COUNT burns of
-# SECONDS of CPU one after another under an agent at 499 Hz, then checks
-# that their samples number at least MIN_SAMPLES and that at least
-# MIN_SHARE of them symbolize into burn_one/burn_two, each labelled with
-# the burn executable.
-burn_many() {
-	local name=$1 count=$2 secs=$3 min_samples=$4 min_share=$5 out="$AGENT_TMP/profiles-$1" p f
-	local pids=() files=()
-	agent_start "$out" --profiling-duration=3s --profiling-cpu-sampling-frequency=499 --http-address=
-	for _ in $(seq 1 "$count"); do
-		"$AGENT_TESTBIN/burn" "$secs" >/dev/null & pids+=($!)
-		wait $!
-	done
-	agent_stop
-	for p in "${pids[@]}"; do
-		for f in $(agent_files "$out" "$p" burn); do files+=("$f"); done
-	done
-	[ "${#files[@]}" -gt 0 ] || fail "no profile for any of the $count $name burns: $(ls "$out")"
-	agent_traces "${files[@]}" >"$AGENT_TMP/traces-$name.json"
+# check_burns NAME MIN_SAMPLES MIN_SHARE FILE...: the samples of the burns
+# in FILEs number at least MIN_SAMPLES, at least MIN_SHARE of them
+# symbolize into burn_one/burn_two, and each is labelled with the burn
+# executable.
+check_burns() {
+	local name=$1 min_samples=$2 min_share=$3
+	shift 3
+	[ $# -gt 0 ] || fail "no profile for any of the $name burns"
+	agent_traces "$@" >"$AGENT_TMP/traces-$name.json"
 	python3 - "$AGENT_TMP/traces-$name.json" "$name" "$min_samples" "$min_share" <<'PY'
 import json, sys
 name, min_samples, min_share = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -71,6 +61,24 @@ assert burn >= min_share * total, "short-lived processes' mappings were not capt
 for s in samples:
     assert s["labels"]["executable"].endswith("/burn"), s["labels"]
 PY
+}
+
+# burn_many NAME COUNT SECONDS MIN_SAMPLES MIN_SHARE: runs COUNT burns of
+# SECONDS of CPU one after another under an agent at 499 Hz, then
+# check_burns their profiles.
+burn_many() {
+	local name=$1 count=$2 secs=$3 min_samples=$4 min_share=$5 out="$AGENT_TMP/profiles-$1" p f
+	local pids=() files=()
+	agent_start "$out" --profiling-duration=3s --profiling-cpu-sampling-frequency=499 --http-address=
+	for _ in $(seq 1 "$count"); do
+		"$AGENT_TESTBIN/burn" "$secs" >/dev/null & pids+=($!)
+		wait $!
+	done
+	agent_stop
+	for p in "${pids[@]}"; do
+		for f in $(agent_files "$out" "$p" burn); do files+=("$f"); done
+	done
+	check_burns "$name" "$min_samples" "$min_share" "${files[@]}"
 }
 
 # 40 x 60 ms at 499 Hz: ~1200 samples.
@@ -92,17 +100,5 @@ files=()
 for p in $(awk '$1 == "forked" {print $2}' "$AGENT_TMP/forked.txt"); do
 	for f in $(agent_files "$out" "$p" burn); do files+=("$f"); done
 done
-[ "${#files[@]}" -gt 0 ] || fail "no profile for any forked child: $(ls "$out")"
-agent_traces "${files[@]}" >"$AGENT_TMP/traces-forked.json"
-python3 - "$AGENT_TMP/traces-forked.json" <<'PY'
-import json, sys
-samples = [json.loads(l) for l in open(sys.argv[1])]
-total = sum(s["n"] for s in samples)
-burn = sum(s["n"] for s in samples if s["frames"][0] in ("burn_two", "burn_one"))
-print(f"forked children: {burn} of {total} samples symbolized into burn_two/burn_one")
-assert total >= 60, f"only {total} samples, expected at least 60"
-assert burn >= 0.6 * total, "forked children did not get their parent's mappings"
-for s in samples:
-    assert s["labels"]["executable"].endswith("/burn"), s["labels"]
-PY
+check_burns forked 60 0.6 "${files[@]}"
 echo PASS
