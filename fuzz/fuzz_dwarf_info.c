@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int k = 0; k < 3; k++) {
 			uint64_t q = k == 0	? addr
 				     : k == 1	? s.lo
-				     : l->nrows ? l->addrs[l->nrows - 1]
+				     : l->nrows ? kdw_lines_addr(l, l->nrows - 1)
 						: 0;
 
 			if (kdw_lines_find(l, q, &row)) {

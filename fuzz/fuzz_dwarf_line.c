@@ -59,22 +59,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	for (size_t i = 0; i < l.nrows; i++) {
 		struct kdw_row row;
-		uint64_t qs[] = {l.addrs[i], l.addrs[i] - 1, l.addrs[i] + 1,
-				 i + 1 < l.nrows ? l.addrs[i] + (l.addrs[i + 1] - l.addrs[i]) / 2
+		uint64_t at = kdw_lines_addr(&l, i);
+		uint64_t qs[] = {at, at - 1, at + 1,
+				 i + 1 < l.nrows ? at + (kdw_lines_addr(&l, i + 1) - at) / 2
 						 : UINT64_MAX};
 
-		if (i && l.addrs[i] < l.addrs[i - 1])
+		if (i && at < kdw_lines_addr(&l, i - 1))
 			abort(); /* rows are sorted */
 		for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++) {
 			bool found = kdw_lines_find(&l, qs[k], &row);
 			size_t last = SIZE_MAX; /* a linear scan: the searches' reference */
+			struct kdw_row_info want;
 
-			for (size_t r = 0; r < l.nrows && l.addrs[r] <= qs[k]; r++)
+			for (size_t r = 0; r < l.nrows && kdw_lines_addr(&l, r) <= qs[k]; r++)
 				last = r;
-			if (found != (last != SIZE_MAX && !(l.info[last].file & 0x80000000u)))
+			want =
+			    last != SIZE_MAX ? kdw_lines_info(&l, last) : (struct kdw_row_info){0};
+			if (found != (last != SIZE_MAX && !(want.file & 0x80000000u)))
 				abort();
-			if (found && (row.addr != l.addrs[last] || row.line != l.info[last].line ||
-				      row.file != (l.info[last].file & 0x7fffffffu)))
+			if (found &&
+			    (row.addr != kdw_lines_addr(&l, last) || row.line != want.line ||
+			     row.file != (want.file & 0x7fffffffu)))
 				abort(); /* the last row at or below the address */
 		}
 	}

@@ -3,8 +3,9 @@
  *
  * Reading a CU's table runs its program once, validating it as libdw
  * would, into two arrays in the reader's arena: row addresses and (line,
- * file, end_sequence), in libdw's order, the addresses with search levels
- * in front (kdw_keys_*, below) so that a lookup on a table long out of
+ * file, end_sequence), in libdw's order, the addresses (32-bit offsets
+ * from the unit's lowest, 16 to a cache line) with search levels in front
+ * (kdw_keys32_*, below) so that a lookup on a table long out of
  * cache takes two or three misses. The rows are noted in program order in
  * a scratch array reused from one CU to the next and sized once per
  * program; laid out sequence by sequence (by lowest address) they are
@@ -645,6 +646,33 @@ void kdw_keys_finish(uint64_t *keys, size_t n)
 		top2[i] = i < n2 ? top1[8 * i] : UINT64_MAX;
 }
 
+size_t kdw_keys32_words(size_t n)
+{
+	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1);
+
+	return kdw_pad16(n2) + kdw_pad16(n1) + kdw_pad16(n);
+}
+
+uint32_t *kdw_keys32_at(uint32_t *block, size_t n)
+{
+	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1);
+
+	return block + kdw_pad16(n2) + kdw_pad16(n1);
+}
+
+void kdw_keys32_finish(uint32_t *keys, size_t n)
+{
+	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1);
+	uint32_t *top1 = keys - kdw_pad16(n1), *top2 = top1 - kdw_pad16(n2);
+
+	for (size_t i = n; i < kdw_pad16(n); i++)
+		keys[i] = UINT32_MAX;
+	for (size_t i = 0; i < kdw_pad16(n1); i++)
+		top1[i] = i < n1 ? keys[16 * i] : UINT32_MAX;
+	for (size_t i = 0; i < kdw_pad16(n2); i++)
+		top2[i] = i < n2 ? top1[16 * i] : UINT32_MAX;
+}
+
 /* A 64-byte aligned block of n bytes from arena. */
 static void *alloc_lines(struct arena *arena, size_t n)
 {
@@ -653,24 +681,53 @@ static void *alloc_lines(struct arena *arena, size_t n)
 	return p ? p + ((64 - (uintptr_t)p % 64) % 64) : NULL;
 }
 
-/* Copies the k rows kept into out's arrays (in arena, one block): the
- * addresses as sorted keys with their search levels, then info from a line
- * of its own. */
+/* Copies the k rows kept (ascending) into out's arrays (in arena, one
+ * block): the addresses as sorted keys with their search levels, then info
+ * from a line of its own; compact (see struct kdw_lines) when the rows
+ * span less than 4 GiB and their lines and files fit 31 bits. */
 static int rows_out(const struct srow *kept, size_t k, struct arena *arena, struct kdw_lines *out)
 {
-	size_t words = kdw_keys_words(k);
-	uint64_t *block =
-	    alloc_lines(arena, words * sizeof(uint64_t) + (k ? k : 1) * sizeof(*out->info));
+	uint32_t max_file = 0, max_line = 0, file_bits = 0;
+	bool wide = k && kept[k - 1].addr - kept[0].addr > UINT32_MAX;
+	size_t bytes;
+	uint8_t *block;
 
+	for (size_t i = 0; i < k && !wide; i++) {
+		max_file |= kept[i].file & ~KDW_ROW_END;
+		wide = kept[i].line < 0;
+		max_line |= (uint32_t)kept[i].line;
+	}
+	while (file_bits < 31 && max_file >> file_bits)
+		file_bits++;
+	wide = wide || file_bits > 30 || (uint64_t)max_line << (file_bits + 1) > UINT32_MAX;
+	bytes =
+	    wide ? kdw_keys_words(k) * sizeof(uint64_t) : kdw_keys32_words(k) * sizeof(uint32_t);
+	block = alloc_lines(arena, bytes + (k ? k : 1) *
+					       (wide ? sizeof(*out->info) : sizeof(*out->info32)));
 	if (!block)
 		return -ENOMEM;
-	out->addrs = kdw_keys_at(block, k);
-	out->info = (struct kdw_row_info *)(block + words);
-	for (size_t i = 0; i < k; i++) {
-		out->addrs[i] = kept[i].addr;
-		out->info[i] = (struct kdw_row_info){kept[i].line, kept[i].file};
+	out->wide = wide;
+	out->file_bits = (uint8_t)file_bits;
+	out->base = k ? kept[0].addr : 0;
+	if (wide) {
+		out->keys64 = kdw_keys_at((uint64_t *)block, k);
+		out->info = (struct kdw_row_info *)(block + bytes);
+		for (size_t i = 0; i < k; i++) {
+			out->keys64[i] = kept[i].addr;
+			out->info[i] = (struct kdw_row_info){kept[i].line, kept[i].file};
+		}
+		kdw_keys_finish(out->keys64, k);
+	} else {
+		out->keys32 = kdw_keys32_at((uint32_t *)block, k);
+		out->info32 = (uint32_t *)(block + bytes);
+		for (size_t i = 0; i < k; i++) {
+			out->keys32[i] = (uint32_t)(kept[i].addr - out->base);
+			out->info32[i] = (uint32_t)kept[i].line << (file_bits + 1) |
+					 (kept[i].file & ~KDW_ROW_END) << 1 |
+					 !!(kept[i].file & KDW_ROW_END);
+		}
+		kdw_keys32_finish(out->keys32, k);
 	}
-	kdw_keys_finish(out->addrs, k);
 	out->nrows = k;
 	return 0;
 }
@@ -827,15 +884,27 @@ void kdw_line_scratch_free(struct kdw_line_scratch *sc)
 
 bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *out)
 {
-	/* dwarf_getsrc_die: the last row at or below addr, unless it ends a
-	 * sequence. */
-	size_t lo = kdw_keys_find(l->addrs, l->nrows, addr, l->info, sizeof(*l->info));
+	struct kdw_row_info info;
+	size_t lo;
 
+	/* dwarf_getsrc_die: the last row at or below addr, unless it ends a
+	 * sequence. An offset past 32 bits is above every key (the clamp). */
+	if (l->wide) {
+		lo = kdw_keys_find(l->keys64, l->nrows, addr, l->info, sizeof(*l->info));
+	} else {
+		uint64_t off = addr - l->base;
+
+		if (addr < l->base)
+			return false;
+		lo = kdw_keys32_find(l->keys32, l->nrows, off > UINT32_MAX ? UINT32_MAX : off,
+				     l->info32, sizeof(*l->info32));
+	}
 	if (lo == SIZE_MAX)
 		return false;
-	if (l->info[lo].file & KDW_ROW_END)
+	info = kdw_lines_info(l, lo);
+	if (info.file & KDW_ROW_END)
 		return false;
-	*out = (struct kdw_row){l->addrs[lo], l->info[lo].line, l->info[lo].file & ~KDW_ROW_END};
+	*out = (struct kdw_row){kdw_lines_addr(l, lo), info.line, info.file & ~KDW_ROW_END};
 	return true;
 }
 

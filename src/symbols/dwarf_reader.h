@@ -159,6 +159,63 @@ static inline void kdw_keys_prefetch(const uint64_t *keys, size_t n)
 	__builtin_prefetch(keys - kdw_pad8(n1) - kdw_pad8(n2) + n2 / 2);
 }
 
+/* The same for 32-bit keys (line rows as offsets from their unit's lowest
+ * address): 16 keys per line, so a level-1 line covers 256 keys and the
+ * blocks are half the size, the same [level 2][level 1][keys] layout
+ * padded with UINT32_MAX to whole lines (16 entries). */
+size_t kdw_keys32_words(size_t n);
+uint32_t *kdw_keys32_at(uint32_t *block, size_t n);
+void kdw_keys32_finish(uint32_t *keys, size_t n);
+
+static inline size_t kdw_pad16(size_t n)
+{
+	return (n + 15) & ~(size_t)15;
+}
+
+static inline size_t kdw_level32_n(size_t n)
+{
+	return n > 16 ? (n + 15) / 16 : 0;
+}
+
+/* The last of the 16 ascending keys at p (one cache line) at or below x,
+ * given p[0] <= x. */
+static inline size_t kdw_last_le16(const uint32_t *p, uint32_t x)
+{
+	size_t i = 0;
+
+	i = p[i + 8] <= x ? i + 8 : i;
+	i = p[i + 4] <= x ? i + 4 : i;
+	i = p[i + 2] <= x ? i + 2 : i;
+	return p[i + 1] <= x ? i + 1 : i;
+}
+
+/* kdw_keys_find over 32-bit keys; the companion's lines for the 16 keys
+ * of the key line found are prefetched. */
+static inline size_t kdw_keys32_find(const uint32_t *keys, size_t n, uint32_t x,
+				     const void *companion, size_t sz)
+{
+	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1), k = 0, j = 0, i;
+	const uint32_t *top1 = keys - kdw_pad16(n1), *top2 = top1 - kdw_pad16(n2);
+
+	if (n == 0 || (n2 ? top2[0] : n1 ? top1[0] : keys[0]) > x)
+		return SIZE_MAX;
+	for (size_t m = n2; m > 1;) {
+		size_t half = m / 2;
+
+		k = top2[k + half] <= x ? k + half : k;
+		m -= half;
+	}
+	if (n1) {
+		j = 16 * k + kdw_last_le16(top1 + 16 * k, x);
+		j = j < n1 ? j : n1 - 1;
+	}
+	if (companion)
+		for (size_t b = 0; b < 16 * sz; b += 64)
+			__builtin_prefetch((const char *)companion + 16 * j * sz + b);
+	i = 16 * j + kdw_last_le16(keys + 16 * j, x);
+	return i < n ? i : n - 1;
+}
+
 /* --- line tables (dwarf_line.c) ------------------------------------------ */
 
 struct kdw_row {
@@ -180,19 +237,53 @@ struct kdw_row_info {
 struct kdw_lines {
 	/* Every row, in the order libdw sorts them (by address, an
 	 * end_sequence row before others at the same address, then program
-	 * order). addrs are sorted keys with their search levels (above);
-	 * info starts on a cache line. (The fields a lookup reads come
-	 * first, in 40 bytes: the symbolizer keeps a copy of this struct in
-	 * one cache line with its own per-CU fields.) */
-	uint64_t *addrs;
-	struct kdw_row_info *info;
-	const char **joined; /* files[i] as libdw names it, built on demand */
+	 * order). The addresses are sorted keys with their search levels
+	 * (above), followed by the rows' info from a cache line of its own.
+	 * Compact (as all but odd units are): 32-bit offsets from base
+	 * (keys32) and info packed in 32 bits (info32: line << (file_bits +
+	 * 1) | file << 1 | ends a sequence), 16 of each to a line; wide, when
+	 * the rows span 4 GiB or more or their lines and files do not fit:
+	 * the addresses themselves (keys64) and struct kdw_row_info. Read
+	 * them through kdw_lines_addr and kdw_lines_info. (The fields a
+	 * lookup reads come first, in 40 bytes: the symbolizer keeps a copy
+	 * of this struct in one cache line with its own per-CU fields.) */
+	union {
+		uint32_t *keys32;
+		uint64_t *keys64;
+	};
+	union {
+		uint32_t *info32;
+		struct kdw_row_info *info;
+	};
+	uint64_t base;
 	size_t nrows;
+	bool wide;
+	uint8_t file_bits;
+	/* The rest is for names, not read per lookup. */
 	size_t nfiles;
+	const char **joined;	/* files[i] as libdw names it, built on demand */
 	struct kdw_file *files; /* index 0: "???" before v5 (files count from 1) */
 	const char **dirs;	/* dirs[0]: comp_dir before v5, the first entry in v5 */
 	size_t ndirs;
 };
+
+/* The address of row i (i < l->nrows). */
+static inline uint64_t kdw_lines_addr(const struct kdw_lines *l, size_t i)
+{
+	return l->wide ? l->keys64[i] : l->base + l->keys32[i];
+}
+
+/* The info of row i (i < l->nrows), as wide tables hold it. */
+static inline struct kdw_row_info kdw_lines_info(const struct kdw_lines *l, size_t i)
+{
+	uint32_t v;
+
+	if (l->wide)
+		return l->info[i];
+	v = l->info32[i];
+	return (struct kdw_row_info){(int32_t)(v >> (l->file_bits + 1)),
+				     ((v >> 1) & ((1u << l->file_bits) - 1)) | (v & 1) << 31};
+}
 
 /* Growable arrays a reader reuses from one line program to the next. */
 struct kdw_special {

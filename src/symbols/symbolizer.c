@@ -863,7 +863,7 @@ struct cu_index {
 	size_t nnodes;
 	Dwarf_Die cudie; /* libdw's CUs */
 };
-_Static_assert(offsetof(struct cu_index, lines) + offsetof(struct kdw_lines, files) <= 64,
+_Static_assert(offsetof(struct cu_index, lines) + offsetof(struct kdw_lines, nfiles) <= 64,
 	       "a lookup's fields of cu_index fit one cache line");
 
 /* A zeroed cu_index in f's arena, 64-byte aligned. */
