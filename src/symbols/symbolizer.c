@@ -1662,6 +1662,24 @@ int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, u
 	return rc;
 }
 
+int symbolizer_resolve_batch(struct symbolizer *s, const struct symbols_object *obj,
+			     const uint64_t *addrs, size_t n, symbols_emit_fn emit, void *ctx,
+			     struct kiln_error *e)
+{
+	struct symbols_location loc;
+	struct symfile *f;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = symfile_get(s, obj, &f, e);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		symfile_resolve(s, f, addrs[i], &loc);
+		emit(ctx, i, &loc);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
 			 uint64_t map_start, uint64_t map_limit, uint64_t map_offset,
 			 uint64_t *vaddr, struct kiln_error *e)

@@ -176,6 +176,25 @@ struct symbols_object {
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
 		       struct symbols_location *out, struct kiln_error *e);
 
+/* Receives the answer for addrs[i] of a symbolizer_resolve_batch; loc and
+ * its strings as symbolizer_resolve gives them (loc itself only for the
+ * call). Called with the symbolizer's lock held: it must not call the
+ * symbolizer, nor take a lock that is held around calls to it. */
+typedef void (*symbols_emit_fn)(void *ctx, size_t i, const struct symbols_location *loc);
+
+/* Resolves the n ELF virtual addresses addrs of obj, as symbolizer_resolve
+ * does each (the same answers, cached the same way), calling emit once for
+ * every address, in no particular order. Knowing every address up front
+ * lets a cold object be read once in address order: each CU's line table
+ * and DIE tree are decoded for all of its addresses at once, and functions
+ * holding none of them are stepped over. This is the server's path; a
+ * single address costs the same as symbolizer_resolve. Returns 0 (emit
+ * called for each address), or, with emit called for none, -ENOENT /
+ * another -errno as symbolizer_resolve. */
+int symbolizer_resolve_batch(struct symbolizer *s, const struct symbols_object *obj,
+			     const uint64_t *addrs, size_t n, symbols_emit_fn emit, void *ctx,
+			     struct kiln_error *e);
+
 /* symbols_normalize with obj's program headers, read once and cached with
  * the object. Returns 0, -ERANGE (see symbols_normalize) or -ENOENT. */
 int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
