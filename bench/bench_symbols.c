@@ -1,12 +1,14 @@
 /*
  * bench_symbols.c — symbolizer throughput on real binaries.
  *
- *   bench_symbols [-w WARM_PASSES] [-l] [-p] [-v] BINARY ADDRFILE
+ *   bench_symbols [-w WARM_PASSES] [-l] [-p] [-v] [-1] BINARY ADDRFILE
  *
  * -l: DWARF through libdw only (not Kiln's reader: the comparison);
  * -p: print each address's frames, "0xADDR function file:line" per frame
  *     and an empty line after each address (to compare -l with the reader);
- * -v: debug logging (says which CUs the reader leaves to libdw).
+ * -v: debug logging (says which CUs the reader leaves to libdw);
+ * -1: the cold pass address by address (symbolizer_resolve), not as one
+ *     batch (symbolizer_resolve_batch, what the server does).
  *
  * ADDRFILE holds one hex ELF virtual address per line. Prints one line:
  *   n=N cold_s=S cold_per_s=R cold_cpu_s=S cold_per_cpu_s=R warm_per_s=R
@@ -40,17 +42,46 @@ static double now(void)
 	return clock_s(CLOCK_MONOTONIC);
 }
 
+/* What the cold pass learned: counts, and each answer when printing. */
+struct tally {
+	size_t resolved, frames;
+	struct symbols_location *locs; /* [n] with -p, else NULL */
+};
+
+static void tally_emit(void *ctx, size_t i, const struct symbols_location *loc)
+{
+	struct tally *t = ctx;
+
+	t->resolved += loc->nframes > 0;
+	t->frames += loc->nframes;
+	if (t->locs)
+		t->locs[i] = *loc;
+}
+
+static void print_location(uint64_t addr, const struct symbols_location *loc)
+{
+	for (size_t k = 0; k < loc->nframes; k++) {
+		const struct symbols_frame *fr = &loc->frames[k];
+
+		printf("%#llx %s [%s] %s:%lld decl %lld\n", (unsigned long long)addr,
+		       fr->function ? fr->function : "??", fr->system_name ? fr->system_name : "??",
+		       fr->file ? fr->file : "??", (long long)fr->line, (long long)fr->start_line);
+	}
+	printf("\n");
+}
+
 int main(int argc, char **argv)
 {
 	int passes = 10, opt;
-	bool print = false;
+	bool print = false, single = false;
+	struct tally t = {0};
 	struct symbolizer_config cfg = {0};
 	uint64_t *addrs = NULL;
-	size_t n = 0, cap = 0, resolved = 0, frames = 0;
+	size_t n = 0, cap = 0;
 	char line[64];
 	FILE *f;
 
-	while ((opt = getopt(argc, argv, "w:lpv")) != -1) {
+	while ((opt = getopt(argc, argv, "w:lpv1")) != -1) {
 		if (opt == 'w')
 			passes = atoi(optarg);
 		else if (opt == 'l')
@@ -59,6 +90,8 @@ int main(int argc, char **argv)
 			print = true;
 		else if (opt == 'v')
 			log_set_level(LOG_DEBUG);
+		else if (opt == '1')
+			single = true;
 	}
 	if (argc - optind != 2) {
 		fprintf(stderr, "usage: bench_symbols [-w PASSES] BINARY ADDRFILE\n");
@@ -83,27 +116,21 @@ int main(int argc, char **argv)
 	struct symbols_object obj = {NULL, argv[optind]};
 	struct symbolizer *s = symbolizer_new(&cfg);
 	struct symbols_location loc;
+	if (print && !(t.locs = calloc(n ? n : 1, sizeof(*t.locs))))
+		return 1;
 	double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-	for (size_t i = 0; i < n; i++) {
-		if (symbolizer_resolve(s, &obj, addrs[i], &loc, NULL) < 0) {
-			fprintf(stderr, "bench_symbols: cannot open %s\n", argv[optind]);
-			return 1;
+	if (single) {
+		for (size_t i = 0; i < n; i++) {
+			if (symbolizer_resolve(s, &obj, addrs[i], &loc, NULL) < 0)
+				goto cannot;
+			tally_emit(&t, i, &loc);
 		}
-		resolved += loc.nframes > 0;
-		frames += loc.nframes;
-		if (!print)
-			continue;
-		for (size_t k = 0; k < loc.nframes; k++) {
-			const struct symbols_frame *fr = &loc.frames[k];
-
-			printf("%#llx %s [%s] %s:%lld decl %lld\n", (unsigned long long)addrs[i],
-			       fr->function ? fr->function : "??",
-			       fr->system_name ? fr->system_name : "??", fr->file ? fr->file : "??",
-			       (long long)fr->line, (long long)fr->start_line);
-		}
-		printf("\n");
+	} else if (symbolizer_resolve_batch(s, &obj, addrs, n, tally_emit, &t, NULL) < 0) {
+		goto cannot;
 	}
 	double cold = now() - t0, cold_cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	for (size_t i = 0; print && i < n; i++)
+		print_location(addrs[i], &t.locs[i]);
 	t0 = now();
 	for (int p = 0; p < passes; p++)
 		for (size_t i = 0; i < n; i++)
@@ -113,9 +140,13 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru);
 	printf("n=%zu cold_s=%.3f cold_per_s=%.0f cold_cpu_s=%.4f cold_per_cpu_s=%.0f "
 	       "warm_per_s=%.0f resolved=%zu frames=%zu maxrss_kb=%ld\n",
-	       n, cold, n / cold, cold_cpu, n / cold_cpu, passes * n / warm, resolved, frames,
+	       n, cold, n / cold, cold_cpu, n / cold_cpu, passes * n / warm, t.resolved, t.frames,
 	       ru.ru_maxrss);
 	symbolizer_free(s);
+	free(t.locs);
 	free(addrs);
 	return 0;
+cannot:
+	fprintf(stderr, "bench_symbols: cannot open %s\n", argv[optind]);
+	return 1;
 }

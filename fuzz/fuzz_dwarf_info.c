@@ -5,7 +5,8 @@
  * Input: a byte with flags, then for each of the reader's sections (in
  * enum kdw_sec order) a 24-bit little-endian length, then the sections'
  * bytes one after the other (a short input leaves the last ones short or
- * empty). Every unit is walked, its line table read and searched, and
+ * empty). Every unit is walked (whole, and asking about two addresses),
+ * its line table read and searched, and
  * addresses are looked up; nothing may crash, read out of bounds or leak,
  * and every failure must say what is wrong.
  */
@@ -94,6 +95,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		memset(&e, 0, sizeof(e));
 		rc = kdw_walk_cu(d, cu, &ops, &e);
+		check_error(rc, &e);
+		/* Again asking about two addresses only (a batch's walk). */
+		uint64_t want[2] = {addr < s.lo ? addr : s.lo, addr < s.lo ? s.lo : addr};
+		struct sink s2 = {0};
+		struct kdw_walk_ops ops2 = {
+		    .ctx = &s2, .func = on_func, .range = on_range, .want = want, .nwant = 2};
+
+		memset(&e, 0, sizeof(e));
+		rc = kdw_walk_cu(d, cu, &ops2, &e);
 		check_error(rc, &e);
 		memset(&e, 0, sizeof(e));
 		l = kdw_cu_lines(d, cu, &e);

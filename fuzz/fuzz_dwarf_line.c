@@ -83,6 +83,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort(); /* the last row at or below the address */
 		}
 	}
+	/* A batch (kdw_lines_match) over the rows' addresses and between
+	 * them answers as kdw_lines_find does. */
+	{
+		enum { NQ = 64 };
+		uint64_t qs[NQ];
+		struct kdw_row rows[NQ], row;
+		bool found[NQ], complete;
+		struct kdw_lines m;
+		size_t nq = 0;
+
+		for (size_t i = 0; i < l.nrows && nq + 2 <= NQ; i++) {
+			qs[nq++] = kdw_lines_addr(&l, i);
+			qs[nq++] = kdw_lines_addr(&l, i) + 1;
+		}
+		for (size_t i = 1; i < nq; i++) /* ascending, as a batch asks */
+			for (size_t j = i; j > 0 && qs[j - 1] > qs[j]; j--) {
+				uint64_t t = qs[j];
+
+				qs[j] = qs[j - 1];
+				qs[j - 1] = t;
+			}
+		memset(&e, 0, sizeof(e));
+		rc = kdw_lines_match(&u, a, NULL, data[0] & 4 ? &l : NULL, qs, nq, rows, found, &m,
+				     &complete, &e);
+		if (rc < 0 && rc != -12)
+			abort(); /* the same program read once already */
+		for (size_t k = 0; rc == 0 && k < nq; k++)
+			if (found[k] != kdw_lines_find(&l, qs[k], &row) ||
+			    (found[k] && (rows[k].line != row.line || rows[k].file != row.file)))
+				abort();
+	}
 out:
 	arena_free(a);
 	free(line);

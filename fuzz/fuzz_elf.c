@@ -11,6 +11,11 @@
 
 #include "symbols/symbols.h"
 
+static void count_answer(void *ctx, size_t i, const struct symbols_location *loc)
+{
+	(*(size_t *)ctx)++;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char path[] = "/tmp/kiln-fuzz-elf-XXXXXX", out[64];
@@ -42,6 +47,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (elfinfo_read_mem(data, size, &info, NULL) == 0)
 			for (size_t i = 0; i < info.nloads; i++)
 				symbolizer_resolve(s, &obj, info.loads[i].vaddr + 16, &loc, NULL);
+		symbolizer_free(s);
+	}
+	/* The same addresses as one batch, in a fresh symbolizer. */
+	s = symbolizer_new(NULL);
+	if (s) {
+		struct symbols_object obj = {NULL, path};
+		uint64_t addrs[5 + ELFINFO_MAX_LOADS] = {0x1139, 0, 0x401000, 0x1000, UINT64_MAX};
+		size_t n = 5, answered = 0;
+
+		if (elfinfo_read_mem(data, size, &info, NULL) == 0)
+			for (size_t i = 0; i < info.nloads; i++)
+				addrs[n++] = info.loads[i].vaddr + 16;
+		if (symbolizer_resolve_batch(s, &obj, addrs, n, count_answer, &answered, NULL) ==
+			0 &&
+		    answered != n)
+			abort(); /* every address answered once */
 		symbolizer_free(s);
 	}
 	unlink(path);

@@ -1914,6 +1914,31 @@ static int skip_children(struct walk *w, struct kdw_cur *c, const struct die *di
 	return 0;
 }
 
+/* True when ops asks about every address, or one of the DIE's ranges just
+ * read (d->ranges) holds an address it asks about. */
+static bool wanted(const struct kdw_walk_ops *ops, const struct kdw *d)
+{
+	if (!ops->want)
+		return true;
+	for (size_t i = 0; i < d->nranges; i++) {
+		size_t lo = 0, n = ops->nwant;
+
+		while (n > 0) { /* the first wanted address at or above low */
+			size_t half = n / 2;
+
+			if (ops->want[lo + half] < d->ranges[i].low) {
+				lo += half + 1;
+				n -= half + 1;
+			} else {
+				n = half;
+			}
+		}
+		if (lo < ops->nwant && ops->want[lo] < d->ranges[i].high)
+			return true;
+	}
+	return false;
+}
+
 /* The children at the cursor, up to their null entry. */
 static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int depth)
 {
@@ -1937,7 +1962,7 @@ static int walk_children(struct walk *w, struct kdw_cur *c, int32_t parent, int 
 			rc = die_ranges(w->d, w->cu, &die, w->e);
 			if (rc < 0)
 				return rc;
-			if (w->d->nranges > 0) {
+			if (w->d->nranges > 0 && wanted(w->ops, w->d)) {
 				struct kdw_func fn = {.inlined = tag == DW_TAG_inlined_subroutine};
 				uint64_t v;
 
@@ -2001,6 +2026,80 @@ out:
 	return rc < 0 ? rc : 0;
 }
 
+size_t kdw_ncus(const struct kdw *d)
+{
+	return d->ncus;
+}
+
+size_t kdw_cu_ordinal(const struct kdw *d, const struct kdw_cu *cu)
+{
+	return (size_t)(cu - d->cus);
+}
+
+/* What reading cu's line program needs (false, e set and the error kept
+ * in cu, when it has none or its unit DIE cannot be read). */
+static bool line_unit(struct kdw *d, struct kdw_cu *cu, struct kdw_line_unit *u,
+		      struct kiln_error *e)
+{
+	int rc = cu_base(d, cu, e);
+
+	if (rc < 0) {
+		cu->lines_read = true;
+		cu->lines_err = -rc;
+		return false;
+	}
+	if (!cu->has_stmt_list) {
+		cu->lines_read = true;
+		cu->lines_err = ENOENT;
+		kiln_error_set(e, ENOENT, ".debug_info+0x%llx: no DW_AT_stmt_list",
+			       (unsigned long long)cu->offset);
+		return false;
+	}
+	*u = (struct kdw_line_unit){&d->s, cu->stmt_list, cu->addr_size, cu->comp_dir,
+				    cu->str_offsets_base};
+	return true;
+}
+
+int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, size_t nwant,
+		       struct kdw_row *rows, bool *found, struct kdw_lines **names,
+		       struct kiln_error *e)
+{
+	struct kdw_line_unit u;
+	struct kdw_lines *l;
+	bool complete;
+	int rc;
+
+	if (cu->lines_read) {
+		if (!cu->lines)
+			return kiln_error_set(e, cu->lines_err, ".debug_info+0x%llx: no line table",
+					      (unsigned long long)cu->offset);
+		for (size_t i = 0; i < nwant; i++)
+			found[i] = kdw_lines_find(cu->lines, want[i], &rows[i]);
+		*names = cu->lines;
+		return 0;
+	}
+	if (!line_unit(d, cu, &u, e))
+		return e ? e->code : -EINVAL;
+	l = arena_alloc(d->arena, sizeof(*l));
+	if (!l)
+		return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	rc = kdw_lines_match(&u, d->arena, &d->line_scratch, cu->line_names, want, nwant, rows,
+			     found, l, &complete, e);
+	if (rc < 0) {
+		cu->lines_read = true;
+		cu->lines_err = -rc;
+		return rc;
+	}
+	if (complete) {
+		cu->lines_read = true;
+		cu->lines = l;
+	} else if (!cu->line_names) {
+		cu->line_names = l;
+	}
+	*names = cu->line_names && !complete ? cu->line_names : l;
+	return 0;
+}
+
 struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)
 {
 	struct kdw_lines *l;
@@ -2013,21 +2112,10 @@ struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_err
 				       (unsigned long long)cu->offset);
 		return cu->lines;
 	}
+	if (!line_unit(d, cu, &u, e))
+		return NULL;
 	cu->lines_read = true;
 	cu->lines_err = EINVAL;
-	rc = cu_base(d, cu, e);
-	if (rc < 0) {
-		cu->lines_err = -rc;
-		return NULL;
-	}
-	if (!cu->has_stmt_list) {
-		cu->lines_err = ENOENT;
-		kiln_error_set(e, ENOENT, ".debug_info+0x%llx: no DW_AT_stmt_list",
-			       (unsigned long long)cu->offset);
-		return NULL;
-	}
-	u = (struct kdw_line_unit){&d->s, cu->stmt_list, cu->addr_size, cu->comp_dir,
-				   cu->str_offsets_base};
 	l = arena_alloc(d->arena, sizeof(*l));
 	if (!l) {
 		cu->lines_err = ENOMEM;

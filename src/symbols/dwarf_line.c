@@ -873,6 +873,97 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 	return rc;
 }
 
+/* What kdw_lines_find answers for addr over rows[0 .. n) that ascend as
+ * written (order_rows' usual case), without the table: of the run of rows
+ * at the highest address at or below addr, the row order_rows keeps (the
+ * last one not ending a sequence, else the last one); none when that ends
+ * a sequence or the run is the last (marked so). The rows order_rows drops
+ * for repeating the line and file before them answer the same. */
+static bool match_row(const struct srow *rows, size_t n, uint64_t addr, struct kdw_row *out)
+{
+	size_t lo = 0, len = n, j, best;
+
+	while (len > 0) { /* lo: the first row above addr */
+		size_t half = len / 2;
+
+		if (rows[lo + half].addr <= addr) {
+			lo += half + 1;
+			len -= half + 1;
+		} else {
+			len = half;
+		}
+	}
+	if (lo == 0 || lo == n)
+		return false;
+	j = lo - 1;
+	best = j;
+	/* Back over the run: the last row not ending a sequence, if any. */
+	for (size_t k = j + 1; k-- > 0 && rows[k].addr == rows[j].addr;)
+		if (!(rows[k].file & KDW_ROW_END)) {
+			best = k;
+			break;
+		}
+	if (rows[best].file & KDW_ROW_END)
+		return false;
+	*out = (struct kdw_row){rows[best].addr, rows[best].line, rows[best].file};
+	return true;
+}
+
+int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
+		    struct kdw_line_scratch *scratch, const struct kdw_lines *names,
+		    const uint64_t *want, size_t nwant, struct kdw_row *rows, bool *found,
+		    struct kdw_lines *out, bool *complete, struct kiln_error *e)
+{
+	const uint8_t *sec = u->secs->p[KDW_LINE];
+	struct kdw_line_scratch own = {0};
+	struct kdw_line_hdr h = {0};
+	struct kdw_cur c;
+	size_t n = 0, nq = 0;
+	bool ordered = false;
+	int rc;
+
+	if (!scratch)
+		scratch = &own;
+	memset(out, 0, sizeof(*out));
+	*complete = false;
+	if (u->offset >= u->secs->size[KDW_LINE])
+		return kiln_error_set(e, EINVAL, ".debug_line: offset 0x%llx past the end (0x%zx)",
+				      (unsigned long long)u->offset, u->secs->size[KDW_LINE]);
+	if (u->addr_size != 4 && u->addr_size != 8)
+		return kiln_error_set(e, EINVAL, ".debug_line+0x%llx: address size %u",
+				      (unsigned long long)u->offset, u->addr_size);
+	h.secs = u->secs;
+	h.addr_size = u->addr_size;
+	c = (struct kdw_cur){sec + u->offset, sec + u->secs->size[KDW_LINE], false};
+	rc = read_header(u, &c, &h, e);
+	if (rc == 0 && names) {
+		/* Read before (and checked then): only the rows are new. */
+		*out = *names;
+		out->keys32 = NULL;
+		out->info32 = NULL;
+		out->nrows = 0;
+	} else if (rc == 0) {
+		rc = read_files(u, &c, &h, arena, out, e);
+	}
+	if (rc == 0)
+		rc = run_program(&h, scratch, &n, &nq, &ordered, e);
+	if (rc == 0 && n && !ordered) {
+		rc = order_rows(scratch, n, nq, false, arena, out);
+		*complete = rc == 0;
+		for (size_t i = 0; rc == 0 && i < nwant; i++)
+			found[i] = kdw_lines_find(out, want[i], &rows[i]);
+	} else if (rc == 0) {
+		*complete = n == 0; /* a table without rows is whole as it is */
+		for (size_t i = 0; i < nwant; i++)
+			found[i] = match_row(scratch->rows, n, want[i], &rows[i]);
+	}
+	if (rc == -ENOMEM)
+		kiln_error_set(e, ENOMEM, ".debug_line+0x%llx: out of memory",
+			       (unsigned long long)u->offset);
+	kdw_line_scratch_free(&own);
+	return rc;
+}
+
 void kdw_line_scratch_free(struct kdw_line_scratch *sc)
 {
 	free(sc->rows);

@@ -326,6 +326,19 @@ struct kdw_line_unit {
 int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 		   struct kdw_line_scratch *scratch, struct kdw_lines *out, struct kiln_error *e);
 
+/* For a batch of ascending addresses want[0 .. nwant): what kdw_lines_find
+ * would answer for each (found[i], rows[i]; rows[i].addr is only at or
+ * below want[i]), from one run of the program that builds no table when
+ * its rows ascend as written, as nearly all do (*complete false: out holds
+ * the file names only, nrows 0); otherwise out is the whole table, as
+ * kdw_lines_read makes it (*complete true). names: this unit's table (of
+ * an earlier call) whose file names are taken instead of read again, or
+ * NULL. scratch as for kdw_lines_read. Returns as kdw_lines_read. */
+int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
+		    struct kdw_line_scratch *scratch, const struct kdw_lines *names,
+		    const uint64_t *want, size_t nwant, struct kdw_row *rows, bool *found,
+		    struct kdw_lines *out, bool *complete, struct kiln_error *e);
+
 /* The line and file of the row dwarf_getsrc_die would return for addr:
  * true and *row, or false. row->addr is at or below addr: that row's, or
  * of the row before it when that one has the same line and file (such
@@ -359,7 +372,8 @@ struct kdw_cu {
 	const char *comp_dir;
 	struct kdw_abbrevs *abbrevs;
 	bool lines_read;
-	struct kdw_lines *lines; /* NULL: none, or unreadable (lines_err) */
+	struct kdw_lines *lines;      /* NULL: none, or unreadable (lines_err) */
+	struct kdw_lines *line_names; /* kdw_cu_lines_match's: file names, no rows */
 	int lines_err;
 	void *user; /* the caller's (the symbolizer's CU index) */
 };
@@ -404,6 +418,13 @@ struct kdw_walk_ops {
 	int32_t (*func)(void *ctx, const struct kdw_func *fn, int32_t parent);
 	/* One of its ranges [low, high), depth its nesting depth. */
 	int (*range)(void *ctx, uint64_t low, uint64_t high, int32_t node, int32_t depth);
+	/* Optional, ascending: the only addresses the caller asks about. A
+	 * function none of whose ranges holds one of them is then treated as
+	 * one without code: not reported, its subtree stepped over (so are
+	 * the names of its abstract origin, most of a walk's cache misses).
+	 * NULL: every function is reported. */
+	const uint64_t *want;
+	size_t nwant;
 };
 
 /* Walks cu's DIE tree the way the symbolizer's libdw index did: into
@@ -414,6 +435,19 @@ struct kdw_walk_ops {
  * back to libdw) or -ENOMEM. */
 int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops,
 		struct kiln_error *e);
+
+/* The number of units, and the ordinal of cu among them (0 .. kdw_ncus):
+ * for tables the caller keeps per unit. */
+size_t kdw_ncus(const struct kdw *d);
+size_t kdw_cu_ordinal(const struct kdw *d, const struct kdw_cu *cu);
+
+/* kdw_lines_match for cu (its table kept when whole, its file names kept
+ * otherwise, for the next batch); *names: what kdw_lines_file takes for
+ * the rows' files. With the table kept already, kdw_lines_find answers.
+ * Returns 0, or an error as kdw_cu_lines (e set). */
+int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, size_t nwant,
+		       struct kdw_row *rows, bool *found, struct kdw_lines **names,
+		       struct kiln_error *e);
 
 /* cu's line table, decoded on first use and kept. Returns NULL with e set
  * when it cannot be read (no DW_AT_stmt_list: e->code ENOENT). */

@@ -35,6 +35,7 @@
 #include <libdeflate.h>
 #include <libelf.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -530,17 +531,94 @@ static bool debug_section_needed(const char *name)
  * libdw sees the file: sections it would inflate for nothing become empty
  * (libdw ignores a section without data), and the ones needed are inflated
  * here with libdeflate (several times faster than zlib on whole buffers).
- * Anything unexpected (zstd, a size mismatch) is left to libdw. */
-static void inflate_debug_sections(struct symfile *f)
+ * Anything unexpected (zstd, a size mismatch) is left to libdw.
+ *
+ * Even so inflating is the largest single part of a cold pass over a
+ * compressed file (libc's debug file: 8.6 MB out of 3.2 MB, half the pass),
+ * and the sections are independent: with enough bytes to inflate, a second
+ * thread takes sections too (largest first, so .debug_info, two thirds of
+ * the bytes, starts at once), while this one inflates the others and reads
+ * the symbol table (inflate_start ... inflate_finish). Only libdeflate runs
+ * on the second thread: every libelf call stays on this one. */
+
+#define INFLATE_THREAD_BYTES ((size_t)1 << 20) /* compressed: below, one thread */
+
+struct inflate_job {
+	Elf_Scn *scn;
+	const uint8_t *src; /* the compressed bytes, after the header */
+	size_t src_size;
+	uint8_t *out; /* NULL: a section not needed, made empty */
+	size_t out_size;
+	size_t align;
+	bool carved; /* out is in the shared region, not a mapping of its own */
+	bool ok;     /* set by whichever thread inflated it */
+};
+
+struct inflating {
+	struct inflate_job *jobs;
+	size_t njobs;
+	atomic_size_t next; /* the next job to take */
+	pthread_t thread;
+	bool threaded;
+};
+
+/* Takes jobs until none is left. */
+static void inflate_jobs(struct inflating *in)
 {
-	struct libdeflate_decompressor *z = NULL;
-	size_t shstrndx;
+	struct libdeflate_decompressor *z = libdeflate_alloc_decompressor();
+	size_t i;
+
+	while (z && (i = atomic_fetch_add(&in->next, 1)) < in->njobs) {
+		struct inflate_job *j = &in->jobs[i];
+		size_t got = 0;
+
+		if (j->out)
+			j->ok =
+			    libdeflate_zlib_decompress(z, j->src, j->src_size, j->out, j->out_size,
+						       &got) == LIBDEFLATE_SUCCESS &&
+			    got == j->out_size;
+	}
+	libdeflate_free_decompressor(z);
+}
+
+/* The second thread: the largest job, which the first thread never takes
+ * (a thread is slow to start: taking jobs only from the counter, it was
+ * often too late for that one, and the two ran one after the other), then
+ * whatever is left. */
+static void *inflate_thread(void *arg)
+{
+	struct inflating *in = arg;
+	struct libdeflate_decompressor *z = libdeflate_alloc_decompressor();
+	struct inflate_job *j = &in->jobs[0];
+	size_t got = 0;
+
+	if (z && j->out)
+		j->ok = libdeflate_zlib_decompress(z, j->src, j->src_size, j->out, j->out_size,
+						   &got) == LIBDEFLATE_SUCCESS &&
+			got == j->out_size;
+	libdeflate_free_decompressor(z);
+	inflate_jobs(in);
+	return NULL;
+}
+
+static int job_larger_first(const void *a, const void *b)
+{
+	const struct inflate_job *x = a, *y = b;
+
+	return x->src_size < y->src_size ? 1 : x->src_size > y->src_size ? -1 : 0;
+}
+
+/* Finds the compressed debug sections, makes room for the needed ones and
+ * starts inflating them on a second thread when there is enough to do. */
+static void inflate_start(struct symfile *f, struct inflating *in)
+{
+	size_t shstrndx, nsecs, region_size = 0, region_used = 0, src_bytes = 0;
+	uint8_t *region = NULL;
 	Elf_Scn *scn = NULL;
 
-	uint8_t *region = NULL;
-	size_t region_size = 0, region_used = 0;
-
-	if (elf_getshdrstrndx(f->elf, &shstrndx) != 0)
+	memset(in, 0, sizeof(*in));
+	if (elf_getshdrstrndx(f->elf, &shstrndx) != 0 || elf_getshdrnum(f->elf, &nsecs) != 0 ||
+	    !(in->jobs = calloc(nsecs ? nsecs : 1, sizeof(*in->jobs))))
 		return;
 	/* One region in huge pages for all the sections inflated. */
 	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
@@ -557,14 +635,13 @@ static void inflate_debug_sections(struct symfile *f)
 	if (region_size && (f->inflated = malloc(sizeof(*f->inflated))) != NULL &&
 	    (region = alloc_huge(&region_size)) != NULL)
 		f->inflated[f->ninflated++] = (struct inflated){region, region_size};
-	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
+	while ((scn = elf_nextscn(f->elf, scn)) != NULL && in->njobs < nsecs) {
+		struct inflate_job *j = &in->jobs[in->njobs];
 		GElf_Shdr sh;
 		GElf_Chdr ch;
 		const char *name;
 		Elf_Data *d;
-		void *out;
-		size_t hdr, got = 0;
-		bool carved = false;
+		size_t hdr;
 
 		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED))
 			continue;
@@ -580,46 +657,69 @@ static void inflate_debug_sections(struct symfile *f)
 		 * expand more than 1032:1, and the memory is committed at once. */
 		if (ch.ch_size / 1032 > d->d_size)
 			continue;
-		if (!debug_section_needed(name)) {
-			out = NULL;
-			ch.ch_size = 0;
-		} else {
+		*j = (struct inflate_job){.scn = scn,
+					  .src = (const uint8_t *)d->d_buf + hdr,
+					  .src_size = d->d_size - hdr,
+					  .align = ch.ch_addralign ? ch.ch_addralign : 1};
+		if (debug_section_needed(name)) {
 			struct inflated *v = realloc(f->inflated, (f->ninflated + 1) * sizeof(*v));
 
 			if (!v)
 				break;
 			f->inflated = v;
-			if (!z && !(z = libdeflate_alloc_decompressor()))
-				break;
+			j->out_size = ch.ch_size;
 			if (region && region_size - region_used >= ch.ch_size) {
-				out = region + region_used;
+				j->out = region + region_used;
 				region_used += (ch.ch_size + 63) & ~(size_t)63;
-				carved = true;
-			} else if (!(out = alloc_big(ch.ch_size ? ch.ch_size : 1))) {
+				j->carved = true;
+			} else if (!(j->out = alloc_big(ch.ch_size ? ch.ch_size : 1))) {
 				break;
 			}
-			if (libdeflate_zlib_decompress(z, (const char *)d->d_buf + hdr,
-						       d->d_size - hdr, out, ch.ch_size,
-						       &got) != LIBDEFLATE_SUCCESS ||
-			    got != ch.ch_size) {
-				if (!carved)
-					munmap(out, ch.ch_size ? ch.ch_size : 1);
-				continue; /* libdw will try, and say what is wrong */
-			}
-			if (!carved)
-				f->inflated[f->ninflated++] =
-				    (struct inflated){out, ch.ch_size ? ch.ch_size : 1};
+			src_bytes += j->src_size;
 		}
-		sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
-		sh.sh_size = ch.ch_size;
-		if (!gelf_update_shdr(scn, &sh))
-			continue;
-		d->d_buf = out;
-		d->d_size = ch.ch_size;
-		d->d_type = ELF_T_BYTE;
-		d->d_align = ch.ch_addralign ? ch.ch_addralign : 1;
+		in->njobs++;
 	}
-	libdeflate_free_decompressor(z);
+	qsort(in->jobs, in->njobs, sizeof(*in->jobs), job_larger_first);
+	atomic_init(&in->next, 1);
+	in->threaded = src_bytes >= INFLATE_THREAD_BYTES && in->njobs > 1 &&
+		       pthread_create(&in->thread, NULL, inflate_thread, in) == 0;
+	if (!in->threaded)
+		atomic_store(&in->next, 0);
+}
+
+/* Inflates what the second thread has not taken, waits for it, and hands
+ * the sections inflated to libelf (and so to libdw and the reader). */
+static void inflate_finish(struct symfile *f, struct inflating *in)
+{
+	inflate_jobs(in);
+	if (in->threaded)
+		pthread_join(in->thread, NULL);
+	for (size_t i = 0; i < in->njobs; i++) {
+		struct inflate_job *j = &in->jobs[i];
+		Elf_Data *d = elf_getdata(j->scn, NULL);
+		GElf_Shdr sh;
+
+		if (j->out && !j->ok) {
+			if (!j->carved)
+				munmap(j->out, j->out_size ? j->out_size : 1);
+			continue; /* libdw will try, and say what is wrong */
+		}
+		if (j->out && !j->carved)
+			f->inflated[f->ninflated++] =
+			    (struct inflated){j->out, j->out_size ? j->out_size : 1};
+		if (!d || !gelf_getshdr(j->scn, &sh))
+			continue;
+		sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
+		sh.sh_size = j->out_size;
+		if (!gelf_update_shdr(j->scn, &sh))
+			continue;
+		d->d_buf = j->out;
+		d->d_size = j->out_size;
+		d->d_type = ELF_T_BYTE;
+		d->d_align = j->align;
+	}
+	free(in->jobs);
+	in->jobs = NULL;
 }
 
 /* Opens Kiln's DWARF reader on the (inflated) debug sections. Left to libdw
@@ -705,6 +805,7 @@ static bool large_file(Elf *elf)
 static struct symfile *symfile_open(const char *path, bool reader, struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
+	struct inflating in;
 
 	if (!f)
 		return NULL;
@@ -732,13 +833,16 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
 		goto err;
 	}
-	if (elfinfo_read_file(path, &f->info, e) < 0)
-		goto err;
-	if (load_symbols(f) < 0) {
-		kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
+	/* The symbol table and program headers are read while the second
+	 * thread inflates (inflate_start). */
+	inflate_start(f, &in);
+	if (elfinfo_read_file(path, &f->info, e) < 0 || load_symbols(f) < 0) {
+		if (!e || !e->code)
+			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
+		inflate_finish(f, &in);
 		goto err;
 	}
-	inflate_debug_sections(f);
+	inflate_finish(f, &in);
 	/* No DWARF is fine: the symbol table still names functions. */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
 	if (f->dwarf && reader)
@@ -1350,13 +1454,16 @@ static size_t node_frames(const struct cu_index *idx, int32_t k, const char *fil
 /* Resolves with DWARF; returns the number of frames (0: no DWARF here).
  * When the frames are node_frames' alone, *ref says how to make them again
  * (ref->idx NULL otherwise). */
+static size_t dwarf_frames(struct symfile *f, const struct cu_index *idx, int32_t k, bool line,
+			   const char *file, int lineno, uint64_t addr,
+			   struct symbols_frame *frames, struct cached_ref *ref);
+
 static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames,
 			    struct cached_ref *ref)
 {
 	Dwarf_Die cudie;
 	const char *file = NULL;
 	int lineno = 0;
-	size_t n = 0;
 	bool line = false;
 	struct cu_index *idx;
 	const struct cu_seg *seg;
@@ -1386,9 +1493,20 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 		}
 	}
 	seg = idx ? segment_lookup(idx, addr) : NULL;
-	n = node_frames(idx, seg ? seg->node : -1, file, lineno, frames);
+	return dwarf_frames(f, idx, seg ? seg->node : -1, line, file, lineno, addr, frames, ref);
+}
+
+/* The frames of addr in idx: node k's (-1: none) with the line found (line
+ * set: file:lineno), else the symbol table's name where DWARF has a line
+ * but no function. Returns how many; *ref as for resolve_dwarf. */
+static size_t dwarf_frames(struct symfile *f, const struct cu_index *idx, int32_t k, bool line,
+			   const char *file, int lineno, uint64_t addr,
+			   struct symbols_frame *frames, struct cached_ref *ref)
+{
+	size_t n = node_frames(idx, k, file, lineno, frames);
+
 	if (n > 0 && frames[n - 1].function)
-		*ref = (struct cached_ref){idx, file, seg->node, lineno};
+		*ref = (struct cached_ref){idx, file, k, lineno};
 	if (n == 0 && line) {
 		/* A line but no function DIE (assembly, stripped DIEs): name
 		 * from the symbol table, place from the line table. */
@@ -1414,29 +1532,52 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 	return n;
 }
 
+static void cached_answer(uintptr_t v, struct symbols_location *out);
+static void answer(struct symbolizer *s, struct symfile *f, uint64_t addr, size_t n,
+		   const struct cached_ref *ref, struct symbols_location *out, size_t slot);
+
 static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t addr,
 			   struct symbols_location *out)
 {
 	struct cached_ref ref = {0};
-	struct cached *c;
 	uintptr_t v;
 	size_t n, slot;
 
 	out->stripped = !f->dwarf && !f->info.has_symtab;
 	out->partial = !f->dwarf;
 	if ((v = rcache_get(&f->results, addr, &slot)) != 0) {
-		if (v & CACHED_REF) {
-			const struct cached_ref *r = (const struct cached_ref *)(v & ~CACHED_REF);
-
-			out->nframes = node_frames(r->idx, r->node, r->file, r->line, out->frames);
-			return 0;
-		}
-		c = (struct cached *)v;
-		out->nframes = c->nframes;
-		memcpy(out->frames, c->frames, c->nframes * sizeof(c->frames[0]));
+		cached_answer(v, out);
 		return 0;
 	}
 	n = resolve_dwarf(f, addr, out->frames, &ref);
+	answer(s, f, addr, n, &ref, out, slot);
+	return 0;
+}
+
+/* out's frames from the result cache's value v. */
+static void cached_answer(uintptr_t v, struct symbols_location *out)
+{
+	const struct cached *c;
+
+	if (v & CACHED_REF) {
+		const struct cached_ref *r = (const struct cached_ref *)(v & ~CACHED_REF);
+
+		out->nframes = node_frames(r->idx, r->node, r->file, r->line, out->frames);
+		return;
+	}
+	c = (const struct cached *)v;
+	out->nframes = c->nframes;
+	memcpy(out->frames, c->frames, c->nframes * sizeof(c->frames[0]));
+}
+
+/* Completes the answer for addr, whose n frames DWARF gave in out->frames
+ * (0: none, then the symbol table's name), and caches it (ref: how, when
+ * ref->idx is set; slot: rcache_get's, or SIZE_MAX). */
+static void answer(struct symbolizer *s, struct symfile *f, uint64_t addr, size_t n,
+		   const struct cached_ref *ref, struct symbols_location *out, size_t slot)
+{
+	struct cached *c;
+
 	if (n == 0) {
 		const struct fsym *sym = symtab_lookup(f, addr);
 
@@ -1448,29 +1589,285 @@ static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t add
 	}
 	out->nframes = n;
 	if (f->results.n >= s->max_cached)
-		return 0; /* full: still correct, just not cached */
-	if (ref.idx) {
+		return; /* full: still correct, just not cached */
+	if (ref->idx) {
 		if (!f->refs_left) {
 			f->refs_left = 2048;
 			f->refs = arena_alloc(f->arena, f->refs_left * sizeof(*f->refs));
 			if (!f->refs) {
 				f->refs_left = 0;
-				return 0;
+				return;
 			}
 		}
-		*f->refs = ref;
+		*f->refs = *ref;
 		/* (On failure: not cached.) */
 		rcache_put(&f->results, addr, (uintptr_t)f->refs | CACHED_REF, slot);
 		f->refs++;
 		f->refs_left--;
-		return 0;
+		return;
 	}
 	c = arena_alloc(f->arena, sizeof(*c) + n * sizeof(c->frames[0]));
 	if (!c)
-		return 0;
+		return;
 	c->nframes = (uint32_t)n;
 	memcpy(c->frames, out->frames, n * sizeof(c->frames[0]));
 	rcache_put(&f->results, addr, (uintptr_t)c, slot); /* on failure: not cached */
+}
+
+/* --- batches ----------------------------------------------------------------
+ *
+ * With every address known up front (symbolizer_resolve_batch), a cold
+ * object is read in address order, one CU at a time: the CU's line table is
+ * searched for each of its addresses in turn, and its DIE tree is walked
+ * once asking only about them (kdw_walk_ops.want), so that functions none
+ * of them falls into are stepped over rather than indexed, and no segment
+ * table is built. The answers are node_frames' as for single addresses
+ * (the walk reports the same nodes and ranges for the functions it does not
+ * step over; the innermost range holding an address wins, as in
+ * build_segments). CUs indexed before, the reader's failures and addresses
+ * in no unit go the single-address way. */
+
+struct bmiss {
+	uint64_t addr;
+	uint32_t i;    /* the address's index in the batch */
+	uint32_t next; /* the next miss of the same CU, in address order */
+};
+
+/* Sorts m[0..n) by address (LSD radix over the bytes in which addresses
+ * differ, stable) with tmp[0..n); returns the sorted array (m or tmp). */
+static struct bmiss *sort_misses(struct bmiss *m, struct bmiss *tmp, size_t n)
+{
+	uint64_t diff = 0;
+	size_t count[256];
+
+	for (size_t i = 1; i < n; i++)
+		diff |= m[i].addr ^ m[0].addr;
+	for (unsigned shift = 0; shift < 64 && (diff >> shift); shift += 8) {
+		struct bmiss *t;
+
+		if (!((diff >> shift) & 0xff))
+			continue;
+		memset(count, 0, sizeof(count));
+		for (size_t i = 0; i < n; i++)
+			count[(m[i].addr >> shift) & 0xff]++;
+		for (size_t b = 0, sum = 0; b < 256; b++) {
+			size_t c = count[b];
+
+			count[b] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			tmp[count[(m[i].addr >> shift) & 0xff]++] = m[i];
+		t = m;
+		m = tmp;
+		tmp = t;
+	}
+	return m;
+}
+
+/* One CU's walk for a batch: the build (first, for fast_func) and, per
+ * wanted address, the deepest node whose range holds it. */
+struct cu_batch {
+	struct cu_build b;
+	const uint64_t *want;
+	size_t nwant;
+	int32_t *node, *depth;
+};
+
+static int batch_range(void *ctx, uint64_t low, uint64_t high, int32_t node, int32_t depth)
+{
+	struct cu_batch *cb = ctx;
+	size_t lo = 0, n = cb->nwant;
+
+	while (n > 0) { /* the first wanted address at or above low */
+		size_t half = n / 2;
+
+		if (cb->want[lo + half] < low) {
+			lo += half + 1;
+			n -= half + 1;
+		} else {
+			n = half;
+		}
+	}
+	for (; lo < cb->nwant && cb->want[lo] < high; lo++)
+		if (depth > cb->depth[lo]) {
+			cb->depth[lo] = depth;
+			cb->node[lo] = node;
+		}
+	return 0;
+}
+
+/* Scratch of one batch call. */
+struct batch {
+	struct symbolizer *s;
+	struct symfile *f;
+	symbols_emit_fn emit;
+	void *ctx;
+	uint64_t *want; /* one CU's addresses, ascending, each once */
+	int32_t *node, *depth;
+	struct kdw_row *rows; /* each one's line row, when found */
+	bool *found;
+};
+
+/* Answers the misses of one reader CU (list from first, ascending, n of
+ * them) in one pass; false (nothing answered) when the reader cannot read
+ * the CU and the caller must go address by address. */
+static bool batch_cu(struct batch *bt, struct kdw_cu *kcu, struct bmiss *m, uint32_t first)
+{
+	struct symfile *f = bt->f;
+	struct cu_batch cb = {.b = {.f = f, .sc = &f->scratch}};
+	struct kdw_walk_ops ops = {.ctx = &cb, .func = fast_func, .range = batch_range};
+	struct kiln_error e = {0};
+	struct cu_index *idx;
+	size_t nw = 0;
+
+	for (uint32_t k = first; k != UINT32_MAX; k = m[k].next)
+		if (nw == 0 || bt->want[nw - 1] != m[k].addr) {
+			bt->want[nw] = m[k].addr;
+			bt->node[nw] = -1;
+			bt->depth[nw] = -1;
+			nw++;
+		}
+	/* Each address's line row from one run of the line program (and
+	 * the file names, which inlined calls' sites need during the walk). */
+	if (kdw_cu_lines_match(f->kdw, kcu, bt->want, nw, bt->rows, bt->found, &cb.b.lines, &e) <
+	    0) {
+		if (e.code != -ENOENT)
+			return false;
+		cb.b.lines = NULL;
+		memset(bt->found, 0, nw * sizeof(*bt->found));
+	}
+	memset(&e, 0, sizeof(e));
+	cb.want = ops.want = bt->want;
+	cb.nwant = ops.nwant = nw;
+	cb.node = bt->node;
+	cb.depth = bt->depth;
+	if (kdw_walk_cu(f->kdw, kcu, &ops, &e) < 0 || cb.b.oom)
+		return false;
+	/* The nodes found, kept for the cached answers (no segments: the
+	 * answers say which node). */
+	idx = cu_index_new(f);
+	if (!idx)
+		return false;
+	idx->fast = true;
+	idx->nnodes = cb.b.nnodes;
+	idx->nodes = arena_alloc(f->arena, (cb.b.nnodes ? cb.b.nnodes : 1) * sizeof(*idx->nodes));
+	if (!idx->nodes)
+		return false;
+	if (cb.b.nnodes)
+		memcpy(idx->nodes, f->scratch.nodes, cb.b.nnodes * sizeof(*idx->nodes));
+	f->reader_cus++;
+
+	size_t w = 0;
+	for (uint32_t k = first; k != UINT32_MAX; k = m[k].next) {
+		struct symbols_location loc; /* (not zeroed: 650 bytes per address) */
+		struct cached_ref ref = {0};
+		const char *file = NULL;
+		bool line;
+		size_t n;
+
+		if (m[k].addr != bt->want[w]) /* (the list is ascending) */
+			w++;
+		line = bt->found[w];
+		if (line)
+			file = kdw_lines_file(cb.b.lines, bt->rows[w].file, kdw_arena(f->kdw));
+		loc.stripped = loc.partial = false; /* (f has DWARF) */
+		n = dwarf_frames(f, idx, bt->node[w], line, file, line ? bt->rows[w].line : 0,
+				 m[k].addr, loc.frames, &ref);
+		answer(bt->s, f, m[k].addr, n, &ref, &loc, SIZE_MAX);
+		bt->emit(bt->ctx, m[k].i, &loc);
+	}
+	return true;
+}
+
+/* symbolizer_resolve_batch for the open symfile f. */
+static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const uint64_t *addrs,
+				 size_t n, symbols_emit_fn emit, void *ctx)
+{
+	struct batch bt = {s, f, emit, ctx, NULL, NULL, NULL, NULL, NULL};
+	struct symbols_location loc;
+	struct bmiss *m = NULL, *tmp = NULL, *sorted;
+	uint32_t *head = NULL;
+	struct kdw_cu **cus = NULL;
+	size_t nm = 0, ncus, nlisted = 0;
+
+	if (f->kdw && n > 1 && n < UINT32_MAX) {
+		m = malloc(n * sizeof(*m));
+		tmp = malloc(n * sizeof(*tmp));
+		bt.want = malloc(n * sizeof(*bt.want));
+		bt.node = malloc(n * sizeof(*bt.node));
+		bt.depth = malloc(n * sizeof(*bt.depth));
+		bt.rows = malloc(n * sizeof(*bt.rows));
+		bt.found = malloc(n * sizeof(*bt.found));
+		ncus = kdw_ncus(f->kdw);
+		head = malloc((ncus ? ncus : 1) * sizeof(*head));
+		cus = malloc(n * sizeof(*cus));
+	}
+	if (!m || !tmp || !bt.want || !bt.node || !bt.depth || !bt.rows || !bt.found || !head ||
+	    !cus || f->results.n >= s->max_cached) {
+		/* Not worth it, or no memory for it, or the cache is full (a
+		 * batch's nodes are kept for the answers it caches): one by
+		 * one. */
+		for (size_t i = 0; i < n; i++) {
+			symfile_resolve(s, f, addrs[i], &loc);
+			emit(ctx, i, &loc);
+		}
+		goto out;
+	}
+	/* Cached answers first; the rest sorted by address. */
+	loc.stripped = !f->dwarf && !f->info.has_symtab;
+	loc.partial = !f->dwarf;
+	for (size_t i = 0; i < n; i++) {
+		size_t slot;
+		uintptr_t v = rcache_get(&f->results, addrs[i], &slot);
+
+		if (v) {
+			cached_answer(v, &loc);
+			emit(ctx, i, &loc);
+		} else {
+			m[nm++] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
+		}
+	}
+	sorted = sort_misses(m, tmp, nm);
+	/* Each reader CU's misses as a list in address order (pushed from
+	 * the highest address down); the others one by one. */
+	memset(head, 0xff, (ncus ? ncus : 1) * sizeof(*head));
+	for (size_t j = nm; j-- > 0;) {
+		struct kdw_cu *kcu = NULL;
+		void **user = kdw_arange_user(f->kdw, sorted[j].addr, &kcu);
+		size_t o;
+
+		if (!kcu || !kcu->supported || kcu->user || (user && *user)) {
+			symfile_resolve(s, f, sorted[j].addr, &loc);
+			emit(ctx, sorted[j].i, &loc);
+			continue;
+		}
+		o = kdw_cu_ordinal(f->kdw, kcu);
+		if (head[o] == UINT32_MAX)
+			cus[nlisted++] = kcu;
+		sorted[j].next = head[o];
+		head[o] = (uint32_t)j;
+	}
+	for (size_t c = nlisted; c-- > 0;) {
+		uint32_t first = head[kdw_cu_ordinal(f->kdw, cus[c])];
+
+		if (batch_cu(&bt, cus[c], sorted, first))
+			continue;
+		for (uint32_t k = first; k != UINT32_MAX; k = sorted[k].next) {
+			symfile_resolve(s, f, sorted[k].addr, &loc);
+			emit(ctx, sorted[k].i, &loc);
+		}
+	}
+out:
+	free(m);
+	free(tmp);
+	free(bt.want);
+	free(bt.node);
+	free(bt.depth);
+	free(bt.rows);
+	free(bt.found);
+	free(head);
+	free(cus);
 	return 0;
 }
 
@@ -1666,16 +2063,13 @@ int symbolizer_resolve_batch(struct symbolizer *s, const struct symbols_object *
 			     const uint64_t *addrs, size_t n, symbols_emit_fn emit, void *ctx,
 			     struct kiln_error *e)
 {
-	struct symbols_location loc;
 	struct symfile *f;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	rc = symfile_get(s, obj, &f, e);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		symfile_resolve(s, f, addrs[i], &loc);
-		emit(ctx, i, &loc);
-	}
+	if (rc == 0)
+		rc = symfile_resolve_batch(s, f, addrs, n, emit, ctx);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

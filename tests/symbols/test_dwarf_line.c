@@ -193,11 +193,16 @@ static size_t make_program(struct buf *out, struct mrow *rows, uint64_t *lo, uin
 	return n;
 }
 
+#define MAX_QUERIES (1 << 18)
+
 static void test_random_programs(void **state)
 {
 	static struct mrow rows[MAX_ROWS], sorted[MAX_ROWS];
 	static struct buf line;
-	size_t lookups = 0, found = 0;
+	static uint64_t queries[MAX_QUERIES];
+	static struct kdw_row qrows[MAX_QUERIES];
+	static bool qfound[MAX_QUERIES];
+	size_t lookups = 0, found = 0, matched_whole = 0;
 
 	(void)state;
 	rnd_state = 42;
@@ -243,10 +248,38 @@ static void test_random_programs(void **state)
 			assert_true(got.addr <= q);
 			found++;
 		}
+		/* A batch's answers (kdw_lines_match) are kdw_lines_find's, from
+		 * the table's rows or without them; every other program with
+		 * the names of the table read above. */
+		size_t nq = 0;
+		for (uint64_t q = lo - 2; q <= hi + 2 && nq < MAX_QUERIES;
+		     q = q == lo + 0x10000 && hi > lo + 0x20000 ? hi - 0x10000 : q + 1)
+			queries[nq++] = q;
+		struct kdw_lines m;
+		bool complete;
+		assert_int_equal(kdw_lines_match(&u, a, &sc, p % 2 ? &l : NULL, queries, nq, qrows,
+						 qfound, &m, &complete, &e),
+				 0);
+		matched_whole += complete;
+		for (size_t i = 0; i < nq; i++) {
+			struct kdw_row got;
+			bool ok = kdw_lines_find(&l, queries[i], &got);
+
+			assert_int_equal(qfound[i], ok);
+			if (!ok)
+				continue;
+			assert_int_equal(qrows[i].line, got.line);
+			assert_int_equal(qrows[i].file, got.file);
+			assert_true(qrows[i].addr <= queries[i]);
+			assert_string_equal(kdw_lines_file(&m, qrows[i].file, a),
+					    kdw_lines_file(&l, got.file, a));
+		}
 		kdw_line_scratch_free(&sc);
 		arena_free(a);
 	}
 	assert_true(found > lookups / 4);
+	/* Both ways were taken: programs whose rows come in order and not. */
+	assert_true(matched_whole > 0 && matched_whole < 400);
 }
 
 int main(void)

@@ -196,64 +196,129 @@ static bool same_str(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* Resolves every address with the reader (in path) and with libdw alone
- * (in ref_path, normally the same file); returns the number of addresses
- * whose answers differ (printing the first few). */
+static bool same_location(const struct symbols_location *a, const struct symbols_location *b)
+{
+	bool same = a->nframes == b->nframes;
+
+	for (size_t k = 0; same && k < a->nframes; k++) {
+		const struct symbols_frame *x = &a->frames[k], *y = &b->frames[k];
+
+		same = same_str(x->function, y->function) &&
+		       same_str(x->system_name, y->system_name) && same_str(x->file, y->file) &&
+		       x->line == y->line && x->start_line == y->start_line;
+	}
+	return same;
+}
+
+/* Prints the first few differences (*bad counts them). */
+static void report(const char *path, const char *how, uint64_t addr,
+		   const struct symbols_location *a, const struct symbols_location *b, size_t *bad)
+{
+	if ((*bad)++ >= 5)
+		return;
+	fprintf(stderr, "%s %#" PRIx64 ": %s %zu frames, libdw %zu\n", path, addr, how, a->nframes,
+		b->nframes);
+	for (size_t k = 0; k < a->nframes || k < b->nframes; k++)
+		fprintf(stderr, "  %s %s:%lld | %s %s:%lld\n",
+			k < a->nframes && a->frames[k].system_name ? a->frames[k].system_name : "-",
+			k < a->nframes && a->frames[k].file ? a->frames[k].file : "-",
+			k < a->nframes ? (long long)a->frames[k].line : 0,
+			k < b->nframes && b->frames[k].system_name ? b->frames[k].system_name : "-",
+			k < b->nframes && b->frames[k].file ? b->frames[k].file : "-",
+			k < b->nframes ? (long long)b->frames[k].line : 0);
+}
+
+/* Checks a batch's answers against libdw's, as they come. */
+struct batch_check {
+	const char *path;
+	struct symbolizer *ref;
+	const struct symbols_object *ref_obj;
+	const uint64_t *addrs;
+	size_t n, bad, emitted;
+	unsigned char *seen; /* [n]: each address answered once */
+};
+
+static void batch_emit(void *ctx, size_t i, const struct symbols_location *loc)
+{
+	struct batch_check *bc = ctx;
+	struct symbols_location b;
+
+	assert_true(i < bc->n);
+	assert_int_equal(bc->seen[i], 0);
+	bc->seen[i] = 1;
+	bc->emitted++;
+	assert_int_equal(symbolizer_resolve(bc->ref, bc->ref_obj, bc->addrs[i], &b, NULL), 0);
+	if (!same_location(loc, &b))
+		report(bc->path, "batch", bc->addrs[i], loc, &b, &bc->bad);
+}
+
+/* symbolizer_resolve_batch over addrs[0..n) in a symbolizer that first
+ * answered every third of them in a batch of their own (so that the second
+ * batch meets cached answers and walks units again for the rest); returns
+ * the number of answers that differ from libdw's (ref). */
+static size_t compare_batch(const char *path, struct symbolizer *ref,
+			    const struct symbols_object *ref_obj, const uint64_t *addrs, size_t n)
+{
+	struct symbolizer *s = symbolizer_new(NULL);
+	struct symbols_object obj = {NULL, path};
+	uint64_t *third = malloc((n / 3 + 1) * sizeof(*third));
+	struct batch_check bc = {path, ref, ref_obj, third, 0, 0, 0, calloc(n + 1, 1)};
+	size_t bad;
+
+	assert_non_null(s);
+	assert_non_null(third);
+	assert_non_null(bc.seen);
+	for (size_t i = 0; i < n; i += 3)
+		third[bc.n++] = addrs[i];
+	assert_int_equal(symbolizer_resolve_batch(s, &obj, third, bc.n, batch_emit, &bc, NULL), 0);
+	assert_int_equal(bc.emitted, bc.n);
+	bad = bc.bad;
+	memset(bc.seen, 0, n + 1);
+	bc = (struct batch_check){path, ref, ref_obj, addrs, n, 0, 0, bc.seen};
+	assert_int_equal(symbolizer_resolve_batch(s, &obj, addrs, n, batch_emit, &bc, NULL), 0);
+	assert_int_equal(bc.emitted, n);
+	free(bc.seen);
+	free(third);
+	symbolizer_free(s);
+	return bad + bc.bad;
+}
+
+/* Resolves every address with the reader (in path), address by address
+ * and in batches, and with libdw alone (in ref_path, normally the same
+ * file); returns the number of answers that differ (printing the first
+ * few). */
 static size_t compare2(const char *path, const char *ref_path, const uint64_t *addrs, size_t n,
 		       size_t *reader_cus)
 {
 	struct symbolizer_config libdw_cfg = {.libdw_only = true};
 	struct symbolizer *fast = symbolizer_new(NULL), *ref = symbolizer_new(&libdw_cfg);
 	struct symbols_object obj = {NULL, path}, ref_obj = {NULL, ref_path};
-	size_t bad = 0, frames = 0, libdw_cus, unused;
+	size_t bad = 0, frames = 0, libdw_cus, unused, batch_bad;
 
 	assert_non_null(fast);
 	assert_non_null(ref);
 	for (size_t i = 0; i < n; i++) {
 		struct symbols_location a, b;
-		bool same;
 
 		assert_int_equal(symbolizer_resolve(fast, &obj, addrs[i], &a, NULL), 0);
 		assert_int_equal(symbolizer_resolve(ref, &ref_obj, addrs[i], &b, NULL), 0);
-		same = a.nframes == b.nframes;
-		for (size_t k = 0; same && k < a.nframes; k++) {
-			const struct symbols_frame *x = &a.frames[k], *y = &b.frames[k];
-
-			same = same_str(x->function, y->function) &&
-			       same_str(x->system_name, y->system_name) &&
-			       same_str(x->file, y->file) && x->line == y->line &&
-			       x->start_line == y->start_line;
-		}
 		frames += a.nframes;
-		if (same)
-			continue;
-		if (bad++ < 5) {
-			fprintf(stderr, "%s %#" PRIx64 ": reader %zu frames, libdw %zu\n", path,
-				addrs[i], a.nframes, b.nframes);
-			for (size_t k = 0; k < a.nframes || k < b.nframes; k++)
-				fprintf(stderr, "  %s %s:%lld | %s %s:%lld\n",
-					k < a.nframes && a.frames[k].system_name
-					    ? a.frames[k].system_name
-					    : "-",
-					k < a.nframes && a.frames[k].file ? a.frames[k].file : "-",
-					k < a.nframes ? (long long)a.frames[k].line : 0,
-					k < b.nframes && b.frames[k].system_name
-					    ? b.frames[k].system_name
-					    : "-",
-					k < b.nframes && b.frames[k].file ? b.frames[k].file : "-",
-					k < b.nframes ? (long long)b.frames[k].line : 0);
-		}
+		if (!same_location(&a, &b))
+			report(path, "reader", addrs[i], &a, &b, &bad);
 	}
+	batch_bad = compare_batch(path, ref, &ref_obj, addrs, n);
 	symbolizer_dwarf_stats(fast, reader_cus, &libdw_cus);
-	fprintf(stderr, "%s: %zu addresses, %zu frames, %zu differ; reader %zu CUs, libdw %zu\n",
-		path, n, frames, bad, *reader_cus, libdw_cus);
+	fprintf(stderr,
+		"%s: %zu addresses, %zu frames, %zu differ (%zu in batches); reader %zu CUs, "
+		"libdw %zu\n",
+		path, n, frames, bad, batch_bad, *reader_cus, libdw_cus);
 	/* Every CU these compilers write is one the reader supports. */
 	assert_int_equal(libdw_cus, 0);
 	symbolizer_dwarf_stats(ref, &unused, &libdw_cus);
 	assert_int_equal(unused, 0);
 	symbolizer_free(fast);
 	symbolizer_free(ref);
-	return bad;
+	return bad + batch_bad;
 }
 
 static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t *reader_cus)

@@ -539,6 +539,68 @@ static void test_stripped_unresolved_then_debuginfo(void **state)
 	buf_free(&data);
 }
 
+/* Answers of one batch, kept by index. */
+struct batch_got {
+	struct symbols_location loc[16];
+	int calls[16];
+};
+
+static void batch_keep(void *ctx, size_t i, const struct symbols_location *loc)
+{
+	struct batch_got *g = ctx;
+
+	assert_true(i < 16);
+	g->loc[i] = *loc;
+	g->calls[i]++;
+}
+
+/* symbolizer_resolve_batch: each address answered once, as
+ * symbolizer_resolve answers it, whatever the order and repeats; an
+ * object that cannot be found answers none. */
+static void test_batch_edges(void **state)
+{
+	struct symbolizer *s = symbolizer_new(NULL), *one = symbolizer_new(NULL);
+	uint64_t f = nm_value("main_pie", "outer_function"), m = nm_value("main_pie", "main");
+	/* Descending, a repeat, an address in no function, main's. */
+	uint64_t addrs[] = {f + 9, f + 4, f + 9, 0x10, m, f};
+	size_t n = sizeof(addrs) / sizeof(addrs[0]);
+	struct batch_got *g = calloc(1, sizeof(*g));
+	char p[256];
+
+	(void)state;
+	assert_non_null(g);
+	path_of(p, sizeof(p), "main_pie");
+	struct symbols_object obj = {NULL, p}, missing = {NULL, "/nonexistent/prog"};
+
+	assert_int_equal(symbolizer_resolve_batch(s, &obj, addrs, 0, batch_keep, g, NULL), 0);
+	assert_int_equal(symbolizer_resolve_batch(s, &missing, addrs, n, batch_keep, g, NULL),
+			 -ENOENT);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(g->calls[i], 0);
+	/* One address first (cached), then all of them. */
+	assert_int_equal(symbolizer_resolve_batch(s, &obj, addrs + 4, 1, batch_keep, g, NULL), 0);
+	assert_int_equal(g->calls[0], 1);
+	memset(g, 0, sizeof(*g));
+	assert_int_equal(symbolizer_resolve_batch(s, &obj, addrs, n, batch_keep, g, NULL), 0);
+	for (size_t i = 0; i < n; i++) {
+		struct symbols_location want;
+
+		assert_int_equal(g->calls[i], 1);
+		assert_int_equal(symbolizer_resolve(one, &obj, addrs[i], &want, NULL), 0);
+		assert_int_equal(g->loc[i].nframes, want.nframes);
+		for (size_t k = 0; k < want.nframes; k++) {
+			assert_string_equal(g->loc[i].frames[k].function, want.frames[k].function);
+			assert_int_equal(g->loc[i].frames[k].line, want.frames[k].line);
+		}
+	}
+	assert_int_equal(g->loc[3].nframes, 0); /* 0x10: no function */
+	assert_string_equal(g->loc[5].frames[g->loc[5].nframes - 1].function, "outer_function");
+	assert_string_equal(g->loc[4].frames[0].function, "main");
+	free(g);
+	symbolizer_free(s);
+	symbolizer_free(one);
+}
+
 static void test_cpp_demangled(void **state)
 {
 	struct symbolizer *s = symbolizer_new(NULL);
@@ -729,6 +791,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_matches_addr2line_pie_nopie_shared),
 	    cmocka_unit_test(test_inlined_frame_order),
+	    cmocka_unit_test(test_batch_edges),
 	    cmocka_unit_test(test_compressed_debug_sections),
 	    cmocka_unit_test(test_assembly_cu),
 	    cmocka_unit_test(test_normalize_pie),
