@@ -158,7 +158,7 @@ struct sym_batch {
 	size_t *start;		     /* per object: its first entry, while sorting */
 	struct htab *objects;	     /* (build_id, filename) -> object number */
 	struct sym_answer *a;
-	struct store_mapping_info *infos; /* one per distinct mapping of a group */
+	struct store_mapping_info *infos; /* one per run of one mapping in a group */
 	struct store_symbolize_item *items;
 	size_t cap, base, n_group;
 	struct store_line_out *lines; /* emitted frames, strings in the arena */
