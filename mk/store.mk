@@ -4,3 +4,8 @@ $(OUT)/bench/bench_store: bench/bench_store.c $(LIBKILN)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBKILN) $(LDFLAGS) $(LDLIBS)
 
 bench-server: $(OUT)/bench/bench_store
+
+# The store's share of a symbolization pass (bench/bench_sympass.c); run by hand.
+$(OUT)/bench/bench_sympass: bench/bench_sympass.c $(LIBKILN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/store -o $@ $< $(LIBKILN) $(LDFLAGS) $(LDLIBS)

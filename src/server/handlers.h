@@ -28,11 +28,16 @@ int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 void ext_debuginfo_stop(void *state);
 struct store_mapping_info;
 struct store_line_out;
+struct store_symbolize_item;
 /* The store's symbolizer hook; ctx is the struct server. */
 void server_symbolize_unresolved(void *ctx, const struct store_mapping_info *m, uint64_t address,
 				 char *name, size_t size);
 int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
 			     struct store_line_out *lines, size_t max_lines, size_t *n_lines);
+int server_symbolize_resolve_batch(void *ctx, const struct store_symbolize_item *items, size_t n,
+				   void (*emit)(void *ectx, size_t i, int status,
+						const struct store_line_out *lines, size_t n_lines),
+				   void *ectx);
 
 void http_healthy(const struct http_request *req, struct http_response *resp);
 void http_ready(const struct http_request *req, struct http_response *resp);

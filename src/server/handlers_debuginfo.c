@@ -9,13 +9,16 @@
  * pending locations (store_symbolize_pending) every second — off the ingest
  * path: WriteRaw never waits for symbols.
  *
- * The store calls server_symbolize_resolve (installed in store_options by
- * server.c) with a location's mapping and address: the address is
- * normalized through the mapping's executable_info when the agent sent it
- * (ELF type and load segment, stored with the mapping), else through the
- * object's program headers, then resolved to frames
- * (inlined first), and an address in no known function becomes one frame
- * named "[binary] +0xADDR" so it never vanishes. A missing file is a
+ * The store's background pass calls server_symbolize_resolve_batch
+ * (installed in store_options by server.c) with one object's pending
+ * addresses, each with its mapping (one libc mapped by many processes comes
+ * in one call), and they are resolved in one symbolizer_resolve_batch call;
+ * a query that needs one location first calls server_symbolize_resolve.
+ * Each address is normalized through its mapping's executable_info when the
+ * agent sent it (ELF type and load segment, stored with the mapping), else
+ * through the object's program headers, then resolved to frames (inlined
+ * first), and an address in no known function becomes one frame named
+ * "[binary] +0xADDR" so it never vanishes. A missing file is a
  * transient failure (-ENOENT/-EAGAIN): the store retries later, so debuginfo
  * uploaded or fetched afterwards is used. So is an answer from a stripped
  * binary (only .dynsym): it is shown (server_symbolize_unresolved, at query
@@ -82,46 +85,27 @@ static bool normalize_exec(const struct store_mapping_info *m, uint64_t address,
 				      vaddr) == 0;
 }
 
-int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
-			     struct store_line_out *lines, size_t max_lines, size_t *n_lines)
+/* The store's lines for the symbolizer's answer loc at vaddr of the object
+ * shown as display: its frames, or one frame named "[binary] +0xVADDR" (in
+ * label) for an address in no known function. -EAGAIN when only a stripped
+ * binary was at hand: not final (debuginfo uploaded or fetched later must
+ * still be used); queries show its .dynsym name meanwhile
+ * (server_symbolize_unresolved). */
+static int location_lines(const struct symbols_location *loc, const char *display, uint64_t vaddr,
+			  char *label, size_t label_size, struct store_line_out *lines,
+			  size_t max_lines, size_t *n_lines)
 {
-	struct debuginfo_state *st = state_of(ctx);
-	struct symbols_object obj = {m->build_id, m->filename};
-	struct symbols_location loc;
-	uint64_t vaddr = address;
-	int rc;
-
 	*n_lines = 0;
-	if (!st)
-		return -EAGAIN; /* not started yet */
-	/* Mappings with no addresses (pprof from runtimes that send none)
-	 * carry addresses that are already file-relative. */
-	if (m->memory_limit > m->memory_start && !normalize_exec(m, address, &vaddr)) {
-		rc = symbolizer_normalize(st->symbolizer, &obj, address, m->memory_start,
-					  m->memory_limit, m->file_offset, &vaddr, NULL);
-		if (rc < 0 && rc != -ERANGE)
-			return rc;
-	}
-	rc = symbolizer_resolve(st->symbolizer, &obj, vaddr, &loc, NULL);
-	if (rc < 0)
-		return rc;
-	/* Only a stripped binary at hand: not final (debuginfo uploaded or
-	 * fetched later must still be used); queries show its .dynsym name
-	 * meanwhile (server_symbolize_unresolved). */
-	if (loc.stripped)
+	if (loc->stripped)
 		return -EAGAIN;
-	if (loc.nframes == 0) {
-		/* The store copies the strings before this returns. */
-		static __thread char label[512];
-
-		symbols_format_unresolved(label, sizeof(label),
-					  m->filename[0] ? m->filename : m->build_id, vaddr);
+	if (loc->nframes == 0) {
+		symbols_format_unresolved(label, label_size, display, vaddr);
 		lines[0] = (struct store_line_out){.function_name = label};
 		*n_lines = max_lines ? 1 : 0;
 		return 0;
 	}
-	for (size_t i = 0; i < loc.nframes && i < max_lines; i++) {
-		const struct symbols_frame *f = &loc.frames[i];
+	for (size_t i = 0; i < loc->nframes && i < max_lines; i++) {
+		const struct symbols_frame *f = &loc->frames[i];
 
 		lines[i] = (struct store_line_out){.function_name = f->function,
 						   .system_name = f->system_name,
@@ -130,6 +114,119 @@ int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint
 		*n_lines = i + 1;
 	}
 	return 0;
+}
+
+/* The address the symbolizer speaks for address in mapping m: normalized
+ * through executable_info, else the object's program headers. Mappings with
+ * no addresses (pprof from runtimes that send none) carry addresses that
+ * are already file-relative. 0 or a negative errno (-ERANGE is not one: the
+ * file offset is looked up then, as before). */
+static int normalize(struct debuginfo_state *st, const struct symbols_object *obj,
+		     const struct store_mapping_info *m, uint64_t address, uint64_t *vaddr)
+{
+	int rc;
+
+	*vaddr = address;
+	if (m->memory_limit <= m->memory_start || normalize_exec(m, address, vaddr))
+		return 0;
+	rc = symbolizer_normalize(st->symbolizer, obj, address, m->memory_start, m->memory_limit,
+				  m->file_offset, vaddr, NULL);
+	return rc == -ERANGE ? 0 : rc;
+}
+
+static const char *display_name(const struct store_mapping_info *m)
+{
+	return m->filename[0] ? m->filename : m->build_id;
+}
+
+int server_symbolize_resolve(void *ctx, const struct store_mapping_info *m, uint64_t address,
+			     struct store_line_out *lines, size_t max_lines, size_t *n_lines)
+{
+	struct debuginfo_state *st = state_of(ctx);
+	struct symbols_object obj = {m->build_id, m->filename};
+	struct symbols_location loc;
+	/* The store copies the strings before this is called again. */
+	static __thread char label[512];
+	uint64_t vaddr;
+	int rc;
+
+	*n_lines = 0;
+	if (!st)
+		return -EAGAIN; /* not started yet */
+	rc = normalize(st, &obj, m, address, &vaddr);
+	rc = rc ?: symbolizer_resolve(st->symbolizer, &obj, vaddr, &loc, NULL);
+	if (rc < 0)
+		return rc;
+	return location_lines(&loc, display_name(m), vaddr, label, sizeof(label), lines, max_lines,
+			      n_lines);
+}
+
+/* One server_symbolize_resolve_batch call, as its symbols_emit_fn sees it:
+ * the symbolizer's i-th address is vaddrs[i], the store's item item_of[i]. */
+struct resolve_batch {
+	const uint64_t *vaddrs;
+	const size_t *item_of;
+	const char *display;
+	store_symbolize_emit_fn emit;
+	void *ectx;
+};
+
+/* symbols_emit_fn: hands one answer to the store, as
+ * server_symbolize_resolve would give it. Runs under the symbolizer's lock;
+ * the store's emit takes no lock and copies the strings, so the label can
+ * live on this stack. */
+static void resolve_batch_emit(void *ctx, size_t i, const struct symbols_location *loc)
+{
+	const struct resolve_batch *b = ctx;
+	struct store_line_out lines[SYMBOLS_MAX_FRAMES];
+	char label[512];
+	size_t n;
+	int rc = location_lines(loc, b->display, b->vaddrs[i], label, sizeof(label), lines,
+				SYMBOLS_MAX_FRAMES, &n);
+
+	b->emit(b->ectx, b->item_of[i], rc, lines, n);
+}
+
+int server_symbolize_resolve_batch(void *ctx, const struct store_symbolize_item *items, size_t n,
+				   store_symbolize_emit_fn emit, void *ectx)
+{
+	struct debuginfo_state *st = state_of(ctx);
+	struct symbols_object obj;
+	struct resolve_batch b = {.emit = emit, .ectx = ectx};
+	uint64_t *vaddrs = NULL;
+	size_t *item_of = NULL, k = 0;
+	int rc = 0;
+
+	if (!st)
+		return -EAGAIN; /* not started yet */
+	if (n == 0)
+		return 0;
+	/* Every item is of one object (store.h), mapped by one process or
+	 * many: normalized per item, resolved in one call. */
+	obj = (struct symbols_object){items[0].mapping->build_id, items[0].mapping->filename};
+	b.display = display_name(items[0].mapping);
+	vaddrs = malloc(n * sizeof(*vaddrs));
+	item_of = malloc(n * sizeof(*item_of));
+	if (!vaddrs || !item_of) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* A failure here is the object's (its file cannot be had),
+		 * which symbolizer_resolve would report for every address. */
+		rc = normalize(st, &obj, items[i].mapping, items[i].address, &vaddrs[k]);
+		if (rc < 0)
+			goto out;
+		item_of[k++] = i;
+	}
+	b.vaddrs = vaddrs;
+	b.item_of = item_of;
+	rc =
+	    symbolizer_resolve_batch(st->symbolizer, &obj, vaddrs, k, resolve_batch_emit, &b, NULL);
+out:
+	free(vaddrs);
+	free(item_of);
+	return rc;
 }
 
 /* "[binary] +0xOFFSET" for a location whose debuginfo is not (yet) at

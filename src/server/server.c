@@ -129,6 +129,7 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	/* Resolved by the debuginfo extension once it runs (handlers_debuginfo.c). */
 	struct store_symbolizer sym = {.ctx = s,
 				       .resolve = server_symbolize_resolve,
+				       .resolve_batch = server_symbolize_resolve_batch,
 				       .unresolved = server_symbolize_unresolved};
 	struct store_options so = {
 	    .path = c->storage_path, .retention_ms = c->retention_ms, .symbolizer = &sym};

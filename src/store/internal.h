@@ -3,7 +3,8 @@
  *
  * Layers, each talking only to the ones below it:
  *   store.c   open/close, the write path, cut/compaction/retention thread
- *   query.c   series selection, query_range, merge, symbolization
+ *   query.c   series selection, query_range, merge
+ *   symbolize.c  the symbolizer hook: pending locations, one or in batches
  *   block.c   immutable block files: write, open, decode, compact
  *   head.c    the in-memory head (rows not yet in a block)
  *   wal.c     WAL segments and the metastore log, group commit, replay
@@ -226,6 +227,15 @@ struct describer {
 };
 /* Fills *v with location id (symbolizing it first when it waits for that). */
 void merge_describe_location(struct describer *d, uint32_t id, struct store_location_view *v);
+
+/* ---- symbolize.c --------------------------------------------------------- */
+
+/* The hook's view of mapping id mapping (strings point into the metastore). */
+void symbolize_mapping_info(struct meta *m, uint32_t mapping, struct store_mapping_info *info);
+/* Resolves location loc with the hook's resolve() if it is pending and
+ * records the answer. Returns 1 if recorded, 0 if there was nothing to do,
+ * or a negative errno (resolve()'s, transient: it stays pending; or -ENOMEM). */
+int symbolize_location(struct store *s, uint32_t loc);
 
 /* ---- series.c ---------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
- * query.c — reads: profile types, label names and values, range queries,
- * merges, and symbolization.
+ * query.c — reads: profile types, label names and values, range queries and
+ * merges (symbolize.c answers a location a merge needs first).
  *
  * A read takes head_lock (read) only to scan the head and the frozen heads
  * and to take a reference on each block; blocks are then read without any
@@ -22,8 +22,6 @@
 
 #include "common/log.h"
 #include "store/internal.h"
-
-#define MAX_SYM_LINES 64
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -274,115 +272,6 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 	return rc;
 }
 
-/* ---- symbolization ------------------------------------------------------- */
-
-/* Resolves one pending location with the symbolizer and records the result.
- * Returns 1 if resolved, 0 if nothing to do, or a negative errno. */
-static void mapping_info(struct meta *m, const struct meta_location *ml,
-			 struct store_mapping_info *info)
-{
-	const struct meta_mapping *mp = chunked_at(&m->mappings, ml->mapping);
-
-	info->memory_start = mp->start;
-	info->memory_limit = mp->limit;
-	info->file_offset = mp->offset;
-	info->filename = meta_str(m, mp->filename);
-	info->build_id = meta_str(m, mp->build_id);
-	info->exec = (struct store_exec_info){mp->elf_type, mp->load_offset, mp->load_vaddr};
-}
-
-static int symbolize_one(struct store *s, uint32_t loc)
-{
-	struct meta *m = &s->meta;
-	struct meta_location *ml = chunked_at(&m->locations, loc);
-	struct store_line_out out[MAX_SYM_LINES];
-	struct meta_line lines[MAX_SYM_LINES];
-	struct store_mapping_info info;
-	size_t n = 0;
-	int rc;
-
-	if (!s->has_symbolizer || atomic_load(&ml->sym) != SYM_PENDING)
-		return 0;
-	mapping_info(m, ml, &info);
-	memset(out, 0, sizeof(out));
-	rc = s->symbolizer.resolve(s->symbolizer.ctx, &info, ml->address, out, MAX_SYM_LINES, &n);
-	if (rc < 0)
-		return rc;
-	if (n > MAX_SYM_LINES)
-		n = MAX_SYM_LINES;
-	pthread_mutex_lock(&m->mu);
-	if (atomic_load(&ml->sym) != SYM_PENDING) {
-		pthread_mutex_unlock(&m->mu);
-		return 0;
-	}
-	for (size_t i = 0; i < n && rc >= 0; i++) {
-		const char *fn = out[i].function_name ? out[i].function_name : "";
-		const char *sn = out[i].system_name ? out[i].system_name : fn;
-		const char *file = out[i].filename ? out[i].filename : "";
-		int64_t a = meta_string(m, fn, strlen(fn)), b = meta_string(m, sn, strlen(sn)),
-			c = meta_string(m, file, strlen(file));
-		struct meta_function f = {0};
-
-		if (a < 0 || b < 0 || c < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-		f.name = (uint32_t)a;
-		f.system_name = (uint32_t)b;
-		f.filename = (uint32_t)c;
-		int64_t id = meta_function(m, &f);
-		if (id < 0)
-			rc = (int)id;
-		lines[i].function = (uint32_t)(id < 0 ? 0 : id);
-		lines[i].line = out[i].line;
-	}
-	if (rc >= 0)
-		rc = meta_set_symbolized(m, loc, lines, (uint32_t)n, n == 0);
-	pthread_mutex_unlock(&m->mu);
-	return rc < 0 ? rc : 1;
-}
-
-int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err)
-{
-	size_t done = 0;
-	int rc = 0;
-
-	if (!s->has_symbolizer)
-		return 0;
-	while (max == 0 || done < max) {
-		uint32_t loc;
-
-		pthread_mutex_lock(&s->meta.mu);
-		if (s->meta.sym_cursor >= s->meta.n_sym_queue) {
-			pthread_mutex_unlock(&s->meta.mu);
-			break;
-		}
-		loc = s->meta.sym_queue[s->meta.sym_cursor++];
-		pthread_mutex_unlock(&s->meta.mu);
-		rc = symbolize_one(s, loc);
-		if (rc < 0 && rc != -ENOMEM) {
-			/* Transient: tried again after the next restart. */
-			log_debug("store: symbolizing location %u: %s", loc, strerror(-rc));
-			rc = 0;
-			continue;
-		}
-		if (rc < 0)
-			break;
-		done += (size_t)rc;
-	}
-	if (rc < 0)
-		return kiln_error_set(err, -rc, "symbolization: %s", strerror(-rc));
-	/* Make the results durable (an empty commit writes pending metastore
-	 * records). */
-	if (done) {
-		rc = wal_commit(s, NULL, 0, err);
-		if (rc)
-			return rc;
-		wal_applied(&s->wal);
-	}
-	return (int)(done > INT32_MAX ? INT32_MAX : done);
-}
-
 /* ---- merge ----------------------------------------------------------------- */
 
 static inline void agg_add(struct merge_agg *a, uint32_t st, int64_t v)
@@ -459,7 +348,7 @@ void merge_describe_location(struct describer *d, uint32_t id, struct store_loca
 	struct meta_location *l = chunked_at(&m->locations, id);
 
 	if (atomic_load(&l->sym) == SYM_PENDING)
-		symbolize_one(d->s, id); /* failures leave it unsymbolized */
+		symbolize_location(d->s, id); /* failures leave it unsymbolized */
 	const struct meta_lines *ls = atomic_load(&l->lines);
 
 	v->id = id;
@@ -486,7 +375,7 @@ void merge_describe_location(struct describer *d, uint32_t id, struct store_loca
 		struct store_mapping_info info;
 
 		d->name[0] = '\0';
-		mapping_info(m, l, &info);
+		symbolize_mapping_info(m, l->mapping, &info);
 		d->s->symbolizer.unresolved(d->s->symbolizer.ctx, &info, l->address, d->name,
 					    sizeof(d->name));
 		if (d->name[0]) {

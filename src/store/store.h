@@ -48,7 +48,9 @@ struct store;
  * either from store_merge when a query first needs it or from
  * store_symbolize_pending, which a background thread calls. Ingestion never
  * calls the symbolizer. resolve() may be called from several threads at once
- * and must not call back into the store. */
+ * and must not call back into the store. When the hook has resolve_batch(),
+ * store_symbolize_pending hands it each object's pending locations together
+ * (a query still asks resolve() for the one location it needs). */
 /* Parca's ExecutableInfo of a mapping, as WriteRaw's RawSample carries it
  * (one per pprof mapping, in mapping order): the object's ELF type and the
  * executable PT_LOAD segment the mapping maps, enough to normalize an
@@ -67,14 +69,30 @@ struct store_mapping_info {
 	struct store_exec_info exec;
 };
 
-/* One frame at an address; strings only need to live until resolve() returns
- * to the store (it copies them). */
+/* One frame at an address; strings only need to live until resolve() (or a
+ * resolve_batch() emit) returns to the store: it copies them. */
 struct store_line_out {
 	const char *function_name; /* demangled */
 	const char *system_name;   /* raw (mangled) symbol; NULL = same as function_name */
 	const char *filename;	   /* NULL = unknown */
 	int64_t line;		   /* 0 = unknown */
 };
+
+/* One address of a resolve_batch() call and the mapping it was sampled in. */
+struct store_symbolize_item {
+	const struct store_mapping_info *mapping;
+	uint64_t address;
+};
+
+/* Receives the answer for items[i] of a resolve_batch() call: status 0 with
+ * lines[0..n_lines) as resolve() would fill them (n_lines == 0: "no symbols
+ * here", remembered), or a negative errno, resolve()'s transient failure for
+ * this address alone (it stays pending). The strings only need to live until
+ * emit returns: the store copies them. emit takes no lock and never calls
+ * the hook, so the hook may call it with its own locks held, from any
+ * thread, but not from two threads at once. */
+typedef void (*store_symbolize_emit_fn)(void *ectx, size_t i, int status,
+					const struct store_line_out *lines, size_t n_lines);
 
 struct store_symbolizer {
 	void *ctx;
@@ -84,6 +102,17 @@ struct store_symbolizer {
 	 * failure (nothing is remembered; a later call retries). */
 	int (*resolve)(void *ctx, const struct store_mapping_info *m, uint64_t address,
 		       struct store_line_out *lines, size_t max_lines, size_t *n_lines);
+	/* Optional: resolves items[0..n) at once, which all belong to one
+	 * object (the same build_id and filename; their mappings differ when
+	 * the object is mapped by several processes, so normalize per item),
+	 * calling emit exactly once per item, in any order, with what
+	 * resolve() would give for it. Returns 0, or a negative errno for a
+	 * transient failure of the whole batch: then every item stays pending,
+	 * whatever emit received. Items emit was not called for stay pending
+	 * too. Called from store_symbolize_pending only; the same threading
+	 * rules as resolve(). */
+	int (*resolve_batch)(void *ctx, const struct store_symbolize_item *items, size_t n,
+			     store_symbolize_emit_fn emit, void *ectx);
 	/* Optional: the display name of a location resolve() could not
 	 * answer yet (its debuginfo is missing or being fetched), e.g.
 	 * "[binary] +0xOFFSET", so that the frame shows in query results
@@ -257,7 +286,11 @@ int store_flush(struct store *s, struct kiln_error *err);
 
 /* Symbolizes up to max (0 = all) locations that are waiting for it, with the
  * symbolizer from store_options; returns how many were resolved (>= 0) or a
- * negative errno. Meant for a background thread; never blocks ingestion. */
+ * negative errno. The queue is taken in chunks of up to 16384 locations,
+ * grouped by object (build ID and file name) for resolve_batch() when the
+ * hook has it. Each queued location is tried once: one that failed
+ * transiently stays pending (a query asks again, store_resymbolize queues
+ * it again). Meant for a background thread; never blocks ingestion. */
 int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err);
 /* Better debuginfo for build_id is about to be stored: records durably
  * (a metastore record replayed at start-up, which puts the object's
