@@ -7,6 +7,10 @@
 # function symbols (a uniformly random offset inside each sampled function,
 # seeded, so runs are comparable) — the shape of a day of all-process
 # profiles, where every hot function contributes a handful of locations.
+# Kiln's cold pass is one symbolizer_resolve_batch of all the addresses, as
+# the server's background pass resolves an object's pending locations
+# (bench_symbols -1 runs it address by address instead); warm passes are
+# address by address, answered by the result cache.
 # Binaries: glibc (through its Debian debug file, libc6-dbg: full DWARF),
 # the kiln server binary (DWARF, -O2 -g), and Debian's libLLVM-14 (a large
 # C++ library: 60k+ exported symbols, no DWARF -> the symbol-table path).

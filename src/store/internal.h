@@ -236,6 +236,11 @@ void symbolize_mapping_info(struct meta *m, uint32_t mapping, struct store_mappi
  * records the answer. Returns 1 if recorded, 0 if there was nothing to do,
  * or a negative errno (resolve()'s, transient: it stays pending; or -ENOMEM). */
 int symbolize_location(struct store *s, uint32_t loc);
+/* Resolves the pending locations of a's stacks (those with a non-zero sum)
+ * with the hook's resolve_batch(), one call per object, before a merge
+ * describes them. Does nothing without resolve_batch(); what fails stays
+ * pending (merge_describe_location tries it alone). */
+void symbolize_merge_locations(struct store *s, const struct merge_agg *a);
 
 /* ---- series.c ---------------------------------------------------------- */
 

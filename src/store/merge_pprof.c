@@ -491,6 +491,7 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 	rc = merge_aggregate(s, sel, &a, &first, err);
 	if (rc || !a.n_touched)
 		goto out;
+	symbolize_merge_locations(s, &a);
 	w = calloc(1, sizeof(*w));
 	k = calloc(1, sizeof(*k));
 	skip = calloc(a.n_touched, 1);

@@ -518,6 +518,7 @@ int store_merge_visit(struct store *s, const struct store_selector *sel,
 		goto out;
 	}
 	d->s = s;
+	symbolize_merge_locations(s, &a);
 	rc = v->begin ? v->begin(v->ctx, &info) : 0;
 	for (size_t t = 0; t < a.n_touched && !rc; t++) {
 		uint32_t st = a.touched[t];

@@ -22,6 +22,12 @@
  * slice at a time so that ingestion, which needs meta.mu too, never waits
  * for a whole object. Without resolve_batch() the pass asks resolve() one
  * location at a time.
+ *
+ * A merge (store_merge_visit, store_merge_pprof) first resolves the pending
+ * locations of its stacks the same way, grouped by object
+ * (symbolize_merge_locations): a query over an object the background pass
+ * has not reached yet costs one cold batch, not as many cold single
+ * lookups as it has locations.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -356,53 +362,118 @@ static int sym_group(struct store *s, struct sym_batch *b, size_t lo, size_t hi,
 	return sym_record(s, b, lo, hi, done);
 }
 
+static void sym_batch_free(struct sym_batch *b)
+{
+	free(b->e);
+	free(b->spare);
+	free(b->start);
+	htab_free(b->objects);
+	free(b->a);
+	free(b->infos);
+	free(b->items);
+	free(b->lines);
+	arena_free(b->strings);
+}
+
+/* Buffers for chunks of up to cap entries. 0 or -ENOMEM (then free b). */
+static int sym_batch_init(struct sym_batch *b, size_t cap)
+{
+	memset(b, 0, sizeof(*b));
+	b->cap = cap ? cap : 1;
+	b->e = malloc(b->cap * sizeof(*b->e));
+	b->spare = malloc(b->cap * sizeof(*b->spare));
+	b->start = malloc((b->cap + 1) * sizeof(*b->start));
+	b->objects = htab_new(0);
+	b->a = malloc(b->cap * sizeof(*b->a));
+	b->infos = malloc(b->cap * sizeof(*b->infos));
+	b->items = malloc(b->cap * sizeof(*b->items));
+	b->strings = arena_new(0);
+	return b->e && b->spare && b->start && b->objects && b->a && b->infos && b->items &&
+		       b->strings
+		   ? 0
+		   : -ENOMEM;
+}
+
+/* Resolves the chunk's n entries, one resolve_batch() per object. */
+static int sym_chunk(struct store *s, struct sym_batch *b, size_t n, size_t *done)
+{
+	int rc = sym_sort_by_object(b, n);
+
+	for (size_t lo = 0, hi; lo < n && rc == 0; lo = hi) {
+		hi = lo + 1;
+		while (hi < n && same_object(&b->e[lo], &b->e[hi]))
+			hi++;
+		rc = sym_group(s, b, lo, hi, done);
+	}
+	b->n_lines = 0;
+	arena_reset(b->strings);
+	return rc;
+}
+
 /* The pass with resolve_batch(): see the top of the file. */
 static int symbolize_batched(struct store *s, size_t max, size_t *done)
 {
-	struct sym_batch b = {0};
-	int rc = 0;
+	struct sym_batch b;
+	int rc = sym_batch_init(&b, max && max < SYM_CHUNK ? max : SYM_CHUNK);
 
-	b.cap = max && max < SYM_CHUNK ? max : SYM_CHUNK;
-	b.e = malloc(b.cap * sizeof(*b.e));
-	b.spare = malloc(b.cap * sizeof(*b.spare));
-	b.start = malloc((b.cap + 1) * sizeof(*b.start));
-	b.objects = htab_new(0);
-	b.a = malloc(b.cap * sizeof(*b.a));
-	b.infos = malloc(b.cap * sizeof(*b.infos));
-	b.items = malloc(b.cap * sizeof(*b.items));
-	b.strings = arena_new(0);
-	if (!b.e || !b.spare || !b.start || !b.objects || !b.a || !b.infos || !b.items ||
-	    !b.strings) {
-		rc = -ENOMEM;
-		goto out;
-	}
 	while (rc == 0 && (max == 0 || *done < max)) {
 		size_t want = max && max - *done < b.cap ? max - *done : b.cap;
 		size_t n = sym_take(s, &b, want);
 
 		if (n == 0)
 			break;
-		rc = sym_sort_by_object(&b, n);
-		for (size_t lo = 0, hi; lo < n && rc == 0; lo = hi) {
-			hi = lo + 1;
-			while (hi < n && same_object(&b.e[lo], &b.e[hi]))
-				hi++;
-			rc = sym_group(s, &b, lo, hi, done);
-		}
-		b.n_lines = 0;
-		arena_reset(b.strings);
+		rc = sym_chunk(s, &b, n, done);
 	}
-out:
-	free(b.e);
-	free(b.spare);
-	free(b.start);
-	htab_free(b.objects);
-	free(b.a);
-	free(b.infos);
-	free(b.items);
-	free(b.lines);
-	arena_free(b.strings);
+	sym_batch_free(&b);
 	return rc;
+}
+
+void symbolize_merge_locations(struct store *s, const struct merge_agg *a)
+{
+	struct meta *m = &s->meta;
+	size_t n_loc = chunked_count(&m->locations), n = 0, done = 0;
+	uint8_t *seen = NULL;
+	struct sym_batch b;
+
+	if (!s->has_symbolizer || !s->symbolizer.resolve_batch)
+		return;
+	if (sym_batch_init(&b, SYM_CHUNK) < 0 || !(seen = calloc(n_loc + 1, 1)))
+		goto out;
+	for (size_t t = 0; t < a->n_touched; t++) {
+		uint32_t st = a->touched[t];
+		const struct meta_stack *stk = chunked_at(&m->stacks, st);
+
+		if (a->sum[st] == 0)
+			continue;
+		for (uint32_t j = 0; j < stk->n; j++) {
+			uint32_t id = stk->locs[j];
+			const struct meta_location *ml;
+			const struct meta_mapping *mp;
+
+			if (id == 0 || id >= n_loc || seen[id])
+				continue;
+			seen[id] = 1;
+			ml = chunked_at(&m->locations, id);
+			if (atomic_load(&ml->sym) != SYM_PENDING)
+				continue;
+			mp = chunked_at(&m->mappings, ml->mapping);
+			b.e[n++] = (struct sym_entry){.build_id = mp->build_id,
+						      .filename = mp->filename,
+						      .mapping = ml->mapping,
+						      .loc = id,
+						      .address = ml->address};
+			if (n == b.cap) {
+				if (sym_chunk(s, &b, n, &done) < 0)
+					goto out;
+				n = 0;
+			}
+		}
+	}
+	if (n)
+		sym_chunk(s, &b, n, &done); /* failures: described as pending */
+out:
+	free(seen);
+	sym_batch_free(&b);
 }
 
 int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err)

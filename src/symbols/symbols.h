@@ -24,7 +24,9 @@
  *     .symtab/.dynsym when there is no DWARF for the address. C++ and Rust
  *     names are demangled for display; the raw name is kept as system_name.
  *     Each object is opened once and kept with its symbol table and a result
- *     cache, so repeated addresses cost one hash lookup.
+ *     cache, so repeated addresses cost one hash lookup. Many addresses of
+ *     one object at once (symbolizer_resolve_batch, the server's path) are
+ *     read CU by CU in address order, which is several times cheaper cold.
  *
  * Where the debug file comes from is the debuginfo store's job (see
  * debuginfo.h): the symbolizer asks it for a path by build ID and falls back

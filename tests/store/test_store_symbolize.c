@@ -4,7 +4,8 @@
  * mappings its locations come from, giving the answers resolve() gives (a
  * store with resolve() alone is the reference); per-address and whole-batch
  * transient failures leave locations pending for a later pass; max bounds
- * how many are resolved per call. The hook here is a fake: the real
+ * how many are resolved per call; a merge resolves its pending locations
+ * in batches too. The hook here is a fake: the real
  * symbolizer behind it is tested in tests/symbols and the integration
  * tests.
  */
@@ -347,6 +348,38 @@ static void test_batch_transient(void **state)
 	close_store(&bat);
 }
 
+/* A merge before the background pass: its pending locations are resolved
+ * first in one batch per object (not one resolve() each), with the answers
+ * resolve() gives, and recorded. */
+static void test_merge_batches_pending(void **state)
+{
+	struct fake fr = {.pending_offset_mod = -1}, fb = fr;
+	struct opened ref = open_store(&fr, false), bat = open_store(&fb, true);
+	char *a, *b;
+
+	(void)state;
+	assert_int_equal(pending(bat.s), 4 * N_OFFSETS);
+	a = describe(ref.s);
+	b = describe(bat.s);
+	assert_string_equal(a, b);
+	assert_int_equal(fr.resolve_calls, 4 * N_OFFSETS);
+	assert_int_equal(fb.resolve_calls, 0);
+	assert_int_equal(fb.batch_calls, 3); /* app, libc (two processes), libz */
+	assert_int_equal(fb.libc_batch_mappings, 2);
+	assert_false(fb.mixed_objects);
+	assert_int_equal(pending(bat.s), 0);
+	/* Recorded: the pass has nothing left, a second merge asks nothing. */
+	assert_int_equal(store_symbolize_pending(bat.s, 0, NULL), 0);
+	free(b);
+	b = describe(bat.s);
+	assert_string_equal(a, b);
+	assert_int_equal(fb.batch_calls, 3);
+	free(a);
+	free(b);
+	close_store(&ref);
+	close_store(&bat);
+}
+
 /* max bounds the locations resolved per call, and the batches with it. */
 static void test_batch_max(void **state)
 {
@@ -375,6 +408,7 @@ int main(void)
 	    cmocka_unit_test(test_batch_same_answers),
 	    cmocka_unit_test(test_batch_transient),
 	    cmocka_unit_test(test_batch_max),
+	    cmocka_unit_test(test_merge_batches_pending),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
