@@ -837,10 +837,27 @@ static int order_rows(struct kdw_line_scratch *sc, size_t n, size_t nq, bool ord
 	return rows_out(kept, k, arena, out);
 }
 
+/* Checks u and reads its program's header into *h, leaving *c after it. */
+static int begin_unit(const struct kdw_line_unit *u, struct kdw_line_hdr *h, struct kdw_cur *c,
+		      struct kiln_error *e)
+{
+	const uint8_t *sec = u->secs->p[KDW_LINE];
+
+	if (u->offset >= u->secs->size[KDW_LINE])
+		return kiln_error_set(e, EINVAL, ".debug_line: offset 0x%llx past the end (0x%zx)",
+				      (unsigned long long)u->offset, u->secs->size[KDW_LINE]);
+	if (u->addr_size != 4 && u->addr_size != 8)
+		return kiln_error_set(e, EINVAL, ".debug_line+0x%llx: address size %u",
+				      (unsigned long long)u->offset, u->addr_size);
+	h->secs = u->secs;
+	h->addr_size = u->addr_size;
+	*c = (struct kdw_cur){sec + u->offset, sec + u->secs->size[KDW_LINE], false};
+	return read_header(u, c, h, e);
+}
+
 int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 		   struct kdw_line_scratch *scratch, struct kdw_lines *out, struct kiln_error *e)
 {
-	const uint8_t *sec = u->secs->p[KDW_LINE];
 	struct kdw_line_scratch own = {0};
 	struct kdw_line_scratch *sc = scratch ? scratch : &own;
 	struct kdw_line_hdr h = {0};
@@ -850,16 +867,7 @@ int kdw_lines_read(const struct kdw_line_unit *u, struct arena *arena,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (u->offset >= u->secs->size[KDW_LINE])
-		return kiln_error_set(e, EINVAL, ".debug_line: offset 0x%llx past the end (0x%zx)",
-				      (unsigned long long)u->offset, u->secs->size[KDW_LINE]);
-	if (u->addr_size != 4 && u->addr_size != 8)
-		return kiln_error_set(e, EINVAL, ".debug_line+0x%llx: address size %u",
-				      (unsigned long long)u->offset, u->addr_size);
-	h.secs = u->secs;
-	h.addr_size = u->addr_size;
-	c = (struct kdw_cur){sec + u->offset, sec + u->secs->size[KDW_LINE], false};
-	rc = read_header(u, &c, &h, e);
+	rc = begin_unit(u, &h, &c, e);
 	if (rc == 0)
 		rc = read_files(u, &c, &h, arena, out, e);
 	if (rc == 0)
@@ -924,7 +932,6 @@ int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
 		    const uint64_t *want, size_t nwant, struct kdw_row *rows, bool *found,
 		    struct kdw_lines *out, bool *complete, struct kiln_error *e)
 {
-	const uint8_t *sec = u->secs->p[KDW_LINE];
 	struct kdw_line_scratch own = {0};
 	struct kdw_line_hdr h = {0};
 	struct kdw_cur c;
@@ -936,16 +943,7 @@ int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
 		scratch = &own;
 	memset(out, 0, sizeof(*out));
 	*complete = false;
-	if (u->offset >= u->secs->size[KDW_LINE])
-		return kiln_error_set(e, EINVAL, ".debug_line: offset 0x%llx past the end (0x%zx)",
-				      (unsigned long long)u->offset, u->secs->size[KDW_LINE]);
-	if (u->addr_size != 4 && u->addr_size != 8)
-		return kiln_error_set(e, EINVAL, ".debug_line+0x%llx: address size %u",
-				      (unsigned long long)u->offset, u->addr_size);
-	h.secs = u->secs;
-	h.addr_size = u->addr_size;
-	c = (struct kdw_cur){sec + u->offset, sec + u->secs->size[KDW_LINE], false};
-	rc = read_header(u, &c, &h, e);
+	rc = begin_unit(u, &h, &c, e);
 	if (rc == 0 && names) {
 		/* Read before (and checked then): only the rows are new. */
 		*out = *names;

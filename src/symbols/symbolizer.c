@@ -1617,10 +1617,11 @@ static void answer(struct symbolizer *s, struct symfile *f, uint64_t addr, size_
 /* --- batches ----------------------------------------------------------------
  *
  * With every address known up front (symbolizer_resolve_batch), a cold
- * object is read in address order, one CU at a time: the CU's line table is
- * searched for each of its addresses in turn, and its DIE tree is walked
- * once asking only about them (kdw_walk_ops.want), so that functions none
- * of them falls into are stepped over rather than indexed, and no segment
+ * object is read in address order, one CU at a time: the CU's line program
+ * runs once and is matched against all of its addresses without building
+ * the row table (kdw_cu_lines_match), and its DIE tree is walked once
+ * asking only about them (kdw_walk_ops.want), so that functions none of
+ * them falls into are stepped over rather than indexed, and no segment
  * table is built. The answers are node_frames' as for single addresses
  * (the walk reports the same nodes and ranges for the functions it does not
  * step over; the innermost range holding an address wins, as in
@@ -1709,9 +1710,9 @@ struct batch {
 	bool *found;
 };
 
-/* Answers the misses of one reader CU (list from first, ascending, n of
- * them) in one pass; false (nothing answered) when the reader cannot read
- * the CU and the caller must go address by address. */
+/* Answers the misses of one reader CU (the list from m[first], ascending)
+ * in one pass; false (nothing answered) when the reader cannot read the CU
+ * and the caller must go address by address. */
 static bool batch_cu(struct batch *bt, struct kdw_cu *kcu, struct bmiss *m, uint32_t first)
 {
 	struct symfile *f = bt->f;
