@@ -435,10 +435,9 @@ void symbolize_merge_locations(struct store *s, const struct merge_agg *a)
 	uint8_t *seen = NULL;
 	struct sym_batch b;
 
+	memset(&b, 0, sizeof(b));
 	if (!s->has_symbolizer || !s->symbolizer.resolve_batch)
 		return;
-	if (sym_batch_init(&b, SYM_CHUNK) < 0 || !(seen = calloc(n_loc + 1, 1)))
-		goto out;
 	for (size_t t = 0; t < a->n_touched; t++) {
 		uint32_t st = a->touched[t];
 		const struct meta_stack *stk = chunked_at(&m->stacks, st);
@@ -450,12 +449,17 @@ void symbolize_merge_locations(struct store *s, const struct merge_agg *a)
 			const struct meta_location *ml;
 			const struct meta_mapping *mp;
 
-			if (id == 0 || id >= n_loc || seen[id])
+			if (id == 0 || id >= n_loc || (seen && seen[id]))
 				continue;
-			seen[id] = 1;
 			ml = chunked_at(&m->locations, id);
 			if (atomic_load(&ml->sym) != SYM_PENDING)
 				continue;
+			/* The buffers only once there is something to do: most
+			 * merges find every location answered. */
+			if (!seen &&
+			    (sym_batch_init(&b, SYM_CHUNK) < 0 || !(seen = calloc(n_loc + 1, 1))))
+				goto out;
+			seen[id] = 1;
 			mp = chunked_at(&m->mappings, ml->mapping);
 			b.e[n++] = (struct sym_entry){.build_id = mp->build_id,
 						      .filename = mp->filename,
