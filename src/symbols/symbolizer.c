@@ -536,10 +536,10 @@ static bool debug_section_needed(const char *name)
  * Even so inflating is the largest single part of a cold pass over a
  * compressed file (libc's debug file: 8.6 MB out of 3.2 MB, half the pass),
  * and the sections are independent: with enough bytes to inflate, a second
- * thread takes sections too (largest first, so .debug_info, two thirds of
- * the bytes, starts at once), while this one inflates the others and reads
- * the symbol table (inflate_start ... inflate_finish). Only libdeflate runs
- * on the second thread: every libelf call stays on this one. */
+ * thread inflates the largest (.debug_info, two thirds of the bytes) and
+ * then takes others too, while this one inflates the rest and reads the
+ * symbol table (inflate_start ... inflate_finish). Only libdeflate runs on
+ * the second thread: every libelf call stays on this one. */
 
 #define INFLATE_THREAD_BYTES ((size_t)1 << 20) /* compressed: below, one thread */
 
@@ -562,22 +562,26 @@ struct inflating {
 	bool threaded;
 };
 
-/* Takes jobs until none is left. */
-static void inflate_jobs(struct inflating *in)
+static void inflate_one(struct libdeflate_decompressor *z, struct inflate_job *j)
+{
+	size_t got = 0;
+
+	if (j->out)
+		j->ok = libdeflate_zlib_decompress(z, j->src, j->src_size, j->out, j->out_size,
+						   &got) == LIBDEFLATE_SUCCESS &&
+			got == j->out_size;
+}
+
+/* Takes jobs until none is left; first (the largest job) too when set. */
+static void inflate_jobs(struct inflating *in, bool first)
 {
 	struct libdeflate_decompressor *z = libdeflate_alloc_decompressor();
 	size_t i;
 
-	while (z && (i = atomic_fetch_add(&in->next, 1)) < in->njobs) {
-		struct inflate_job *j = &in->jobs[i];
-		size_t got = 0;
-
-		if (j->out)
-			j->ok =
-			    libdeflate_zlib_decompress(z, j->src, j->src_size, j->out, j->out_size,
-						       &got) == LIBDEFLATE_SUCCESS &&
-			    got == j->out_size;
-	}
+	if (z && first && in->njobs)
+		inflate_one(z, &in->jobs[0]);
+	while (z && (i = atomic_fetch_add(&in->next, 1)) < in->njobs)
+		inflate_one(z, &in->jobs[i]);
 	libdeflate_free_decompressor(z);
 }
 
@@ -587,17 +591,7 @@ static void inflate_jobs(struct inflating *in)
  * whatever is left. */
 static void *inflate_thread(void *arg)
 {
-	struct inflating *in = arg;
-	struct libdeflate_decompressor *z = libdeflate_alloc_decompressor();
-	struct inflate_job *j = &in->jobs[0];
-	size_t got = 0;
-
-	if (z && j->out)
-		j->ok = libdeflate_zlib_decompress(z, j->src, j->src_size, j->out, j->out_size,
-						   &got) == LIBDEFLATE_SUCCESS &&
-			got == j->out_size;
-	libdeflate_free_decompressor(z);
-	inflate_jobs(in);
+	inflate_jobs(arg, true);
 	return NULL;
 }
 
@@ -691,7 +685,7 @@ static void inflate_start(struct symfile *f, struct inflating *in)
  * the sections inflated to libelf (and so to libdw and the reader). */
 static void inflate_finish(struct symfile *f, struct inflating *in)
 {
-	inflate_jobs(in);
+	inflate_jobs(in, false);
 	if (in->threaded)
 		pthread_join(in->thread, NULL);
 	for (size_t i = 0; i < in->njobs; i++) {
