@@ -432,11 +432,12 @@ void symbolize_merge_locations(struct store *s, const struct merge_agg *a)
 {
 	struct meta *m = &s->meta;
 	size_t n_loc = chunked_count(&m->locations), n = 0, done = 0;
-	uint8_t *seen = NULL;
+	uint64_t *seen = NULL; /* a bit per location: each is looked at once */
 	struct sym_batch b;
 
 	memset(&b, 0, sizeof(b));
-	if (!s->has_symbolizer || !s->symbolizer.resolve_batch)
+	if (!s->has_symbolizer || !s->symbolizer.resolve_batch ||
+	    !(seen = calloc(n_loc / 64 + 1, sizeof(*seen))))
 		return;
 	for (size_t t = 0; t < a->n_touched; t++) {
 		uint32_t st = a->touched[t];
@@ -449,17 +450,16 @@ void symbolize_merge_locations(struct store *s, const struct merge_agg *a)
 			const struct meta_location *ml;
 			const struct meta_mapping *mp;
 
-			if (id == 0 || id >= n_loc || (seen && seen[id]))
+			if (id == 0 || id >= n_loc || (seen[id / 64] >> (id % 64) & 1))
 				continue;
+			seen[id / 64] |= (uint64_t)1 << (id % 64);
 			ml = chunked_at(&m->locations, id);
 			if (atomic_load(&ml->sym) != SYM_PENDING)
 				continue;
 			/* The buffers only once there is something to do: most
 			 * merges find every location answered. */
-			if (!seen &&
-			    (sym_batch_init(&b, SYM_CHUNK) < 0 || !(seen = calloc(n_loc + 1, 1))))
+			if (!b.cap && sym_batch_init(&b, SYM_CHUNK) < 0)
 				goto out;
-			seen[id] = 1;
 			mp = chunked_at(&m->mappings, ml->mapping);
 			b.e[n++] = (struct sym_entry){.build_id = mp->build_id,
 						      .filename = mp->filename,
