@@ -927,6 +927,80 @@ static bool match_row(const struct srow *rows, size_t n, size_t *from, uint64_t 
 	return true;
 }
 
+#define MATCH_MAX_SEQS 16 /* more sequences out of order: the table is built */
+
+/* match_row when the rows do not ascend as written but each of the nq
+ * sequences does (a unit with .text.unlikely or .text.startup parts first,
+ * mostly 2 to 4 sequences): the highest row address at or below addr over
+ * all sequences, and of the rows there (in program order, as order_rows
+ * takes them) the one order_rows keeps; none when that ends a sequence or
+ * the address is the highest of all (the last run, marked). False with
+ * nothing answered when the sequences are too many or one does not
+ * ascend: the caller builds the table. */
+static bool match_unordered(const struct kdw_line_scratch *sc, size_t nq, const uint64_t *want,
+			    size_t nwant, struct kdw_row *rows, bool *found)
+{
+	const struct srow *r = sc->rows;
+	uint64_t top = 0;
+
+	if (nq > MATCH_MAX_SEQS)
+		return false;
+	for (size_t q = 0; q < nq; q++) {
+		const struct sseq *s = &sc->seqs[q];
+
+		for (uint32_t i = s->first + 1; i < s->first + s->n; i++)
+			if (r[i].addr < r[i - 1].addr)
+				return false;
+		if (s->n && r[s->first + s->n - 1].addr > top)
+			top = r[s->first + s->n - 1].addr;
+	}
+	for (size_t w = 0; w < nwant; w++) {
+		size_t last[MATCH_MAX_SEQS]; /* per sequence: its last row at or below */
+		uint64_t at = 0;
+		bool any = false;
+		const struct srow *best = NULL;
+
+		for (size_t q = 0; q < nq; q++) {
+			const struct sseq *s = &sc->seqs[q];
+			size_t lo = s->first, hi = (size_t)s->first + s->n;
+
+			while (lo < hi) { /* the first row above */
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (r[mid].addr <= want[w])
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			last[q] = lo; /* one past; == s->first: none */
+			if (lo > s->first && (!any || r[lo - 1].addr > at)) {
+				at = r[lo - 1].addr;
+				any = true;
+			}
+		}
+		found[w] = false;
+		if (!any || at == top)
+			continue;
+		/* The rows at that address, in program order: the last one
+		 * not ending a sequence, else the last one. */
+		for (size_t q = 0; q < nq; q++) {
+			size_t i = last[q];
+
+			while (i > sc->seqs[q].first && r[i - 1].addr == at)
+				i--;
+			for (; i < last[q]; i++)
+				if (!best || !(r[i].file & KDW_ROW_END) ||
+				    (best->file & KDW_ROW_END))
+					best = &r[i];
+		}
+		if (!best || (best->file & KDW_ROW_END))
+			continue;
+		rows[w] = (struct kdw_row){best->addr, best->line, best->file};
+		found[w] = true;
+	}
+	return true;
+}
+
 int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
 		    struct kdw_line_scratch *scratch, const struct kdw_lines *names,
 		    const uint64_t *want, size_t nwant, struct kdw_row *rows, bool *found,
@@ -955,11 +1029,13 @@ int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
 	}
 	if (rc == 0)
 		rc = run_program(&h, scratch, &n, &nq, &ordered, e);
-	if (rc == 0 && n && !ordered) {
+	if (rc == 0 && n && !ordered && !match_unordered(scratch, nq, want, nwant, rows, found)) {
 		rc = order_rows(scratch, n, nq, false, arena, out);
 		*complete = rc == 0;
 		for (size_t i = 0; rc == 0 && i < nwant; i++)
 			found[i] = kdw_lines_find(out, want[i], &rows[i]);
+	} else if (rc == 0 && !ordered) {
+		*complete = false;
 	} else if (rc == 0) {
 		size_t from = 0;
 
