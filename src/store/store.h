@@ -49,8 +49,9 @@ struct store;
  * store_symbolize_pending, which a background thread calls. Ingestion never
  * calls the symbolizer. resolve() may be called from several threads at once
  * and must not call back into the store. When the hook has resolve_batch(),
- * store_symbolize_pending hands it each object's pending locations together
- * (a query still asks resolve() for the one location it needs). */
+ * store_symbolize_pending hands it each object's pending locations together,
+ * and so does a merge with the pending locations of its stacks before it
+ * describes them (resolve() is then asked only for one still unanswered). */
 /* Parca's ExecutableInfo of a mapping, as WriteRaw's RawSample carries it
  * (one per pprof mapping, in mapping order): the object's ELF type and the
  * executable PT_LOAD segment the mapping maps, enough to normalize an
@@ -90,7 +91,7 @@ struct store_symbolize_item {
  * this address alone (it stays pending). The strings only need to live until
  * emit returns: the store copies them. emit takes no lock and never calls
  * the hook, so the hook may call it with its own locks held, from any
- * thread, but not from two threads at once. */
+ * thread, but one call's emit not from two threads at once. */
 typedef void (*store_symbolize_emit_fn)(void *ectx, size_t i, int status,
 					const struct store_line_out *lines, size_t n_lines);
 
@@ -109,8 +110,9 @@ struct store_symbolizer {
 	 * resolve() would give for it. Returns 0, or a negative errno for a
 	 * transient failure of the whole batch: then every item stays pending,
 	 * whatever emit received. Items emit was not called for stay pending
-	 * too. Called from store_symbolize_pending only; the same threading
-	 * rules as resolve(). */
+	 * too. Called from store_symbolize_pending and from merges
+	 * (store_merge_visit, store_merge_pprof); the same threading rules as
+	 * resolve(). */
 	int (*resolve_batch)(void *ctx, const struct store_symbolize_item *items, size_t n,
 			     store_symbolize_emit_fn emit, void *ectx);
 	/* Optional: the display name of a location resolve() could not
