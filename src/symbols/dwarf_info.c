@@ -1921,18 +1921,8 @@ static bool wanted(const struct kdw_walk_ops *ops, const struct kdw *d)
 	if (!ops->want)
 		return true;
 	for (size_t i = 0; i < d->nranges; i++) {
-		size_t lo = 0, n = ops->nwant;
+		size_t lo = kdw_lower_bound(ops->want, ops->nwant, d->ranges[i].low);
 
-		while (n > 0) { /* the first wanted address at or above low */
-			size_t half = n / 2;
-
-			if (ops->want[lo + half] < d->ranges[i].low) {
-				lo += half + 1;
-				n -= half + 1;
-			} else {
-				n = half;
-			}
-		}
 		if (lo < ops->nwant && ops->want[lo] < d->ranges[i].high)
 			return true;
 	}

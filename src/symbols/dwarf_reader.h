@@ -86,6 +86,25 @@ extern const char *const kdw_sec_names[KDW_NSECS]; /* ".debug_info", ... */
  * them were most of the memory the levels took. The keys' pointer is the
  * structure's; the levels are found from it and the number of keys. */
 
+/* The index of the first of the n ascending values v[] at or above x (n
+ * when none). */
+static inline size_t kdw_lower_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+	size_t lo = 0;
+
+	while (n > 0) {
+		size_t half = n / 2;
+
+		if (v[lo + half] < x) {
+			lo += half + 1;
+			n -= half + 1;
+		} else {
+			n = half;
+		}
+	}
+	return lo;
+}
+
 /* The uint64_t words of a block for n keys. */
 size_t kdw_keys_words(size_t n);
 

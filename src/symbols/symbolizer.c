@@ -1672,18 +1672,8 @@ struct cu_batch {
 static int batch_range(void *ctx, uint64_t low, uint64_t high, int32_t node, int32_t depth)
 {
 	struct cu_batch *cb = ctx;
-	size_t lo = 0, n = cb->nwant;
+	size_t lo = kdw_lower_bound(cb->want, cb->nwant, low);
 
-	while (n > 0) { /* the first wanted address at or above low */
-		size_t half = n / 2;
-
-		if (cb->want[lo + half] < low) {
-			lo += half + 1;
-			n -= half + 1;
-		} else {
-			n = half;
-		}
-	}
 	for (; lo < cb->nwant && cb->want[lo] < high; lo++)
 		if (depth > cb->depth[lo]) {
 			cb->depth[lo] = depth;
