@@ -270,6 +270,18 @@ static void sym_emit(void *ectx, size_t i, int status, const struct store_line_o
 	b->n_lines += n;
 }
 
+/* The entry of pending location loc (ml). */
+static struct sym_entry sym_entry_of(struct meta *m, uint32_t loc, const struct meta_location *ml)
+{
+	const struct meta_mapping *mp = chunked_at(&m->mappings, ml->mapping);
+
+	return (struct sym_entry){.build_id = mp->build_id,
+				  .filename = mp->filename,
+				  .mapping = ml->mapping,
+				  .loc = loc,
+				  .address = ml->address};
+}
+
 /* Takes up to want pending locations off the queue into b->e (entries no
  * longer pending are dropped: answered since they were queued). Returns
  * how many. */
@@ -282,16 +294,10 @@ static size_t sym_take(struct store *s, struct sym_batch *b, size_t want)
 	while (n < want && m->sym_cursor < m->n_sym_queue) {
 		uint32_t loc = m->sym_queue[m->sym_cursor++];
 		const struct meta_location *ml = chunked_at(&m->locations, loc);
-		const struct meta_mapping *mp;
 
 		if (atomic_load(&ml->sym) != SYM_PENDING)
 			continue;
-		mp = chunked_at(&m->mappings, ml->mapping);
-		b->e[n++] = (struct sym_entry){.build_id = mp->build_id,
-					       .filename = mp->filename,
-					       .mapping = ml->mapping,
-					       .loc = loc,
-					       .address = ml->address};
+		b->e[n++] = sym_entry_of(m, loc, ml);
 	}
 	pthread_mutex_unlock(&m->mu);
 	return n;
@@ -448,7 +454,6 @@ void symbolize_merge_locations(struct store *s, const struct merge_agg *a)
 		for (uint32_t j = 0; j < stk->n; j++) {
 			uint32_t id = stk->locs[j];
 			const struct meta_location *ml;
-			const struct meta_mapping *mp;
 
 			if (id == 0 || id >= n_loc || (seen[id / 64] >> (id % 64) & 1))
 				continue;
@@ -460,12 +465,7 @@ void symbolize_merge_locations(struct store *s, const struct merge_agg *a)
 			 * merges find every location answered. */
 			if (!b.cap && sym_batch_init(&b, SYM_CHUNK) < 0)
 				goto out;
-			mp = chunked_at(&m->mappings, ml->mapping);
-			b.e[n++] = (struct sym_entry){.build_id = mp->build_id,
-						      .filename = mp->filename,
-						      .mapping = ml->mapping,
-						      .loc = id,
-						      .address = ml->address};
+			b.e[n++] = sym_entry_of(m, id, ml);
 			if (n == b.cap) {
 				if (sym_chunk(s, &b, n, &done) < 0)
 					goto out;

@@ -2026,28 +2026,27 @@ size_t kdw_cu_ordinal(const struct kdw *d, const struct kdw_cu *cu)
 	return (size_t)(cu - d->cus);
 }
 
-/* What reading cu's line program needs (false, e set and the error kept
- * in cu, when it has none or its unit DIE cannot be read). */
-static bool line_unit(struct kdw *d, struct kdw_cu *cu, struct kdw_line_unit *u,
-		      struct kiln_error *e)
+/* What reading cu's line program needs: 0, or an error (e set; no
+ * DW_AT_stmt_list: -ENOENT), which cu keeps as kdw_cu_lines reports it. */
+static int line_unit(struct kdw *d, struct kdw_cu *cu, struct kdw_line_unit *u,
+		     struct kiln_error *e)
 {
 	int rc = cu_base(d, cu, e);
 
 	if (rc < 0) {
 		cu->lines_read = true;
 		cu->lines_err = -rc;
-		return false;
+		return rc;
 	}
 	if (!cu->has_stmt_list) {
 		cu->lines_read = true;
 		cu->lines_err = ENOENT;
-		kiln_error_set(e, ENOENT, ".debug_info+0x%llx: no DW_AT_stmt_list",
-			       (unsigned long long)cu->offset);
-		return false;
+		return kiln_error_set(e, ENOENT, ".debug_info+0x%llx: no DW_AT_stmt_list",
+				      (unsigned long long)cu->offset);
 	}
 	*u = (struct kdw_line_unit){&d->s, cu->stmt_list, cu->addr_size, cu->comp_dir,
 				    cu->str_offsets_base};
-	return true;
+	return 0;
 }
 
 int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, size_t nwant,
@@ -2055,7 +2054,7 @@ int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, s
 		       struct kiln_error *e)
 {
 	struct kdw_line_unit u;
-	struct kdw_lines *l;
+	struct kdw_lines got, *l;
 	bool complete;
 	int rc;
 
@@ -2068,25 +2067,33 @@ int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, s
 		*names = cu->lines;
 		return 0;
 	}
-	if (!line_unit(d, cu, &u, e))
-		return e ? e->code : -EINVAL;
-	l = arena_alloc(d->arena, sizeof(*l));
-	if (!l)
-		return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	rc = line_unit(d, cu, &u, e);
+	if (rc < 0)
+		return rc;
 	rc = kdw_lines_match(&u, d->arena, &d->line_scratch, cu->line_names, want, nwant, rows,
-			     found, l, &complete, e);
+			     found, &got, &complete, e);
 	if (rc < 0) {
 		cu->lines_read = true;
 		cu->lines_err = -rc;
 		return rc;
 	}
+	/* Names read before: nothing new to keep (a server runs batches over
+	 * the same units again and again). */
+	if (!complete && cu->line_names) {
+		*names = cu->line_names;
+		return 0;
+	}
+	l = arena_alloc(d->arena, sizeof(*l));
+	if (!l)
+		return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	*l = got;
 	if (complete) {
 		cu->lines_read = true;
 		cu->lines = l;
-	} else if (!cu->line_names) {
+	} else {
 		cu->line_names = l;
 	}
-	*names = cu->line_names && !complete ? cu->line_names : l;
+	*names = l;
 	return 0;
 }
 
@@ -2102,7 +2109,7 @@ struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_err
 				       (unsigned long long)cu->offset);
 		return cu->lines;
 	}
-	if (!line_unit(d, cu, &u, e))
+	if (line_unit(d, cu, &u, e) < 0)
 		return NULL;
 	cu->lines_read = true;
 	cu->lines_err = EINVAL;

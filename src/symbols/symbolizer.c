@@ -1776,7 +1776,9 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 	struct kdw_cu **cus = NULL;
 	size_t nm = 0, ncus, nlisted = 0;
 
-	if (f->kdw && n > 1 && n < UINT32_MAX) {
+	/* (With the cache full, a batch's nodes would be kept for answers
+	 * that are not cached.) */
+	if (f->kdw && n > 1 && n < UINT32_MAX && f->results.n < s->max_cached) {
 		m = malloc(n * sizeof(*m));
 		tmp = malloc(n * sizeof(*tmp));
 		bt.want = malloc(n * sizeof(*bt.want));
@@ -1789,10 +1791,8 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 		cus = malloc(n * sizeof(*cus));
 	}
 	if (!m || !tmp || !bt.want || !bt.node || !bt.depth || !bt.rows || !bt.found || !head ||
-	    !cus || f->results.n >= s->max_cached) {
-		/* Not worth it, or no memory for it, or the cache is full (a
-		 * batch's nodes are kept for the answers it caches): one by
-		 * one. */
+	    !cus) {
+		/* Not worth it, or not possible: one by one. */
 		for (size_t i = 0; i < n; i++) {
 			symfile_resolve(s, f, addrs[i], &loc);
 			emit(ctx, i, &loc);
