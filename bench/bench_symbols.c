@@ -1,14 +1,16 @@
 /*
  * bench_symbols.c — symbolizer throughput on real binaries.
  *
- *   bench_symbols [-w WARM_PASSES] [-l] [-p] [-v] [-1] BINARY ADDRFILE
+ *   bench_symbols [-w WARM_PASSES] [-t THREADS] [-l] [-p] [-v] [-1] BINARY ADDRFILE
  *
  * -l: DWARF through libdw only (not Kiln's reader: the comparison);
  * -p: print each address's frames, "0xADDR function file:line" per frame
  *     and an empty line after each address (to compare -l with the reader);
  * -v: debug logging (says which CUs the reader leaves to libdw);
  * -1: the cold pass address by address (symbolizer_resolve), not as one
- *     batch (symbolizer_resolve_batch, what the server does).
+ *     batch (symbolizer_resolve_batch, what the server does);
+ * -t: the threads a batch may use (symbolizer_config.batch_threads; the
+ *     default, 0, is 2).
  *
  * ADDRFILE holds one hex ELF virtual address per line. Prints one line:
  *   n=N cold_s=S cold_per_s=R cold_cpu_s=S cold_per_cpu_s=R warm_per_s=R
@@ -81,9 +83,11 @@ int main(int argc, char **argv)
 	char line[64];
 	FILE *f;
 
-	while ((opt = getopt(argc, argv, "w:lpv1")) != -1) {
+	while ((opt = getopt(argc, argv, "w:t:lpv1")) != -1) {
 		if (opt == 'w')
 			passes = atoi(optarg);
+		else if (opt == 't')
+			cfg.batch_threads = (unsigned)atoi(optarg);
 		else if (opt == 'l')
 			cfg.libdw_only = true;
 		else if (opt == 'p')
@@ -94,7 +98,8 @@ int main(int argc, char **argv)
 			single = true;
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "usage: bench_symbols [-w PASSES] BINARY ADDRFILE\n");
+		fprintf(stderr, "usage: bench_symbols [-w PASSES] [-t THREADS] [-l] [-p] [-v] [-1] "
+				"BINARY ADDRFILE\n");
 		return 2;
 	}
 	f = fopen(argv[optind + 1], "r");

@@ -474,6 +474,41 @@ err:
 	return NULL;
 }
 
+struct kdw *kdw_clone_units(const struct kdw *src, struct arena *arena, struct kiln_error *e)
+{
+	struct kdw *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		goto oom;
+	d->s = src->s;
+	d->own_arena = !arena;
+	d->arena = arena ? arena : arena_new(256 * 1024);
+	d->abbrevs = htab_new(64);
+	if (!d->arena || !d->abbrevs ||
+	    !(d->cus = arena_alloc(d->arena, (src->ncus ? src->ncus : 1) * sizeof(*d->cus))))
+		goto oom;
+	/* The headers only: what src has read in a unit since is src's. */
+	for (size_t i = 0; i < src->ncus; i++) {
+		const struct kdw_cu *u = &src->cus[i];
+
+		d->cus[i] = (struct kdw_cu){.offset = u->offset,
+					    .die_offset = u->die_offset,
+					    .end = u->end,
+					    .abbrev_offset = u->abbrev_offset,
+					    .version = u->version,
+					    .unit_type = u->unit_type,
+					    .addr_size = u->addr_size,
+					    .supported = u->supported};
+	}
+	d->ncus = src->ncus;
+	d->aranges_bad = src->aranges_bad;
+	return d;
+oom:
+	kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	kdw_close(d);
+	return NULL;
+}
+
 void kdw_close(struct kdw *d)
 {
 	if (!d)
@@ -2024,6 +2059,11 @@ size_t kdw_ncus(const struct kdw *d)
 size_t kdw_cu_ordinal(const struct kdw *d, const struct kdw_cu *cu)
 {
 	return (size_t)(cu - d->cus);
+}
+
+struct kdw_cu *kdw_cu_at(struct kdw *d, size_t i)
+{
+	return &d->cus[i];
 }
 
 /* What reading cu's line program needs: 0, or an error (e set; no

@@ -32,6 +32,10 @@
  * an error naming the section and offset, never a read out of bounds.
  * Strings returned point into the section bytes (or into the reader's
  * arena for joined directory + file names) and live as long as the reader.
+ *
+ * A reader is for one thread at a time: it fills its caches as it reads.
+ * Readers opened on the same section bytes with arenas of their own share
+ * nothing they write, and may read on threads of their own.
  */
 #ifndef KILN_SYMBOLS_DWARF_READER_H
 #define KILN_SYMBOLS_DWARF_READER_H
@@ -406,6 +410,14 @@ struct kdw;
 struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e);
 void kdw_close(struct kdw *d);
 
+/* A reader of src's sections and units, for another thread: the unit
+ * headers are copied (not what src has read in the units since), memory as
+ * for kdw_open. It has no address ranges: its units are reached by
+ * kdw_cu_at. It reads only src's unit headers, which nothing changes after
+ * kdw_open: another thread may read with src meanwhile. NULL on
+ * out-of-memory. */
+struct kdw *kdw_clone_units(const struct kdw *src, struct arena *arena, struct kiln_error *e);
+
 /* The unit .debug_aranges names for addr (its DIE offset is the key), or
  * NULL when no arange covers it. */
 struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr);
@@ -459,6 +471,9 @@ int kdw_walk_cu(struct kdw *d, struct kdw_cu *cu, const struct kdw_walk_ops *ops
  * for tables the caller keeps per unit. */
 size_t kdw_ncus(const struct kdw *d);
 size_t kdw_cu_ordinal(const struct kdw *d, const struct kdw_cu *cu);
+/* The unit of ordinal i (< kdw_ncus): two readers opened on the same
+ * sections number their units alike. */
+struct kdw_cu *kdw_cu_at(struct kdw *d, size_t i);
 
 /* kdw_lines_match for cu (its table kept when whole, its file names kept
  * otherwise, for the next batch); *names: what kdw_lines_file takes for

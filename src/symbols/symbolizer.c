@@ -127,7 +127,7 @@ struct rcache {
 };
 
 static void *alloc_big(size_t size);
-static void *alloc_huge(size_t *size);
+static void *alloc_huge(size_t *size, bool populate);
 
 static void rcache_free(struct rcache *r)
 {
@@ -216,7 +216,7 @@ static int rcache_put(struct rcache *r, uint64_t addr, uintptr_t c, size_t slot)
 		g.shift = 64u - (unsigned)__builtin_ctzll(g.cap);
 		g.map_size = g.cap * (sizeof(*g.keys) + sizeof(*g.vals)) + g.cap / 8;
 		if (g.map_size >= ((size_t)1 << 20))
-			g.keys = alloc_huge(&g.map_size);
+			g.keys = alloc_huge(&g.map_size, true);
 		else
 			g.keys = alloc_big(g.map_size);
 		if (!g.keys)
@@ -280,6 +280,8 @@ struct symfile {
 	struct kdw *kdw;	      /* Kiln's DWARF reader; NULL: libdw only */
 	size_t reader_cus, libdw_cus; /* CUs indexed by each */
 	struct kdw_sections secs;     /* the section bytes it reads */
+	struct batch_helper *helpers; /* [BATCH_MAX_THREADS - 1], made on first use */
+	bool large;		      /* large_file: the arena is in huge pages */
 };
 
 struct symbolizer {
@@ -289,6 +291,7 @@ struct symbolizer {
 	struct htab *files; /* key -> struct symfile * (0: open failed) */
 	struct symfile *retired;
 	int recheck;
+	size_t batch_threads;
 	bool libdw_only;
 	/* The file the last call used, by key: consecutive calls are mostly
 	 * for one object, and hashing its key was a tenth of a cold run on
@@ -299,11 +302,13 @@ struct symbolizer {
 };
 
 static void cu_scratch_free(struct cu_scratch *sc);
+static void batch_helpers_free(struct symfile *f);
 
 static void symfile_free(struct symfile *f)
 {
 	if (!f)
 		return;
+	batch_helpers_free(f);
 	kdw_close(f->kdw);
 	if (f->dwarf)
 		dwarf_end(f->dwarf);
@@ -466,14 +471,13 @@ static int load_symbols(struct symfile *f)
 	return 0;
 }
 
-/* Memory for an inflated section: faulting in megabytes page by page cost
- * as much as inflating them (in a VM, a page fault is a hypercall), so the
- * mapping asks for transparent huge pages and is populated at once. */
-/* Memory in 2 MiB pages, populated: in this kind of VM a TLB miss on a
- * 4 KiB page is what reading scattered DWARF costs most (each CU's DIEs,
+/* Memory in 2 MiB pages, populated unless populate is false (then see
+ * populate_range): faulting in megabytes page by page cost as much as
+ * inflating them (in a VM, a page fault is a hypercall), and a TLB miss on
+ * a 4 KiB page is what reading scattered DWARF costs most (each CU's DIEs,
  * abbreviations and line program sit on pages of their own). *size is
  * rounded up; unmap with munmap(p, *size). */
-static void *alloc_huge(size_t *size)
+static void *alloc_huge(size_t *size, bool populate)
 {
 	size_t huge = (size_t)2 << 20, n = (*size + huge - 1) & ~(huge - 1);
 	uint8_t *p =
@@ -488,7 +492,8 @@ static void *alloc_huge(size_t *size)
 	if (a + n < p + n + huge)
 		munmap(a + n, (size_t)(p + n + huge - (a + n)));
 	madvise(a, n, MADV_HUGEPAGE);
-	madvise(a, n, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+	if (populate)
+		madvise(a, n, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
 	*size = n;
 	return a;
 }
@@ -500,7 +505,7 @@ static void *alloc_big(size_t size)
 	void *p;
 
 	if (size >= (2u << 20) && size % (2u << 20) == 0)
-		return alloc_huge(&size);
+		return alloc_huge(&size, true);
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
@@ -562,10 +567,25 @@ struct inflating {
 	bool threaded;
 };
 
+/* Faults in the pages of p[0 .. n) at once. */
+static void populate_range(void *p, size_t n)
+{
+	uintptr_t page = 4096, lo = (uintptr_t)p & ~(page - 1),
+		  hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+
+	madvise((void *)lo, hi - lo, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+}
+
 static void inflate_one(struct libdeflate_decompressor *z, struct inflate_job *j)
 {
 	size_t got = 0;
 
+	/* The shared region is populated job by job, each by the thread
+	 * inflating it: populating it whole before the second thread
+	 * started was a millisecond on its way, and at times (the kernel
+	 * compacting memory for the huge pages) over ten. */
+	if (j->out && j->carved && j->out_size)
+		populate_range(j->out, j->out_size);
 	if (j->out)
 		j->ok = libdeflate_zlib_decompress(z, j->src, j->src_size, j->out, j->out_size,
 						   &got) == LIBDEFLATE_SUCCESS &&
@@ -627,7 +647,7 @@ static void inflate_start(struct symfile *f, struct inflating *in)
 			region_size += (ch.ch_size + 63) & ~(size_t)63;
 	}
 	if (region_size && (f->inflated = malloc(sizeof(*f->inflated))) != NULL &&
-	    (region = alloc_huge(&region_size)) != NULL)
+	    (region = alloc_huge(&region_size, false)) != NULL)
 		f->inflated[f->ninflated++] = (struct inflated){region, region_size};
 	while ((scn = elf_nextscn(f->elf, scn)) != NULL && in->njobs < nsecs) {
 		struct inflate_job *j = &in->jobs[in->njobs];
@@ -816,6 +836,7 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 	}
 	f->names = htab_new(256);
 	if (large_file(f->elf) && (f->arena = arena_new_huge()) != NULL) {
+		f->large = true;
 		f->results.first_cap = 65536;
 		rcache_init_in(&f->results, f->arena);
 	} else {
@@ -847,8 +868,9 @@ err:
 	return NULL;
 }
 
-/* Display name for a raw name: demangled and interned, or raw itself. */
-static const char *display_name(struct symfile *f, const char *raw)
+/* Display name for a raw name: demangled and interned in names (copies in
+ * arena), or raw itself. */
+static const char *intern_name(struct htab *names, struct arena *arena, const char *raw)
 {
 	uint64_t v;
 	size_t len;
@@ -857,15 +879,20 @@ static const char *display_name(struct symfile *f, const char *raw)
 	if (!raw || raw[0] != '_' || (raw[1] != 'Z' && raw[1] != 'R'))
 		return raw;
 	len = strlen(raw);
-	if (htab_get(f->names, raw, len, &v))
+	if (htab_get(names, raw, len, &v))
 		return (const char *)(uintptr_t)v;
 	dem = symbols_demangle(raw);
-	copy = dem ? arena_strdup(f->arena, dem) : NULL;
+	copy = dem ? arena_strdup(arena, dem) : NULL;
 	free(dem);
 	if (!copy)
 		return raw;
-	htab_put(f->names, raw, len, (uint64_t)(uintptr_t)copy);
+	htab_put(names, raw, len, (uint64_t)(uintptr_t)copy);
 	return copy;
+}
+
+static const char *display_name(struct symfile *f, const char *raw)
+{
+	return intern_name(f->names, f->arena, raw);
 }
 
 static void die_names(struct symfile *f, Dwarf_Die *die, struct symbols_frame *fr)
@@ -964,10 +991,10 @@ struct cu_index {
 _Static_assert(offsetof(struct cu_index, lines) + offsetof(struct kdw_lines, nfiles) <= 64,
 	       "a lookup's fields of cu_index fit one cache line");
 
-/* A zeroed cu_index in f's arena, 64-byte aligned. */
-static struct cu_index *cu_index_new(struct symfile *f)
+/* A zeroed cu_index in arena, 64-byte aligned. */
+static struct cu_index *cu_index_new(struct arena *arena)
 {
-	uint8_t *p = arena_alloc(f->arena, sizeof(struct cu_index) + 48);
+	uint8_t *p = arena_alloc(arena, sizeof(struct cu_index) + 48);
 	struct cu_index *idx;
 
 	if (!p)
@@ -1000,8 +1027,14 @@ struct cu_range {
 	int32_t node, depth;
 };
 
+/* One CU index build. The reader, arena (of the index, its nodes and
+ * names) and display-name table are the symfile's, or a batch helper
+ * thread's (struct batch_helper). */
 struct cu_build {
 	struct symfile *f;
+	struct kdw *kdw;
+	struct arena *arena;
+	struct htab *names;
 	struct cu_index *idx;
 	struct cu_scratch *sc;
 	Dwarf_Files *files;
@@ -1009,6 +1042,13 @@ struct cu_build {
 	size_t nnodes, nranges;
 	bool oom;
 };
+
+/* A build with the symfile's own reader, arena and names. */
+static struct cu_build cu_build_of(struct symfile *f)
+{
+	return (struct cu_build){
+	    .f = f, .kdw = f->kdw, .arena = f->arena, .names = f->names, .sc = &f->scratch};
+}
 
 static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool inlined)
 {
@@ -1186,11 +1226,11 @@ static int build_segments(struct cu_build *b)
 	/* The segments' low addresses as sorted keys with search levels
 	 * (dwarf_reader.h), the rest of each segment right after them. */
 	size_t words = kdw_keys_words(nsegs);
-	uint8_t *p = arena_alloc(b->f->arena, words * sizeof(uint64_t) +
-						  (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
+	uint8_t *p = arena_alloc(b->arena, words * sizeof(uint64_t) +
+					       (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
 	uint64_t *lows;
 
-	b->idx->nodes = arena_alloc(b->f->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
+	b->idx->nodes = arena_alloc(b->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!p || !b->idx->nodes)
 		return -ENOMEM;
 	lows = kdw_keys_at((uint64_t *)(p + ((64 - (uintptr_t)p % 64) % 64)), nsegs);
@@ -1221,12 +1261,12 @@ static void cu_scratch_free(struct cu_scratch *sc)
 static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
 {
 	Dwarf_Off off = dwarf_dieoffset(cudie);
-	struct cu_build b = {.f = f, .sc = &f->scratch};
+	struct cu_build b = cu_build_of(f);
 	uint64_t v;
 
 	if (htab_get(f->cus, &off, sizeof(off), &v))
 		return (struct cu_index *)(uintptr_t)v;
-	b.idx = cu_index_new(f);
+	b.idx = cu_index_new(f->arena);
 	if (!b.idx)
 		return NULL;
 	b.idx->cudie = *cudie;
@@ -1246,7 +1286,7 @@ static int32_t fast_func(void *ctx, const struct kdw_func *fn, int32_t parent)
 	if (!grow(&b->sc->nodes, &b->sc->cap_nodes, b->nnodes + 1, sizeof(*b->sc->nodes)))
 		return -1;
 	b->sc->nodes[b->nnodes] = (struct cu_node){
-	    .function = raw ? display_name(b->f, raw) : NULL,
+	    .function = raw ? intern_name(b->names, b->arena, raw) : NULL,
 	    .system_name = raw,
 	    .start_line = fn->decl_line,
 	    .parent = parent,
@@ -1257,7 +1297,7 @@ static int32_t fast_func(void *ctx, const struct kdw_func *fn, int32_t parent)
 
 		if (fn->has_call_file && b->lines)
 			node->call_file =
-			    kdw_lines_file(b->lines, fn->call_file, kdw_arena(b->f->kdw));
+			    kdw_lines_file(b->lines, fn->call_file, kdw_arena(b->kdw));
 		if (fn->has_call_line)
 			node->call_line = (int64_t)fn->call_line;
 	}
@@ -1276,7 +1316,7 @@ static int fast_range(void *ctx, uint64_t low, uint64_t high, int32_t node, int3
  * it cannot (the caller then asks libdw). */
 static struct cu_index *cu_index_fast(struct symfile *f, struct kdw_cu *kcu)
 {
-	struct cu_build b = {.f = f, .sc = &f->scratch};
+	struct cu_build b = cu_build_of(f);
 	struct kdw_walk_ops ops = {.ctx = &b, .func = fast_func, .range = fast_range};
 	struct kiln_error e = {0};
 
@@ -1284,7 +1324,7 @@ static struct cu_index *cu_index_fast(struct symfile *f, struct kdw_cu *kcu)
 	if (!b.lines && e.code != -ENOENT)
 		goto fail;
 	memset(&e, 0, sizeof(e));
-	b.idx = cu_index_new(f);
+	b.idx = cu_index_new(f->arena);
 	if (!b.idx)
 		return NULL;
 	b.idx->fast = true;
@@ -1682,116 +1722,329 @@ static int batch_range(void *ctx, uint64_t low, uint64_t high, int32_t node, int
 	return 0;
 }
 
-/* Scratch of one batch call. */
+/* What the work found for one miss: its node in its CU's index (-1: none)
+ * and its line row's file name (NULL: no row; no_file: a row whose file
+ * has no name) and line. It takes the place of a struct bmiss in the
+ * radix sort's spare buffer: fresh memory for it was a tenth of a cold
+ * pass's page faults on libc. */
+struct bfound {
+	const char *file;
+	int32_t node;
+	int32_t line;
+};
+_Static_assert(sizeof(struct bfound) <= sizeof(struct bmiss) &&
+		   _Alignof(struct bfound) <= _Alignof(struct bmiss),
+	       "a struct bfound fits in the place of a struct bmiss");
+
+static const char no_file[] = "";
+
+/* One batch call, shared by its threads. The work (lines, walk, index per
+ * listed CU) is spread over them, CU by CU from a counter; the answers are
+ * made and emitted on the calling thread alone (the result cache, the
+ * symfile's names and the caller's emit are not for threads): of its own
+ * CUs as it goes, of the helpers' once they are done. */
 struct batch {
 	struct symbolizer *s;
 	struct symfile *f;
 	symbols_emit_fn emit;
 	void *ctx;
+	/* Set by the calling thread before it sets listed: */
+	const struct bmiss *m; /* the misses, sorted */
+	struct kdw_cu **cus;   /* the listed CUs (the symfile reader's units) */
+	const uint32_t *head;  /* by unit ordinal: its first miss, in address order */
+	size_t nlisted;
+	size_t longest;	    /* the most misses of one listed CU */
+	struct bfound *res; /* per miss (by its index in m) */
+	/* Helpers start before the misses are listed and wait for them. */
+	atomic_bool listed;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	atomic_size_t next;    /* the next listed CU to take */
+	struct cu_index **idx; /* per listed CU; NULL: go address by address */
+	bool *answered;	       /* per listed CU (the calling thread's) */
+};
+
+/* A helper thread's reader over the symfile's section bytes, with an arena
+ * and name table of its own: threads share nothing they write. Kept with
+ * the symfile (the next batch uses it again): the CU indexes and names it
+ * made live in its arena, and cached answers point at them. */
+struct batch_helper {
+	struct kdw *kdw; /* NULL: not opened (or could not be: takes no CU) */
+	struct arena *arena;
+	struct htab *names;
+	struct cu_scratch scratch;
+};
+
+#define BATCH_MAX_THREADS 8 /* a batch's threads, the calling one included */
+
+static void batch_helpers_free(struct symfile *f)
+{
+	for (size_t i = 0; f->helpers && i < BATCH_MAX_THREADS - 1; i++) {
+		struct batch_helper *h = &f->helpers[i];
+
+		kdw_close(h->kdw);
+		cu_scratch_free(&h->scratch);
+		htab_free(h->names);
+		arena_free(h->arena);
+	}
+	free(f->helpers);
+}
+
+/* One thread's share: its reader, arena, names and scratch (the symfile's,
+ * or a helper's), and arrays for the addresses of one CU. */
+struct batch_worker {
+	struct batch *bt;
+	struct batch_helper *helper; /* NULL: the calling thread */
+	struct kdw *kdw;
+	struct arena *arena;
+	struct htab *names;
+	struct cu_scratch *sc;
 	uint64_t *want; /* one CU's addresses, ascending, each once */
 	int32_t *node, *depth;
 	struct kdw_row *rows; /* each one's line row, when found */
 	bool *found;
+	size_t reader_cus;
+	pthread_t thread;
+	bool started;
 };
 
-/* Answers the misses of one reader CU (the list from m[first], ascending)
- * in one pass; false (nothing answered) when the reader cannot read the CU
- * and the caller must go address by address. */
-static bool batch_cu(struct batch *bt, struct kdw_cu *kcu, struct bmiss *m, uint32_t first)
+/* The work for the misses of one listed CU of w's reader (the list from
+ * m[first], ascending): its line program run once against all of them,
+ * its DIE tree walked once for them, the nodes found kept as an index in
+ * w's arena (no segments: each miss's result says which node). NULL
+ * (nothing found) when the reader cannot read the CU. */
+static struct cu_index *batch_cu(struct batch_worker *w, struct kdw_cu *kcu, uint32_t first)
 {
-	struct symfile *f = bt->f;
-	struct cu_batch cb = {.b = {.f = f, .sc = &f->scratch}};
+	const struct bmiss *m = w->bt->m;
+	struct bfound *res = w->bt->res;
+	struct cu_batch cb = {
+	    .b = {.f = w->bt->f, .kdw = w->kdw, .arena = w->arena, .names = w->names, .sc = w->sc}};
 	struct kdw_walk_ops ops = {.ctx = &cb, .func = fast_func, .range = batch_range};
 	struct kiln_error e = {0};
 	struct cu_index *idx;
-	size_t nw = 0;
+	size_t nw = 0, wi = 0;
 
 	for (uint32_t k = first; k != UINT32_MAX; k = m[k].next)
-		if (nw == 0 || bt->want[nw - 1] != m[k].addr) {
-			bt->want[nw] = m[k].addr;
-			bt->node[nw] = -1;
-			bt->depth[nw] = -1;
+		if (nw == 0 || w->want[nw - 1] != m[k].addr) {
+			w->want[nw] = m[k].addr;
+			w->node[nw] = -1;
+			w->depth[nw] = -1;
 			nw++;
 		}
 	/* Each address's line row from one run of the line program (and
 	 * the file names, which inlined calls' sites need during the walk). */
-	if (kdw_cu_lines_match(f->kdw, kcu, bt->want, nw, bt->rows, bt->found, &cb.b.lines, &e) <
-	    0) {
+	if (kdw_cu_lines_match(w->kdw, kcu, w->want, nw, w->rows, w->found, &cb.b.lines, &e) < 0) {
 		if (e.code != -ENOENT)
-			return false;
+			return NULL;
 		cb.b.lines = NULL;
-		memset(bt->found, 0, nw * sizeof(*bt->found));
+		memset(w->found, 0, nw * sizeof(*w->found));
 	}
 	memset(&e, 0, sizeof(e));
-	cb.want = ops.want = bt->want;
+	cb.want = ops.want = w->want;
 	cb.nwant = ops.nwant = nw;
-	cb.node = bt->node;
-	cb.depth = bt->depth;
-	if (kdw_walk_cu(f->kdw, kcu, &ops, &e) < 0 || cb.b.oom)
-		return false;
-	/* The nodes found, kept for the cached answers (no segments: the
-	 * answers say which node). */
-	idx = cu_index_new(f);
+	cb.node = w->node;
+	cb.depth = w->depth;
+	if (kdw_walk_cu(w->kdw, kcu, &ops, &e) < 0 || cb.b.oom)
+		return NULL;
+	idx = cu_index_new(w->arena);
 	if (!idx)
-		return false;
+		return NULL;
 	idx->fast = true;
 	idx->nnodes = cb.b.nnodes;
-	idx->nodes = arena_alloc(f->arena, (cb.b.nnodes ? cb.b.nnodes : 1) * sizeof(*idx->nodes));
+	idx->nodes = arena_alloc(w->arena, (cb.b.nnodes ? cb.b.nnodes : 1) * sizeof(*idx->nodes));
 	if (!idx->nodes)
-		return false;
+		return NULL;
 	if (cb.b.nnodes)
-		memcpy(idx->nodes, f->scratch.nodes, cb.b.nnodes * sizeof(*idx->nodes));
-	f->reader_cus++;
-
-	size_t w = 0;
+		memcpy(idx->nodes, w->sc->nodes, cb.b.nnodes * sizeof(*idx->nodes));
+	w->reader_cus++;
 	for (uint32_t k = first; k != UINT32_MAX; k = m[k].next) {
-		struct symbols_location loc; /* (not zeroed: 650 bytes per address) */
-		struct cached_ref ref = {0};
-		const char *file = NULL;
-		bool line;
-		size_t n;
+		if (m[k].addr != w->want[wi]) /* (the list is ascending) */
+			wi++;
+		res[k] = (struct bfound){.node = w->node[wi]};
+		if (w->found[wi]) {
+			res[k].file = kdw_lines_file(cb.b.lines, w->rows[wi].file, w->arena);
+			if (!res[k].file)
+				res[k].file = no_file;
+			res[k].line = w->rows[wi].line;
+		}
+	}
+	return idx;
+}
 
-		if (m[k].addr != bt->want[w]) /* (the list is ascending) */
-			w++;
-		line = bt->found[w];
-		if (line)
-			file = kdw_lines_file(cb.b.lines, bt->rows[w].file, kdw_arena(f->kdw));
+static void batch_worker_free(struct batch_worker *w)
+{
+	free(w->want);
+	free(w->node);
+	free(w->depth);
+	free(w->rows);
+	free(w->found);
+}
+
+/* Answers and emits the misses of listed CU c, from its work when done,
+ * else address by address. On the calling thread only. */
+static void batch_answer(struct batch *bt, size_t c, bool done)
+{
+	struct symfile *f = bt->f;
+	const struct bmiss *m = bt->m;
+	struct symbols_location loc;
+
+	for (uint32_t k = bt->head[kdw_cu_ordinal(f->kdw, bt->cus[c])]; k != UINT32_MAX;
+	     k = m[k].next) {
+		struct cached_ref ref = {0};
+		const struct bfound *r = &bt->res[k];
+		size_t nf;
+
+		if (!done) {
+			symfile_resolve(bt->s, f, m[k].addr, &loc);
+			bt->emit(bt->ctx, m[k].i, &loc);
+			continue;
+		}
 		loc.stripped = loc.partial = false; /* (f has DWARF) */
-		n = dwarf_frames(f, idx, bt->node[w], line, file, line ? bt->rows[w].line : 0,
-				 m[k].addr, loc.frames, &ref);
-		answer(bt->s, f, m[k].addr, n, &ref, &loc, SIZE_MAX);
+		nf = dwarf_frames(f, bt->idx[c], r->node, r->file != NULL,
+				  r->file == no_file ? NULL : r->file, r->line, m[k].addr,
+				  loc.frames, &ref);
+		answer(bt->s, f, m[k].addr, nf, &ref, &loc, SIZE_MAX);
 		bt->emit(bt->ctx, m[k].i, &loc);
 	}
-	return true;
+	bt->answered[c] = true;
+}
+
+/* Takes listed CUs until none is left (none when its arrays cannot be
+ * had: the other threads take them); the calling thread answers its own
+ * at once. */
+static void batch_work(struct batch_worker *w)
+{
+	struct batch *bt = w->bt;
+	size_t n = bt->longest ? bt->longest : 1, c;
+
+	w->want = malloc(n * sizeof(*w->want));
+	w->node = malloc(n * sizeof(*w->node));
+	w->depth = malloc(n * sizeof(*w->depth));
+	w->rows = malloc(n * sizeof(*w->rows));
+	w->found = malloc(n * sizeof(*w->found));
+	if (!w->want || !w->node || !w->depth || !w->rows || !w->found)
+		return;
+	while ((c = atomic_fetch_add(&bt->next, 1)) < bt->nlisted) {
+		size_t o = kdw_cu_ordinal(bt->f->kdw, bt->cus[c]);
+
+		bt->idx[c] =
+		    batch_cu(w, w->helper ? kdw_cu_at(w->kdw, o) : bt->cus[c], bt->head[o]);
+		if (!w->helper)
+			batch_answer(bt, c, bt->idx[c] != NULL);
+	}
+}
+
+/* How long a helper spins for the list before it sleeps: in a VM, a vCPU
+ * left idle is soon descheduled by the host, and waking it again took up
+ * to milliseconds (measured here: 0.1 to 4 ms), longer than listing the
+ * misses of a large batch. */
+#define BATCH_SPIN 200000
+
+/* A helper thread: makes its reader on its first batch (a copy of the
+ * symfile reader's unit table, read while the calling thread lists the
+ * misses: it reads only unit headers, which nothing writes after the
+ * open), waits for the list, works. */
+static void *batch_thread(void *arg)
+{
+	struct batch_worker *w = arg;
+	struct batch *bt = w->bt;
+	struct batch_helper *h = w->helper;
+	struct kiln_error e = {0};
+
+	if (!h->arena)
+		h->arena = bt->f->large ? arena_new_huge() : arena_new(256 * 1024);
+	if (!h->names)
+		h->names = htab_new(64);
+	if (!h->kdw && h->arena && h->names)
+		h->kdw = kdw_clone_units(bt->f->kdw, h->arena, &e);
+	if (!h->kdw)
+		return NULL; /* out of memory: the other threads take every CU */
+	w->kdw = h->kdw;
+	w->arena = h->arena;
+	w->names = h->names;
+	w->sc = &h->scratch;
+	for (unsigned i = 0; !atomic_load(&bt->listed); i++) {
+		if (i < BATCH_SPIN) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		pthread_mutex_lock(&bt->lock);
+		while (!atomic_load(&bt->listed))
+			pthread_cond_wait(&bt->cond, &bt->lock);
+		pthread_mutex_unlock(&bt->lock);
+	}
+	batch_work(w);
+	return NULL;
+}
+
+/* Below how many addresses, or DIE bytes of the object, a batch stays on
+ * one thread: its work must be long beside a helper's start (tens of
+ * microseconds; in a VM at times milliseconds), the copy of the unit
+ * table it makes on its first batch, and its spinning while the misses
+ * are listed. (kiln's own binary, 0.8 MB of DIEs: a cold pass of 20k
+ * addresses was 6 ms, and a helper made it no faster and took a third more
+ * CPU; libc's debug file, 5.8 MB: 30 -> 25 ms.) */
+#define BATCH_THREAD_MISSES 2048
+#define BATCH_THREAD_INFO   ((size_t)2 << 20)
+
+/* Starts the helper threads of a batch of n addresses of f (none when it is
+ * small, or threads are not to be used); returns the threads the work
+ * will take, this one included. */
+static size_t batch_start_helpers(struct symbolizer *s, struct symfile *f, struct batch *bt,
+				  struct batch_worker *w, size_t n)
+{
+	size_t want = s->batch_threads, t;
+
+	if (want > BATCH_MAX_THREADS)
+		want = BATCH_MAX_THREADS;
+	if (want < 2 || n < BATCH_THREAD_MISSES || f->secs.size[KDW_INFO] < BATCH_THREAD_INFO)
+		return 1;
+	if (!f->helpers && !(f->helpers = calloc(BATCH_MAX_THREADS - 1, sizeof(*f->helpers))))
+		return 1;
+	for (t = 1; t < want; t++) {
+		w[t].bt = bt;
+		w[t].helper = &f->helpers[t - 1];
+		if (pthread_create(&w[t].thread, NULL, batch_thread, &w[t]) != 0)
+			break;
+		w[t].started = true;
+	}
+	return t;
+}
+
+/* Lets the helpers go: the list in bt is complete. */
+static void batch_listed(struct batch *bt)
+{
+	pthread_mutex_lock(&bt->lock);
+	atomic_store(&bt->listed, true);
+	pthread_cond_broadcast(&bt->cond);
+	pthread_mutex_unlock(&bt->lock);
 }
 
 /* symbolizer_resolve_batch for the open symfile f. */
 static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const uint64_t *addrs,
 				 size_t n, symbols_emit_fn emit, void *ctx)
 {
-	struct batch bt = {s, f, emit, ctx, NULL, NULL, NULL, NULL, NULL};
+	struct batch bt = {.s = s, .f = f, .emit = emit, .ctx = ctx};
+	struct batch_worker w[BATCH_MAX_THREADS];
 	struct symbols_location loc;
 	struct bmiss *m = NULL, *tmp = NULL, *sorted;
-	uint32_t *head = NULL;
-	struct kdw_cu **cus = NULL;
-	size_t nm = 0, ncus, nlisted = 0;
+	uint32_t *head = NULL, *len = NULL; /* by unit ordinal */
+	size_t nm = 0, ncus, nthreads = 0;
 
+	memset(w, 0, sizeof(w));
 	/* (With the cache full, a batch's nodes would be kept for answers
 	 * that are not cached.) */
 	if (f->kdw && n > 1 && n < UINT32_MAX && f->results.n < s->max_cached) {
 		m = malloc(n * sizeof(*m));
 		tmp = malloc(n * sizeof(*tmp));
-		bt.want = malloc(n * sizeof(*bt.want));
-		bt.node = malloc(n * sizeof(*bt.node));
-		bt.depth = malloc(n * sizeof(*bt.depth));
-		bt.rows = malloc(n * sizeof(*bt.rows));
-		bt.found = malloc(n * sizeof(*bt.found));
 		ncus = kdw_ncus(f->kdw);
 		head = malloc((ncus ? ncus : 1) * sizeof(*head));
-		cus = malloc(n * sizeof(*cus));
+		len = malloc((ncus ? ncus : 1) * sizeof(*len));
+		bt.cus = malloc(n * sizeof(*bt.cus));
+		bt.idx = malloc(n * sizeof(*bt.idx));
+		bt.answered = calloc(n, sizeof(*bt.answered));
 	}
-	if (!m || !tmp || !bt.want || !bt.node || !bt.depth || !bt.rows || !bt.found || !head ||
-	    !cus) {
+	if (!m || !tmp || !head || !len || !bt.cus || !bt.idx || !bt.answered) {
 		/* Not worth it, or not possible: one by one. */
 		for (size_t i = 0; i < n; i++) {
 			symfile_resolve(s, f, addrs[i], &loc);
@@ -1799,6 +2052,13 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 		}
 		goto out;
 	}
+	atomic_init(&bt.listed, false);
+	atomic_init(&bt.next, 0);
+	pthread_mutex_init(&bt.lock, NULL);
+	pthread_cond_init(&bt.cond, NULL);
+	/* The helpers first: they make their readers meanwhile (and a thread
+	 * takes a while to start). */
+	nthreads = batch_start_helpers(s, f, &bt, w, n);
 	/* Cached answers first; the rest sorted by address. */
 	loc.stripped = !f->dwarf && !f->info.has_symtab;
 	loc.partial = !f->dwarf;
@@ -1828,31 +2088,45 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 			continue;
 		}
 		o = kdw_cu_ordinal(f->kdw, kcu);
-		if (head[o] == UINT32_MAX)
-			cus[nlisted++] = kcu;
+		if (head[o] == UINT32_MAX) {
+			bt.cus[bt.nlisted++] = kcu;
+			len[o] = 0;
+		}
 		sorted[j].next = head[o];
 		head[o] = (uint32_t)j;
+		if (++len[o] > bt.longest)
+			bt.longest = len[o];
 	}
-	for (size_t c = nlisted; c-- > 0;) {
-		uint32_t first = head[kdw_cu_ordinal(f->kdw, cus[c])];
-
-		if (batch_cu(&bt, cus[c], sorted, first))
-			continue;
-		for (uint32_t k = first; k != UINT32_MAX; k = sorted[k].next) {
-			symfile_resolve(s, f, sorted[k].addr, &loc);
-			emit(ctx, sorted[k].i, &loc);
-		}
+	bt.m = sorted;
+	bt.res = (struct bfound *)(sorted == m ? tmp : m);
+	bt.head = head;
+	/* The work, on this thread and the helpers. */
+	batch_listed(&bt);
+	w[0] = (struct batch_worker){
+	    .bt = &bt, .kdw = f->kdw, .arena = f->arena, .names = f->names, .sc = &f->scratch};
+	batch_work(&w[0]);
+	for (size_t t = 0; t < nthreads; t++) {
+		if (w[t].started)
+			pthread_join(w[t].thread, NULL);
+		f->reader_cus += w[t].reader_cus;
 	}
+	pthread_mutex_destroy(&bt.lock);
+	pthread_cond_destroy(&bt.cond);
+	/* The helpers' CUs; those the work did not take (no memory for it)
+	 * or the reader could not read go address by address. */
+	for (size_t c = bt.nlisted; c-- > 0;)
+		if (!bt.answered[c])
+			batch_answer(&bt, c, c < atomic_load(&bt.next) && bt.idx[c]);
 out:
+	for (size_t t = 0; t < BATCH_MAX_THREADS; t++)
+		batch_worker_free(&w[t]);
 	free(m);
 	free(tmp);
-	free(bt.want);
-	free(bt.node);
-	free(bt.depth);
-	free(bt.rows);
-	free(bt.found);
 	free(head);
-	free(cus);
+	free(len);
+	free(bt.cus);
+	free(bt.idx);
+	free(bt.answered);
 	return 0;
 }
 
@@ -1869,6 +2143,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	    config && config->max_cached_results ? config->max_cached_results : (1u << 20);
 	s->recheck = config && config->recheck_seconds > 0 ? config->recheck_seconds : 10;
 	s->libdw_only = config && config->libdw_only;
+	s->batch_threads = config && config->batch_threads ? config->batch_threads : 2;
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);

@@ -154,6 +154,10 @@ struct symbolizer_config {
 	 * often, and a better one (uploaded, fetched from debuginfod once the
 	 * negative cache expired) replaces it. 0: 10 s. */
 	int recheck_seconds;
+	/* Threads a batch may read a cold object's units on, the calling one
+	 * included (symbolizer_resolve_batch): 0 means 2; 1 keeps every batch
+	 * on the calling thread; at most 8 are used. */
+	unsigned batch_threads;
 	/* Resolve DWARF with libdw alone, not Kiln's own reader (which is
 	 * faster and must agree with it): for tests and benchmarks. */
 	bool libdw_only;
