@@ -1050,6 +1050,266 @@ int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
 	return rc;
 }
 
+int kdw_lines_names(const struct kdw_line_unit *u, struct arena *arena, struct kdw_lines *out,
+		    struct kiln_error *e)
+{
+	struct kdw_line_hdr h = {0};
+	struct kdw_cur c;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = begin_unit(u, &h, &c, e);
+	if (rc == 0)
+		rc = read_files(u, &c, &h, arena, out, e);
+	if (rc == -ENOMEM)
+		kiln_error_set(e, ENOMEM, ".debug_line+0x%llx: out of memory",
+			       (unsigned long long)u->offset);
+	return rc;
+}
+
+/* --- rows found ahead --------------------------------------------------------
+ *
+ * Of a program whose sequences each ascend and end with an end_sequence
+ * row above their other rows, kdw_lines_match finds only addresses within
+ * a sequence, from its first row to its end row (the row found at or
+ * below an address is the highest; past a sequence's end that is its end
+ * row, or a row of another sequence). So running such a program against
+ * just the addresses within its sequences answers for every address:
+ * those it finds are kept, the others it does not find. Other programs are
+ * left to kdw_lines_match: a sequence out of order, more of them out of
+ * order than match_unordered takes, a sequence that does not end, and one
+ * whose end row shares its address with another row (an assembler's:
+ * addresses past it, up to the next row of the program, are found too,
+ * and that next row can be far off, in another unit's code). */
+
+struct ahead_unit {
+	uint64_t offset;
+	uint32_t first, n; /* its rows found: at[first .. first + n), rows[same] */
+	bool ok;	   /* run ahead (else: not, or it failed) */
+};
+
+struct ahead_span {
+	size_t from, to; /* addrs[from .. to) */
+};
+
+struct kdw_lines_ahead {
+	uint8_t addr_size;
+	const uint64_t *addrs; /* asked about: ascending, each once */
+	size_t naddrs;
+	struct ahead_unit *units; /* ascending offsets */
+	size_t nunits;
+	uint64_t *at; /* the address each row found answers */
+	struct kdw_row *rows;
+};
+
+/* Whether the rows of sc (nrows in nq sequences) are of a program the
+ * comment above calls such. */
+static bool ahead_ok(const struct kdw_line_scratch *sc, size_t nq, bool ordered)
+{
+	if (!ordered && nq > MATCH_MAX_SEQS)
+		return false;
+	for (size_t q = 0; q < nq; q++) {
+		const struct sseq *sq = &sc->seqs[q];
+		const struct srow *r = &sc->rows[sq->first], *last = r + sq->n - 1;
+
+		if (sq->n == 0 || !(last->file & KDW_ROW_END) ||
+		    (sq->n >= 2 && last[-1].addr == last->addr))
+			return false;
+		for (uint32_t i = 1; !ordered && i < sq->n; i++)
+			if (r[i].addr < r[i - 1].addr)
+				return false;
+	}
+	return true;
+}
+
+/* The addresses of addrs[0 .. naddrs) within the nq sequences of sc, into
+ * want[0 .. *nw), ascending and each once (sequences may be out of order,
+ * and overlap): per sequence a span of addrs, the spans sorted and merged. */
+static bool addrs_within(const struct kdw_line_scratch *sc, size_t nq, const uint64_t *addrs,
+			 size_t naddrs, struct ahead_span **spans, size_t *cap_spans,
+			 uint64_t **want, size_t *cap_want, size_t *nw)
+{
+	size_t ns = 0, k = 0;
+
+	*nw = 0;
+	if (!kdw_grow(spans, cap_spans, nq + 1, sizeof(**spans), 256, false))
+		return false;
+	for (size_t q = 0; q < nq; q++) {
+		const struct sseq *sq = &sc->seqs[q];
+		size_t from = kdw_lower_bound(addrs, naddrs, sc->rows[sq->first].addr),
+		       to =
+			   kdw_lower_bound(addrs, naddrs, sc->rows[sq->first + sq->n - 1].addr + 1);
+		size_t i = ns;
+
+		if (from >= to)
+			continue;
+		/* (Insertion: sequences come mostly in address order.) */
+		for (; i > 0 && (*spans)[i - 1].from > from; i--)
+			(*spans)[i] = (*spans)[i - 1];
+		(*spans)[i] = (struct ahead_span){from, to};
+		ns++;
+	}
+	for (size_t i = 0; i < ns; i++) { /* merged in place */
+		if (k && (*spans)[i].from <= (*spans)[k - 1].to) {
+			if ((*spans)[i].to > (*spans)[k - 1].to)
+				(*spans)[k - 1].to = (*spans)[i].to;
+			continue;
+		}
+		(*spans)[k++] = (*spans)[i];
+	}
+	for (size_t i = 0; i < k; i++) {
+		size_t len = (*spans)[i].to - (*spans)[i].from;
+
+		if (!kdw_grow(want, cap_want, *nw + len + 1, sizeof(**want), 1024, false))
+			return false;
+		memcpy(*want + *nw, addrs + (*spans)[i].from, len * sizeof(**want));
+		*nw += len;
+	}
+	return true;
+}
+
+struct kdw_lines_ahead *kdw_lines_run_ahead(const struct kdw_sections *secs, uint8_t addr_size,
+					    const uint64_t *addrs, size_t naddrs,
+					    struct arena *arena, const atomic_bool *stop)
+{
+	struct kdw_line_scratch sc = {0};
+	struct kdw_lines_ahead *ah = NULL;
+	struct ahead_unit *units = NULL;
+	uint64_t *at = NULL, *want = NULL, off = 0;
+	struct kdw_row *rows = NULL, *wrows = NULL;
+	struct ahead_span *spans = NULL;
+	bool *found = NULL;
+	size_t nunits = 0, cap_units = 0, nrows = 0, cap_at = 0, cap_rows = 0, cap_want = 0,
+	       cap_wrows = 0, cap_found = 0, cap_spans = 0;
+
+	if (!secs->p[KDW_LINE] || (addr_size != 4 && addr_size != 8))
+		return NULL;
+	while (off < secs->size[KDW_LINE] &&
+	       !(stop && atomic_load_explicit(stop, memory_order_relaxed))) {
+		struct kdw_line_unit u = {secs, off, addr_size, NULL, 0};
+		struct kdw_line_hdr h = {0};
+		struct kiln_error e = {0};
+		struct kdw_cur c;
+		size_t n = 0, nq = 0, nw = 0;
+		bool ordered = false;
+
+		/* (A header that cannot be read ends the run: where the next
+		 * unit starts is not known.) */
+		if (begin_unit(&u, &h, &c, &e) < 0 ||
+		    !kdw_grow(&units, &cap_units, nunits + 1, sizeof(*units), 1024, false))
+			break;
+		units[nunits] = (struct ahead_unit){off, (uint32_t)nrows, 0, false};
+		off = h.unit_end;
+		if (run_program(&h, &sc, &n, &nq, &ordered, &e) < 0 ||
+		    !ahead_ok(&sc, nq, ordered) || nrows >= UINT32_MAX) {
+			nunits++;
+			continue;
+		}
+		if (!addrs_within(&sc, nq, addrs, naddrs, &spans, &cap_spans, &want, &cap_want,
+				  &nw))
+			goto out;
+		if (!kdw_grow(&wrows, &cap_wrows, nw + 1, sizeof(*wrows), 1024, false) ||
+		    !kdw_grow(&found, &cap_found, nw + 1, sizeof(*found), 1024, false))
+			goto out;
+		if (ordered) {
+			size_t from = 0;
+
+			for (size_t i = 0; i < nw; i++)
+				found[i] = match_row(sc.rows, n, &from, want[i], &wrows[i]);
+		} else if (!match_unordered(&sc, nq, want, nw, wrows, found)) {
+			nunits++; /* (not after ahead_ok) */
+			continue;
+		}
+		for (size_t i = 0; i < nw; i++) {
+			if (!found[i])
+				continue;
+			if (!kdw_grow(&at, &cap_at, nrows + 1, sizeof(*at), 1024, false) ||
+			    !kdw_grow(&rows, &cap_rows, nrows + 1, sizeof(*rows), 1024, false))
+				goto out;
+			at[nrows] = want[i];
+			rows[nrows++] = wrows[i];
+		}
+		units[nunits].n = (uint32_t)(nrows - units[nunits].first);
+		units[nunits++].ok = true;
+	}
+	/* Kept in the arena, with the addresses asked about. */
+	ah = nunits ? arena_alloc(arena, sizeof(*ah)) : NULL;
+	if (ah) {
+		uint64_t *ad = arena_alloc(arena, (naddrs ? naddrs : 1) * sizeof(*ad));
+
+		*ah = (struct kdw_lines_ahead){
+		    .addr_size = addr_size,
+		    .addrs = ad,
+		    .naddrs = naddrs,
+		    .units = arena_alloc(arena, (nunits ? nunits : 1) * sizeof(*units)),
+		    .nunits = nunits,
+		    .at = arena_alloc(arena, (nrows ? nrows : 1) * sizeof(*at)),
+		    .rows = arena_alloc(arena, (nrows ? nrows : 1) * sizeof(*rows))};
+		if (!ad || !ah->units || !ah->at || !ah->rows) {
+			ah = NULL;
+		} else {
+			if (naddrs)
+				memcpy(ad, addrs, naddrs * sizeof(*addrs));
+			memcpy(ah->units, units, nunits * sizeof(*units));
+			if (nrows) {
+				memcpy(ah->at, at, nrows * sizeof(*at));
+				memcpy(ah->rows, rows, nrows * sizeof(*rows));
+			}
+		}
+	}
+out:
+	kdw_line_scratch_free(&sc);
+	free(units);
+	free(at);
+	free(rows);
+	free(want);
+	free(wrows);
+	free(found);
+	free(spans);
+	return ah;
+}
+
+bool kdw_lines_ahead_find(const struct kdw_lines_ahead *ah, const struct kdw_line_unit *u,
+			  const uint64_t *want, size_t nwant, struct kdw_row *rows, bool *found)
+{
+	size_t lo = 0, hi, a, r, end;
+	const struct ahead_unit *un;
+
+	if (!ah || u->addr_size != ah->addr_size || nwant == 0)
+		return false;
+	hi = ah->nunits;
+	while (lo < hi) { /* the unit at u->offset */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ah->units[mid].offset < u->offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == ah->nunits || ah->units[lo].offset != u->offset || !ah->units[lo].ok)
+		return false;
+	un = &ah->units[lo];
+	/* Every address must be one asked about ahead (a later batch's
+	 * others were not run against the program). */
+	a = kdw_lower_bound(ah->addrs, ah->naddrs, want[0]);
+	for (size_t i = 0; i < nwant; i++) {
+		while (a < ah->naddrs && ah->addrs[a] < want[i])
+			a++;
+		if (a == ah->naddrs || ah->addrs[a] != want[i])
+			return false;
+	}
+	r = un->first;
+	end = (size_t)un->first + un->n;
+	for (size_t i = 0; i < nwant; i++) {
+		while (r < end && ah->at[r] < want[i])
+			r++;
+		found[i] = r < end && ah->at[r] == want[i];
+		if (found[i])
+			rows[i] = ah->rows[r];
+	}
+	return true;
+}
+
 void kdw_line_scratch_free(struct kdw_line_scratch *sc)
 {
 	free(sc->rows);
