@@ -5,10 +5,9 @@
  * Input: a flags byte (bit 0: 8-byte addresses, else 4; bit 1: a comp_dir),
  * a 16-bit little-endian length of the .debug_line bytes, those bytes, and
  * the rest as .debug_line_str and .debug_str (v5 entries point there). The
- * program is read and searched at a spread of addresses (also as a batch,
- * and with the section's programs run ahead), and every file name is
- * built; nothing may crash or read out of bounds, and a rejected table
- * must say why.
+ * program is read and searched at a spread of addresses, and every file
+ * name is built; nothing may crash or read out of bounds, and a rejected
+ * table must say why.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,21 +113,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (found[k] != kdw_lines_find(&l, qs[k], &row) ||
 			    (found[k] && (rows[k].line != row.line || rows[k].file != row.file)))
 				abort();
-		/* Rows found ahead (every program of the section, these
-		 * addresses once each), where the program was run ahead: the
-		 * same answers. */
-		size_t nu = 0;
-		for (size_t k = 0; k < nq; k++)
-			if (nu == 0 || qs[nu - 1] != qs[k])
-				qs[nu++] = qs[k];
-		struct kdw_lines_ahead *ah =
-		    kdw_lines_run_ahead(&secs, u.addr_size, qs, nu, a, NULL);
-		if (ah && kdw_lines_ahead_find(ah, &u, qs, nu, rows, found))
-			for (size_t k = 0; k < nu; k++)
-				if (found[k] != kdw_lines_find(&l, qs[k], &row) ||
-				    (found[k] &&
-				     (rows[k].line != row.line || rows[k].file != row.file)))
-					abort();
 	}
 out:
 	arena_free(a);

@@ -129,8 +129,7 @@ struct kdw {
 	 * into the arena was megabytes of fresh memory (libc: 6.6 MB for
 	 * 1930 units), most of a cold run's page faults. */
 	struct kdw_abbrevs scratch, tmp;
-	const struct kdw_cu *walking;		   /* the unit kdw_walk_cu is in, or NULL */
-	const struct kdw_lines_ahead *lines_ahead; /* rows found ahead, or NULL */
+	const struct kdw_cu *walking; /* the unit kdw_walk_cu is in, or NULL */
 	struct kdw_line_scratch line_scratch;
 	struct form_sizes {
 		int8_t size[0x2d];
@@ -503,7 +502,6 @@ struct kdw *kdw_clone_units(const struct kdw *src, struct arena *arena, struct k
 	}
 	d->ncus = src->ncus;
 	d->aranges_bad = src->aranges_bad;
-	d->lines_ahead = src->lines_ahead;
 	return d;
 oom:
 	kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
@@ -2112,19 +2110,8 @@ int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, s
 	rc = line_unit(d, cu, &u, e);
 	if (rc < 0)
 		return rc;
-	if (kdw_lines_ahead_find(d->lines_ahead, &u, want, nwant, rows, found)) {
-		/* The rows found ahead; the names are read (and checked) as
-		 * kdw_lines_match would. */
-		if (cu->line_names) {
-			*names = cu->line_names;
-			return 0;
-		}
-		rc = kdw_lines_names(&u, d->arena, &got, e);
-		complete = false;
-	} else {
-		rc = kdw_lines_match(&u, d->arena, &d->line_scratch, cu->line_names, want, nwant,
-				     rows, found, &got, &complete, e);
-	}
+	rc = kdw_lines_match(&u, d->arena, &d->line_scratch, cu->line_names, want, nwant, rows,
+			     found, &got, &complete, e);
 	if (rc < 0) {
 		cu->lines_read = true;
 		cu->lines_err = -rc;
@@ -2148,11 +2135,6 @@ int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, s
 	}
 	*names = l;
 	return 0;
-}
-
-void kdw_use_lines_ahead(struct kdw *d, const struct kdw_lines_ahead *ah)
-{
-	d->lines_ahead = ah;
 }
 
 struct kdw_lines *kdw_cu_lines(struct kdw *d, struct kdw_cu *cu, struct kiln_error *e)

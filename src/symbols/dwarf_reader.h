@@ -40,7 +40,6 @@
 #ifndef KILN_SYMBOLS_DWARF_READER_H
 #define KILN_SYMBOLS_DWARF_READER_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -363,32 +362,6 @@ int kdw_lines_match(const struct kdw_line_unit *u, struct arena *arena,
 		    const uint64_t *want, size_t nwant, struct kdw_row *rows, bool *found,
 		    struct kdw_lines *out, bool *complete, struct kiln_error *e);
 
-/* Reads only the header and file names of u's program into *out (no
- * rows), validating them as kdw_lines_read does. Returns as it. */
-int kdw_lines_names(const struct kdw_line_unit *u, struct arena *arena, struct kdw_lines *out,
-		    struct kiln_error *e);
-
-/* Line rows found ahead: every program of .debug_line run once, from the
- * first unit on, against the addresses addrs[0 .. naddrs) (ascending, each
- * once) before any unit's DIE says which program is its (the symbolizer
- * does this while .debug_info is still being inflated), for units of
- * addr_size. What kdw_lines_match would answer for those addresses is kept
- * per program, in arena. Stops at a header it cannot read, or when *stop
- * (if stop) is set: the programs not run are left to kdw_lines_match. NULL
- * when out of memory or nothing was run. Read-only afterwards: one serves
- * several readers. */
-struct kdw_lines_ahead;
-struct kdw_lines_ahead *kdw_lines_run_ahead(const struct kdw_sections *secs, uint8_t addr_size,
-					    const uint64_t *addrs, size_t naddrs,
-					    struct arena *arena, const atomic_bool *stop);
-
-/* kdw_lines_match's found[] and rows[] for want[0 .. nwant) (ascending,
- * each once) in u's program, from ah: true when ah ran that program (for
- * u's address size) and was asked about every one of want; false
- * (nothing set) otherwise. File names are not read: see kdw_lines_names. */
-bool kdw_lines_ahead_find(const struct kdw_lines_ahead *ah, const struct kdw_line_unit *u,
-			  const uint64_t *want, size_t nwant, struct kdw_row *rows, bool *found);
-
 /* The line and file of the row dwarf_getsrc_die would return for addr:
  * true and *row, or false. row->addr is at or below addr: that row's, or
  * of the row before it when that one has the same line and file (such
@@ -504,16 +477,11 @@ struct kdw_cu *kdw_cu_at(struct kdw *d, size_t i);
 
 /* kdw_lines_match for cu (its table kept when whole, its file names kept
  * otherwise, for the next batch); *names: what kdw_lines_file takes for
- * the rows' files. With the table kept already, kdw_lines_find answers;
- * with the rows found ahead (kdw_use_lines_ahead), they do.
+ * the rows' files. With the table kept already, kdw_lines_find answers.
  * Returns 0, or an error as kdw_cu_lines (e set). */
 int kdw_cu_lines_match(struct kdw *d, struct kdw_cu *cu, const uint64_t *want, size_t nwant,
 		       struct kdw_row *rows, bool *found, struct kdw_lines **names,
 		       struct kiln_error *e);
-
-/* d's kdw_cu_lines_match takes rows from ah when it has them (ah outlives
- * d; readers cloned from d afterwards take them too). */
-void kdw_use_lines_ahead(struct kdw *d, const struct kdw_lines_ahead *ah);
 
 /* cu's line table, decoded on first use and kept. Returns NULL with e set
  * when it cannot be read (no DW_AT_stmt_list: e->code ENOENT). */

@@ -19,13 +19,7 @@
  *   3. the symbol table, by binary search (name only, no file:line).
  *
  * Compressed debug sections are inflated here (libdeflate) before libdw
- * sees the file, and only those symbolization reads (inflate_start ...
- * inflate_finish), .debug_info on a second thread.
- *
- * A batch (symbolizer_resolve_batch) reads a cold object CU by CU in
- * address order ("batches"); a large one on more threads, each with a
- * reader of its own. The batch that opens a compressed file has its line
- * programs run while .debug_info is still being inflated (lines_ahead).
+ * sees the file, and only those symbolization reads (inflate_debug_sections).
  *
  * Names from libdw and libelf point into the mapped file and live as long as
  * the symfile; demangled names are interned in the symfile's arena. A symfile
@@ -277,24 +271,17 @@ struct symfile {
 	char *path;		       /* the file open */
 	char *obj_build_id, *obj_path; /* the object it was opened for */
 	time_t recheck_at;	       /* provisional (no DWARF): look for a better file then */
-	struct inflated *inflated;     /* section bytes inflate_finish made */
+	struct inflated *inflated;     /* section bytes inflate_debug_sections made */
 	size_t ninflated;
 	struct cu_scratch scratch; /* for CU index builds */
 	struct cu_arange *aranges; /* address -> CU, sorted; see cu_lookup */
 	size_t naranges;
 	bool aranges_read;
-	struct kdw *kdw;		     /* Kiln's DWARF reader; NULL: libdw only */
-	size_t reader_cus, libdw_cus;	     /* CUs indexed by each */
-	struct kdw_sections secs;	     /* the section bytes it reads */
-	struct batch_helper *helpers;	     /* [BATCH_MAX_THREADS - 1], made on first use */
-	bool large;			     /* large_file: the arena is in huge pages */
-	struct kdw_lines_ahead *lines_ahead; /* see lines_ahead; NULL: none */
-};
-
-/* The addresses of a batch that opens a file (see lines_ahead). */
-struct open_batch {
-	const uint64_t *addrs;
-	size_t n;
+	struct kdw *kdw;	      /* Kiln's DWARF reader; NULL: libdw only */
+	size_t reader_cus, libdw_cus; /* CUs indexed by each */
+	struct kdw_sections secs;     /* the section bytes it reads */
+	struct batch_helper *helpers; /* [BATCH_MAX_THREADS - 1], made on first use */
+	bool large;		      /* large_file: the arena is in huge pages */
 };
 
 struct symbolizer {
@@ -570,15 +557,12 @@ struct inflate_job {
 	size_t align;
 	bool carved; /* out is in the shared region, not a mapping of its own */
 	bool ok;     /* set by whichever thread inflated it */
-	bool line;   /* .debug_line */
-	bool mine;   /* inflated by the thread that opens the file */
 };
 
 struct inflating {
 	struct inflate_job *jobs;
 	size_t njobs;
-	atomic_size_t next;	 /* the next job to take */
-	atomic_bool second_done; /* the second thread has inflated all it took */
+	atomic_size_t next; /* the next job to take */
 	pthread_t thread;
 	bool threaded;
 };
@@ -616,10 +600,8 @@ static void inflate_jobs(struct inflating *in, bool first)
 
 	if (z && first && in->njobs)
 		inflate_one(z, &in->jobs[0]);
-	while (z && (i = atomic_fetch_add(&in->next, 1)) < in->njobs) {
+	while (z && (i = atomic_fetch_add(&in->next, 1)) < in->njobs)
 		inflate_one(z, &in->jobs[i]);
-		in->jobs[i].mine = !first;
-	}
 	libdeflate_free_decompressor(z);
 }
 
@@ -629,10 +611,7 @@ static void inflate_jobs(struct inflating *in, bool first)
  * whatever is left. */
 static void *inflate_thread(void *arg)
 {
-	struct inflating *in = arg;
-
-	inflate_jobs(in, true);
-	atomic_store(&in->second_done, true);
+	inflate_jobs(arg, true);
 	return NULL;
 }
 
@@ -695,8 +674,7 @@ static void inflate_start(struct symfile *f, struct inflating *in)
 		*j = (struct inflate_job){.scn = scn,
 					  .src = (const uint8_t *)d->d_buf + hdr,
 					  .src_size = d->d_size - hdr,
-					  .align = ch.ch_addralign ? ch.ch_addralign : 1,
-					  .line = strcmp(name, ".debug_line") == 0};
+					  .align = ch.ch_addralign ? ch.ch_addralign : 1};
 		if (debug_section_needed(name)) {
 			struct inflated *v = realloc(f->inflated, (f->ninflated + 1) * sizeof(*v));
 
@@ -717,23 +695,17 @@ static void inflate_start(struct symfile *f, struct inflating *in)
 	}
 	qsort(in->jobs, in->njobs, sizeof(*in->jobs), job_larger_first);
 	atomic_init(&in->next, 1);
-	atomic_init(&in->second_done, false);
 	in->threaded = src_bytes >= INFLATE_THREAD_BYTES && in->njobs > 1 &&
 		       pthread_create(&in->thread, NULL, inflate_thread, in) == 0;
 	if (!in->threaded)
 		atomic_store(&in->next, 0);
 }
 
-static void lines_ahead(struct symfile *f, struct inflating *in, const struct open_batch *batch);
-
-/* Inflates what the second thread has not taken, (runs the line programs
- * ahead for batch, if any, meanwhile,) waits for it, and hands the
- * sections inflated to libelf (and so to libdw and the reader). */
-static void inflate_finish(struct symfile *f, struct inflating *in, const struct open_batch *batch)
+/* Inflates what the second thread has not taken, waits for it, and hands
+ * the sections inflated to libelf (and so to libdw and the reader). */
+static void inflate_finish(struct symfile *f, struct inflating *in)
 {
 	inflate_jobs(in, false);
-	if (in->threaded)
-		lines_ahead(f, in, batch);
 	if (in->threaded)
 		pthread_join(in->thread, NULL);
 	for (size_t i = 0; i < in->njobs; i++) {
@@ -803,8 +775,6 @@ static void open_reader(struct symfile *f)
 	f->kdw = kdw_open(&f->secs, f->arena, &e);
 	if (!f->kdw)
 		log_debug("symbolizer: %s: DWARF reader: %s; libdw only", f->path, e.msg);
-	else
-		kdw_use_lines_ahead(f->kdw, f->lines_ahead);
 }
 
 /* Bytes of DWARF (info, abbrev, line; inflated) and symbol tables from
@@ -837,7 +807,7 @@ static bool large_file(Elf *elf)
 		    (strcmp(name, ".debug_info") != 0 && strcmp(name, ".debug_line") != 0 &&
 		     strcmp(name, ".debug_abbrev") != 0))
 			continue;
-		/* Inflated size, bounded as inflate_start bounds it. */
+		/* Inflated size, bounded as inflate_debug_sections bounds it. */
 		if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch))
 			bytes += ch.ch_size / 1032 <= sh.sh_size ? ch.ch_size : sh.sh_size;
 		else
@@ -846,8 +816,7 @@ static bool large_file(Elf *elf)
 	return bytes >= LARGE_FILE;
 }
 
-static struct symfile *symfile_open(const char *path, bool reader, const struct open_batch *batch,
-				    struct kiln_error *e)
+static struct symfile *symfile_open(const char *path, bool reader, struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
 	struct inflating in;
@@ -859,7 +828,7 @@ static struct symfile *symfile_open(const char *path, bool reader, const struct 
 		kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
 		goto err;
 	}
-	/* Private: inflate_finish rewrites section headers in place. */
+	/* Private: inflate_debug_sections rewrites section headers in place. */
 	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
 	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
 		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
@@ -885,10 +854,10 @@ static struct symfile *symfile_open(const char *path, bool reader, const struct 
 	if (elfinfo_read_file(path, &f->info, e) < 0 || load_symbols(f) < 0) {
 		if (!e || !e->code)
 			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
-		inflate_finish(f, &in, NULL);
+		inflate_finish(f, &in);
 		goto err;
 	}
-	inflate_finish(f, &in, reader ? batch : NULL);
+	inflate_finish(f, &in);
 	/* No DWARF is fine: the symbol table still names functions. */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
 	if (f->dwarf && reader)
@@ -1731,52 +1700,6 @@ static struct bmiss *sort_misses(struct bmiss *m, struct bmiss *tmp, size_t n)
 	return m;
 }
 
-/* Below how many addresses a batch that opens a file does not run the line
- * programs ahead. */
-#define LINES_AHEAD_MIN 2048
-
-/* While the second thread still inflates .debug_info (libc's debug file:
- * half of the inflating, with this thread done with the rest well before),
- * the line programs are run against a batch's addresses (those of the
- * batch that opens the file; in .debug_line, inflated already), which the
- * batch then need not do (kdw_lines_run_ahead): work that was on the
- * critical path, done while this thread would wait. Until the second
- * thread is done: what is left is done by the batch, on its threads. */
-static void lines_ahead(struct symfile *f, struct inflating *in, const struct open_batch *batch)
-{
-	const struct inflate_job *line = NULL;
-	struct bmiss *m, *tmp, *sorted;
-	uint64_t *addrs;
-	size_t n = 0;
-
-	for (size_t i = 0; i < in->njobs; i++)
-		if (in->jobs[i].line && in->jobs[i].mine && in->jobs[i].ok)
-			line = &in->jobs[i];
-	if (!line || !batch || batch->n < LINES_AHEAD_MIN || batch->n >= UINT32_MAX)
-		return;
-	m = malloc(batch->n * sizeof(*m));
-	tmp = malloc(batch->n * sizeof(*tmp));
-	addrs = malloc(batch->n * sizeof(*addrs));
-	if (m && tmp && addrs) {
-		struct kdw_sections secs = {0};
-
-		for (size_t i = 0; i < batch->n; i++)
-			m[i] = (struct bmiss){batch->addrs[i], 0, 0};
-		sorted = sort_misses(m, tmp, batch->n);
-		for (size_t i = 0; i < batch->n; i++)
-			if (n == 0 || addrs[n - 1] != sorted[i].addr)
-				addrs[n++] = sorted[i].addr;
-		secs.p[KDW_LINE] = line->out;
-		secs.size[KDW_LINE] = line->out_size;
-		f->lines_ahead =
-		    kdw_lines_run_ahead(&secs, gelf_getclass(f->elf) == ELFCLASS64 ? 8 : 4, addrs,
-					n, f->arena, &in->second_done);
-	}
-	free(m);
-	free(tmp);
-	free(addrs);
-}
-
 /* One CU's walk for a batch: the build (first, for fast_func) and, per
  * wanted address, the deepest node whose range holds it. */
 struct cu_batch {
@@ -2297,7 +2220,7 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
 	f->recheck_at = time(NULL) + s->recheck;
 	if (locate(s, obj, path, sizeof(path), NULL) != 0 || strcmp(path, f->path) == 0)
 		return f;
-	nf = symfile_open(path, !s->libdw_only, NULL, NULL);
+	nf = symfile_open(path, !s->libdw_only, NULL);
 	slot = htab_lookup(s->files, key, strlen(key));
 	if (!nf || !slot) {
 		symfile_free(nf);
@@ -2320,7 +2243,6 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
  * buffer made each call's frame span a page of stack.) */
 static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 						 const struct symbols_object *obj, const char *key,
-						 const struct open_batch *batch,
 						 struct symfile **out, struct kiln_error *e)
 {
 	struct symfile *f;
@@ -2330,7 +2252,7 @@ static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 	rc = locate(s, obj, path, sizeof(path), e);
 	if (rc < 0)
 		return rc; /* not cached: may appear later */
-	f = symfile_open(path, !s->libdw_only, batch, e);
+	f = symfile_open(path, !s->libdw_only, e);
 	if (!f)
 		return -ENOENT;
 	f->recheck_at = time(NULL) + s->recheck;
@@ -2349,10 +2271,9 @@ static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 	return 0;
 }
 
-/* The open symfile for obj (opening it on first use, for batch if it is
- * one's); caller holds the lock. */
-static int symfile_get(struct symbolizer *s, const struct symbols_object *obj,
-		       const struct open_batch *batch, struct symfile **out, struct kiln_error *e)
+/* The open symfile for obj (opening it on first use); caller holds the lock. */
+static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
+		       struct kiln_error *e)
 {
 	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
 	struct symfile *f;
@@ -2380,7 +2301,7 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj,
 		*out = f;
 		return 0;
 	}
-	return symfile_add(s, obj, key, batch, out, e);
+	return symfile_add(s, obj, key, out, e);
 }
 
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
@@ -2391,7 +2312,7 @@ int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, u
 
 	out->nframes = 0;
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, NULL, &f, e);
+	rc = symfile_get(s, obj, &f, e);
 	if (rc == 0)
 		rc = symfile_resolve(s, f, addr, out);
 	pthread_mutex_unlock(&s->lock);
@@ -2406,7 +2327,7 @@ int symbolizer_resolve_batch(struct symbolizer *s, const struct symbols_object *
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, &(struct open_batch){addrs, n}, &f, e);
+	rc = symfile_get(s, obj, &f, e);
 	if (rc == 0)
 		rc = symfile_resolve_batch(s, f, addrs, n, emit, ctx);
 	pthread_mutex_unlock(&s->lock);
@@ -2422,7 +2343,7 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 
 	*vaddr = addr;
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, NULL, &f, e);
+	rc = symfile_get(s, obj, &f, e);
 	if (rc == 0)
 		rc = symbols_normalize(&f->info, addr, map_start, map_limit, map_offset, vaddr);
 	pthread_mutex_unlock(&s->lock);
