@@ -19,7 +19,12 @@
  *   3. the symbol table, by binary search (name only, no file:line).
  *
  * Compressed debug sections are inflated here (libdeflate) before libdw
- * sees the file, and only those symbolization reads (inflate_debug_sections).
+ * sees the file, and only those symbolization reads (inflate_start ...
+ * inflate_finish), .debug_info on a second thread.
+ *
+ * A batch (symbolizer_resolve_batch) reads a cold object CU by CU in
+ * address order ("batches"); a large one on more threads, each with a
+ * reader of its own.
  *
  * Names from libdw and libelf point into the mapped file and live as long as
  * the symfile; demangled names are interned in the symfile's arena. A symfile
@@ -271,7 +276,7 @@ struct symfile {
 	char *path;		       /* the file open */
 	char *obj_build_id, *obj_path; /* the object it was opened for */
 	time_t recheck_at;	       /* provisional (no DWARF): look for a better file then */
-	struct inflated *inflated;     /* section bytes inflate_debug_sections made */
+	struct inflated *inflated;     /* section bytes inflate_finish made */
 	size_t ninflated;
 	struct cu_scratch scratch; /* for CU index builds */
 	struct cu_arange *aranges; /* address -> CU, sorted; see cu_lookup */
@@ -807,7 +812,7 @@ static bool large_file(Elf *elf)
 		    (strcmp(name, ".debug_info") != 0 && strcmp(name, ".debug_line") != 0 &&
 		     strcmp(name, ".debug_abbrev") != 0))
 			continue;
-		/* Inflated size, bounded as inflate_debug_sections bounds it. */
+		/* Inflated size, bounded as inflate_start bounds it. */
 		if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch))
 			bytes += ch.ch_size / 1032 <= sh.sh_size ? ch.ch_size : sh.sh_size;
 		else
@@ -828,7 +833,7 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 		kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
 		goto err;
 	}
-	/* Private: inflate_debug_sections rewrites section headers in place. */
+	/* Private: inflate_finish rewrites section headers in place. */
 	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
 	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
 		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
@@ -2064,7 +2069,8 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 	loc.partial = !f->dwarf;
 	for (size_t i = 0; i < n; i++) {
 		size_t slot;
-		uintptr_t v = rcache_get(&f->results, addrs[i], &slot);
+		/* (A file just opened has nothing cached.) */
+		uintptr_t v = f->results.n ? rcache_get(&f->results, addrs[i], &slot) : 0;
 
 		if (v) {
 			cached_answer(v, &loc);

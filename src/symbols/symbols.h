@@ -26,7 +26,8 @@
  *     Each object is opened once and kept with its symbol table and a result
  *     cache, so repeated addresses cost one hash lookup. Many addresses of
  *     one object at once (symbolizer_resolve_batch, the server's path) are
- *     read CU by CU in address order, which is several times cheaper cold.
+ *     read CU by CU in address order, which is several times cheaper cold,
+ *     and for a large batch on two threads (symbolizer_config).
  *
  * Where the debug file comes from is the debuginfo store's job (see
  * debuginfo.h): the symbolizer asks it for a path by build ID and falls back
