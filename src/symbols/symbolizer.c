@@ -297,6 +297,7 @@ struct symbolizer {
 	struct symfile *retired;
 	int recheck;
 	size_t batch_threads;
+	bool batch_threads_always;
 	bool libdw_only;
 	/* The file the last call used, by key: consecutive calls are mostly
 	 * for one object, and hashing its key was a tenth of a cold run on
@@ -2002,7 +2003,8 @@ static size_t batch_start_helpers(struct symbolizer *s, struct symfile *f, struc
 
 	if (want > BATCH_MAX_THREADS)
 		want = BATCH_MAX_THREADS;
-	if (want < 2 || n < BATCH_THREAD_MISSES || f->secs.size[KDW_INFO] < BATCH_THREAD_INFO)
+	if (want < 2 || (!s->batch_threads_always &&
+			 (n < BATCH_THREAD_MISSES || f->secs.size[KDW_INFO] < BATCH_THREAD_INFO)))
 		return 1;
 	if (!f->helpers && !(f->helpers = calloc(BATCH_MAX_THREADS - 1, sizeof(*f->helpers))))
 		return 1;
@@ -2150,6 +2152,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	s->recheck = config && config->recheck_seconds > 0 ? config->recheck_seconds : 10;
 	s->libdw_only = config && config->libdw_only;
 	s->batch_threads = config && config->batch_threads ? config->batch_threads : 2;
+	s->batch_threads_always = config && config->batch_threads_always;
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);

@@ -159,6 +159,9 @@ struct symbolizer_config {
 	 * included (symbolizer_resolve_batch): 0 means 2; 1 keeps every batch
 	 * on the calling thread; at most 8 are used. */
 	unsigned batch_threads;
+	/* Use those threads for batches of any size and object (else only
+	 * for large ones, where they pay): for tests. */
+	bool batch_threads_always;
 	/* Resolve DWARF with libdw alone, not Kiln's own reader (which is
 	 * faster and must agree with it): for tests and benchmarks. */
 	bool libdw_only;

@@ -253,8 +253,8 @@ static void batch_emit(void *ctx, size_t i, const struct symbols_location *loc)
 }
 
 /* symbolizer_resolve_batch over addrs[0..n) in a symbolizer (whose
- * batches may use threads) that first answered every third of them in a
- * batch of their own (so that the second batch meets cached answers, walks
+ * batches of any size take `threads` threads) that first answered every
+ * third of them in a batch of their own (so that the second batch meets cached answers, walks
  * units again for the rest, and its helper threads read with the readers
  * of the first); returns the number of answers that differ from libdw's
  * (ref). */
@@ -262,8 +262,8 @@ static size_t compare_batch(const char *path, struct symbolizer *ref,
 			    const struct symbols_object *ref_obj, const uint64_t *addrs, size_t n,
 			    unsigned threads)
 {
-	struct symbolizer *s =
-	    symbolizer_new(&(struct symbolizer_config){.batch_threads = threads});
+	struct symbolizer *s = symbolizer_new(
+	    &(struct symbolizer_config){.batch_threads = threads, .batch_threads_always = true});
 	struct symbols_object obj = {NULL, path};
 	uint64_t *third = malloc((n / 3 + 1) * sizeof(*third));
 	struct batch_check bc = {path, ref, ref_obj, third, 0, 0, 0, calloc(n + 1, 1)};

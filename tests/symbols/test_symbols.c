@@ -557,9 +557,11 @@ static void batch_keep(void *ctx, size_t i, const struct symbols_location *loc)
 /* symbolizer_resolve_batch: each address answered once, as
  * symbolizer_resolve answers it, whatever the order and repeats; an
  * object that cannot be found answers none. */
-static void test_batch_edges(void **state)
+/* The edges of a batch, in a symbolizer whose batches stay on one thread
+ * when small (config NULL) or always take helpers (threads). */
+static void batch_edges(const struct symbolizer_config *config)
 {
-	struct symbolizer *s = symbolizer_new(NULL), *one = symbolizer_new(NULL);
+	struct symbolizer *s = symbolizer_new(config), *one = symbolizer_new(NULL);
 	uint64_t f = nm_value("main_pie", "outer_function"), m = nm_value("main_pie", "main");
 	/* Descending, a repeat, an address in no function, main's. */
 	uint64_t addrs[] = {f + 9, f + 4, f + 9, 0x10, m, f};
@@ -567,7 +569,6 @@ static void test_batch_edges(void **state)
 	struct batch_got *g = calloc(1, sizeof(*g));
 	char p[256];
 
-	(void)state;
 	assert_non_null(g);
 	path_of(p, sizeof(p), "main_pie");
 	struct symbols_object obj = {NULL, p}, missing = {NULL, "/nonexistent/prog"};
@@ -599,6 +600,13 @@ static void test_batch_edges(void **state)
 	free(g);
 	symbolizer_free(s);
 	symbolizer_free(one);
+}
+
+static void test_batch_edges(void **state)
+{
+	(void)state;
+	batch_edges(NULL);
+	batch_edges(&(struct symbolizer_config){.batch_threads = 3, .batch_threads_always = true});
 }
 
 static void test_cpp_demangled(void **state)
