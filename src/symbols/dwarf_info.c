@@ -438,22 +438,33 @@ bad:
 static void cover_units(struct kdw *d);
 static int make_buckets(struct kdw *d);
 
-struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e)
+/* A reader of secs with nothing read yet, memory from arena (NULL: its
+ * own); NULL (e set) when out of memory. */
+static struct kdw *kdw_new(const struct kdw_sections *secs, struct arena *arena,
+			   struct kiln_error *e)
 {
 	struct kdw *d = calloc(1, sizeof(*d));
 
-	if (!d) {
+	if (d) {
+		d->s = *secs;
+		d->own_arena = !arena;
+		d->arena = arena ? arena : arena_new(256 * 1024);
+		d->abbrevs = htab_new(64);
+	}
+	if (!d || !d->arena || !d->abbrevs) {
 		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		kdw_close(d);
 		return NULL;
 	}
-	d->s = *secs;
-	d->own_arena = !arena;
-	d->arena = arena ? arena : arena_new(256 * 1024);
-	d->abbrevs = htab_new(64);
-	if (!d->arena || !d->abbrevs) {
-		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
-		goto err;
-	}
+	return d;
+}
+
+struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e)
+{
+	struct kdw *d = kdw_new(secs, arena, e);
+
+	if (!d)
+		return NULL;
 	if (read_units(d, e) < 0 || read_aranges(d) < 0)
 		goto err;
 	cover_units(d);
@@ -476,17 +487,15 @@ err:
 
 struct kdw *kdw_clone_units(const struct kdw *src, struct arena *arena, struct kiln_error *e)
 {
-	struct kdw *d = calloc(1, sizeof(*d));
+	struct kdw *d = kdw_new(&src->s, arena, e);
 
 	if (!d)
-		goto oom;
-	d->s = src->s;
-	d->own_arena = !arena;
-	d->arena = arena ? arena : arena_new(256 * 1024);
-	d->abbrevs = htab_new(64);
-	if (!d->arena || !d->abbrevs ||
-	    !(d->cus = arena_alloc(d->arena, (src->ncus ? src->ncus : 1) * sizeof(*d->cus))))
-		goto oom;
+		return NULL;
+	if (!(d->cus = arena_alloc(d->arena, (src->ncus ? src->ncus : 1) * sizeof(*d->cus)))) {
+		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		kdw_close(d);
+		return NULL;
+	}
 	/* The headers only: what src has read in a unit since is src's. */
 	for (size_t i = 0; i < src->ncus; i++) {
 		const struct kdw_cu *u = &src->cus[i];
@@ -501,12 +510,7 @@ struct kdw *kdw_clone_units(const struct kdw *src, struct arena *arena, struct k
 					    .supported = u->supported};
 	}
 	d->ncus = src->ncus;
-	d->aranges_bad = src->aranges_bad;
 	return d;
-oom:
-	kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
-	kdw_close(d);
-	return NULL;
 }
 
 void kdw_close(struct kdw *d)

@@ -1033,16 +1033,27 @@ struct cu_range {
 	int32_t node, depth;
 };
 
-/* One CU index build. The reader, arena (of the index, its nodes and
- * names) and display-name table are the symfile's, or a batch helper
+/* What CU indexes are built with: Kiln's reader, the arena the index, its
+ * nodes and their display names go to, the display-name table and the
+ * scratch arrays. The symfile's own (symfile_reader), or a batch helper
  * thread's (struct batch_helper). */
-struct cu_build {
-	struct symfile *f;
+struct cu_reader {
 	struct kdw *kdw;
 	struct arena *arena;
 	struct htab *names;
-	struct cu_index *idx;
 	struct cu_scratch *sc;
+};
+
+static struct cu_reader symfile_reader(struct symfile *f)
+{
+	return (struct cu_reader){f->kdw, f->arena, f->names, &f->scratch};
+}
+
+/* One CU index build. */
+struct cu_build {
+	struct symfile *f;
+	struct cu_reader r;
+	struct cu_index *idx;
 	Dwarf_Files *files;
 	struct kdw_lines *lines; /* the reader's */
 	size_t nnodes, nranges;
@@ -1052,8 +1063,7 @@ struct cu_build {
 /* A build with the symfile's own reader, arena and names. */
 static struct cu_build cu_build_of(struct symfile *f)
 {
-	return (struct cu_build){
-	    .f = f, .kdw = f->kdw, .arena = f->arena, .names = f->names, .sc = &f->scratch};
+	return (struct cu_build){.f = f, .r = symfile_reader(f)};
 }
 
 static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool inlined)
@@ -1063,11 +1073,11 @@ static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool
 	Dwarf_Attribute attr;
 	Dwarf_Word w;
 
-	if (!grow(&b->sc->nodes, &b->sc->cap_nodes, b->nnodes + 1, sizeof(*b->sc->nodes))) {
+	if (!grow(&b->r.sc->nodes, &b->r.sc->cap_nodes, b->nnodes + 1, sizeof(*b->r.sc->nodes))) {
 		b->oom = true;
 		return -1;
 	}
-	struct cu_node *node = &b->sc->nodes[b->nnodes];
+	struct cu_node *node = &b->r.sc->nodes[b->nnodes];
 	memset(node, 0, sizeof(*node));
 	die_names(b->f, die, &fr);
 	node->function = fr.function;
@@ -1089,11 +1099,12 @@ static void add_range(struct cu_build *b, uint64_t low, uint64_t high, int32_t n
 {
 	if (high <= low)
 		return;
-	if (!grow(&b->sc->ranges, &b->sc->cap_ranges, b->nranges + 1, sizeof(*b->sc->ranges))) {
+	if (!grow(&b->r.sc->ranges, &b->r.sc->cap_ranges, b->nranges + 1,
+		  sizeof(*b->r.sc->ranges))) {
 		b->oom = true;
 		return;
 	}
-	b->sc->ranges[b->nranges++] = (struct cu_range){low, high, node, depth};
+	b->r.sc->ranges[b->nranges++] = (struct cu_range){low, high, node, depth};
 }
 
 static void index_children(struct cu_build *b, Dwarf_Die *parent_die, int32_t parent, int depth)
@@ -1182,7 +1193,7 @@ static struct cu_event *sort_events(struct cu_event *ev, struct cu_event *tmp, s
  * copied with the nodes into the symfile's arena. */
 static int build_segments(struct cu_build *b)
 {
-	struct cu_scratch *sc = b->sc;
+	struct cu_scratch *sc = b->r.sc;
 	const struct cu_range *ranges = sc->ranges;
 	size_t nev = b->nranges * 2, nactive = 0, nsegs = 0;
 	struct cu_event *ev;
@@ -1232,11 +1243,11 @@ static int build_segments(struct cu_build *b)
 	/* The segments' low addresses as sorted keys with search levels
 	 * (dwarf_reader.h), the rest of each segment right after them. */
 	size_t words = kdw_keys_words(nsegs);
-	uint8_t *p = arena_alloc(b->arena, words * sizeof(uint64_t) +
-					       (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
+	uint8_t *p = arena_alloc(b->r.arena, words * sizeof(uint64_t) +
+						 (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
 	uint64_t *lows;
 
-	b->idx->nodes = arena_alloc(b->arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
+	b->idx->nodes = arena_alloc(b->r.arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!p || !b->idx->nodes)
 		return -ENOMEM;
 	lows = kdw_keys_at((uint64_t *)(p + ((64 - (uintptr_t)p % 64) % 64)), nsegs);
@@ -1289,21 +1300,21 @@ static int32_t fast_func(void *ctx, const struct kdw_func *fn, int32_t parent)
 	struct cu_build *b = ctx;
 	const char *raw = fn->linkage_name ? fn->linkage_name : fn->name;
 
-	if (!grow(&b->sc->nodes, &b->sc->cap_nodes, b->nnodes + 1, sizeof(*b->sc->nodes)))
+	if (!grow(&b->r.sc->nodes, &b->r.sc->cap_nodes, b->nnodes + 1, sizeof(*b->r.sc->nodes)))
 		return -1;
-	b->sc->nodes[b->nnodes] = (struct cu_node){
-	    .function = raw ? intern_name(b->names, b->arena, raw) : NULL,
+	b->r.sc->nodes[b->nnodes] = (struct cu_node){
+	    .function = raw ? intern_name(b->r.names, b->r.arena, raw) : NULL,
 	    .system_name = raw,
 	    .start_line = fn->decl_line,
 	    .parent = parent,
 	    .inlined = fn->inlined,
 	};
 	if (fn->inlined) {
-		struct cu_node *node = &b->sc->nodes[b->nnodes];
+		struct cu_node *node = &b->r.sc->nodes[b->nnodes];
 
 		if (fn->has_call_file && b->lines)
 			node->call_file =
-			    kdw_lines_file(b->lines, fn->call_file, kdw_arena(b->kdw));
+			    kdw_lines_file(b->lines, fn->call_file, kdw_arena(b->r.kdw));
 		if (fn->has_call_line)
 			node->call_line = (int64_t)fn->call_line;
 	}
@@ -1801,10 +1812,7 @@ static void batch_helpers_free(struct symfile *f)
 struct batch_worker {
 	struct batch *bt;
 	struct batch_helper *helper; /* NULL: the calling thread */
-	struct kdw *kdw;
-	struct arena *arena;
-	struct htab *names;
-	struct cu_scratch *sc;
+	struct cu_reader r;
 	uint64_t *want; /* one CU's addresses, ascending, each once */
 	int32_t *node, *depth;
 	struct kdw_row *rows; /* each one's line row, when found */
@@ -1823,8 +1831,7 @@ static struct cu_index *batch_cu(struct batch_worker *w, struct kdw_cu *kcu, uin
 {
 	const struct bmiss *m = w->bt->m;
 	struct bfound *res = w->bt->res;
-	struct cu_batch cb = {
-	    .b = {.f = w->bt->f, .kdw = w->kdw, .arena = w->arena, .names = w->names, .sc = w->sc}};
+	struct cu_batch cb = {.b = {.f = w->bt->f, .r = w->r}};
 	struct kdw_walk_ops ops = {.ctx = &cb, .func = fast_func, .range = batch_range};
 	struct kiln_error e = {0};
 	struct cu_index *idx;
@@ -1839,7 +1846,8 @@ static struct cu_index *batch_cu(struct batch_worker *w, struct kdw_cu *kcu, uin
 		}
 	/* Each address's line row from one run of the line program (and
 	 * the file names, which inlined calls' sites need during the walk). */
-	if (kdw_cu_lines_match(w->kdw, kcu, w->want, nw, w->rows, w->found, &cb.b.lines, &e) < 0) {
+	if (kdw_cu_lines_match(w->r.kdw, kcu, w->want, nw, w->rows, w->found, &cb.b.lines, &e) <
+	    0) {
 		if (e.code != -ENOENT)
 			return NULL;
 		cb.b.lines = NULL;
@@ -1850,25 +1858,25 @@ static struct cu_index *batch_cu(struct batch_worker *w, struct kdw_cu *kcu, uin
 	cb.nwant = ops.nwant = nw;
 	cb.node = w->node;
 	cb.depth = w->depth;
-	if (kdw_walk_cu(w->kdw, kcu, &ops, &e) < 0 || cb.b.oom)
+	if (kdw_walk_cu(w->r.kdw, kcu, &ops, &e) < 0 || cb.b.oom)
 		return NULL;
-	idx = cu_index_new(w->arena);
+	idx = cu_index_new(w->r.arena);
 	if (!idx)
 		return NULL;
 	idx->fast = true;
 	idx->nnodes = cb.b.nnodes;
-	idx->nodes = arena_alloc(w->arena, (cb.b.nnodes ? cb.b.nnodes : 1) * sizeof(*idx->nodes));
+	idx->nodes = arena_alloc(w->r.arena, (cb.b.nnodes ? cb.b.nnodes : 1) * sizeof(*idx->nodes));
 	if (!idx->nodes)
 		return NULL;
 	if (cb.b.nnodes)
-		memcpy(idx->nodes, w->sc->nodes, cb.b.nnodes * sizeof(*idx->nodes));
+		memcpy(idx->nodes, w->r.sc->nodes, cb.b.nnodes * sizeof(*idx->nodes));
 	w->reader_cus++;
 	for (uint32_t k = first; k != UINT32_MAX; k = m[k].next) {
 		if (m[k].addr != w->want[wi]) /* (the list is ascending) */
 			wi++;
 		res[k] = (struct bfound){.node = w->node[wi]};
 		if (w->found[wi]) {
-			res[k].file = kdw_lines_file(cb.b.lines, w->rows[wi].file, w->arena);
+			res[k].file = kdw_lines_file(cb.b.lines, w->rows[wi].file, w->r.arena);
 			if (!res[k].file)
 				res[k].file = no_file;
 			res[k].line = w->rows[wi].line;
@@ -1934,7 +1942,7 @@ static void batch_work(struct batch_worker *w)
 		size_t o = kdw_cu_ordinal(bt->f->kdw, bt->cus[c]);
 
 		bt->idx[c] =
-		    batch_cu(w, w->helper ? kdw_cu_at(w->kdw, o) : bt->cus[c], bt->head[o]);
+		    batch_cu(w, w->helper ? kdw_cu_at(w->r.kdw, o) : bt->cus[c], bt->head[o]);
 		if (!w->helper)
 			batch_answer(bt, c, bt->idx[c] != NULL);
 	}
@@ -1965,10 +1973,7 @@ static void *batch_thread(void *arg)
 		h->kdw = kdw_clone_units(bt->f->kdw, h->arena, &e);
 	if (!h->kdw)
 		return NULL; /* out of memory: the other threads take every CU */
-	w->kdw = h->kdw;
-	w->arena = h->arena;
-	w->names = h->names;
-	w->sc = &h->scratch;
+	w->r = (struct cu_reader){h->kdw, h->arena, h->names, &h->scratch};
 	for (unsigned i = 0; !atomic_load(&bt->listed); i++) {
 		if (i < BATCH_SPIN) {
 			__builtin_ia32_pause();
@@ -1983,7 +1988,7 @@ static void *batch_thread(void *arg)
 	return NULL;
 }
 
-/* Below how many addresses, or DIE bytes of the object, a batch stays on
+/* Below how many misses, or DIE bytes of the object, a batch stays on
  * one thread: its work must be long beside a helper's start (tens of
  * microseconds; in a VM at times milliseconds), the copy of the unit
  * table it makes on its first batch, and its spinning while the misses
@@ -1993,18 +1998,18 @@ static void *batch_thread(void *arg)
 #define BATCH_THREAD_MISSES 2048
 #define BATCH_THREAD_INFO   ((size_t)2 << 20)
 
-/* Starts the helper threads of a batch of n addresses of f (none when it is
- * small, or threads are not to be used); returns the threads the work
- * will take, this one included. */
+/* Starts the helper threads of a batch with nm misses in f (none when
+ * they are few, or threads are not to be used); returns the threads the
+ * work will take, this one included. */
 static size_t batch_start_helpers(struct symbolizer *s, struct symfile *f, struct batch *bt,
-				  struct batch_worker *w, size_t n)
+				  struct batch_worker *w, size_t nm)
 {
 	size_t want = s->batch_threads, t;
 
 	if (want > BATCH_MAX_THREADS)
 		want = BATCH_MAX_THREADS;
 	if (want < 2 || (!s->batch_threads_always &&
-			 (n < BATCH_THREAD_MISSES || f->secs.size[KDW_INFO] < BATCH_THREAD_INFO)))
+			 (nm < BATCH_THREAD_MISSES || f->secs.size[KDW_INFO] < BATCH_THREAD_INFO)))
 		return 1;
 	if (!f->helpers && !(f->helpers = calloc(BATCH_MAX_THREADS - 1, sizeof(*f->helpers))))
 		return 1;
@@ -2063,9 +2068,6 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 	atomic_init(&bt.next, 0);
 	pthread_mutex_init(&bt.lock, NULL);
 	pthread_cond_init(&bt.cond, NULL);
-	/* The helpers first: they make their readers meanwhile (and a thread
-	 * takes a while to start). */
-	nthreads = batch_start_helpers(s, f, &bt, w, n);
 	/* Cached answers first; the rest sorted by address. */
 	loc.stripped = !f->dwarf && !f->info.has_symtab;
 	loc.partial = !f->dwarf;
@@ -2081,6 +2083,9 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 			m[nm++] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
 		}
 	}
+	/* The helpers before the sort: they make their readers meanwhile (and
+	 * a thread takes a while to start). A warm batch starts none. */
+	nthreads = batch_start_helpers(s, f, &bt, w, nm);
 	sorted = sort_misses(m, tmp, nm);
 	/* Each reader CU's misses as a list in address order (pushed from
 	 * the highest address down); the others one by one. */
@@ -2110,8 +2115,7 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 	bt.head = head;
 	/* The work, on this thread and the helpers. */
 	batch_listed(&bt);
-	w[0] = (struct batch_worker){
-	    .bt = &bt, .kdw = f->kdw, .arena = f->arena, .names = f->names, .sc = &f->scratch};
+	w[0] = (struct batch_worker){.bt = &bt, .r = symfile_reader(f)};
 	batch_work(&w[0]);
 	for (size_t t = 0; t < nthreads; t++) {
 		if (w[t].started)
