@@ -97,8 +97,9 @@ struct kdw_abbrevs {
 
 struct kdw_arange {
 	uint64_t low, high;
-	struct kdw_cu *cu;
-	void *user; /* kdw_arange_user's */
+	struct kdw_cu *cu; /* NULL in a stream reader */
+	uint64_t unit;	   /* the unit's offset in .debug_info */
+	void *user;	   /* kdw_arange_user's */
 };
 
 struct kdw {
@@ -144,6 +145,9 @@ struct kdw {
 	bool rnglists_base_read;
 	uint64_t rnglists_default_base;
 	bool aranges_bad; /* .debug_aranges was malformed: dropped whole */
+	/* A stream reader (kdw_open_stream): no unit table; the units it was
+	 * asked for, by offset (key: the offset's 8 bytes). */
+	struct htab *stream_units;
 	/* func_names' chains by origin offset, for the walk of generation
 	 * origins_gen (an entry of another generation is empty). */
 	struct origin_entry *origins;
@@ -291,7 +295,8 @@ static int cu_cmp_off(const void *k, const void *e)
 /* The unit holding .debug_info offset off. */
 static struct kdw_cu *cu_containing(struct kdw *d, uint64_t off)
 {
-	return bsearch(&off, d->cus, d->ncus, sizeof(*d->cus), cu_cmp_off);
+	/* (A stream reader has no table.) */
+	return d->ncus ? bsearch(&off, d->cus, d->ncus, sizeof(*d->cus), cu_cmp_off) : NULL;
 }
 
 /* The number of units: a hop from length to length (the array is then
@@ -316,9 +321,67 @@ static size_t count_units(const struct kdw *d)
 	return n;
 }
 
-static int read_units(struct kdw *d, struct kiln_error *e)
+/* The header of the unit at off into *out, reading no byte of .debug_info
+ * at or past limit (at most its size): 1, 0 when the unit runs past limit
+ * but not past the section (a stream reader: not all there yet), or
+ * -EINVAL when there is no unit at off. */
+static int unit_header(const struct kdw *d, uint64_t off, size_t limit, struct kdw_cu *out,
+		       struct kiln_error *e)
 {
 	const uint8_t *sec = d->s.p[KDW_INFO];
+	size_t size = d->s.size[KDW_INFO];
+	struct kdw_cur c;
+	struct kdw_cu cu = {.offset = off};
+	uint64_t len = 0;
+	bool dwarf64 = false;
+
+	if (off >= limit) {
+		if (limit < size)
+			return 0;
+		return kiln_error_set(e, EINVAL, ".debug_info+0x%llx: no unit there",
+				      (unsigned long long)off);
+	}
+	c = (struct kdw_cur){sec + off, sec + limit, false};
+	len = kdw_fixed(&c, 4);
+	dwarf64 = len == 0xffffffff;
+	if (dwarf64)
+		len = kdw_fixed(&c, 8);
+	if (c.bad && limit < size)
+		return 0;
+	if (c.bad || len > (uint64_t)(sec + size - c.p) || (!dwarf64 && len >= 0xfffffff0))
+		return kiln_error_set(e, EINVAL,
+				      ".debug_info+0x%llx: unit length 0x%llx "
+				      "past the end of the section",
+				      (unsigned long long)off, (unsigned long long)len);
+	if (len > (uint64_t)(c.end - c.p))
+		return 0;
+	cu.end = (uint64_t)(c.p - sec) + len;
+	c.end = c.p + len;
+	cu.version = (uint16_t)kdw_fixed(&c, 2);
+	if (cu.version >= 5) {
+		cu.unit_type = kdw_u8(&c);
+		cu.addr_size = kdw_u8(&c);
+		cu.abbrev_offset = kdw_fixed(&c, dwarf64 ? 8 : 4);
+		if (cu.unit_type == DW_UT_skeleton || cu.unit_type == DW_UT_split_compile)
+			kdw_skip(&c, 8);
+		else if (cu.unit_type == DW_UT_type || cu.unit_type == DW_UT_split_type)
+			kdw_skip(&c, dwarf64 ? 16 : 12);
+	} else {
+		cu.unit_type = DW_UT_compile;
+		cu.abbrev_offset = kdw_fixed(&c, dwarf64 ? 8 : 4);
+		cu.addr_size = kdw_u8(&c);
+	}
+	cu.die_offset = (uint64_t)(c.p - sec);
+	cu.supported = !c.bad && !dwarf64 && cu.version >= 2 && cu.version <= 5 &&
+		       (cu.unit_type == DW_UT_compile || cu.unit_type == DW_UT_partial) &&
+		       (cu.addr_size == 4 || cu.addr_size == 8) &&
+		       cu.abbrev_offset < d->s.size[KDW_ABBREV];
+	*out = cu;
+	return 1;
+}
+
+static int read_units(struct kdw *d, struct kiln_error *e)
+{
 	size_t size = d->s.size[KDW_INFO], cap = count_units(d);
 	uint64_t off = 0;
 
@@ -326,40 +389,14 @@ static int read_units(struct kdw *d, struct kiln_error *e)
 	if (!d->cus)
 		return -ENOMEM;
 	while (off + 4 <= size) {
-		struct kdw_cur c = {sec + off, sec + size, false};
-		struct kdw_cu cu = {.offset = off};
-		uint64_t len = kdw_fixed(&c, 4);
-		bool dwarf64 = len == 0xffffffff;
+		struct kdw_cu cu;
+		int rc = unit_header(d, off, size, &cu, e);
 
-		if (dwarf64)
-			len = kdw_fixed(&c, 8);
-		if (c.bad || len > (uint64_t)(c.end - c.p) || (!dwarf64 && len >= 0xfffffff0) ||
-		    d->ncus == cap)
-			return kiln_error_set(e, EINVAL,
-					      ".debug_info+0x%llx: unit length 0x%llx "
-					      "past the end of the section",
-					      (unsigned long long)off, (unsigned long long)len);
-		cu.end = (uint64_t)(c.p - sec) + len;
-		c.end = c.p + len;
-		cu.version = (uint16_t)kdw_fixed(&c, 2);
-		if (cu.version >= 5) {
-			cu.unit_type = kdw_u8(&c);
-			cu.addr_size = kdw_u8(&c);
-			cu.abbrev_offset = kdw_fixed(&c, dwarf64 ? 8 : 4);
-			if (cu.unit_type == DW_UT_skeleton || cu.unit_type == DW_UT_split_compile)
-				kdw_skip(&c, 8);
-			else if (cu.unit_type == DW_UT_type || cu.unit_type == DW_UT_split_type)
-				kdw_skip(&c, dwarf64 ? 16 : 12);
-		} else {
-			cu.unit_type = DW_UT_compile;
-			cu.abbrev_offset = kdw_fixed(&c, dwarf64 ? 8 : 4);
-			cu.addr_size = kdw_u8(&c);
-		}
-		cu.die_offset = (uint64_t)(c.p - sec);
-		cu.supported = !c.bad && !dwarf64 && cu.version >= 2 && cu.version <= 5 &&
-			       (cu.unit_type == DW_UT_compile || cu.unit_type == DW_UT_partial) &&
-			       (cu.addr_size == 4 || cu.addr_size == 8) &&
-			       cu.abbrev_offset < d->s.size[KDW_ABBREV];
+		if (rc < 0)
+			return rc;
+		if (d->ncus == cap) /* (count_units stopped early: cannot be) */
+			return kiln_error_set(e, EINVAL, ".debug_info+0x%llx: unit past the count",
+					      (unsigned long long)off);
 		d->cus[d->ncus++] = cu;
 		off = cu.end;
 	}
@@ -397,8 +434,10 @@ static int read_aranges(struct kdw *d)
 		seg = kdw_u8(&c);
 		if (c.bad || (asz != 4 && asz != 8) || seg != 0)
 			goto bad;
-		cu = cu_containing(d, info_off);
-		if (!cu || cu->offset != info_off)
+		/* (A stream reader has no units to check it against: the
+		 * reader opened once .debug_info is whole does.) */
+		cu = d->stream_units ? NULL : cu_containing(d, info_off);
+		if (!d->stream_units && (!cu || cu->offset != info_off))
 			goto bad;
 		/* Tuples start at a multiple of twice the address size. */
 		kdw_skip(&c, (2 * asz - (uint64_t)(c.p - (sec + off)) % (2 * asz)) % (2 * asz));
@@ -420,7 +459,8 @@ static int read_aranges(struct kdw *d)
 				d->aranges = n;
 				cap = ncap;
 			}
-			d->aranges[d->naranges++] = (struct kdw_arange){a, a + l, cu, NULL};
+			d->aranges[d->naranges++] =
+			    (struct kdw_arange){a, a + l, cu, info_off, NULL};
 		}
 		off += 4 + len;
 	}
@@ -437,6 +477,7 @@ bad:
 
 static void cover_units(struct kdw *d);
 static int make_buckets(struct kdw *d);
+static size_t arange_for(const struct kdw *d, uint64_t addr);
 
 /* A reader of secs with nothing read yet, memory from arena (NULL: its
  * own); NULL (e set) when out of memory. */
@@ -459,6 +500,19 @@ static struct kdw *kdw_new(const struct kdw_sections *secs, struct arena *arena,
 	return d;
 }
 
+/* The search structures over d's address ranges, once they are all read. */
+static int index_aranges(struct kdw *d, struct kiln_error *e)
+{
+	d->arange_lows = malloc((d->naranges ? d->naranges : 1) * sizeof(*d->arange_lows));
+	if (!d->arange_lows)
+		return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	for (size_t i = 0; i < d->naranges; i++)
+		d->arange_lows[i] = d->aranges[i].low;
+	if (make_buckets(d) < 0)
+		return kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	return 0;
+}
+
 struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struct kiln_error *e)
 {
 	struct kdw *d = kdw_new(secs, arena, e);
@@ -468,21 +522,65 @@ struct kdw *kdw_open(const struct kdw_sections *secs, struct arena *arena, struc
 	if (read_units(d, e) < 0 || read_aranges(d) < 0)
 		goto err;
 	cover_units(d);
-	d->arange_lows = malloc((d->naranges ? d->naranges : 1) * sizeof(*d->arange_lows));
-	if (!d->arange_lows) {
-		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+	if (index_aranges(d, e) < 0)
 		goto err;
-	}
-	for (size_t i = 0; i < d->naranges; i++)
-		d->arange_lows[i] = d->aranges[i].low;
-	if (make_buckets(d) < 0) {
-		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
-		goto err;
-	}
 	return d;
 err:
 	kdw_close(d);
 	return NULL;
+}
+
+struct kdw *kdw_open_stream(const struct kdw_sections *secs, struct arena *arena,
+			    struct kiln_error *e)
+{
+	struct kdw *d = kdw_new(secs, arena, e);
+
+	if (!d)
+		return NULL;
+	if (!(d->stream_units = htab_new(256))) {
+		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		goto err;
+	}
+	if (read_aranges(d) < 0 || index_aranges(d, e) < 0)
+		goto err;
+	return d;
+err:
+	kdw_close(d);
+	return NULL;
+}
+
+uint64_t kdw_stream_unit_offset(const struct kdw *d, uint64_t addr)
+{
+	size_t i = arange_for(d, addr);
+
+	return i < d->naranges ? d->aranges[i].unit : UINT64_MAX;
+}
+
+struct kdw_cu *kdw_stream_unit(struct kdw *d, uint64_t off, size_t avail, struct kiln_error *e)
+{
+	struct kdw_cu cu, *kept;
+	uint64_t v;
+	int rc;
+
+	if (htab_get(d->stream_units, &off, sizeof(off), &v))
+		return (struct kdw_cu *)(uintptr_t)v;
+	if (avail > d->s.size[KDW_INFO])
+		avail = d->s.size[KDW_INFO];
+	rc = unit_header(d, off, avail, &cu, e);
+	if (rc <= 0)
+		return NULL;
+	if (!(kept = arena_alloc(d->arena, sizeof(*kept))) ||
+	    htab_put(d->stream_units, &off, sizeof(off), (uint64_t)(uintptr_t)kept) < 0) {
+		kiln_error_set(e, ENOMEM, "DWARF reader: out of memory");
+		return NULL;
+	}
+	*kept = cu;
+	return kept;
+}
+
+size_t kdw_naranges(const struct kdw *d)
+{
+	return d->naranges;
 }
 
 struct kdw *kdw_clone_units(const struct kdw *src, struct arena *arena, struct kiln_error *e)
@@ -520,6 +618,7 @@ void kdw_close(struct kdw *d)
 	if (d->own_arena)
 		arena_free(d->arena);
 	htab_free(d->abbrevs);
+	htab_free(d->stream_units);
 	free(d->scratch.by_code);
 	free(d->scratch.specs);
 	free(d->tmp.by_code);
@@ -2211,8 +2310,8 @@ static void cover_units(struct kdw *d)
 			if (!n)
 				goto out;
 			d->aranges = n;
-			d->aranges[d->naranges++] =
-			    (struct kdw_arange){d->ranges[k].low, d->ranges[k].high, cu, NULL};
+			d->aranges[d->naranges++] = (struct kdw_arange){
+			    d->ranges[k].low, d->ranges[k].high, cu, cu->offset, NULL};
 			added++;
 		}
 	}

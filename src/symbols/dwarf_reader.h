@@ -418,6 +418,32 @@ void kdw_close(struct kdw *d);
  * out-of-memory. */
 struct kdw *kdw_clone_units(const struct kdw *src, struct arena *arena, struct kiln_error *e);
 
+/* A stream reader: one that reads .debug_info while another thread is
+ * still inflating it, front to back (the section's bytes below an offset
+ * the caller knows to be written). It reads .debug_aranges at once and
+ * has no unit table: a unit is read when asked for by its offset, once all
+ * of it is there, and a reference into another unit is an error (the
+ * caller leaves that unit to a reader opened on the whole section). Its
+ * address ranges are .debug_aranges' alone, not checked against the units
+ * (kdw_open's reader does that): a caller keeping what it found must check
+ * that the whole reader maps the same addresses to the same units (same
+ * kdw_naranges, kdw_aranges_whole). NULL on out-of-memory. */
+struct kdw *kdw_open_stream(const struct kdw_sections *secs, struct arena *arena,
+			    struct kiln_error *e);
+
+/* The offset of the unit that .debug_aranges names for addr in a stream
+ * reader, or UINT64_MAX. */
+uint64_t kdw_stream_unit_offset(const struct kdw *d, uint64_t addr);
+
+/* A stream reader's unit at off, given that .debug_info's bytes below
+ * avail are there: NULL with e unset when not all of the unit is there
+ * yet; NULL with e set when there is no unit at off (or out of memory). */
+struct kdw_cu *kdw_stream_unit(struct kdw *d, uint64_t off, size_t avail, struct kiln_error *e);
+
+/* The number of address ranges (those .debug_aranges gave, and those
+ * kdw_open added for units it names none for). */
+size_t kdw_naranges(const struct kdw *d);
+
 /* The unit .debug_aranges names for addr (its DIE offset is the key), or
  * NULL when no arange covers it. */
 struct kdw_cu *kdw_cu_for_addr(struct kdw *d, uint64_t addr);

@@ -37,7 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
-#include <libdeflate.h>
+#include <isa-l/igzip_lib.h>
 #include <libelf.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -53,6 +53,7 @@
 #include "common/arena.h"
 #include "common/htab.h"
 #include "common/log.h"
+#include "common/worker.h"
 #include "symbols/debuginfo.h"
 #include "symbols/dwarf_reader.h"
 #include "symbols/symbols.h"
@@ -159,6 +160,14 @@ static void rcache_init_in(struct rcache *r, struct arena *arena)
 	r->cap = cap;
 	r->shift = 64u - (unsigned)__builtin_ctzll(cap);
 	r->map_size = 0;
+}
+
+/* Forgets every entry (the table stays). */
+static void rcache_clear(struct rcache *r)
+{
+	if (r->cap)
+		memset(r->used, 0, r->cap / 8);
+	r->n = 0;
 }
 
 static bool rcache_used(const struct rcache *r, size_t i)
@@ -284,10 +293,30 @@ struct symfile {
 	bool aranges_read;
 	struct kdw *kdw;	      /* Kiln's DWARF reader; NULL: libdw only */
 	size_t reader_cus, libdw_cus; /* CUs indexed by each */
+	size_t stream_cus;	      /* of reader_cus, by the stream reader */
 	struct kdw_sections secs;     /* the section bytes it reads */
 	struct batch_helper *helpers; /* [BATCH_MAX_THREADS - 1], made on first use */
+	struct batch_helper *early;   /* the stream reader's (stream_batch), or NULL */
 	bool large;		      /* large_file: the arena is in huge pages */
 };
+
+#define BATCH_MAX_THREADS 8 /* a batch's threads, the calling one included */
+
+/* Below how many misses, or DIE bytes of the object, a batch stays on
+ * one thread: its work must be long beside a helper's start (tens of
+ * microseconds; in a VM at times milliseconds), the copy of the unit
+ * table it makes on its first batch, and its spinning while the misses
+ * are listed. (kiln's own binary, 0.8 MB of DIEs: a cold pass of 20k
+ * addresses was 6 ms, and a helper made it no faster and took a third more
+ * CPU; libc's debug file, 5.8 MB: 30 -> 25 ms.) */
+#define BATCH_THREAD_MISSES 2048
+#define BATCH_THREAD_INFO   ((size_t)2 << 20)
+
+/* How long the thread that inflated a file for a large batch spins, once
+ * done, for that batch's work: the rest of the open and the listing of the
+ * misses take 2-3 ms (libc's debug file); a thread left to sleep was 0.1-4
+ * ms late to start again (see struct worker). */
+#define INFLATE_SPIN_US 10000
 
 struct symbolizer {
 	pthread_mutex_t lock;
@@ -298,7 +327,11 @@ struct symbolizer {
 	int recheck;
 	size_t batch_threads;
 	bool batch_threads_always;
+	bool stream_whole;
 	bool libdw_only;
+	/* The threads a batch (and the open before it) shares its work with,
+	 * started on first use; workers[0] inflates as well. */
+	struct worker *workers[BATCH_MAX_THREADS - 1];
 	/* The file the last call used, by key: consecutive calls are mostly
 	 * for one object, and hashing its key was a tenth of a cold run on
 	 * an uncompressed binary. last_len 0: none. */
@@ -309,6 +342,21 @@ struct symbolizer {
 
 static void cu_scratch_free(struct cu_scratch *sc);
 static void batch_helpers_free(struct symfile *f);
+
+/* Worker i of s, started on first use; NULL when no thread can be had. */
+static struct worker *symbolizer_worker(struct symbolizer *s, size_t i)
+{
+	if (!s->workers[i])
+		s->workers[i] = worker_new();
+	return s->workers[i];
+}
+
+/* Whether a batch of n addresses not cached yet is for more than one
+ * thread (given an object with BATCH_THREAD_INFO bytes of DIEs). */
+static bool batch_wants_helpers(const struct symbolizer *s, size_t n)
+{
+	return s->batch_threads >= 2 && (s->batch_threads_always || n >= BATCH_THREAD_MISSES);
+}
 
 static void symfile_free(struct symfile *f)
 {
@@ -562,15 +610,22 @@ struct inflate_job {
 	size_t out_size;
 	size_t align;
 	bool carved; /* out is in the shared region, not a mapping of its own */
-	bool ok;     /* set by whichever thread inflated it */
+	bool info;   /* .debug_info's */
+	bool ok;     /* set by whichever thread inflated it, before finished */
+	/* Published as the inflating goes (a stream reader follows it): the
+	 * bytes of out written so far, and whether the job is over. */
+	atomic_size_t avail;
+	atomic_bool finished;
 };
 
 struct inflating {
 	struct inflate_job *jobs;
 	size_t njobs;
-	atomic_size_t next; /* the next job to take */
-	pthread_t thread;
-	bool threaded;
+	atomic_size_t next;    /* the next job to take */
+	struct worker *thread; /* the second thread's; NULL: none */
+	/* .debug_info's job when the second thread inflates it (first):
+	 * the batch opening the file may read it as it comes (stream_batch). */
+	struct inflate_job *info;
 };
 
 /* Faults in the pages of p[0 .. n) at once. */
@@ -582,10 +637,43 @@ static void populate_range(void *p, size_t n)
 	madvise((void *)lo, hi - lo, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
 }
 
-static void inflate_one(struct libdeflate_decompressor *z, struct inflate_job *j)
-{
-	size_t got = 0;
+/* Output published per step of a job (j->avail): small enough for a
+ * reader to follow closely, large enough that the steps cost nothing
+ * (ISA-L's igzip inflates in 256 KiB steps as fast as in one, and as
+ * fast as libdeflate on whole buffers: 10.5 ms for libc's .debug_info). */
+#define INFLATE_STEP ((size_t)256 << 10)
 
+/* Inflates j's zlib stream (its Adler-32 checked) step by step; true when
+ * it made exactly j->out_size bytes. */
+static bool inflate_steps(struct inflate_state *st, struct inflate_job *j)
+{
+	size_t done = 0;
+
+	if (j->src_size > UINT32_MAX)
+		return false;
+	isal_inflate_init(st);
+	st->crc_flag = ISAL_ZLIB;
+	st->next_in = (uint8_t *)(uintptr_t)j->src;
+	st->avail_in = (uint32_t)j->src_size;
+	for (;;) {
+		size_t step = j->out_size - done < INFLATE_STEP ? j->out_size - done : INFLATE_STEP;
+		uint32_t in_before = st->avail_in;
+
+		st->next_out = j->out + done;
+		st->avail_out = (uint32_t)step;
+		if (isal_inflate(st) != ISAL_DECOMP_OK)
+			return false;
+		done += step - st->avail_out;
+		atomic_store_explicit(&j->avail, done, memory_order_release);
+		if (st->block_state == ISAL_BLOCK_FINISH)
+			return done == j->out_size;
+		if (st->avail_out == step && st->avail_in == in_before)
+			return false; /* no progress: the input ends, or out is full */
+	}
+}
+
+static void inflate_one(struct inflate_state *st, struct inflate_job *j)
+{
 	/* The shared region is populated job by job, each by the thread
 	 * inflating it: populating it whole before the second thread
 	 * started was a millisecond on its way, and at times (the kernel
@@ -593,32 +681,30 @@ static void inflate_one(struct libdeflate_decompressor *z, struct inflate_job *j
 	if (j->out && j->carved && j->out_size)
 		populate_range(j->out, j->out_size);
 	if (j->out)
-		j->ok = libdeflate_zlib_decompress(z, j->src, j->src_size, j->out, j->out_size,
-						   &got) == LIBDEFLATE_SUCCESS &&
-			got == j->out_size;
+		j->ok = inflate_steps(st, j);
+	atomic_store_explicit(&j->finished, true, memory_order_release);
 }
 
 /* Takes jobs until none is left; first (the largest job) too when set. */
 static void inflate_jobs(struct inflating *in, bool first)
 {
-	struct libdeflate_decompressor *z = libdeflate_alloc_decompressor();
+	struct inflate_state *st = malloc(sizeof(*st));
 	size_t i;
 
-	if (z && first && in->njobs)
-		inflate_one(z, &in->jobs[0]);
-	while (z && (i = atomic_fetch_add(&in->next, 1)) < in->njobs)
-		inflate_one(z, &in->jobs[i]);
-	libdeflate_free_decompressor(z);
+	if (st && first && in->njobs)
+		inflate_one(st, &in->jobs[0]);
+	while (st && (i = atomic_fetch_add(&in->next, 1)) < in->njobs)
+		inflate_one(st, &in->jobs[i]);
+	free(st);
 }
 
 /* The second thread: the largest job, which the first thread never takes
  * (a thread is slow to start: taking jobs only from the counter, it was
  * often too late for that one, and the two ran one after the other), then
  * whatever is left. */
-static void *inflate_thread(void *arg)
+static void inflate_thread(void *arg)
 {
 	inflate_jobs(arg, true);
-	return NULL;
 }
 
 static int job_larger_first(const void *a, const void *b)
@@ -629,8 +715,11 @@ static int job_larger_first(const void *a, const void *b)
 }
 
 /* Finds the compressed debug sections, makes room for the needed ones and
- * starts inflating them on a second thread when there is enough to do. */
-static void inflate_start(struct symfile *f, struct inflating *in)
+ * starts inflating them on the second thread (when there is one, and
+ * enough to do, or always when forced), which then spins for spin_us for
+ * what follows. */
+static void inflate_start(struct symfile *f, struct inflating *in, struct worker *thread,
+			  unsigned spin_us, bool force)
 {
 	size_t shstrndx, nsecs, region_size = 0, region_used = 0, src_bytes = 0;
 	uint8_t *region = NULL;
@@ -680,7 +769,8 @@ static void inflate_start(struct symfile *f, struct inflating *in)
 		*j = (struct inflate_job){.scn = scn,
 					  .src = (const uint8_t *)d->d_buf + hdr,
 					  .src_size = d->d_size - hdr,
-					  .align = ch.ch_addralign ? ch.ch_addralign : 1};
+					  .align = ch.ch_addralign ? ch.ch_addralign : 1,
+					  .info = strcmp(name, ".debug_info") == 0};
 		if (debug_section_needed(name)) {
 			struct inflated *v = realloc(f->inflated, (f->ninflated + 1) * sizeof(*v));
 
@@ -701,19 +791,28 @@ static void inflate_start(struct symfile *f, struct inflating *in)
 	}
 	qsort(in->jobs, in->njobs, sizeof(*in->jobs), job_larger_first);
 	atomic_init(&in->next, 1);
-	in->threaded = src_bytes >= INFLATE_THREAD_BYTES && in->njobs > 1 &&
-		       pthread_create(&in->thread, NULL, inflate_thread, in) == 0;
-	if (!in->threaded)
+	for (size_t i = 0; i < in->njobs; i++) {
+		atomic_init(&in->jobs[i].avail, 0);
+		atomic_init(&in->jobs[i].finished, false);
+	}
+	if (thread && in->njobs > 0 &&
+	    (force || (src_bytes >= INFLATE_THREAD_BYTES && in->njobs > 1))) {
+		in->thread = thread;
+		if (in->jobs[0].info && in->jobs[0].out)
+			in->info = &in->jobs[0];
+		worker_run(thread, inflate_thread, in, spin_us);
+	} else {
 		atomic_store(&in->next, 0);
+	}
 }
 
-/* Inflates what the second thread has not taken, waits for it, and hands
- * the sections inflated to libelf (and so to libdw and the reader). */
+/* Waits for the second thread (the caller took its share of the jobs:
+ * inflate_jobs), and hands the sections inflated to libelf (and so to
+ * libdw and the reader). */
 static void inflate_finish(struct symfile *f, struct inflating *in)
 {
-	inflate_jobs(in, false);
-	if (in->threaded)
-		pthread_join(in->thread, NULL);
+	if (in->thread)
+		worker_wait(in->thread);
 	for (size_t i = 0; i < in->njobs; i++) {
 		struct inflate_job *j = &in->jobs[i];
 		Elf_Data *d = elf_getdata(j->scn, NULL);
@@ -745,16 +844,20 @@ static void inflate_finish(struct symfile *f, struct inflating *in)
 /* Opens Kiln's DWARF reader on the (inflated) debug sections. Left to libdw
  * alone: relocatable objects (their DWARF needs relocations applied),
  * big-endian files, sections still compressed (zstd, or inflation failed). */
-static void open_reader(struct symfile *f)
+/* The sections Kiln's reader reads, into secs: as libelf has them (in
+ * NULL: after inflate_finish), or while in's jobs still run, from their
+ * outputs (of which only .debug_info's may be unfinished: its reader
+ * follows it). False when the reader cannot read the file. */
+static bool reader_sections(struct symfile *f, struct inflating *in, struct kdw_sections *secs)
 {
 	GElf_Ehdr eh;
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
-	struct kiln_error e = {0};
 
+	memset(secs, 0, sizeof(*secs));
 	if (!gelf_getehdr(f->elf, &eh) || eh.e_type == ET_REL ||
 	    eh.e_ident[EI_DATA] != ELFDATA2LSB || elf_getshdrstrndx(f->elf, &shstrndx) != 0)
-		return;
+		return false;
 	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
 		GElf_Shdr sh;
 		const char *name;
@@ -765,18 +868,38 @@ static void open_reader(struct symfile *f)
 		    strncmp(name, ".debug_", 7) != 0)
 			continue;
 		for (int i = 0; i < KDW_NSECS; i++) {
+			struct inflate_job *j = NULL;
+
 			if (strcmp(name, kdw_sec_names[i]) != 0)
 				continue;
+			for (size_t k = 0; in && k < in->njobs && !j; k++)
+				j = in->jobs[k].scn == scn ? &in->jobs[k] : NULL;
+			if (j) {
+				if (!j->out)
+					continue; /* not needed: made empty */
+				if (j != in->info && !(atomic_load(&j->finished) && j->ok))
+					return false;
+				secs->p[i] = j->out;
+				secs->size[i] = j->out_size;
+				continue;
+			}
 			if (sh.sh_flags & SHF_COMPRESSED)
-				return;
+				return false;
 			d = elf_getdata(scn, NULL);
 			if (d && d->d_buf && d->d_size) {
-				f->secs.p[i] = d->d_buf;
-				f->secs.size[i] = d->d_size;
+				secs->p[i] = d->d_buf;
+				secs->size[i] = d->d_size;
 			}
 		}
 	}
-	if (!f->secs.size[KDW_INFO] || !f->secs.size[KDW_ABBREV])
+	return secs->size[KDW_INFO] && secs->size[KDW_ABBREV];
+}
+
+static void open_reader(struct symfile *f)
+{
+	struct kiln_error e = {0};
+
+	if (!reader_sections(f, NULL, &f->secs))
 		return;
 	f->kdw = kdw_open(&f->secs, f->arena, &e);
 	if (!f->kdw)
@@ -822,9 +945,18 @@ static bool large_file(Elf *elf)
 	return bytes >= LARGE_FILE;
 }
 
-static struct symfile *symfile_open(const char *path, bool reader, struct kiln_error *e)
+struct stream_batch;
+static struct stream_batch *stream_batch_run(struct symbolizer *s, struct symfile *f,
+					     struct inflating *in, const uint64_t *addrs, size_t n);
+static void stream_batch_end(struct symfile *f, struct stream_batch *sb);
+
+/* Opens path for s, for the batch addrs[0 .. n) (NULL: for one address),
+ * which it starts answering while .debug_info inflates. */
+static struct symfile *symfile_open(struct symbolizer *s, const char *path, const uint64_t *addrs,
+				    size_t n, struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
+	struct stream_batch *sb;
 	struct inflating in;
 
 	if (!f)
@@ -856,18 +988,22 @@ static struct symfile *symfile_open(const char *path, bool reader, struct kiln_e
 	}
 	/* The symbol table and program headers are read while the second
 	 * thread inflates (inflate_start). */
-	inflate_start(f, &in);
+	inflate_start(f, &in, symbolizer_worker(s, 0),
+		      addrs && batch_wants_helpers(s, n) ? INFLATE_SPIN_US : 0, s->stream_whole);
 	if (elfinfo_read_file(path, &f->info, e) < 0 || load_symbols(f) < 0) {
 		if (!e || !e->code)
 			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
 		inflate_finish(f, &in);
 		goto err;
 	}
+	inflate_jobs(&in, false);
+	sb = s->libdw_only ? NULL : stream_batch_run(s, f, &in, addrs, n);
 	inflate_finish(f, &in);
 	/* No DWARF is fine: the symbol table still names functions. */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
-	if (f->dwarf && reader)
+	if (f->dwarf && !s->libdw_only)
 		open_reader(f);
+	stream_batch_end(f, sb);
 	return f;
 err:
 	symfile_free(f);
@@ -1792,19 +1928,22 @@ struct batch_helper {
 	struct cu_scratch scratch;
 };
 
-#define BATCH_MAX_THREADS 8 /* a batch's threads, the calling one included */
+static void batch_helper_free(struct batch_helper *h)
+{
+	kdw_close(h->kdw);
+	cu_scratch_free(&h->scratch);
+	htab_free(h->names);
+	arena_free(h->arena);
+}
 
 static void batch_helpers_free(struct symfile *f)
 {
-	for (size_t i = 0; f->helpers && i < BATCH_MAX_THREADS - 1; i++) {
-		struct batch_helper *h = &f->helpers[i];
-
-		kdw_close(h->kdw);
-		cu_scratch_free(&h->scratch);
-		htab_free(h->names);
-		arena_free(h->arena);
-	}
+	for (size_t i = 0; f->helpers && i < BATCH_MAX_THREADS - 1; i++)
+		batch_helper_free(&f->helpers[i]);
 	free(f->helpers);
+	if (f->early)
+		batch_helper_free(f->early);
+	free(f->early);
 }
 
 /* One thread's share: its reader, arena, names and scratch (the symfile's,
@@ -1818,8 +1957,7 @@ struct batch_worker {
 	struct kdw_row *rows; /* each one's line row, when found */
 	bool *found;
 	size_t reader_cus;
-	pthread_t thread;
-	bool started;
+	struct worker *thread; /* a helper's, while it works */
 };
 
 /* The work for the misses of one listed CU of w's reader (the list from
@@ -1894,33 +2032,59 @@ static void batch_worker_free(struct batch_worker *w)
 	free(w->found);
 }
 
+/* Answers (and caches) the misses of the list from m[first], which the
+ * work on their CU found in idx; emits them when bt has an emit. On the
+ * calling thread only. */
+static void answer_found(struct batch *bt, uint32_t first, const struct cu_index *idx)
+{
+	const struct bmiss *m = bt->m;
+	struct symbols_location loc;
+
+	for (uint32_t k = first; k != UINT32_MAX; k = m[k].next) {
+		struct cached_ref ref = {0};
+		const struct bfound *r = &bt->res[k];
+		size_t nf;
+
+		loc.stripped = loc.partial = false; /* (f has DWARF) */
+		nf = dwarf_frames(bt->f, idx, r->node, r->file != NULL,
+				  r->file == no_file ? NULL : r->file, r->line, m[k].addr,
+				  loc.frames, &ref);
+		answer(bt->s, bt->f, m[k].addr, nf, &ref, &loc, SIZE_MAX);
+		if (bt->emit)
+			bt->emit(bt->ctx, m[k].i, &loc);
+	}
+}
+
 /* Answers and emits the misses of listed CU c, from its work when done,
  * else address by address. On the calling thread only. */
 static void batch_answer(struct batch *bt, size_t c, bool done)
 {
 	struct symfile *f = bt->f;
 	const struct bmiss *m = bt->m;
+	uint32_t first = bt->head[kdw_cu_ordinal(f->kdw, bt->cus[c])];
 	struct symbols_location loc;
 
-	for (uint32_t k = bt->head[kdw_cu_ordinal(f->kdw, bt->cus[c])]; k != UINT32_MAX;
-	     k = m[k].next) {
-		struct cached_ref ref = {0};
-		const struct bfound *r = &bt->res[k];
-		size_t nf;
-
-		if (!done) {
-			symfile_resolve(bt->s, f, m[k].addr, &loc);
-			bt->emit(bt->ctx, m[k].i, &loc);
-			continue;
-		}
-		loc.stripped = loc.partial = false; /* (f has DWARF) */
-		nf = dwarf_frames(f, bt->idx[c], r->node, r->file != NULL,
-				  r->file == no_file ? NULL : r->file, r->line, m[k].addr,
-				  loc.frames, &ref);
-		answer(bt->s, f, m[k].addr, nf, &ref, &loc, SIZE_MAX);
+	if (done)
+		answer_found(bt, first, bt->idx[c]);
+	for (uint32_t k = first; !done && k != UINT32_MAX; k = m[k].next) {
+		symfile_resolve(bt->s, f, m[k].addr, &loc);
 		bt->emit(bt->ctx, m[k].i, &loc);
 	}
 	bt->answered[c] = true;
+}
+
+/* w's arrays for the misses of one CU (at most bt->longest); false when
+ * out of memory. */
+static bool batch_worker_arrays(struct batch_worker *w)
+{
+	size_t n = w->bt->longest ? w->bt->longest : 1;
+
+	w->want = malloc(n * sizeof(*w->want));
+	w->node = malloc(n * sizeof(*w->node));
+	w->depth = malloc(n * sizeof(*w->depth));
+	w->rows = malloc(n * sizeof(*w->rows));
+	w->found = malloc(n * sizeof(*w->found));
+	return w->want && w->node && w->depth && w->rows && w->found;
 }
 
 /* Takes listed CUs until none is left (none when its arrays cannot be
@@ -1929,14 +2093,9 @@ static void batch_answer(struct batch *bt, size_t c, bool done)
 static void batch_work(struct batch_worker *w)
 {
 	struct batch *bt = w->bt;
-	size_t n = bt->longest ? bt->longest : 1, c;
+	size_t c;
 
-	w->want = malloc(n * sizeof(*w->want));
-	w->node = malloc(n * sizeof(*w->node));
-	w->depth = malloc(n * sizeof(*w->depth));
-	w->rows = malloc(n * sizeof(*w->rows));
-	w->found = malloc(n * sizeof(*w->found));
-	if (!w->want || !w->node || !w->depth || !w->rows || !w->found)
+	if (!batch_worker_arrays(w))
 		return;
 	while ((c = atomic_fetch_add(&bt->next, 1)) < bt->nlisted) {
 		size_t o = kdw_cu_ordinal(bt->f->kdw, bt->cus[c]);
@@ -1958,7 +2117,7 @@ static void batch_work(struct batch_worker *w)
  * symfile reader's unit table, read while the calling thread lists the
  * misses: it reads only unit headers, which nothing writes after the
  * open), waits for the list, works. */
-static void *batch_thread(void *arg)
+static void batch_thread(void *arg)
 {
 	struct batch_worker *w = arg;
 	struct batch *bt = w->bt;
@@ -1972,11 +2131,11 @@ static void *batch_thread(void *arg)
 	if (!h->kdw && h->arena && h->names)
 		h->kdw = kdw_clone_units(bt->f->kdw, h->arena, &e);
 	if (!h->kdw)
-		return NULL; /* out of memory: the other threads take every CU */
+		return; /* out of memory: the other threads take every CU */
 	w->r = (struct cu_reader){h->kdw, h->arena, h->names, &h->scratch};
 	for (unsigned i = 0; !atomic_load(&bt->listed); i++) {
 		if (i < BATCH_SPIN) {
-			__builtin_ia32_pause();
+			worker_pause();
 			continue;
 		}
 		pthread_mutex_lock(&bt->lock);
@@ -1985,18 +2144,7 @@ static void *batch_thread(void *arg)
 		pthread_mutex_unlock(&bt->lock);
 	}
 	batch_work(w);
-	return NULL;
 }
-
-/* Below how many misses, or DIE bytes of the object, a batch stays on
- * one thread: its work must be long beside a helper's start (tens of
- * microseconds; in a VM at times milliseconds), the copy of the unit
- * table it makes on its first batch, and its spinning while the misses
- * are listed. (kiln's own binary, 0.8 MB of DIEs: a cold pass of 20k
- * addresses was 6 ms, and a helper made it no faster and took a third more
- * CPU; libc's debug file, 5.8 MB: 30 -> 25 ms.) */
-#define BATCH_THREAD_MISSES 2048
-#define BATCH_THREAD_INFO   ((size_t)2 << 20)
 
 /* Starts the helper threads of a batch with nm misses in f (none when
  * they are few, or threads are not to be used); returns the threads the
@@ -2008,17 +2156,17 @@ static size_t batch_start_helpers(struct symbolizer *s, struct symfile *f, struc
 
 	if (want > BATCH_MAX_THREADS)
 		want = BATCH_MAX_THREADS;
-	if (want < 2 || (!s->batch_threads_always &&
-			 (nm < BATCH_THREAD_MISSES || f->secs.size[KDW_INFO] < BATCH_THREAD_INFO)))
+	if (!batch_wants_helpers(s, nm) ||
+	    (!s->batch_threads_always && f->secs.size[KDW_INFO] < BATCH_THREAD_INFO))
 		return 1;
 	if (!f->helpers && !(f->helpers = calloc(BATCH_MAX_THREADS - 1, sizeof(*f->helpers))))
 		return 1;
 	for (t = 1; t < want; t++) {
 		w[t].bt = bt;
 		w[t].helper = &f->helpers[t - 1];
-		if (pthread_create(&w[t].thread, NULL, batch_thread, &w[t]) != 0)
+		if (!(w[t].thread = symbolizer_worker(s, t - 1)))
 			break;
-		w[t].started = true;
+		worker_run(w[t].thread, batch_thread, &w[t], 0);
 	}
 	return t;
 }
@@ -2030,6 +2178,195 @@ static void batch_listed(struct batch *bt)
 	atomic_store(&bt->listed, true);
 	pthread_cond_broadcast(&bt->cond);
 	pthread_mutex_unlock(&bt->lock);
+}
+
+/* --- the batch that opens a file ------------------------------------------
+ *
+ * A compressed file's .debug_info inflates on the second thread for 10 ms
+ * and more (libc's debug file: 5.8 MB), and for most of that time the
+ * calling thread, done with the smaller sections and the symbol table,
+ * waited: no unit was read before the whole section was. The batch that
+ * opens the file now reads units as they arrive: a stream reader
+ * (kdw_open_stream: .debug_aranges at once, a unit once all of its bytes
+ * are there) takes the batch's addresses unit by unit in .debug_info
+ * order, behind the inflating, answering them into the result cache until
+ * the section is whole. The batch then finds those answers cached and
+ * shares the rest among its threads as before.
+ *
+ * The answers stay only when the reader opened on the whole section maps
+ * those addresses to the same units (stream_batch_end): it checks
+ * .debug_aranges against the units, and it adds ranges for units that
+ * .debug_aranges leaves out, which could take an address from another
+ * unit. A unit referring into another one (DW_FORM_ref_addr) fails in the
+ * stream reader and is left to the batch. */
+
+struct stream_batch {
+	struct batch bt;	   /* m: the addresses sorted; res: what was found */
+	struct bmiss *m, *spare;   /* (bt.m and bt.res are these two) */
+	struct bmiss *units, *tmp; /* per address with a unit: unit offset, index in m */
+	uint64_t *done_unit;	   /* the units answered, */
+	uint32_t *done_first;	   /* and the first of their misses in bt.m */
+	size_t ndone;
+};
+
+static void stream_batch_free(struct stream_batch *sb)
+{
+	if (!sb)
+		return;
+	free(sb->m);
+	free(sb->spare);
+	free(sb->units);
+	free(sb->tmp);
+	free(sb->done_unit);
+	free(sb->done_first);
+	free(sb);
+}
+
+/* Waits for unit off of the stream reader d while info inflates: NULL when
+ * the section is whole first (the batch takes the rest; unless whole is
+ * set: then only when it failed), or there is no unit at off. */
+static struct kdw_cu *stream_unit_wait(struct kdw *d, struct inflate_job *info, uint64_t off,
+				       bool whole)
+{
+	for (;;) {
+		bool over = atomic_load_explicit(&info->finished, memory_order_acquire);
+		struct kiln_error e = {0};
+		struct kdw_cu *cu;
+
+		if (over && (!whole || !info->ok))
+			return NULL;
+		cu = kdw_stream_unit(d, off,
+				     atomic_load_explicit(&info->avail, memory_order_acquire), &e);
+		if (cu || e.code)
+			return cu;
+		worker_pause();
+	}
+}
+
+/* Runs the batch of addrs[0 .. n) that opens f, while the other thread
+ * inflates in's .debug_info (see above); returns what it answered (NULL:
+ * nothing), for stream_batch_end. */
+static struct stream_batch *stream_batch_run(struct symbolizer *s, struct symfile *f,
+					     struct inflating *in, const uint64_t *addrs, size_t n)
+{
+	struct stream_batch *sb;
+	struct inflate_job *info = in->info;
+	struct batch_worker w;
+	struct batch_helper *h;
+	struct kdw_sections secs;
+	struct kiln_error e = {0};
+	size_t nu = 0, nruns = 0;
+	const struct bmiss *units;
+	struct bmiss *sorted;
+
+	memset(&w, 0, sizeof(w));
+	if (!info || !addrs || n < 2 || n >= UINT32_MAX ||
+	    (!s->stream_whole && (n < BATCH_THREAD_MISSES || atomic_load(&info->finished))))
+		return NULL;
+	/* The other sections are whole: this thread inflated them, unless
+	 * the second one, done with .debug_info, took some. */
+	for (size_t i = 0; i < in->njobs; i++)
+		while (!atomic_load_explicit(&in->jobs[i].finished, memory_order_acquire) &&
+		       &in->jobs[i] != info)
+			worker_pause();
+	if (!reader_sections(f, in, &secs) || !(f->early = calloc(1, sizeof(*f->early))))
+		return NULL;
+	h = f->early;
+	h->arena = f->large ? arena_new_huge() : arena_new(256 * 1024);
+	h->names = htab_new(64);
+	if (!h->arena || !h->names || !(h->kdw = kdw_open_stream(&secs, h->arena, &e)) ||
+	    !(sb = calloc(1, sizeof(*sb))))
+		return NULL;
+	sb->m = malloc(n * sizeof(*sb->m));
+	sb->spare = malloc(n * sizeof(*sb->spare));
+	sb->units = malloc(n * sizeof(*sb->units));
+	sb->tmp = malloc(n * sizeof(*sb->tmp));
+	if (!sb->m || !sb->spare || !sb->units || !sb->tmp)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		sb->m[i] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
+	sorted = sort_misses(sb->m, sb->spare, n);
+	/* By unit offset, each unit's in address order (the sort is
+	 * stable), each unit's misses chained. */
+	for (size_t j = 0; j < n; j++) {
+		uint64_t u = kdw_stream_unit_offset(h->kdw, sorted[j].addr);
+
+		if (u != UINT64_MAX)
+			sb->units[nu++] = (struct bmiss){u, (uint32_t)j, UINT32_MAX};
+	}
+	units = sort_misses(sb->units, sb->tmp, nu);
+	for (size_t a = 0, run = 0; a < nu; a++) {
+		bool last = a + 1 == nu || units[a + 1].addr != units[a].addr;
+
+		sorted[units[a].i].next = last ? UINT32_MAX : units[a + 1].i;
+		run++;
+		if (last) {
+			nruns++;
+			sb->bt.longest = run > sb->bt.longest ? run : sb->bt.longest;
+			run = 0;
+		}
+	}
+	sb->bt.s = s;
+	sb->bt.f = f;
+	sb->bt.m = sorted;
+	sb->bt.res = (struct bfound *)(sorted == sb->m ? sb->spare : sb->m);
+	sb->done_unit = malloc((nruns ? nruns : 1) * sizeof(*sb->done_unit));
+	sb->done_first = malloc((nruns ? nruns : 1) * sizeof(*sb->done_first));
+	w = (struct batch_worker){
+	    .bt = &sb->bt, .helper = h, .r = {h->kdw, h->arena, h->names, &h->scratch}};
+	if (!sb->done_unit || !sb->done_first || !batch_worker_arrays(&w))
+		goto out;
+	for (size_t a = 0; a < nu; a++) {
+		uint64_t off = units[a].addr;
+		uint32_t first = units[a].i;
+		struct kdw_cu *kcu;
+		struct cu_index *idx;
+
+		if (a > 0 && units[a - 1].addr == off)
+			continue; /* (a unit's first miss starts its chain) */
+		kcu = stream_unit_wait(h->kdw, info, off, s->stream_whole);
+		if (!kcu) {
+			if (atomic_load(&info->finished) && !s->stream_whole)
+				break;
+			continue;
+		}
+		if (!kcu->supported || !(idx = batch_cu(&w, kcu, first)))
+			continue;
+		answer_found(&sb->bt, first, idx);
+		sb->done_unit[sb->ndone] = off;
+		sb->done_first[sb->ndone++] = first;
+	}
+out:
+	f->reader_cus += w.reader_cus;
+	f->stream_cus += w.reader_cus;
+	batch_worker_free(&w);
+	if (!sb->ndone) {
+		stream_batch_free(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+/* Keeps what stream_batch_run answered when f's reader, now open on the
+ * whole of .debug_info, maps those addresses to the same units; else
+ * forgets every cached answer (all of them the stream reader's). */
+static void stream_batch_end(struct symfile *f, struct stream_batch *sb)
+{
+	bool keep = f->dwarf && f->kdw && kdw_aranges_whole(f->kdw);
+
+	if (!sb)
+		return;
+	if (keep && kdw_naranges(f->kdw) != kdw_naranges(f->early->kdw))
+		for (size_t g = 0; g < sb->ndone && keep; g++)
+			for (uint32_t k = sb->done_first[g]; k != UINT32_MAX && keep;
+			     k = sb->bt.m[k].next) {
+				const struct kdw_cu *cu = kdw_cu_for_addr(f->kdw, sb->bt.m[k].addr);
+
+				keep = cu && cu->offset == sb->done_unit[g];
+			}
+	if (!keep)
+		rcache_clear(&f->results);
+	stream_batch_free(sb);
 }
 
 /* symbolizer_resolve_batch for the open symfile f. */
@@ -2118,8 +2455,8 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 	w[0] = (struct batch_worker){.bt = &bt, .r = symfile_reader(f)};
 	batch_work(&w[0]);
 	for (size_t t = 0; t < nthreads; t++) {
-		if (w[t].started)
-			pthread_join(w[t].thread, NULL);
+		if (w[t].thread)
+			worker_wait(w[t].thread);
 		f->reader_cus += w[t].reader_cus;
 	}
 	pthread_mutex_destroy(&bt.lock);
@@ -2157,6 +2494,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	s->libdw_only = config && config->libdw_only;
 	s->batch_threads = config && config->batch_threads ? config->batch_threads : 2;
 	s->batch_threads_always = config && config->batch_threads_always;
+	s->stream_whole = config && config->stream_whole;
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);
@@ -2174,6 +2512,8 @@ void symbolizer_free(struct symbolizer *s)
 
 	if (!s)
 		return;
+	for (size_t i = 0; i < BATCH_MAX_THREADS - 1; i++)
+		worker_free(s->workers[i]);
 	while (s->files && htab_next(s->files, &it, &k, &kl, &v))
 		symfile_free((struct symfile *)(uintptr_t)v);
 	htab_free(s->files);
@@ -2233,7 +2573,7 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
 	f->recheck_at = time(NULL) + s->recheck;
 	if (locate(s, obj, path, sizeof(path), NULL) != 0 || strcmp(path, f->path) == 0)
 		return f;
-	nf = symfile_open(path, !s->libdw_only, NULL);
+	nf = symfile_open(s, path, NULL, 0, NULL);
 	slot = htab_lookup(s->files, key, strlen(key));
 	if (!nf || !slot) {
 		symfile_free(nf);
@@ -2256,6 +2596,7 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
  * buffer made each call's frame span a page of stack.) */
 static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 						 const struct symbols_object *obj, const char *key,
+						 const uint64_t *addrs, size_t n,
 						 struct symfile **out, struct kiln_error *e)
 {
 	struct symfile *f;
@@ -2265,7 +2606,7 @@ static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 	rc = locate(s, obj, path, sizeof(path), e);
 	if (rc < 0)
 		return rc; /* not cached: may appear later */
-	f = symfile_open(path, !s->libdw_only, e);
+	f = symfile_open(s, path, addrs, n, e);
 	if (!f)
 		return -ENOENT;
 	f->recheck_at = time(NULL) + s->recheck;
@@ -2284,9 +2625,10 @@ static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 	return 0;
 }
 
-/* The open symfile for obj (opening it on first use); caller holds the lock. */
-static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct symfile **out,
-		       struct kiln_error *e)
+/* The open symfile for obj (opening it on first use, for the batch
+ * addrs[0 .. n), NULL for one address); caller holds the lock. */
+static int symfile_get(struct symbolizer *s, const struct symbols_object *obj,
+		       const uint64_t *addrs, size_t n, struct symfile **out, struct kiln_error *e)
 {
 	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
 	struct symfile *f;
@@ -2314,7 +2656,7 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, s
 		*out = f;
 		return 0;
 	}
-	return symfile_add(s, obj, key, out, e);
+	return symfile_add(s, obj, key, addrs, n, out, e);
 }
 
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
@@ -2325,7 +2667,7 @@ int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, u
 
 	out->nframes = 0;
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, &f, e);
+	rc = symfile_get(s, obj, NULL, 0, &f, e);
 	if (rc == 0)
 		rc = symfile_resolve(s, f, addr, out);
 	pthread_mutex_unlock(&s->lock);
@@ -2340,7 +2682,7 @@ int symbolizer_resolve_batch(struct symbolizer *s, const struct symbols_object *
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, &f, e);
+	rc = symfile_get(s, obj, addrs, n, &f, e);
 	if (rc == 0)
 		rc = symfile_resolve_batch(s, f, addrs, n, emit, ctx);
 	pthread_mutex_unlock(&s->lock);
@@ -2356,7 +2698,7 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 
 	*vaddr = addr;
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, &f, e);
+	rc = symfile_get(s, obj, NULL, 0, &f, e);
 	if (rc == 0)
 		rc = symbols_normalize(&f->info, addr, map_start, map_limit, map_offset, vaddr);
 	pthread_mutex_unlock(&s->lock);
@@ -2405,8 +2747,10 @@ void symbolizer_forget(struct symbolizer *s, const char *build_id)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void symbolizer_dwarf_stats(struct symbolizer *s, size_t *reader_cus, size_t *libdw_cus)
+void symbolizer_dwarf_stats(struct symbolizer *s, size_t *reader_cus, size_t *stream_cus,
+			    size_t *libdw_cus)
 {
+	size_t streamed = 0;
 	size_t it = 0, kl;
 	const void *k;
 	uint64_t v;
@@ -2418,8 +2762,11 @@ void symbolizer_dwarf_stats(struct symbolizer *s, size_t *reader_cus, size_t *li
 
 		if (f) {
 			*reader_cus += f->reader_cus;
+			streamed += f->stream_cus;
 			*libdw_cus += f->libdw_cus;
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (stream_cus)
+		*stream_cus = streamed;
 }

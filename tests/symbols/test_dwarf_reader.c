@@ -143,7 +143,8 @@ static int setup(void **state)
 		 "clang++ -O2 -g -gdwarf-aranges -o cpp_clang5 prog.cc && "
 		 "clang++ -O2 -gdwarf-4 -gdwarf-aranges -o cpp_clang4 prog.cc && "
 		 "clang++ -O2 -g -o cpp_clang5_noaranges prog.cc && "
-		 "gcc -O2 -g -flto -o c_gcc_lto lto_a.c lto_b.c",
+		 "gcc -O2 -g -flto -o c_gcc_lto lto_a.c lto_b.c && "
+		 "gcc -O2 -g -gz=zlib -flto -o c_gcc_lto_z lto_a.c lto_b.c",
 		 dir);
 	return run(cmd) == 0 ? 0 : -1;
 }
@@ -257,13 +258,16 @@ static void batch_emit(void *ctx, size_t i, const struct symbols_location *loc)
  * third of them in a batch of their own (so that the second batch meets cached answers, walks
  * units again for the rest, and its helper threads read with the readers
  * of the first); returns the number of answers that differ from libdw's
- * (ref). */
+ * (ref). stream: the first batch, which opens the file, reads every unit
+ * it can with the stream reader while a compressed .debug_info inflates
+ * (*stream_cus: how many it read). */
 static size_t compare_batch(const char *path, struct symbolizer *ref,
 			    const struct symbols_object *ref_obj, const uint64_t *addrs, size_t n,
-			    unsigned threads)
+			    unsigned threads, bool stream, size_t *stream_cus)
 {
-	struct symbolizer *s = symbolizer_new(
-	    &(struct symbolizer_config){.batch_threads = threads, .batch_threads_always = true});
+	struct symbolizer *s = symbolizer_new(&(struct symbolizer_config){
+	    .batch_threads = threads, .batch_threads_always = true, .stream_whole = stream});
+	size_t unused_reader, unused_libdw;
 	struct symbols_object obj = {NULL, path};
 	uint64_t *third = malloc((n / 3 + 1) * sizeof(*third));
 	struct batch_check bc = {path, ref, ref_obj, third, 0, 0, 0, calloc(n + 1, 1)};
@@ -281,6 +285,8 @@ static size_t compare_batch(const char *path, struct symbolizer *ref,
 	bc = (struct batch_check){path, ref, ref_obj, addrs, n, 0, 0, bc.seen};
 	assert_int_equal(symbolizer_resolve_batch(s, &obj, addrs, n, batch_emit, &bc, NULL), 0);
 	assert_int_equal(bc.emitted, n);
+	if (stream_cus)
+		symbolizer_dwarf_stats(s, &unused_reader, stream_cus, &unused_libdw);
 	free(bc.seen);
 	free(third);
 	symbolizer_free(s);
@@ -292,7 +298,7 @@ static size_t compare_batch(const char *path, struct symbolizer *ref,
  * file); returns the number of answers that differ (printing the first
  * few). */
 static size_t compare2(const char *path, const char *ref_path, const uint64_t *addrs, size_t n,
-		       size_t *reader_cus)
+		       size_t *reader_cus, size_t *stream_cus)
 {
 	struct symbolizer_config libdw_cfg = {.libdw_only = true};
 	struct symbolizer *fast = symbolizer_new(NULL), *ref = symbolizer_new(&libdw_cfg);
@@ -310,37 +316,46 @@ static size_t compare2(const char *path, const char *ref_path, const uint64_t *a
 		if (!same_location(&a, &b))
 			report(path, "reader", addrs[i], &a, &b, &bad);
 	}
-	/* One thread, and the three of a larger machine. */
-	batch_bad = compare_batch(path, ref, &ref_obj, addrs, n, 1) +
-		    compare_batch(path, ref, &ref_obj, addrs, n, 3);
-	symbolizer_dwarf_stats(fast, reader_cus, &libdw_cus);
+	/* One thread, the three of a larger machine, and the stream reader
+	 * on a compressed file (which then reads the units of the first batch
+	 * as they inflate). */
+	batch_bad = compare_batch(path, ref, &ref_obj, addrs, n, 1, false, NULL) +
+		    compare_batch(path, ref, &ref_obj, addrs, n, 3, false, NULL) +
+		    compare_batch(path, ref, &ref_obj, addrs, n, 2, true, stream_cus);
+	symbolizer_dwarf_stats(fast, reader_cus, NULL, &libdw_cus);
 	fprintf(stderr,
-		"%s: %zu addresses, %zu frames, %zu differ (%zu in batches); reader %zu CUs, "
-		"libdw %zu\n",
-		path, n, frames, bad, batch_bad, *reader_cus, libdw_cus);
+		"%s: %zu addresses, %zu frames, %zu differ (%zu in batches); reader %zu CUs "
+		"(%zu by the stream reader), libdw %zu\n",
+		path, n, frames, bad, batch_bad, *reader_cus, *stream_cus, libdw_cus);
 	/* Every CU these compilers write is one the reader supports. */
 	assert_int_equal(libdw_cus, 0);
-	symbolizer_dwarf_stats(ref, &unused, &libdw_cus);
+	symbolizer_dwarf_stats(ref, &unused, NULL, &libdw_cus);
 	assert_int_equal(unused, 0);
 	symbolizer_free(fast);
 	symbolizer_free(ref);
 	return bad + batch_bad;
 }
 
-static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t *reader_cus)
+static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t *reader_cus,
+		      size_t *stream_cus)
 {
-	return compare2(path, path, addrs, n, reader_cus);
+	return compare2(path, path, addrs, n, reader_cus, stream_cus);
 }
 
-static void check_binary(const char *path, unsigned step, size_t max)
+/* compressed: path's DWARF is (the stream reader then reads units). */
+static void check_binary(const char *path, unsigned step, size_t max, bool compressed)
 {
-	size_t n, cus;
+	size_t n, cus, streamed;
 	uint64_t *addrs = sample(path, step, max, &n);
 
 	assert_non_null(addrs);
 	assert_true(n > 100);
-	assert_int_equal(compare(path, addrs, n, &cus), 0);
+	assert_int_equal(compare(path, addrs, n, &cus, &streamed), 0);
 	assert_true(cus > 0);
+	if (compressed)
+		assert_true(streamed > 0);
+	else
+		assert_int_equal(streamed, 0);
 	free(addrs);
 }
 
@@ -353,7 +368,8 @@ static void test_cpp_programs(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, progs[i]);
-		check_binary(path, 1, 200000); /* every byte of every function */
+		/* every byte of every function */
+		check_binary(path, 1, 200000, strcmp(progs[i], "cpp_gccz") == 0);
 	}
 }
 
@@ -361,20 +377,19 @@ static void test_cpp_programs(void **state)
  * file as DIEs referring, with DW_FORM_ref_addr, to that file's abstract
  * instance in another unit: the reader decodes that unit's abbreviations
  * too (and keeps them) while it walks the one holding the code. */
-static void test_lto_program(void **state)
+static void check_lto_program(const char *name)
 {
 	char path[256];
-	size_t n, cus, cross = 0;
+	size_t n, cus, streamed, cross = 0;
 	uint64_t *addrs;
 	struct symbolizer *s = symbolizer_new(NULL);
 	struct symbols_object obj = {NULL, path};
 
-	(void)state;
-	snprintf(path, sizeof(path), "%s/c_gcc_lto", dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	addrs = sample(path, 1, 200000, &n);
 	assert_non_null(addrs);
 	assert_true(n > 20);
-	assert_int_equal(compare(path, addrs, n, &cus), 0);
+	assert_int_equal(compare(path, addrs, n, &cus, &streamed), 0);
 	assert_true(cus > 0);
 	/* dist() of lto_b.c inlined into main() of lto_a.c */
 	for (size_t i = 0; i < n; i++) {
@@ -391,6 +406,16 @@ static void test_lto_program(void **state)
 	free(addrs);
 }
 
+/* Also compressed: the stream reader cannot follow a reference into
+ * another unit (it reads units as they inflate), and leaves such units to
+ * the batch. */
+static void test_lto_program(void **state)
+{
+	(void)state;
+	check_lto_program("c_gcc_lto");
+	check_lto_program("c_gcc_lto_z");
+}
+
 /* clang writes no .debug_aranges by default: libdw's CU lookup
  * (dwarf_addrdie) then finds nothing and only symbol-table names were
  * left. The reader takes such units' ranges from their unit DIE: the
@@ -399,7 +424,7 @@ static void test_lto_program(void **state)
 static void test_without_aranges(void **state)
 {
 	char path[256], ref[256];
-	size_t n, cus;
+	size_t n, cus, streamed;
 	uint64_t *addrs;
 
 	(void)state;
@@ -408,7 +433,7 @@ static void test_without_aranges(void **state)
 	addrs = sample(path, 1, 200000, &n);
 	assert_non_null(addrs);
 	assert_true(n > 100);
-	assert_int_equal(compare2(path, ref, addrs, n, &cus), 0);
+	assert_int_equal(compare2(path, ref, addrs, n, &cus, &streamed), 0);
 	assert_true(cus > 0);
 	free(addrs);
 }
@@ -421,7 +446,7 @@ static void test_this_program(void **state)
 	(void)state;
 	assert_true(n > 0);
 	path[n] = '\0';
-	check_binary(path, 7, 60000);
+	check_binary(path, 7, 60000, false);
 }
 
 /* glibc's detached debug file (libc6-dbg), found by libc's build ID. */
@@ -443,7 +468,7 @@ static void test_libc_debug_file(void **state)
 	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2);
 	if (access(path, R_OK) != 0)
 		fail_msg("%s missing: install libc6-dbg (scripts/packages.txt)", path);
-	check_binary(path, 13, 60000);
+	check_binary(path, 13, 60000, true);
 }
 
 /* The innermost frame's line agrees with elfutils' eu-addr2line. */
