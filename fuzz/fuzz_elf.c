@@ -52,10 +52,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The same addresses as one batch, in a fresh symbolizer (for inputs
 	 * of odd size one whose batches take a helper thread, and whose
 	 * opening batch reads compressed DWARF with the stream reader). */
-	s = symbolizer_new(size & 1 ? &(struct symbolizer_config){.batch_threads = 2,
-								  .batch_threads_always = true,
-								  .stream_whole = true}
-				    : NULL);
+	s = symbolizer_new(
+	    size & 1
+		? &(struct symbolizer_config){.batch_threads = 2,
+					      .batch_threads_always = true,
+					      .stream_test = SYMBOLIZER_STREAM_FRONT + size % 4 / 2}
+		: NULL);
 	if (s) {
 		struct symbols_object obj = {NULL, path};
 		uint64_t addrs[5 + ELFINFO_MAX_LOADS] = {0x1139, 0, 0x401000, 0x1000, UINT64_MAX};

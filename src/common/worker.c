@@ -105,6 +105,11 @@ void worker_run(struct worker *w, void (*fn)(void *arg), void *arg, unsigned spi
 	pthread_mutex_unlock(&w->lock);
 }
 
+void worker_spin_after(struct worker *w, unsigned us)
+{
+	w->spin_after_us = us; /* (read by this thread once the job returns) */
+}
+
 void worker_wait(struct worker *w)
 {
 	unsigned want = atomic_load(&w->posted);

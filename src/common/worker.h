@@ -39,6 +39,11 @@ struct worker *worker_new(void);
  * for the next job before it sleeps (0: sleeps at once). */
 void worker_run(struct worker *w, void (*fn)(void *arg), void *arg, unsigned spin_after_us);
 
+/* Called by a job of w, on w's thread: how long to spin once it returns,
+ * instead of what worker_run said (the job knows better, e.g. that nothing
+ * follows it after all). */
+void worker_spin_after(struct worker *w, unsigned us);
+
 /* Waits until the job handed last has returned. */
 void worker_wait(struct worker *w);
 

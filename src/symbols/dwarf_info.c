@@ -578,6 +578,13 @@ struct kdw_cu *kdw_stream_unit(struct kdw *d, uint64_t off, size_t avail, struct
 	return kept;
 }
 
+struct kdw_cu *kdw_unit_at(struct kdw *d, uint64_t off)
+{
+	struct kdw_cu *cu = cu_containing(d, off);
+
+	return cu && cu->offset == off ? cu : NULL;
+}
+
 size_t kdw_naranges(const struct kdw *d)
 {
 	return d->naranges;

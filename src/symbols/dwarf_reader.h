@@ -440,6 +440,10 @@ uint64_t kdw_stream_unit_offset(const struct kdw *d, uint64_t addr);
  * yet; NULL with e set when there is no unit at off (or out of memory). */
 struct kdw_cu *kdw_stream_unit(struct kdw *d, uint64_t off, size_t avail, struct kiln_error *e);
 
+/* The unit whose header is at off in .debug_info (a reader opened by
+ * kdw_open), or NULL. */
+struct kdw_cu *kdw_unit_at(struct kdw *d, uint64_t off);
+
 /* The number of address ranges (those .debug_aranges gave, and those
  * kdw_open added for units it names none for). */
 size_t kdw_naranges(const struct kdw *d);

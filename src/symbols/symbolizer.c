@@ -293,10 +293,13 @@ struct symfile {
 	bool aranges_read;
 	struct kdw *kdw;	      /* Kiln's DWARF reader; NULL: libdw only */
 	size_t reader_cus, libdw_cus; /* CUs indexed by each */
-	size_t stream_cus;	      /* of reader_cus, by the stream reader */
+	size_t stream_cus;	      /* of reader_cus, by the batch that opened it */
 	struct kdw_sections secs;     /* the section bytes it reads */
 	struct batch_helper *helpers; /* [BATCH_MAX_THREADS - 1], made on first use */
-	struct batch_helper *early;   /* the stream reader's (stream_batch), or NULL */
+	struct batch_helper *early;   /* the stream reader's (stream batch), or NULL */
+	struct batch_helper *back;    /* kdw's arena, names, scratch from a stream
+				       * batch's second thread (its kdw NULL: it is
+				       * f->kdw), or NULL */
 	bool large;		      /* large_file: the arena is in huge pages */
 };
 
@@ -327,7 +330,7 @@ struct symbolizer {
 	int recheck;
 	size_t batch_threads;
 	bool batch_threads_always;
-	bool stream_whole;
+	enum symbolizer_stream_test stream_test;
 	bool libdw_only;
 	/* The threads a batch (and the open before it) shares its work with,
 	 * started on first use; workers[0] inflates as well. */
@@ -362,8 +365,8 @@ static void symfile_free(struct symfile *f)
 {
 	if (!f)
 		return;
-	batch_helpers_free(f);
 	kdw_close(f->kdw);
+	batch_helpers_free(f);
 	if (f->dwarf)
 		dwarf_end(f->dwarf);
 	if (f->elf)
@@ -624,8 +627,10 @@ struct inflating {
 	atomic_size_t next;    /* the next job to take */
 	struct worker *thread; /* the second thread's; NULL: none */
 	/* .debug_info's job when the second thread inflates it (first):
-	 * the batch opening the file may read it as it comes (stream_batch). */
+	 * the batch opening the file may read it as it comes (stream batch). */
 	struct inflate_job *info;
+	struct stream_batch *sb; /* that batch, or NULL */
+	bool large;		 /* the file is (large_file) */
 };
 
 /* Faults in the pages of p[0 .. n) at once. */
@@ -702,9 +707,18 @@ static void inflate_jobs(struct inflating *in, bool first)
  * (a thread is slow to start: taking jobs only from the counter, it was
  * often too late for that one, and the two ran one after the other), then
  * whatever is left. */
+static bool stream_batch_back(struct stream_batch *sb, struct inflate_job *info, bool large);
+static void stream_batch_off(struct stream_batch *sb);
+
 static void inflate_thread(void *arg)
 {
-	inflate_jobs(arg, true);
+	struct inflating *in = arg;
+
+	inflate_jobs(in, true);
+	/* After a stream batch the batch has little left: no helper will be
+	 * wanted. */
+	if (in->sb && in->info && stream_batch_back(in->sb, in->info, in->large))
+		worker_spin_after(in->thread, 0);
 }
 
 static int job_larger_first(const void *a, const void *b)
@@ -719,7 +733,7 @@ static int job_larger_first(const void *a, const void *b)
  * enough to do, or always when forced), which then spins for spin_us for
  * what follows. */
 static void inflate_start(struct symfile *f, struct inflating *in, struct worker *thread,
-			  unsigned spin_us, bool force)
+			  unsigned spin_us, bool force, struct stream_batch *sb)
 {
 	size_t shstrndx, nsecs, region_size = 0, region_used = 0, src_bytes = 0;
 	uint8_t *region = NULL;
@@ -800,6 +814,8 @@ static void inflate_start(struct symfile *f, struct inflating *in, struct worker
 		in->thread = thread;
 		if (in->jobs[0].info && in->jobs[0].out)
 			in->info = &in->jobs[0];
+		in->sb = sb;
+		in->large = f->large;
 		worker_run(thread, inflate_thread, in, spin_us);
 	} else {
 		atomic_store(&in->next, 0);
@@ -811,6 +827,9 @@ static void inflate_start(struct symfile *f, struct inflating *in, struct worker
  * libdw and the reader). */
 static void inflate_finish(struct symfile *f, struct inflating *in)
 {
+	/* (The second thread waits for the stream batch's decision.) */
+	if (in->sb)
+		stream_batch_off(in->sb);
 	if (in->thread)
 		worker_wait(in->thread);
 	for (size_t i = 0; i < in->njobs; i++) {
@@ -945,10 +964,11 @@ static bool large_file(Elf *elf)
 	return bytes >= LARGE_FILE;
 }
 
-struct stream_batch;
-static struct stream_batch *stream_batch_run(struct symbolizer *s, struct symfile *f,
-					     struct inflating *in, const uint64_t *addrs, size_t n);
-static void stream_batch_end(struct symfile *f, struct stream_batch *sb);
+static struct stream_batch *stream_batch_new(struct symbolizer *s, const uint64_t *addrs, size_t n);
+static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inflating *in,
+			     struct stream_batch *sb, const uint64_t *addrs, size_t n);
+static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb);
+static void stream_batch_free(struct stream_batch *sb);
 
 /* Opens path for s, for the batch addrs[0 .. n) (NULL: for one address),
  * which it starts answering while .debug_info inflates. */
@@ -956,7 +976,7 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, cons
 				    size_t n, struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
-	struct stream_batch *sb;
+	struct stream_batch *sb = NULL;
 	struct inflating in;
 
 	if (!f)
@@ -988,8 +1008,9 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, cons
 	}
 	/* The symbol table and program headers are read while the second
 	 * thread inflates (inflate_start). */
+	sb = stream_batch_new(s, addrs, n);
 	inflate_start(f, &in, symbolizer_worker(s, 0),
-		      addrs && batch_wants_helpers(s, n) ? INFLATE_SPIN_US : 0, s->stream_whole);
+		      addrs && batch_wants_helpers(s, n) ? INFLATE_SPIN_US : 0, s->stream_test, sb);
 	if (elfinfo_read_file(path, &f->info, e) < 0 || load_symbols(f) < 0) {
 		if (!e || !e->code)
 			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
@@ -997,15 +1018,15 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, cons
 		goto err;
 	}
 	inflate_jobs(&in, false);
-	sb = s->libdw_only ? NULL : stream_batch_run(s, f, &in, addrs, n);
+	stream_batch_run(s, f, &in, sb, addrs, n);
 	inflate_finish(f, &in);
-	/* No DWARF is fine: the symbol table still names functions. */
+	/* No DWARF is fine: the symbol table still names functions. The
+	 * reader is opened here (or by the stream batch's second thread). */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
-	if (f->dwarf && !s->libdw_only)
-		open_reader(f);
-	stream_batch_end(f, sb);
+	stream_batch_end(s, f, sb);
 	return f;
 err:
+	stream_batch_free(sb);
 	symfile_free(f);
 	return NULL;
 }
@@ -1944,6 +1965,9 @@ static void batch_helpers_free(struct symfile *f)
 	if (f->early)
 		batch_helper_free(f->early);
 	free(f->early);
+	if (f->back)
+		batch_helper_free(f->back);
+	free(f->back);
 }
 
 /* One thread's share: its reader, arena, names and scratch (the symfile's,
@@ -2186,186 +2210,322 @@ static void batch_listed(struct batch *bt)
  * and more (libc's debug file: 5.8 MB), and for most of that time the
  * calling thread, done with the smaller sections and the symbol table,
  * waited: no unit was read before the whole section was. The batch that
- * opens the file now reads units as they arrive: a stream reader
- * (kdw_open_stream: .debug_aranges at once, a unit once all of its bytes
- * are there) takes the batch's addresses unit by unit in .debug_info
- * order, behind the inflating, answering them into the result cache until
- * the section is whole. The batch then finds those answers cached and
- * shares the rest among its threads as before.
+ * opens the file now reads units as they arrive. The calling thread lists
+ * the units its addresses fall in, by .debug_aranges, and reads them from
+ * the first on with a stream reader (kdw_open_stream: a unit is read once
+ * all of its bytes are there), behind the inflating, answering into the
+ * result cache. The second thread, once .debug_info is whole, opens the
+ * reader on the whole section (which becomes the file's) and reads units
+ * from the last one back; the two meet in the middle (each unit goes to
+ * the thread that takes it first). The batch then finds its answers cached
+ * and resolves what is left (units the readers could not read, addresses
+ * that only the whole reader places).
  *
- * The answers stay only when the reader opened on the whole section maps
- * those addresses to the same units (stream_batch_end): it checks
- * .debug_aranges against the units, and it adds ranges for units that
- * .debug_aranges leaves out, which could take an address from another
- * unit. A unit referring into another one (DW_FORM_ref_addr) fails in the
- * stream reader and is left to the batch. */
+ * The answers stay only when the reader on the whole section maps every
+ * address answered to the same unit as .debug_aranges did
+ * (stream_batch_end): it checks .debug_aranges against the units, and it
+ * adds ranges for units that .debug_aranges leaves out, which could take
+ * an address from another unit. A unit referring into another one
+ * (DW_FORM_ref_addr) fails in the stream reader and is left to the batch. */
 
+enum { STREAM_UNDECIDED, STREAM_GO, STREAM_OFF };
+
+/* The batch that opens a file, shared by its two threads. The calling
+ * thread lists the units before it sets state to STREAM_GO (or to
+ * STREAM_OFF: no stream batch after all); the second thread waits for
+ * that decision once it has inflated .debug_info. */
 struct stream_batch {
+	atomic_int state;
+	enum symbolizer_stream_test test;
+	bool front, back;	   /* each thread reads units (from its end) */
 	struct batch bt;	   /* m: the addresses sorted; res: what was found */
 	struct bmiss *m, *spare;   /* (bt.m and bt.res are these two) */
-	struct bmiss *units, *tmp; /* per address with a unit: unit offset, index in m */
-	uint64_t *done_unit;	   /* the units answered, */
-	uint32_t *done_first;	   /* and the first of their misses in bt.m */
-	size_t ndone;
+	struct bmiss *units, *tmp; /* per address in a unit: its offset, index in m */
+	size_t ngroups;		   /* the units with addresses, by offset: */
+	uint64_t *group_unit;	   /* the unit's offset */
+	uint32_t *group_first;	   /* its first miss in bt.m (the rest chained) */
+	atomic_uchar *taken;	   /* by one thread or the other */
+	bool *front_done;	   /* answered (cached) by the calling thread */
+	struct kdw_sections secs;
+	/* The second thread's reader on the whole section, its arena,
+	 * names and scratch, and per group what it found (NULL: nothing). */
+	struct kdw *back_kdw;
+	struct batch_helper *back_h;
+	struct cu_index **back_idx;
+	size_t back_cus;
 };
 
 static void stream_batch_free(struct stream_batch *sb)
 {
 	if (!sb)
 		return;
+	kdw_close(sb->back_kdw);
+	if (sb->back_h)
+		batch_helper_free(sb->back_h);
+	free(sb->back_h);
+	free(sb->back_idx);
 	free(sb->m);
 	free(sb->spare);
 	free(sb->units);
 	free(sb->tmp);
-	free(sb->done_unit);
-	free(sb->done_first);
+	free(sb->group_unit);
+	free(sb->group_first);
+	free(sb->taken);
+	free(sb->front_done);
 	free(sb);
 }
 
-/* Waits for unit off of the stream reader d while info inflates: NULL when
- * the section is whole first (the batch takes the rest; unless whole is
- * set: then only when it failed), or there is no unit at off. */
-static struct kdw_cu *stream_unit_wait(struct kdw *d, struct inflate_job *info, uint64_t off,
-				       bool whole)
+/* A stream batch for opening f for addrs[0 .. n), if it is worth one;
+ * decided and listed later (stream_batch_run). */
+static struct stream_batch *stream_batch_new(struct symbolizer *s, const uint64_t *addrs, size_t n)
+{
+	struct stream_batch *sb;
+
+	if (!addrs || n < 2 || n >= UINT32_MAX || s->libdw_only ||
+	    (n < BATCH_THREAD_MISSES && !s->stream_test) || !(sb = calloc(1, sizeof(*sb))))
+		return NULL;
+	atomic_init(&sb->state, STREAM_UNDECIDED);
+	sb->test = s->stream_test;
+	sb->front = sb->test != SYMBOLIZER_STREAM_BACK;
+	sb->back = sb->test != SYMBOLIZER_STREAM_FRONT && s->batch_threads >= 2;
+	return sb;
+}
+
+/* Calls the stream batch off unless it was decided. */
+static void stream_batch_off(struct stream_batch *sb)
+{
+	int undecided = STREAM_UNDECIDED;
+
+	atomic_compare_exchange_strong(&sb->state, &undecided, STREAM_OFF);
+}
+
+/* Lists the units of the batch's addrs[0 .. n) by offset (stream reader
+ * d's ranges), each unit's misses chained in address order; false when
+ * out of memory. */
+static bool stream_batch_list(struct stream_batch *sb, struct kdw *d, const uint64_t *addrs,
+			      size_t n)
+{
+	const struct bmiss *units;
+	struct bmiss *sorted;
+	size_t nu = 0, run = 0;
+
+	sb->m = malloc(n * sizeof(*sb->m));
+	sb->spare = malloc(n * sizeof(*sb->spare));
+	sb->units = malloc(n * sizeof(*sb->units));
+	sb->tmp = malloc(n * sizeof(*sb->tmp));
+	if (!sb->m || !sb->spare || !sb->units || !sb->tmp)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		sb->m[i] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
+	sorted = sort_misses(sb->m, sb->spare, n);
+	for (size_t j = 0; j < n; j++) {
+		uint64_t u = kdw_stream_unit_offset(d, sorted[j].addr);
+
+		if (u != UINT64_MAX)
+			sb->units[nu++] = (struct bmiss){u, (uint32_t)j, UINT32_MAX};
+	}
+	/* (Stable: each unit's misses stay in address order.) */
+	units = sort_misses(sb->units, sb->tmp, nu);
+	for (size_t a = 0; a < nu; a++)
+		sb->ngroups += a + 1 == nu || units[a + 1].addr != units[a].addr;
+	sb->group_unit = malloc((sb->ngroups ? sb->ngroups : 1) * sizeof(*sb->group_unit));
+	sb->group_first = malloc((sb->ngroups ? sb->ngroups : 1) * sizeof(*sb->group_first));
+	sb->taken = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->taken));
+	sb->front_done = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->front_done));
+	sb->back_idx = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->back_idx));
+	if (!sb->group_unit || !sb->group_first || !sb->taken || !sb->front_done || !sb->back_idx)
+		return false;
+	for (size_t a = 0, g = 0; a < nu; a++) {
+		bool last = a + 1 == nu || units[a + 1].addr != units[a].addr;
+
+		if (run++ == 0) {
+			sb->group_unit[g] = units[a].addr;
+			sb->group_first[g] = units[a].i;
+		}
+		sorted[units[a].i].next = last ? UINT32_MAX : units[a + 1].i;
+		if (last) {
+			sb->bt.longest = run > sb->bt.longest ? run : sb->bt.longest;
+			run = 0;
+			g++;
+		}
+	}
+	sb->bt.m = sorted;
+	sb->bt.res = (struct bfound *)(sorted == sb->m ? sb->spare : sb->m);
+	return true;
+}
+
+/* Waits for the stream reader's unit at off while info inflates: NULL
+ * when there is no unit at off, or the inflating failed. */
+static struct kdw_cu *stream_unit_wait(struct kdw *d, struct inflate_job *info, uint64_t off)
 {
 	for (;;) {
 		bool over = atomic_load_explicit(&info->finished, memory_order_acquire);
+		size_t avail = atomic_load_explicit(&info->avail, memory_order_acquire);
 		struct kiln_error e = {0};
 		struct kdw_cu *cu;
 
-		if (over && (!whole || !info->ok))
+		if (over && !info->ok)
 			return NULL;
-		cu = kdw_stream_unit(d, off,
-				     atomic_load_explicit(&info->avail, memory_order_acquire), &e);
+		cu = kdw_stream_unit(d, off, avail, &e);
 		if (cu || e.code)
 			return cu;
 		worker_pause();
 	}
 }
 
-/* Runs the batch of addrs[0 .. n) that opens f, while the other thread
- * inflates in's .debug_info (see above); returns what it answered (NULL:
- * nothing), for stream_batch_end. */
-static struct stream_batch *stream_batch_run(struct symbolizer *s, struct symfile *f,
-					     struct inflating *in, const uint64_t *addrs, size_t n)
+/* The calling thread's part of the stream batch sb for addrs[0 .. n),
+ * while the second thread inflates in's .debug_info: decides (lists the
+ * units, or calls it off), then reads units from the front until it meets
+ * the second thread. */
+static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inflating *in,
+			     struct stream_batch *sb, const uint64_t *addrs, size_t n)
 {
-	struct stream_batch *sb;
 	struct inflate_job *info = in->info;
 	struct batch_worker w;
 	struct batch_helper *h;
-	struct kdw_sections secs;
 	struct kiln_error e = {0};
-	size_t nu = 0, nruns = 0;
-	const struct bmiss *units;
-	struct bmiss *sorted;
 
 	memset(&w, 0, sizeof(w));
-	if (!info || !addrs || n < 2 || n >= UINT32_MAX ||
-	    (!s->stream_whole && (n < BATCH_THREAD_MISSES || atomic_load(&info->finished))))
-		return NULL;
+	if (!sb)
+		return;
+	if (!info || (!sb->test && atomic_load(&info->finished)))
+		goto off;
 	/* The other sections are whole: this thread inflated them, unless
 	 * the second one, done with .debug_info, took some. */
 	for (size_t i = 0; i < in->njobs; i++)
-		while (!atomic_load_explicit(&in->jobs[i].finished, memory_order_acquire) &&
-		       &in->jobs[i] != info)
+		while (&in->jobs[i] != info &&
+		       !atomic_load_explicit(&in->jobs[i].finished, memory_order_acquire))
 			worker_pause();
-	if (!reader_sections(f, in, &secs) || !(f->early = calloc(1, sizeof(*f->early))))
-		return NULL;
+	if (!reader_sections(f, in, &sb->secs) || !(f->early = calloc(1, sizeof(*f->early))))
+		goto off;
 	h = f->early;
 	h->arena = f->large ? arena_new_huge() : arena_new(256 * 1024);
 	h->names = htab_new(64);
-	if (!h->arena || !h->names || !(h->kdw = kdw_open_stream(&secs, h->arena, &e)) ||
-	    !(sb = calloc(1, sizeof(*sb))))
-		return NULL;
-	sb->m = malloc(n * sizeof(*sb->m));
-	sb->spare = malloc(n * sizeof(*sb->spare));
-	sb->units = malloc(n * sizeof(*sb->units));
-	sb->tmp = malloc(n * sizeof(*sb->tmp));
-	if (!sb->m || !sb->spare || !sb->units || !sb->tmp)
-		goto out;
-	for (size_t i = 0; i < n; i++)
-		sb->m[i] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
-	sorted = sort_misses(sb->m, sb->spare, n);
-	/* By unit offset, each unit's in address order (the sort is
-	 * stable), each unit's misses chained. */
-	for (size_t j = 0; j < n; j++) {
-		uint64_t u = kdw_stream_unit_offset(h->kdw, sorted[j].addr);
-
-		if (u != UINT64_MAX)
-			sb->units[nu++] = (struct bmiss){u, (uint32_t)j, UINT32_MAX};
-	}
-	units = sort_misses(sb->units, sb->tmp, nu);
-	for (size_t a = 0, run = 0; a < nu; a++) {
-		bool last = a + 1 == nu || units[a + 1].addr != units[a].addr;
-
-		sorted[units[a].i].next = last ? UINT32_MAX : units[a + 1].i;
-		run++;
-		if (last) {
-			nruns++;
-			sb->bt.longest = run > sb->bt.longest ? run : sb->bt.longest;
-			run = 0;
-		}
-	}
+	if (!h->arena || !h->names || !(h->kdw = kdw_open_stream(&sb->secs, h->arena, &e)) ||
+	    !stream_batch_list(sb, h->kdw, addrs, n))
+		goto off;
 	sb->bt.s = s;
 	sb->bt.f = f;
-	sb->bt.m = sorted;
-	sb->bt.res = (struct bfound *)(sorted == sb->m ? sb->spare : sb->m);
-	sb->done_unit = malloc((nruns ? nruns : 1) * sizeof(*sb->done_unit));
-	sb->done_first = malloc((nruns ? nruns : 1) * sizeof(*sb->done_first));
 	w = (struct batch_worker){
 	    .bt = &sb->bt, .helper = h, .r = {h->kdw, h->arena, h->names, &h->scratch}};
-	if (!sb->done_unit || !sb->done_first || !batch_worker_arrays(&w))
-		goto out;
-	for (size_t a = 0; a < nu; a++) {
-		uint64_t off = units[a].addr;
-		uint32_t first = units[a].i;
+	if (!batch_worker_arrays(&w))
+		goto off;
+	atomic_store_explicit(&sb->state, STREAM_GO, memory_order_release);
+	for (size_t g = 0; sb->front && g < sb->ngroups; g++) {
 		struct kdw_cu *kcu;
 		struct cu_index *idx;
 
-		if (a > 0 && units[a - 1].addr == off)
-			continue; /* (a unit's first miss starts its chain) */
-		kcu = stream_unit_wait(h->kdw, info, off, s->stream_whole);
+		if (atomic_exchange(&sb->taken[g], 1))
+			break; /* the second thread's from here on */
+		kcu = stream_unit_wait(h->kdw, info, sb->group_unit[g]);
 		if (!kcu) {
-			if (atomic_load(&info->finished) && !s->stream_whole)
+			if (atomic_load(&info->finished) && !info->ok)
 				break;
 			continue;
 		}
-		if (!kcu->supported || !(idx = batch_cu(&w, kcu, first)))
+		if (!kcu->supported || !(idx = batch_cu(&w, kcu, sb->group_first[g])))
 			continue;
-		answer_found(&sb->bt, first, idx);
-		sb->done_unit[sb->ndone] = off;
-		sb->done_first[sb->ndone++] = first;
+		answer_found(&sb->bt, sb->group_first[g], idx);
+		sb->front_done[g] = true;
 	}
-out:
 	f->reader_cus += w.reader_cus;
 	f->stream_cus += w.reader_cus;
 	batch_worker_free(&w);
-	if (!sb->ndone) {
-		stream_batch_free(sb);
-		return NULL;
-	}
-	return sb;
+	return;
+off:
+	batch_worker_free(&w);
+	stream_batch_off(sb);
 }
 
-/* Keeps what stream_batch_run answered when f's reader, now open on the
- * whole of .debug_info, maps those addresses to the same units; else
- * forgets every cached answer (all of them the stream reader's). */
-static void stream_batch_end(struct symfile *f, struct stream_batch *sb)
+/* The second thread's part, once it has inflated .debug_info: waits for
+ * the decision, opens the reader on the whole section and reads units
+ * from the last one back until it meets the calling thread. Returns
+ * whether there was a stream batch. */
+static bool stream_batch_back(struct stream_batch *sb, struct inflate_job *info, bool large)
 {
-	bool keep = f->dwarf && f->kdw && kdw_aranges_whole(f->kdw);
+	struct batch_worker w;
+	struct batch_helper *h;
+	struct kiln_error e = {0};
+	int state;
 
-	if (!sb)
+	while ((state = atomic_load_explicit(&sb->state, memory_order_acquire)) == STREAM_UNDECIDED)
+		worker_pause();
+	if (state != STREAM_GO)
+		return false;
+	if (!sb->back || !info->ok || !(h = calloc(1, sizeof(*h))))
+		return true;
+	sb->back_h = h;
+	h->arena = large ? arena_new_huge() : arena_new(256 * 1024);
+	h->names = htab_new(64);
+	if (!h->arena || !h->names || !(sb->back_kdw = kdw_open(&sb->secs, h->arena, &e)))
+		return true;
+	w = (struct batch_worker){
+	    .bt = &sb->bt, .helper = h, .r = {sb->back_kdw, h->arena, h->names, &h->scratch}};
+	if (batch_worker_arrays(&w))
+		for (size_t g = sb->ngroups; g-- > 0;) {
+			struct kdw_cu *kcu;
+
+			if (atomic_exchange(&sb->taken[g], 1))
+				break; /* the calling thread's from here back */
+			kcu = kdw_unit_at(sb->back_kdw, sb->group_unit[g]);
+			if (kcu && kcu->supported)
+				sb->back_idx[g] = batch_cu(&w, kcu, sb->group_first[g]);
+		}
+	sb->back_cus = w.reader_cus;
+	batch_worker_free(&w);
+	return true;
+}
+
+/* Whether f's reader (on the whole section) maps every address of group g
+ * to the group's unit. */
+static bool stream_group_agrees(struct symfile *f, const struct stream_batch *sb, size_t g)
+{
+	for (uint32_t k = sb->group_first[g]; k != UINT32_MAX; k = sb->bt.m[k].next) {
+		const struct kdw_cu *cu = kdw_cu_for_addr(f->kdw, sb->bt.m[k].addr);
+
+		if (!cu || cu->offset != sb->group_unit[g])
+			return false;
+	}
+	return true;
+}
+
+/* Once both threads are done and libdw has the file: gives f the second
+ * thread's reader (else opens one), keeps the answers (and answers the
+ * second thread's units) when that reader agrees on their units, else
+ * forgets every cached answer (all of them this batch's); frees sb. */
+static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb)
+{
+	bool keep, check;
+
+	if (f->dwarf && !s->libdw_only) {
+		if (sb && sb->back_kdw) {
+			f->kdw = sb->back_kdw;
+			f->secs = sb->secs;
+			f->back = sb->back_h;
+			sb->back_kdw = NULL;
+			sb->back_h = NULL;
+		} else {
+			open_reader(f);
+		}
+	}
+	if (!sb || atomic_load(&sb->state) != STREAM_GO) {
+		stream_batch_free(sb);
 		return;
-	if (keep && kdw_naranges(f->kdw) != kdw_naranges(f->early->kdw))
-		for (size_t g = 0; g < sb->ndone && keep; g++)
-			for (uint32_t k = sb->done_first[g]; k != UINT32_MAX && keep;
-			     k = sb->bt.m[k].next) {
-				const struct kdw_cu *cu = kdw_cu_for_addr(f->kdw, sb->bt.m[k].addr);
-
-				keep = cu && cu->offset == sb->done_unit[g];
-			}
-	if (!keep)
+	}
+	keep = f->dwarf && f->kdw && kdw_aranges_whole(f->kdw);
+	check = keep && kdw_naranges(f->kdw) != kdw_naranges(f->early->kdw);
+	for (size_t g = 0; check && keep && g < sb->ngroups; g++)
+		if (sb->front_done[g] || sb->back_idx[g])
+			keep = stream_group_agrees(f, sb, g);
+	if (keep) {
+		for (size_t g = 0; g < sb->ngroups; g++)
+			if (sb->back_idx[g])
+				answer_found(&sb->bt, sb->group_first[g], sb->back_idx[g]);
+		f->reader_cus += sb->back_cus;
+		f->stream_cus += sb->back_cus;
+	} else {
 		rcache_clear(&f->results);
+	}
 	stream_batch_free(sb);
 }
 
@@ -2494,7 +2654,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	s->libdw_only = config && config->libdw_only;
 	s->batch_threads = config && config->batch_threads ? config->batch_threads : 2;
 	s->batch_threads_always = config && config->batch_threads_always;
-	s->stream_whole = config && config->stream_whole;
+	s->stream_test = config ? config->stream_test : SYMBOLIZER_STREAM_SHARED;
 	s->files = htab_new(64);
 	if (!s->files) {
 		symbolizer_free(s);

@@ -162,11 +162,16 @@ struct symbolizer_config {
 	/* Use those threads for batches of any size and object (else only
 	 * for large ones, where they pay): for tests. */
 	bool batch_threads_always;
-	/* The batch that opens a compressed file reads every unit as
-	 * .debug_info inflates, waiting for it, rather than only until it is
-	 * whole, and the inflating takes the second thread for any size: for
-	 * tests (the stream reader then answers all it can). */
-	bool stream_whole;
+	/* For tests: the batch that opens a compressed file reads its units
+	 * while .debug_info inflates whatever the sizes, and one thread reads
+	 * them all: SYMBOLIZER_STREAM_FRONT the calling one, with the stream
+	 * reader as the section inflates; SYMBOLIZER_STREAM_BACK the one that
+	 * inflates, once the section is whole. (0: both, as it goes.) */
+	enum symbolizer_stream_test {
+		SYMBOLIZER_STREAM_SHARED,
+		SYMBOLIZER_STREAM_FRONT,
+		SYMBOLIZER_STREAM_BACK
+	} stream_test;
 	/* Resolve DWARF with libdw alone, not Kiln's own reader (which is
 	 * faster and must agree with it): for tests and benchmarks. */
 	bool libdw_only;
@@ -228,10 +233,10 @@ void symbolizer_recheck(struct symbolizer *s);
 void symbolizer_forget(struct symbolizer *s, const char *build_id);
 
 /* How many CUs the symbolizer indexed with Kiln's DWARF reader, how many
- * of those while .debug_info was still inflating (stream_cus; may be
- * NULL), and how many it left to libdw (unsupported or malformed for the
- * reader), over all objects: tests check that the reader, not libdw, did
- * the work. */
+ * of those the batch that opened a compressed file read as its
+ * .debug_info inflated (stream_cus; may be NULL), and how many it left to
+ * libdw (unsupported or malformed for the reader), over all objects: tests
+ * check that the reader, not libdw, did the work. */
 void symbolizer_dwarf_stats(struct symbolizer *s, size_t *reader_cus, size_t *stream_cus,
 			    size_t *libdw_cus);
 

@@ -144,7 +144,11 @@ static int setup(void **state)
 		 "clang++ -O2 -gdwarf-4 -gdwarf-aranges -o cpp_clang4 prog.cc && "
 		 "clang++ -O2 -g -o cpp_clang5_noaranges prog.cc && "
 		 "gcc -O2 -g -flto -o c_gcc_lto lto_a.c lto_b.c && "
-		 "gcc -O2 -g -gz=zlib -flto -o c_gcc_lto_z lto_a.c lto_b.c",
+		 "gcc -O2 -g -gz=zlib -flto -o c_gcc_lto_z lto_a.c lto_b.c && "
+		 "gcc -O2 -g -c -o mix_a.o lto_a.c && clang -O2 -g -c -o mix_b.o lto_b.c && "
+		 "clang -O2 -g -gdwarf-aranges -c -o mix_b_ar.o lto_b.c && "
+		 "gcc -gz=zlib -o c_mixed_z mix_a.o mix_b.o && "
+		 "gcc -gz=zlib -o c_mixed_z_ref mix_a.o mix_b_ar.o",
 		 dir);
 	return run(cmd) == 0 ? 0 : -1;
 }
@@ -258,15 +262,16 @@ static void batch_emit(void *ctx, size_t i, const struct symbols_location *loc)
  * third of them in a batch of their own (so that the second batch meets cached answers, walks
  * units again for the rest, and its helper threads read with the readers
  * of the first); returns the number of answers that differ from libdw's
- * (ref). stream: the first batch, which opens the file, reads every unit
- * it can with the stream reader while a compressed .debug_info inflates
- * (*stream_cus: how many it read). */
+ * (ref). stream: how the first batch, which opens the file, reads the units
+ * of a compressed .debug_info as it inflates (*stream_cus: how many it
+ * read). */
 static size_t compare_batch(const char *path, struct symbolizer *ref,
 			    const struct symbols_object *ref_obj, const uint64_t *addrs, size_t n,
-			    unsigned threads, bool stream, size_t *stream_cus)
+			    unsigned threads, enum symbolizer_stream_test stream,
+			    size_t *stream_cus)
 {
 	struct symbolizer *s = symbolizer_new(&(struct symbolizer_config){
-	    .batch_threads = threads, .batch_threads_always = true, .stream_whole = stream});
+	    .batch_threads = threads, .batch_threads_always = true, .stream_test = stream});
 	size_t unused_reader, unused_libdw;
 	struct symbols_object obj = {NULL, path};
 	uint64_t *third = malloc((n / 3 + 1) * sizeof(*third));
@@ -303,7 +308,7 @@ static size_t compare2(const char *path, const char *ref_path, const uint64_t *a
 	struct symbolizer_config libdw_cfg = {.libdw_only = true};
 	struct symbolizer *fast = symbolizer_new(NULL), *ref = symbolizer_new(&libdw_cfg);
 	struct symbols_object obj = {NULL, path}, ref_obj = {NULL, ref_path};
-	size_t bad = 0, frames = 0, libdw_cus, unused, batch_bad;
+	size_t bad = 0, frames = 0, libdw_cus, unused, batch_bad, front_cus, back_cus;
 
 	assert_non_null(fast);
 	assert_non_null(ref);
@@ -316,17 +321,21 @@ static size_t compare2(const char *path, const char *ref_path, const uint64_t *a
 		if (!same_location(&a, &b))
 			report(path, "reader", addrs[i], &a, &b, &bad);
 	}
-	/* One thread, the three of a larger machine, and the stream reader
-	 * on a compressed file (which then reads the units of the first batch
-	 * as they inflate). */
-	batch_bad = compare_batch(path, ref, &ref_obj, addrs, n, 1, false, NULL) +
-		    compare_batch(path, ref, &ref_obj, addrs, n, 3, false, NULL) +
-		    compare_batch(path, ref, &ref_obj, addrs, n, 2, true, stream_cus);
+	/* One thread, the three of a larger machine, and on a compressed
+	 * file the first batch's units read (all of them) by the calling
+	 * thread with the stream reader as they inflate, or by the inflating
+	 * thread with its reader once the section is whole. */
+	batch_bad =
+	    compare_batch(path, ref, &ref_obj, addrs, n, 1, 0, NULL) +
+	    compare_batch(path, ref, &ref_obj, addrs, n, 3, 0, NULL) +
+	    compare_batch(path, ref, &ref_obj, addrs, n, 2, SYMBOLIZER_STREAM_FRONT, &front_cus) +
+	    compare_batch(path, ref, &ref_obj, addrs, n, 2, SYMBOLIZER_STREAM_BACK, &back_cus);
+	*stream_cus = front_cus < back_cus ? front_cus : back_cus;
 	symbolizer_dwarf_stats(fast, reader_cus, NULL, &libdw_cus);
 	fprintf(stderr,
 		"%s: %zu addresses, %zu frames, %zu differ (%zu in batches); reader %zu CUs "
-		"(%zu by the stream reader), libdw %zu\n",
-		path, n, frames, bad, batch_bad, *reader_cus, *stream_cus, libdw_cus);
+		"(as .debug_info inflates: %zu at the front, %zu at the back), libdw %zu\n",
+		path, n, frames, bad, batch_bad, *reader_cus, front_cus, back_cus, libdw_cus);
 	/* Every CU these compilers write is one the reader supports. */
 	assert_int_equal(libdw_cus, 0);
 	symbolizer_dwarf_stats(ref, &unused, NULL, &libdw_cus);
@@ -342,7 +351,8 @@ static size_t compare(const char *path, const uint64_t *addrs, size_t n, size_t 
 	return compare2(path, path, addrs, n, reader_cus, stream_cus);
 }
 
-/* compressed: path's DWARF is (the stream reader then reads units). */
+/* compressed: path's DWARF is (the batch that opens it then reads units as
+ * .debug_info inflates, at either end). */
 static void check_binary(const char *path, unsigned step, size_t max, bool compressed)
 {
 	size_t n, cus, streamed;
@@ -414,6 +424,28 @@ static void test_lto_program(void **state)
 	(void)state;
 	check_lto_program("c_gcc_lto");
 	check_lto_program("c_gcc_lto_z");
+}
+
+/* A compressed program whose .debug_aranges names one unit (gcc's) and
+ * not the other (clang's): the batch that opens it reads gcc's unit as it
+ * inflates, and keeps those answers only once the reader on the whole
+ * section, which also places clang's unit, maps them the same way. */
+static void test_mixed_aranges(void **state)
+{
+	char path[256], ref[256];
+	size_t n, cus, streamed;
+	uint64_t *addrs;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/c_mixed_z", dir);
+	snprintf(ref, sizeof(ref), "%s/c_mixed_z_ref", dir);
+	addrs = sample(path, 1, 200000, &n);
+	assert_non_null(addrs);
+	assert_true(n > 20);
+	assert_int_equal(compare2(path, ref, addrs, n, &cus, &streamed), 0);
+	assert_int_equal(cus, 2);
+	assert_true(streamed > 0);
+	free(addrs);
 }
 
 /* clang writes no .debug_aranges by default: libdw's CU lookup
@@ -522,6 +554,7 @@ int main(void)
 	    cmocka_unit_test(test_cpp_programs),    cmocka_unit_test(test_matches_eu_addr2line),
 	    cmocka_unit_test(test_without_aranges), cmocka_unit_test(test_this_program),
 	    cmocka_unit_test(test_libc_debug_file), cmocka_unit_test(test_lto_program),
+	    cmocka_unit_test(test_mixed_aranges),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
