@@ -964,16 +964,27 @@ static bool large_file(Elf *elf)
 	return bytes >= LARGE_FILE;
 }
 
-static struct stream_batch *stream_batch_new(struct symbolizer *s, const uint64_t *addrs, size_t n);
+/* The batch a file is opened for (symfile_get): its addresses, where its
+ * answers go, and which of them the opening answered already. */
+struct opening {
+	const uint64_t *addrs;
+	size_t n;
+	symbols_emit_fn emit;
+	void *ctx;
+	uint8_t *emitted; /* out: per address, 1 once emitted (NULL: none; the caller frees) */
+};
+
+static struct stream_batch *stream_batch_new(struct symbolizer *s, const struct opening *op);
 static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inflating *in,
-			     struct stream_batch *sb, const uint64_t *addrs, size_t n);
-static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb);
+			     struct stream_batch *sb, struct opening *op);
+static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb,
+			     struct opening *op);
 static void stream_batch_free(struct stream_batch *sb);
 
-/* Opens path for s, for the batch addrs[0 .. n) (NULL: for one address),
- * which it starts answering while .debug_info inflates. */
-static struct symfile *symfile_open(struct symbolizer *s, const char *path, const uint64_t *addrs,
-				    size_t n, struct kiln_error *e)
+/* Opens path for s, for the batch op (NULL: for one address), which it
+ * starts answering while .debug_info inflates. */
+static struct symfile *symfile_open(struct symbolizer *s, const char *path, struct opening *op,
+				    struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
 	struct stream_batch *sb = NULL;
@@ -1008,9 +1019,10 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, cons
 	}
 	/* The symbol table and program headers are read while the second
 	 * thread inflates (inflate_start). */
-	sb = stream_batch_new(s, addrs, n);
+	sb = stream_batch_new(s, op);
 	inflate_start(f, &in, symbolizer_worker(s, 0),
-		      addrs && batch_wants_helpers(s, n) ? INFLATE_SPIN_US : 0, s->stream_test, sb);
+		      op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0, s->stream_test,
+		      sb);
 	if (elfinfo_read_file(path, &f->info, e) < 0 || load_symbols(f) < 0) {
 		if (!e || !e->code)
 			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
@@ -1018,12 +1030,12 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, cons
 		goto err;
 	}
 	inflate_jobs(&in, false);
-	stream_batch_run(s, f, &in, sb, addrs, n);
+	stream_batch_run(s, f, &in, sb, op);
 	inflate_finish(f, &in);
 	/* No DWARF is fine: the symbol table still names functions. The
 	 * reader is opened here (or by the stream batch's second thread). */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
-	stream_batch_end(s, f, sb);
+	stream_batch_end(s, f, sb, op);
 	return f;
 err:
 	stream_batch_free(sb);
@@ -1922,6 +1934,7 @@ struct batch {
 	struct symfile *f;
 	symbols_emit_fn emit;
 	void *ctx;
+	uint8_t *emitted; /* per address: set once emitted (a stream batch's), or NULL */
 	/* Set by the calling thread before it sets listed: */
 	const struct bmiss *m; /* the misses, sorted */
 	struct kdw_cu **cus;   /* the listed CUs (the symfile reader's units) */
@@ -2076,6 +2089,8 @@ static void answer_found(struct batch *bt, uint32_t first, const struct cu_index
 		answer(bt->s, bt->f, m[k].addr, nf, &ref, &loc, SIZE_MAX);
 		if (bt->emit)
 			bt->emit(bt->ctx, m[k].i, &loc);
+		if (bt->emitted)
+			bt->emitted[m[k].i] = 1;
 	}
 }
 
@@ -2229,6 +2244,7 @@ static void batch_listed(struct batch *bt)
  * (DW_FORM_ref_addr) fails in the stream reader and is left to the batch. */
 
 enum { STREAM_UNDECIDED, STREAM_GO, STREAM_OFF };
+enum { VERDICT_UNKNOWN, VERDICT_AGREE, VERDICT_CHECK };
 
 /* The batch that opens a file, shared by its two threads. The calling
  * thread lists the units before it sets state to STREAM_GO (or to
@@ -2237,15 +2253,23 @@ enum { STREAM_UNDECIDED, STREAM_GO, STREAM_OFF };
 struct stream_batch {
 	atomic_int state;
 	enum symbolizer_stream_test test;
-	bool front, back;	   /* each thread reads units (from its end) */
-	struct batch bt;	   /* m: the addresses sorted; res: what was found */
-	struct bmiss *m, *spare;   /* (bt.m and bt.res are these two) */
-	struct bmiss *units, *tmp; /* per address in a unit: its offset, index in m */
-	size_t ngroups;		   /* the units with addresses, by offset: */
-	uint64_t *group_unit;	   /* the unit's offset */
-	uint32_t *group_first;	   /* its first miss in bt.m (the rest chained) */
-	atomic_uchar *taken;	   /* by one thread or the other */
-	bool *front_done;	   /* answered (cached) by the calling thread */
+	bool front, back;	     /* each thread reads units (from its end) */
+	struct batch bt;	     /* m: the addresses sorted; res: what was found */
+	struct bmiss *m, *spare;     /* (bt.m and bt.res are these two) */
+	struct bmiss *units, *tmp;   /* per address in a unit: its offset, index in m */
+	size_t ngroups;		     /* the units with addresses, by offset: */
+	uint64_t *group_unit;	     /* the unit's offset */
+	uint32_t *group_first;	     /* its first miss in bt.m (the rest chained) */
+	atomic_uchar *taken;	     /* by one thread or the other */
+	struct cu_index **front_idx; /* per group, what the calling thread found */
+	bool *answered;		     /* per group: answered (and emitted) */
+	size_t flushed;		     /* the calling thread's groups below are answered */
+	size_t stream_naranges;	     /* the stream reader's ranges */
+	/* Set by the second thread once its reader is open: VERDICT_AGREE
+	 * when that reader maps addresses to units as the stream reader does
+	 * (no answer can be taken back: the calling thread emits them as it
+	 * goes); else they wait for stream_batch_end. */
+	atomic_int verdict;
 	struct kdw_sections secs;
 	/* The second thread's reader on the whole section, its arena,
 	 * names and scratch, and per group what it found (NULL: nothing). */
@@ -2271,20 +2295,23 @@ static void stream_batch_free(struct stream_batch *sb)
 	free(sb->group_unit);
 	free(sb->group_first);
 	free(sb->taken);
-	free(sb->front_done);
+	free(sb->front_idx);
+	free(sb->answered);
+	free(sb->bt.emitted);
 	free(sb);
 }
 
 /* A stream batch for opening f for addrs[0 .. n), if it is worth one;
  * decided and listed later (stream_batch_run). */
-static struct stream_batch *stream_batch_new(struct symbolizer *s, const uint64_t *addrs, size_t n)
+static struct stream_batch *stream_batch_new(struct symbolizer *s, const struct opening *op)
 {
 	struct stream_batch *sb;
 
-	if (!addrs || n < 2 || n >= UINT32_MAX || s->libdw_only ||
-	    (n < BATCH_THREAD_MISSES && !s->stream_test) || !(sb = calloc(1, sizeof(*sb))))
+	if (!op || op->n < 2 || op->n >= UINT32_MAX || s->libdw_only ||
+	    (op->n < BATCH_THREAD_MISSES && !s->stream_test) || !(sb = calloc(1, sizeof(*sb))))
 		return NULL;
 	atomic_init(&sb->state, STREAM_UNDECIDED);
+	atomic_init(&sb->verdict, VERDICT_UNKNOWN);
 	sb->test = s->stream_test;
 	sb->front = sb->test != SYMBOLIZER_STREAM_BACK;
 	sb->back = sb->test != SYMBOLIZER_STREAM_FRONT && s->batch_threads >= 2;
@@ -2331,9 +2358,12 @@ static bool stream_batch_list(struct stream_batch *sb, struct kdw *d, const uint
 	sb->group_unit = malloc((sb->ngroups ? sb->ngroups : 1) * sizeof(*sb->group_unit));
 	sb->group_first = malloc((sb->ngroups ? sb->ngroups : 1) * sizeof(*sb->group_first));
 	sb->taken = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->taken));
-	sb->front_done = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->front_done));
+	sb->front_idx = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->front_idx));
+	sb->answered = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->answered));
 	sb->back_idx = calloc(sb->ngroups ? sb->ngroups : 1, sizeof(*sb->back_idx));
-	if (!sb->group_unit || !sb->group_first || !sb->taken || !sb->front_done || !sb->back_idx)
+	sb->bt.emitted = calloc(n, sizeof(*sb->bt.emitted));
+	if (!sb->group_unit || !sb->group_first || !sb->taken || !sb->front_idx || !sb->answered ||
+	    !sb->back_idx || !sb->bt.emitted)
 		return false;
 	for (size_t a = 0, g = 0; a < nu; a++) {
 		bool last = a + 1 == nu || units[a + 1].addr != units[a].addr;
@@ -2352,6 +2382,16 @@ static bool stream_batch_list(struct stream_batch *sb, struct kdw *d, const uint
 	sb->bt.m = sorted;
 	sb->bt.res = (struct bfound *)(sorted == sb->m ? sb->spare : sb->m);
 	return true;
+}
+
+/* Answers (caches, emits) group g from what idx found (NULL: nothing),
+ * once. On the calling thread. */
+static void stream_group_answer(struct stream_batch *sb, size_t g, const struct cu_index *idx)
+{
+	if (!idx || sb->answered[g])
+		return;
+	answer_found(&sb->bt, sb->group_first[g], idx);
+	sb->answered[g] = true;
 }
 
 /* Waits for the stream reader's unit at off while info inflates: NULL
@@ -2378,7 +2418,7 @@ static struct kdw_cu *stream_unit_wait(struct kdw *d, struct inflate_job *info, 
  * units, or calls it off), then reads units from the front until it meets
  * the second thread. */
 static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inflating *in,
-			     struct stream_batch *sb, const uint64_t *addrs, size_t n)
+			     struct stream_batch *sb, struct opening *op)
 {
 	struct inflate_job *info = in->info;
 	struct batch_worker w;
@@ -2402,10 +2442,13 @@ static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inf
 	h->arena = f->large ? arena_new_huge() : arena_new(256 * 1024);
 	h->names = htab_new(64);
 	if (!h->arena || !h->names || !(h->kdw = kdw_open_stream(&sb->secs, h->arena, &e)) ||
-	    !stream_batch_list(sb, h->kdw, addrs, n))
+	    !stream_batch_list(sb, h->kdw, op->addrs, op->n))
 		goto off;
+	sb->stream_naranges = kdw_naranges(h->kdw);
 	sb->bt.s = s;
 	sb->bt.f = f;
+	sb->bt.emit = op->emit;
+	sb->bt.ctx = op->ctx;
 	w = (struct batch_worker){
 	    .bt = &sb->bt, .helper = h, .r = {h->kdw, h->arena, h->names, &h->scratch}};
 	if (!batch_worker_arrays(&w))
@@ -2425,8 +2468,10 @@ static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inf
 		}
 		if (!kcu->supported || !(idx = batch_cu(&w, kcu, sb->group_first[g])))
 			continue;
-		answer_found(&sb->bt, sb->group_first[g], idx);
-		sb->front_done[g] = true;
+		sb->front_idx[g] = idx;
+		if (atomic_load_explicit(&sb->verdict, memory_order_relaxed) == VERDICT_AGREE)
+			for (; sb->flushed <= g; sb->flushed++)
+				stream_group_answer(sb, sb->flushed, sb->front_idx[sb->flushed]);
 	}
 	f->reader_cus += w.reader_cus;
 	f->stream_cus += w.reader_cus;
@@ -2459,6 +2504,12 @@ static bool stream_batch_back(struct stream_batch *sb, struct inflate_job *info,
 	h->names = htab_new(64);
 	if (!h->arena || !h->names || !(sb->back_kdw = kdw_open(&sb->secs, h->arena, &e)))
 		return true;
+	atomic_store_explicit(&sb->verdict,
+			      kdw_aranges_whole(sb->back_kdw) &&
+				      kdw_naranges(sb->back_kdw) == sb->stream_naranges
+				  ? VERDICT_AGREE
+				  : VERDICT_CHECK,
+			      memory_order_relaxed);
 	w = (struct batch_worker){
 	    .bt = &sb->bt, .helper = h, .r = {sb->back_kdw, h->arena, h->names, &h->scratch}};
 	if (batch_worker_arrays(&w))
@@ -2490,10 +2541,12 @@ static bool stream_group_agrees(struct symfile *f, const struct stream_batch *sb
 }
 
 /* Once both threads are done and libdw has the file: gives f the second
- * thread's reader (else opens one), keeps the answers (and answers the
- * second thread's units) when that reader agrees on their units, else
- * forgets every cached answer (all of them this batch's); frees sb. */
-static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb)
+ * thread's reader (else opens one), answers what the threads found (those
+ * not answered yet) when that reader agrees on their units, else forgets
+ * every cached answer (all of them this batch's); hands op the addresses
+ * emitted; frees sb. */
+static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb,
+			     struct opening *op)
 {
 	bool keep, check;
 
@@ -2513,25 +2566,30 @@ static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct str
 		return;
 	}
 	keep = f->dwarf && f->kdw && kdw_aranges_whole(f->kdw);
-	check = keep && kdw_naranges(f->kdw) != kdw_naranges(f->early->kdw);
+	check = keep && kdw_naranges(f->kdw) != sb->stream_naranges;
 	for (size_t g = 0; check && keep && g < sb->ngroups; g++)
-		if (sb->front_done[g] || sb->back_idx[g])
+		if (sb->front_idx[g] || sb->back_idx[g])
 			keep = stream_group_agrees(f, sb, g);
 	if (keep) {
 		for (size_t g = 0; g < sb->ngroups; g++)
-			if (sb->back_idx[g])
-				answer_found(&sb->bt, sb->group_first[g], sb->back_idx[g]);
+			stream_group_answer(sb, g,
+					    sb->front_idx[g] ? sb->front_idx[g] : sb->back_idx[g]);
 		f->reader_cus += sb->back_cus;
 		f->stream_cus += sb->back_cus;
 	} else {
+		/* (What was emitted stands: the verdict was given by the reader
+		 * on the whole section, which libdw then refused.) */
 		rcache_clear(&f->results);
 	}
+	op->emitted = sb->bt.emitted;
+	sb->bt.emitted = NULL;
 	stream_batch_free(sb);
 }
 
-/* symbolizer_resolve_batch for the open symfile f. */
+/* symbolizer_resolve_batch for the open symfile f; emitted (or NULL): the
+ * addresses answered already (by the stream batch that opened f). */
 static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const uint64_t *addrs,
-				 size_t n, symbols_emit_fn emit, void *ctx)
+				 size_t n, symbols_emit_fn emit, void *ctx, const uint8_t *emitted)
 {
 	struct batch bt = {.s = s, .f = f, .emit = emit, .ctx = ctx};
 	struct batch_worker w[BATCH_MAX_THREADS];
@@ -2556,6 +2614,8 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 	if (!m || !tmp || !head || !len || !bt.cus || !bt.idx || !bt.answered) {
 		/* Not worth it, or not possible: one by one. */
 		for (size_t i = 0; i < n; i++) {
+			if (emitted && emitted[i])
+				continue;
 			symfile_resolve(s, f, addrs[i], &loc);
 			emit(ctx, i, &loc);
 		}
@@ -2570,9 +2630,12 @@ static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const 
 	loc.partial = !f->dwarf;
 	for (size_t i = 0; i < n; i++) {
 		size_t slot;
-		/* (A file just opened has nothing cached.) */
-		uintptr_t v = f->results.n ? rcache_get(&f->results, addrs[i], &slot) : 0;
+		uintptr_t v;
 
+		if (emitted && emitted[i])
+			continue;
+		/* (A file just opened has nothing cached.) */
+		v = f->results.n ? rcache_get(&f->results, addrs[i], &slot) : 0;
 		if (v) {
 			cached_answer(v, &loc);
 			emit(ctx, i, &loc);
@@ -2733,7 +2796,7 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
 	f->recheck_at = time(NULL) + s->recheck;
 	if (locate(s, obj, path, sizeof(path), NULL) != 0 || strcmp(path, f->path) == 0)
 		return f;
-	nf = symfile_open(s, path, NULL, 0, NULL);
+	nf = symfile_open(s, path, NULL, NULL);
 	slot = htab_lookup(s->files, key, strlen(key));
 	if (!nf || !slot) {
 		symfile_free(nf);
@@ -2756,8 +2819,8 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
  * buffer made each call's frame span a page of stack.) */
 static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 						 const struct symbols_object *obj, const char *key,
-						 const uint64_t *addrs, size_t n,
-						 struct symfile **out, struct kiln_error *e)
+						 struct opening *op, struct symfile **out,
+						 struct kiln_error *e)
 {
 	struct symfile *f;
 	char path[4096];
@@ -2766,7 +2829,7 @@ static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 	rc = locate(s, obj, path, sizeof(path), e);
 	if (rc < 0)
 		return rc; /* not cached: may appear later */
-	f = symfile_open(s, path, addrs, n, e);
+	f = symfile_open(s, path, op, e);
 	if (!f)
 		return -ENOENT;
 	f->recheck_at = time(NULL) + s->recheck;
@@ -2785,10 +2848,10 @@ static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 	return 0;
 }
 
-/* The open symfile for obj (opening it on first use, for the batch
- * addrs[0 .. n), NULL for one address); caller holds the lock. */
-static int symfile_get(struct symbolizer *s, const struct symbols_object *obj,
-		       const uint64_t *addrs, size_t n, struct symfile **out, struct kiln_error *e)
+/* The open symfile for obj (opening it on first use, for the batch op,
+ * NULL for one address); caller holds the lock. */
+static int symfile_get(struct symbolizer *s, const struct symbols_object *obj, struct opening *op,
+		       struct symfile **out, struct kiln_error *e)
 {
 	const char *key = obj->build_id && *obj->build_id ? obj->build_id : obj->path;
 	struct symfile *f;
@@ -2816,7 +2879,7 @@ static int symfile_get(struct symbolizer *s, const struct symbols_object *obj,
 		*out = f;
 		return 0;
 	}
-	return symfile_add(s, obj, key, addrs, n, out, e);
+	return symfile_add(s, obj, key, op, out, e);
 }
 
 int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, uint64_t addr,
@@ -2827,7 +2890,7 @@ int symbolizer_resolve(struct symbolizer *s, const struct symbols_object *obj, u
 
 	out->nframes = 0;
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, NULL, 0, &f, e);
+	rc = symfile_get(s, obj, NULL, &f, e);
 	if (rc == 0)
 		rc = symfile_resolve(s, f, addr, out);
 	pthread_mutex_unlock(&s->lock);
@@ -2838,13 +2901,15 @@ int symbolizer_resolve_batch(struct symbolizer *s, const struct symbols_object *
 			     const uint64_t *addrs, size_t n, symbols_emit_fn emit, void *ctx,
 			     struct kiln_error *e)
 {
+	struct opening op = {addrs, n, emit, ctx, NULL};
 	struct symfile *f;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, addrs, n, &f, e);
+	rc = symfile_get(s, obj, &op, &f, e);
 	if (rc == 0)
-		rc = symfile_resolve_batch(s, f, addrs, n, emit, ctx);
+		rc = symfile_resolve_batch(s, f, addrs, n, emit, ctx, op.emitted);
+	free(op.emitted);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -2858,7 +2923,7 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 
 	*vaddr = addr;
 	pthread_mutex_lock(&s->lock);
-	rc = symfile_get(s, obj, NULL, 0, &f, e);
+	rc = symfile_get(s, obj, NULL, &f, e);
 	if (rc == 0)
 		rc = symbols_normalize(&f->info, addr, map_start, map_limit, map_offset, vaddr);
 	pthread_mutex_unlock(&s->lock);
