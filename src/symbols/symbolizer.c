@@ -729,12 +729,13 @@ static int job_larger_first(const void *a, const void *b)
 }
 
 /* Finds the compressed debug sections, makes room for the needed ones and
- * starts inflating them on the second thread (when there is one, and
- * enough to do, or always when forced), which then spins for spin_us for
- * what follows. */
-static void inflate_start(struct symfile *f, struct inflating *in, struct worker *thread,
-			  unsigned spin_us, bool force, struct stream_batch *sb)
+ * starts inflating them on s's worker 0 (when there is one, and enough to
+ * do, or always with s->stream_test), which then spins for spin_us for
+ * what follows (stream batch sb, if any). */
+static void inflate_start(struct symfile *f, struct inflating *in, struct symbolizer *s,
+			  unsigned spin_us, struct stream_batch *sb)
 {
+	struct worker *thread;
 	size_t shstrndx, nsecs, region_size = 0, region_used = 0, src_bytes = 0;
 	uint8_t *region = NULL;
 	Elf_Scn *scn = NULL;
@@ -809,8 +810,9 @@ static void inflate_start(struct symfile *f, struct inflating *in, struct worker
 		atomic_init(&in->jobs[i].avail, 0);
 		atomic_init(&in->jobs[i].finished, false);
 	}
-	if (thread && in->njobs > 0 &&
-	    (force || (src_bytes >= INFLATE_THREAD_BYTES && in->njobs > 1))) {
+	if (in->njobs > 0 &&
+	    (s->stream_test || (src_bytes >= INFLATE_THREAD_BYTES && in->njobs > 1)) &&
+	    (thread = symbolizer_worker(s, 0)) != NULL) {
 		in->thread = thread;
 		if (in->jobs[0].info && in->jobs[0].out)
 			in->info = &in->jobs[0];
@@ -1020,9 +1022,7 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, stru
 	/* The symbol table and program headers are read while the second
 	 * thread inflates (inflate_start). */
 	sb = stream_batch_new(s, op);
-	inflate_start(f, &in, symbolizer_worker(s, 0),
-		      op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0, s->stream_test,
-		      sb);
+	inflate_start(f, &in, s, op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0, sb);
 	if (elfinfo_read_file(path, &f->info, e) < 0 || load_symbols(f) < 0) {
 		if (!e || !e->code)
 			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
