@@ -18,9 +18,11 @@
  *      addresses .debug_aranges does not cover;
  *   3. the symbol table, by binary search (name only, no file:line).
  *
- * Compressed debug sections are inflated here (libdeflate) before libdw
- * sees the file, and only those symbolization reads (inflate_start ...
- * inflate_finish), .debug_info on a second thread.
+ * Compressed debug sections are inflated here (ISA-L's igzip) before
+ * libdw sees the file, and only those symbolization reads (inflate_start
+ * ... inflate_finish), .debug_info on a worker thread; the batch that
+ * opens such a file reads its units while .debug_info inflates ("the batch
+ * that opens a file").
  *
  * A batch (symbolizer_resolve_batch) reads a cold object CU by CU in
  * address order ("batches"); a large one on more threads, each with a
@@ -592,7 +594,8 @@ static bool debug_section_needed(const char *name)
  * much of it into .debug_loclists that symbolization never reads. So before
  * libdw sees the file: sections it would inflate for nothing become empty
  * (libdw ignores a section without data), and the ones needed are inflated
- * here with libdeflate (several times faster than zlib on whole buffers).
+ * here with ISA-L's igzip (as fast as libdeflate, several times faster
+ * than zlib, and it inflates in steps).
  * Anything unexpected (zstd, a size mismatch) is left to libdw.
  *
  * Even so inflating is the largest single part of a cold pass over a
@@ -600,8 +603,8 @@ static bool debug_section_needed(const char *name)
  * and the sections are independent: with enough bytes to inflate, a second
  * thread inflates the largest (.debug_info, two thirds of the bytes) and
  * then takes others too, while this one inflates the rest and reads the
- * symbol table (inflate_start ... inflate_finish). Only libdeflate runs on
- * the second thread: every libelf call stays on this one. */
+ * symbol table (inflate_start ... inflate_finish). No libelf call runs on
+ * the second thread: they all stay on this one. */
 
 #define INFLATE_THREAD_BYTES ((size_t)1 << 20) /* compressed: below, one thread */
 
