@@ -7,8 +7,11 @@
  * bytes one after the other (a short input leaves the last ones short or
  * empty). Every unit is walked (whole, and asking about two addresses),
  * its line table read and searched, and
- * addresses are looked up; nothing may crash, read out of bounds or leak,
- * and every failure must say what is wrong.
+ * addresses are looked up; then the same with a stream reader
+ * (kdw_open_stream), its units asked for with part of .debug_info there,
+ * then all of it. Nothing may crash, read out of bounds (or, for the
+ * stream reader, past the bytes said to be there) or leak, and every
+ * failure must say what is wrong.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,6 +54,46 @@ static void check_error(int rc, const struct kiln_error *e)
 		abort(); /* every failure must say why */
 }
 
+/* A stream reader on secs: the units .debug_aranges names for a few
+ * addresses, asked for with the first part of .debug_info there (how much:
+ * from the flags byte; a unit once handed out stays), then with all of it,
+ * and walked. */
+static void stream_units(const struct kdw_sections *secs, uint8_t flags)
+{
+	struct kiln_error e = {0};
+	struct kdw *d = kdw_open_stream(secs, NULL, &e);
+	size_t part = secs->size[KDW_INFO] * (flags % 8) / 8;
+
+	if (!d) {
+		check_error(-1, &e);
+		return;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t a = 0; a < 32; a++) {
+			uint64_t off = kdw_stream_unit_offset(d, a * 0x40 + (a & 1) * 0x1000);
+			struct sink s = {0};
+			struct kdw_walk_ops ops = {.ctx = &s, .func = on_func, .range = on_range};
+			struct kdw_cu *cu;
+
+			if (off == UINT64_MAX)
+				continue;
+			memset(&e, 0, sizeof(e));
+			cu = kdw_stream_unit(d, off, pass ? secs->size[KDW_INFO] : part, &e);
+			if (pass == 0 && cu && cu->end > part)
+				abort(); /* handed out before all of it is there */
+			if (!cu) {
+				if (pass == 1 || e.code)
+					check_error(-1, &e);
+				continue;
+			}
+			if (pass == 0 || !cu->supported)
+				continue;
+			memset(&e, 0, sizeof(e));
+			check_error(kdw_walk_cu(d, cu, &ops, &e), &e);
+		}
+	kdw_close(d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kdw_sections secs = {0};
@@ -76,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		secs.size[i] = len;
 		off += len;
 	}
+	stream_units(&secs, data[0]);
 	d = kdw_open(&secs, NULL, &e);
 	if (!d) {
 		check_error(-1, &e);
