@@ -1,0 +1,94 @@
+/*
+ * unwind.h — unwind tables: how to find each caller of x86-64 code without
+ * frame pointers, compiled from a binary's own call-frame information.
+ *
+ * The agent's BPF program walks user stacks with these tables
+ * (src/agent/profiler.bpf.c); this module only builds them, in user space,
+ * from an ELF file:
+ *
+ *   cfi.c        .eh_frame / .debug_frame through elfutils' libdw: every
+ *                FDE's rows, evaluated by libdw (dwarf_cfi_addrframe), cut
+ *                down to the rules a row holds (unwind_row.h); PLT and
+ *                signal-trampoline expressions recognised by shape
+ *   gopclntab.c  Go's .gopclntab: the SP delta of each pc range (Go emits
+ *                no .eh_frame); runtime.goexit and friends end the stack
+ *   table.c      the growable row array, sort + merge of adjacent equal
+ *                rows, and unwind_table_build, which picks the sources
+ *
+ * A table is a plain sorted array of struct unwind_row, one per file,
+ * independent of where the file is mapped: the BPF side subtracts each
+ * mapping's bias. Nothing here is per-process.
+ *
+ * Errors follow common/error.h: 0 or a negative errno, detail in err.
+ */
+#ifndef KILN_UNWIND_UNWIND_H
+#define KILN_UNWIND_UNWIND_H
+
+#include <gelf.h>
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "unwind/unwind_row.h"
+
+/* What a compiler met, for /metrics and tests. */
+struct unwind_table_stats {
+	uint64_t fdes;	      /* CFI entries (or Go functions) read */
+	uint64_t unsupported; /* rows whose rule a row cannot hold */
+	uint64_t plt;	      /* PLT expression rows */
+	uint64_t signal;      /* signal trampoline rows */
+	uint64_t bad;	      /* entries skipped as malformed */
+};
+
+/* An owned table: rows[0..n) sorted by pc once unwind_table_finish ran. */
+struct unwind_table {
+	struct unwind_row *rows;
+	size_t n, cap;
+	struct unwind_table_stats stats;
+	/* Where the rows came from: "eh_frame", "debug_frame", "gopclntab",
+	 * or a '+'-joined list of them. Static strings. */
+	const char *source;
+};
+
+void unwind_table_init(struct unwind_table *t);
+void unwind_table_free(struct unwind_table *t);
+/* Appends a row (any order). 0 or -ENOMEM. */
+int unwind_table_push(struct unwind_table *t, uint32_t pc, uint32_t rule);
+/* Sorts by pc; where two sources give rows for the same pc the one pushed
+ * first wins; drops rows that repeat the rule of the row before them. */
+void unwind_table_finish(struct unwind_table *t);
+/* The row that covers pc (the last with row.pc <= pc), or NULL. */
+const struct unwind_row *unwind_table_find(const struct unwind_table *t, uint32_t pc);
+
+/* Rows from the CFI of elf: eh_frame selects .eh_frame (else
+ * .debug_frame). Appends to t. Returns the number of FDEs read, -ENOENT
+ * when the section is absent, or another negative errno. */
+int unwind_cfi_rows(Elf *elf, bool eh_frame, struct unwind_table *t, struct kiln_error *err);
+
+/* Rows from a Go .gopclntab section: data/len are the section's bytes,
+ * text_vaddr the address of the first byte of .text (Go 1.16/1.17 tables
+ * hold absolute entry addresses; 1.18+ offsets from the text start the
+ * header names, which text_vaddr cross-checks). Supports Go 1.16 and
+ * later (magics 0xfffffffa, 0xfffffff0, 0xfffffff1). Appends to t.
+ * Returns the number of functions read or a negative errno (-ENOEXEC for
+ * an unknown magic, -EINVAL for a malformed table, naming the offset). */
+int unwind_gopclntab_rows(const uint8_t *data, size_t len, uint64_t text_vaddr,
+			  struct unwind_table *t, struct kiln_error *err);
+/* The same from an ELF with a .gopclntab section (-ENOENT if none). */
+int unwind_gopclntab_elf(Elf *elf, struct unwind_table *t, struct kiln_error *err);
+
+/* The whole table of one file, from every source it has: .gopclntab,
+ * then .eh_frame, then .debug_frame (each only where the sources before
+ * left pcs uncovered), then, if the file has none of them, the
+ * .debug_frame of its separate debug file under debug_dir
+ * ("/usr/lib/debug" normally; NULL: skip) found by build ID.
+ * -ENOENT when no source gives a row. */
+int unwind_table_build(int fd, const char *debug_dir, struct unwind_table *t,
+		       struct kiln_error *err);
+/* The same for an ELF image in memory (the vDSO). */
+int unwind_table_build_mem(const void *image, size_t len, struct unwind_table *t,
+			   struct kiln_error *err);
+
+#endif
