@@ -97,8 +97,8 @@ $(GEN)/vmlinux.h:
 	@mkdir -p $(GEN)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(GEN)/%.bpf.o: src/agent/%.bpf.c $(wildcard src/agent/*.h) $(GEN)/vmlinux.h
-	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(GEN) -Isrc/agent \
+$(GEN)/%.bpf.o: src/agent/%.bpf.c $(wildcard src/agent/*.h) src/unwind/unwind_row.h $(GEN)/vmlinux.h
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(GEN) -Isrc/agent -Isrc \
 		-c $< -o $@.tmp
 	llvm-strip -g $@.tmp && mv $@.tmp $@
 

@@ -71,6 +71,11 @@ struct agent {
 	/* The kernel's mmap records (NULL if refused: short-lived processes
 	 * then keep bare addresses). */
 	struct mmap_watch *mmaps;
+	/* The table unwinder (NULL: frame pointers only), and the processes
+	 * whose samples asked for a (re)load since the last poll. */
+	struct unwinder *unwinder;
+	uint32_t *unwind_queue;
+	size_t unwind_queued, unwind_queue_cap;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -93,6 +98,34 @@ static void sleep_ns(uint64_t ns)
 	nanosleep(&ts, NULL);
 }
 
+/* Notes that pid wants its unwind tables (re)loaded after this drain. */
+static void unwind_request(struct agent *a, uint32_t pid)
+{
+	for (size_t i = 0; i < a->unwind_queued; i++)
+		if (a->unwind_queue[i] == pid)
+			return;
+	if (!unwinder_reload_due(a->unwinder, pid, a->now_ns))
+		return;
+	if (a->unwind_queued == a->unwind_queue_cap) {
+		size_t cap = a->unwind_queue_cap ? a->unwind_queue_cap * 2 : 64;
+		uint32_t *q = realloc(a->unwind_queue, cap * sizeof(*q));
+
+		if (!q)
+			return;
+		a->unwind_queue = q;
+		a->unwind_queue_cap = cap;
+	}
+	a->unwind_queue[a->unwind_queued++] = pid;
+}
+
+/* Loads what the last drain's samples asked for. */
+static void unwind_load_queued(struct agent *a)
+{
+	for (size_t i = 0; i < a->unwind_queued; i++)
+		unwinder_load(a->unwinder, a->cfg->proc_root, a->unwind_queue[i], a->now_ns);
+	a->unwind_queued = 0;
+}
+
 static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 {
 	size_t nf = (size_t)e->n_kernel + e->n_user;
@@ -104,6 +137,13 @@ static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 	    len < SAMPLE_EVENT_HEADER_SIZE + nf * 8)
 		return;
 	ADD(samples, 1);
+	if (e->user_status < UNWIND_STATUS_NR)
+		ADD(unwind_status[e->user_status], 1);
+	/* A user process without tables (a kernel thread has no user frames),
+	 * or a pc in code mapped since its tables were loaded. */
+	if (a->unwinder && ((e->user_status == UNWIND_STATUS_NO_PROCESS && e->n_user > 0) ||
+			    e->user_status == UNWIND_STATUS_NO_MAPPING))
+		unwind_request(a, e->pid);
 	/* The main thread's name is the process's (the group leader's comm)
 	 * as it was when sampled: /proc, read later, may show the image an
 	 * exec since brought (a fork's child samples as "bash" first). For
@@ -145,11 +185,15 @@ static void on_record(void *ctx, const void *data, size_t len)
 		const struct exec_event *e = data;
 
 		proc_cache_invalidate(a->procs, e->pid);
+		if (a->unwinder)
+			unwinder_forget(a->unwinder, e->pid, a->now_ns);
 		ADD(exec_events, 1);
 	} else if (kind == PROFILER_EVENT_EXIT && len >= sizeof(struct exec_event)) {
 		const struct exec_event *e = data;
 
 		proc_cache_mark_exited(a->procs, e->pid, a->now_ns);
+		if (a->unwinder)
+			unwinder_forget(a->unwinder, e->pid, a->now_ns);
 		ADD(exit_events, 1);
 	}
 }
@@ -181,6 +225,7 @@ static void update_kernel_stats(struct agent *a)
 	SET(drops_ringbuf, st[STAT_DROP_RINGBUF_FULL]);
 	SET(kernel_stack_errors, st[STAT_KERNEL_STACK_ERR]);
 	SET(user_stack_errors, st[STAT_USER_STACK_ERR]);
+	SET(unwind_walks, st[STAT_UNWIND_WALKS]);
 }
 
 static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,
@@ -471,9 +516,22 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = sampler_open(cfg->frequency_hz, cfg->ringbuf_bytes, on_record, &a, &a.sampler, err);
+	rc = sampler_open(cfg->frequency_hz, cfg->ringbuf_bytes,
+			  (uint32_t)(cfg->unwind_table_bytes / sizeof(struct unwind_row)),
+			  on_record, &a, &a.sampler, err);
 	if (rc)
 		goto out;
+	{
+		struct sampler_unwind_maps um;
+
+		if (sampler_unwind_maps(a.sampler, &um)) {
+			a.unwinder = unwinder_new(&um, cfg->debug_dir, a.m);
+			if (!a.unwinder) {
+				rc = kiln_error_set(err, ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+	}
 	if (mmap_watch_open(&a.mmaps, &kerr) == 0)
 		sampler_set_before_consume(a.sampler, drain_mmap_records, &a);
 	else
@@ -515,6 +573,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 			kiln_error_set(err, -rc, "polling the ring buffer: %s", strerror(-rc));
 			goto out;
 		}
+		if (a.unwinder)
+			unwind_load_queued(&a);
 		if (a.now_ns < due)
 			continue;
 		sampler_drain(a.sampler);
@@ -549,6 +609,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		 (unsigned long long)atomic_load(&a.m->profiles_written));
 	rc = 0;
 out:
+	unwinder_free(a.unwinder);
+	free(a.unwind_queue);
 	sampler_close(a.sampler);
 	mmap_watch_close(a.mmaps);
 	window_free(a.cur);

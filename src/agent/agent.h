@@ -4,6 +4,8 @@
  *
  *   profiler.bpf.c / profiler.h   kernel side: one ring-buffer record per sample
  *   sampler.c      load the skeleton, open perf events per CPU, poll the ring
+ *   unwind.bpf.h   kernel side: the user-stack walk with unwind tables
+ *   unwinder.c     which files' tables are in the kernel, which process maps which
  *   window.c       aggregate records into per-process windows
  *   profile.c      turn one process's window into a pprof profile
  *   procinfo.c     per-process cache: /proc/PID/{stat,maps,cgroup,exe}, labels
@@ -458,6 +460,21 @@ struct agent_metrics {
 	atomic_uint_least64_t debuginfo_not_wanted; /* the server had them */
 	atomic_uint_least64_t debuginfo_failed;	    /* attempts that failed */
 	atomic_uint_least64_t debuginfo_no_symbols; /* stripped: nothing to send */
+	/* The unwinder (unwinder.c): samples by how their user stack ended
+	 * (enum unwind_status), and the tables behind it. */
+	atomic_uint_least64_t unwind_status[UNWIND_STATUS_NR];
+	atomic_uint_least64_t unwind_walks; /* kernel-side walks with tables */
+	atomic_uint_least64_t unwind_tables;
+	atomic_uint_least64_t unwind_processes;
+	atomic_uint_least64_t unwind_table_bytes;
+	atomic_uint_least64_t unwind_table_bytes_max;
+	atomic_uint_least64_t unwind_table_builds;
+	atomic_uint_least64_t unwind_table_build_ns;
+	atomic_uint_least64_t unwind_table_failures;
+	atomic_uint_least64_t unwind_tables_over_budget;
+	atomic_uint_least64_t unwind_tables_evicted;
+	atomic_uint_least64_t unwind_process_loads;
+	atomic_uint_least64_t unwind_mappings_dropped;
 };
 
 struct metrics_server;
@@ -560,6 +577,32 @@ struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploade
 void debuginfo_uploader_offer(struct debuginfo_uploader *u, const char *build_id, const char *path);
 void debuginfo_uploader_free(struct debuginfo_uploader *u);
 
+/* ---- the unwinder's user-space half (unwinder.c) --------------------------- */
+
+/* The BPF maps the unwinder fills (sampler_unwind_maps). */
+struct sampler_unwind_maps {
+	int procs_fd;		 /* unwind_procs: pid -> struct unwind_proc */
+	struct unwind_row *rows; /* unwind_rows, mmapped writable */
+	uint32_t nrows;
+};
+
+struct unwinder;
+/* debug_dir: where separate debug files are looked up by build ID for
+ * files without CFI of their own ("/usr/lib/debug"; NULL: nowhere).
+ * NULL on out-of-memory. */
+struct unwinder *unwinder_new(const struct sampler_unwind_maps *maps, const char *debug_dir,
+			      struct agent_metrics *m);
+void unwinder_free(struct unwinder *u);
+/* (Re)loads pid's code mappings and their tables into the kernel. 0,
+ * -ENOENT (gone, or a kernel thread), or another negative errno. */
+int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint64_t now);
+/* Whether pid may be reloaded now (never loaded, or not within the last
+ * second: a pc outside every mapping asks for a reload). */
+bool unwinder_reload_due(struct unwinder *u, uint32_t pid, uint64_t now);
+/* Drops pid (exec or exit): its tables lose a reference. */
+void unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now);
+void unwinder_update_metrics(struct unwinder *u);
+
 /* ---- the agent (agent.c) -------------------------------------------------- */
 
 struct agent_config {
@@ -570,6 +613,10 @@ struct agent_config {
 	const char *http_address;     /* --http-address ("" = off) */
 	const char *proc_root;	      /* "/proc" */
 	size_t ringbuf_bytes;	      /* 0 = sized from the CPU count */
+	/* Bytes of BPF map memory for unwind tables (--unwind-table-max-bytes);
+	 * 0: frame pointers only (the kernel's walker, as perf -g). */
+	size_t unwind_table_bytes;
+	const char *debug_dir; /* separate debug files, for tables */
 	struct agent_sink **sinks;
 	size_t n_sinks;
 	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
@@ -591,8 +638,13 @@ struct sampler;
 typedef void (*sampler_record_fn)(void *ctx, const void *data, size_t len);
 /* Loads the BPF program, opens one perf event per online CPU at freq Hz and
  * attaches. Errors say which step failed and what to do about it. */
-int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void *ctx,
-		 struct sampler **out, struct kiln_error *err);
+/* unwind_rows: the row budget of the table unwinder (0: frame pointers
+ * only); if the kernel refuses the unwinder, the sampler falls back to
+ * frame pointers with a warning. */
+int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, sampler_record_fn fn,
+		 void *ctx, struct sampler **out, struct kiln_error *err);
+/* The unwinder's maps: false when it is off. */
+bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out);
 /* Waits up to timeout_ms for the kernel to signal a record worth prompt
  * attention (a process not seen before, a ring a quarter full) or a
  * signal, then delivers every record in the ring. Returns the count or a

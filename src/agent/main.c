@@ -47,6 +47,8 @@ enum {
 	OPT_DEBUGINFO_RATE,
 	OPT_DEBUGINFO_TEMP_DIR,
 	OPT_DEBUGINFO_STRIP,
+	OPT_UNWIND_BYTES,
+	OPT_DEBUGINFO_DIRS,
 };
 
 static const struct option long_options[] = {
@@ -76,6 +78,8 @@ static const struct option long_options[] = {
     {"debuginfo-upload-max-bytes-per-second", required_argument, NULL, OPT_DEBUGINFO_RATE},
     {"debuginfo-temp-dir", required_argument, NULL, OPT_DEBUGINFO_TEMP_DIR},
     {"debuginfo-strip", optional_argument, NULL, OPT_DEBUGINFO_STRIP},
+    {"unwind-table-max-bytes", required_argument, NULL, OPT_UNWIND_BYTES},
+    {"debuginfo-directories", required_argument, NULL, OPT_DEBUGINFO_DIRS},
     {NULL, 0, NULL, 0},
 };
 
@@ -139,6 +143,17 @@ static void usage(FILE *f)
 	    "      --debuginfo-strip[=BOOL]            upload only the debug parts of a\n"
 	    "                                          binary; false: the whole file\n"
 	    "                                          (default: true)\n"
+	    "      --unwind-table-max-bytes=N          kernel memory for the unwind tables\n"
+	    "                                          that walk user stacks without frame\n"
+	    "                                          pointers (.eh_frame, .gopclntab);\n"
+	    "                                          code whose table does not fit is\n"
+	    "                                          walked by frame pointers (counted in\n"
+	    "                                          /metrics); 0: frame pointers only\n"
+	    "                                          (default: 16777216)\n"
+	    "      --debuginfo-directories=DIR         where separate debug files are found\n"
+	    "                                          by build ID, for binaries with no\n"
+	    "                                          unwind information of their own\n"
+	    "                                          (default: /usr/lib/debug)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
@@ -178,6 +193,8 @@ static void die(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
 	struct agent_config cfg = {.frequency_hz = 19,
+				   .unwind_table_bytes = 16u << 20,
+				   .debug_dir = "/usr/lib/debug",
 				   .duration_ns = 10ull * 1000000000,
 				   .http_address = "127.0.0.1:7071",
 				   .proc_root = "/proc"};
@@ -261,6 +278,18 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DEBUGINFO_DISABLE:
 			debuginfo_disable = true;
+			break;
+		case OPT_UNWIND_BYTES:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 0 || v > (1l << 32))
+				die("--unwind-table-max-bytes=%s: expected a number of bytes from "
+				    "0 "
+				    "to 4294967296",
+				    optarg);
+			cfg.unwind_table_bytes = (size_t)v;
+			break;
+		case OPT_DEBUGINFO_DIRS:
+			cfg.debug_dir = optarg[0] ? optarg : NULL;
 			break;
 		case OPT_DEBUGINFO_PARALLEL:
 			v = strtol(optarg, &end, 10);

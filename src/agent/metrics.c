@@ -22,6 +22,81 @@ struct metrics_server {
 
 #define LOAD(f) ((unsigned long long)atomic_load_explicit(&m->f, memory_order_relaxed))
 
+/* The unwinder: how user stacks ended, and the tables behind them. */
+static int render_unwind(const struct agent_metrics *m, struct buf *out)
+{
+	static const char *const reasons[UNWIND_STATUS_NR] = {
+	    [UNWIND_STATUS_COMPLETE] = "complete",
+	    [UNWIND_STATUS_NO_PROCESS] = "no_process_tables",
+	    [UNWIND_STATUS_NO_MAPPING] = "no_mapping",
+	    [UNWIND_STATUS_NO_TABLE] = "no_table",
+	    [UNWIND_STATUS_TABLE_MISS] = "table_miss",
+	    [UNWIND_STATUS_UNSUPPORTED] = "unsupported_rule",
+	    [UNWIND_STATUS_READ_FAULT] = "read_fault",
+	    [UNWIND_STATUS_DEPTH] = "depth_limit",
+	    [UNWIND_STATUS_BAD_FRAME] = "bad_frame",
+	    [UNWIND_STATUS_NO_USER] = "kernel_thread",
+	};
+	int rc = buf_printf(out, "# HELP kiln_agent_user_stacks_total Samples by how their user "
+				 "stack ended: complete (reached the outermost frame) or why "
+				 "not.\n"
+				 "# TYPE kiln_agent_user_stacks_total counter\n");
+
+	for (int i = 0; i < UNWIND_STATUS_NR; i++)
+		rc |= buf_printf(out, "kiln_agent_user_stacks_total{result=\"%s\"} %llu\n",
+				 reasons[i], LOAD(unwind_status[i]));
+	rc |= buf_printf(
+	    out,
+	    "# HELP kiln_agent_unwind_walks_total User stacks the BPF program walked with "
+	    "unwind tables.\n"
+	    "# TYPE kiln_agent_unwind_walks_total counter\n"
+	    "kiln_agent_unwind_walks_total %llu\n"
+	    "# HELP kiln_agent_unwind_tables Executables whose unwind table is in the kernel.\n"
+	    "# TYPE kiln_agent_unwind_tables gauge\n"
+	    "kiln_agent_unwind_tables %llu\n"
+	    "# HELP kiln_agent_unwind_processes Processes whose mappings the unwinder knows.\n"
+	    "# TYPE kiln_agent_unwind_processes gauge\n"
+	    "kiln_agent_unwind_processes %llu\n"
+	    "# HELP kiln_agent_unwind_table_bytes Bytes of unwind rows in the kernel's map.\n"
+	    "# TYPE kiln_agent_unwind_table_bytes gauge\n"
+	    "kiln_agent_unwind_table_bytes %llu\n"
+	    "# HELP kiln_agent_unwind_table_max_bytes The map's size "
+	    "(--unwind-table-max-bytes).\n"
+	    "# TYPE kiln_agent_unwind_table_max_bytes gauge\n"
+	    "kiln_agent_unwind_table_max_bytes %llu\n"
+	    "# HELP kiln_agent_unwind_table_builds_total Unwind tables built from executables.\n"
+	    "# TYPE kiln_agent_unwind_table_builds_total counter\n"
+	    "kiln_agent_unwind_table_builds_total %llu\n"
+	    "# HELP kiln_agent_unwind_table_build_seconds_total Time spent building them.\n"
+	    "# TYPE kiln_agent_unwind_table_build_seconds_total counter\n"
+	    "kiln_agent_unwind_table_build_seconds_total %.6f\n"
+	    "# HELP kiln_agent_unwind_table_failures_total Executables left without a table "
+	    "(no CFI, unreadable, over the budget): their code is walked by frame pointers.\n"
+	    "# TYPE kiln_agent_unwind_table_failures_total counter\n"
+	    "kiln_agent_unwind_table_failures_total %llu\n"
+	    "# HELP kiln_agent_unwind_tables_over_budget_total Tables that did not fit "
+	    "--unwind-table-max-bytes.\n"
+	    "# TYPE kiln_agent_unwind_tables_over_budget_total counter\n"
+	    "kiln_agent_unwind_tables_over_budget_total %llu\n"
+	    "# HELP kiln_agent_unwind_tables_evicted_total Unused tables dropped to make room.\n"
+	    "# TYPE kiln_agent_unwind_tables_evicted_total counter\n"
+	    "kiln_agent_unwind_tables_evicted_total %llu\n"
+	    "# HELP kiln_agent_unwind_process_loads_total Processes whose mappings were "
+	    "(re)loaded.\n"
+	    "# TYPE kiln_agent_unwind_process_loads_total counter\n"
+	    "kiln_agent_unwind_process_loads_total %llu\n"
+	    "# HELP kiln_agent_unwind_mappings_dropped_total Code mappings beyond the "
+	    "per-process limit.\n"
+	    "# TYPE kiln_agent_unwind_mappings_dropped_total counter\n"
+	    "kiln_agent_unwind_mappings_dropped_total %llu\n",
+	    LOAD(unwind_walks), LOAD(unwind_tables), LOAD(unwind_processes),
+	    LOAD(unwind_table_bytes), LOAD(unwind_table_bytes_max), LOAD(unwind_table_builds),
+	    (double)LOAD(unwind_table_build_ns) / 1e9, LOAD(unwind_table_failures),
+	    LOAD(unwind_tables_over_budget), LOAD(unwind_tables_evicted),
+	    LOAD(unwind_process_loads), LOAD(unwind_mappings_dropped));
+	return rc;
+}
+
 int metrics_render(const struct agent_metrics *m, struct buf *out)
 {
 	int rc = 0;
@@ -106,6 +181,7 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "# TYPE kiln_agent_processes_tracked gauge\n"
 			 "kiln_agent_processes_tracked %llu\n",
 			 LOAD(processes_tracked));
+	rc |= render_unwind(m, out);
 	return rc ? -ENOMEM : 0;
 }
 

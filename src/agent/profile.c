@@ -112,11 +112,21 @@ static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping 
 	return mid;
 }
 
+/* A user frame's location. Every frame but the leaf is a return address,
+ * the instruction after a call: its location is addr - 1, inside the call,
+ * so that symbolizers (the server, go tool pprof) name the call site's
+ * line and inline chain, not the next instruction's (which may belong to
+ * another inlined function, or to the next function after a noreturn
+ * call). The leaf, the interrupted pc, is exact. */
 static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p, uint64_t addr,
-			      struct agent_exec_infos *exec)
+			      bool leaf, struct agent_exec_infos *exec)
 {
-	const struct proc_mapping *m = procmaps_find(&p->maps, addr);
+	const struct proc_mapping *m;
 	uint64_t mid;
+
+	if (!leaf && addr > 0)
+		addr--;
+	m = procmaps_find(&p->maps, addr);
 
 	if (!m)
 		return pprof_builder_location(b, 0, addr, NULL, 0);
@@ -255,7 +265,8 @@ static int add_process_samples(struct pprof_builder *b, const struct profile_env
 			if (i < k->n_kernel)
 				locs[i] = kernel_location(b, env, kmapping, frames[i], i == 0);
 			else
-				locs[i] = user_location(b, wp->info, frames[i], exec);
+				locs[i] =
+				    user_location(b, wp->info, frames[i], i == k->n_kernel, exec);
 			if (!locs[i])
 				return -ENOMEM;
 		}

@@ -84,12 +84,35 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1;
 }
 
+/* Set by user space before load: walk user stacks with unwind tables. */
+const volatile bool unwind_enabled = false;
+
+#if defined(__TARGET_ARCH_x86)
+#include "unwind.bpf.h"
+
+/* Its mappings are gone (exec, exit): no walk may use them from now on. */
+static __always_inline void forget_unwind_proc(__u32 pid)
+{
+	bpf_map_delete_elem(&unwind_procs, &pid);
+}
+#else
+static __always_inline void forget_unwind_proc(__u32 pid)
+{
+}
+
+static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32 pid, __u32 base)
+{
+	return -1;
+}
+#endif
+
 SEC("perf_event")
 int profile_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
 	__u64 wakeup = BPF_RB_NO_WAKEUP;
+	bool wakeup_for_tables = false;
 	struct sample_event *e;
 	long klen, ulen;
 	__u64 size;
@@ -117,15 +140,26 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	klen /= 8;
 	if (klen > PROFILER_MAX_KERNEL_FRAMES)
 		klen = PROFILER_MAX_KERNEL_FRAMES;
-	/* A kernel thread has no user stack: the kernel's walker returns no
-	 * frames for it (not an error), so there is no need to look at the
-	 * task's flags (which would take CO-RE, hence the kernel's BTF). */
-	ulen = bpf_get_stack(ctx, &e->frames[klen], PROFILER_MAX_USER_FRAMES * 8, BPF_F_USER_STACK);
-	if (ulen < 0) {
-		stat_inc(STAT_USER_STACK_ERR);
-		ulen = 0;
+	ulen = unwind_enabled ? unwind_user(ctx, e, pid, (__u32)klen) : -1;
+	if (ulen >= 0) {
+		stat_inc(STAT_UNWIND_WALKS);
+	} else {
+		/* No tables for this process (yet): the kernel's frame-pointer
+		 * walker. A kernel thread has no user stack: the walker returns
+		 * no frames for it (not an error), so there is no need to look
+		 * at the task's flags (which would take CO-RE, hence the
+		 * kernel's BTF). */
+		e->user_status = UNWIND_STATUS_NO_PROCESS;
+		ulen = bpf_get_stack(ctx, &e->frames[klen], PROFILER_MAX_USER_FRAMES * 8,
+				     BPF_F_USER_STACK);
+		if (ulen < 0) {
+			stat_inc(STAT_USER_STACK_ERR);
+			ulen = 0;
+		}
+		ulen /= 8;
+		if (unwind_enabled)
+			wakeup_for_tables = true;
 	}
-	ulen /= 8;
 	if (ulen > PROFILER_MAX_USER_FRAMES)
 		ulen = PROFILER_MAX_USER_FRAMES;
 	e->n_kernel = klen;
@@ -143,6 +177,10 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 		__u8 one = 1;
 
 		bpf_map_update_elem(&known_pids, &pid, &one, BPF_ANY);
+		/* A process the unwinder has no tables for: user space loads
+		 * them as soon as it hears of it. */
+		if (wakeup_for_tables)
+			wakeup = BPF_RB_FORCE_WAKEUP;
 		if (exec_ns) {
 			if (e->ktime_ns - *exec_ns < YOUNG_NS)
 				wakeup = BPF_RB_FORCE_WAKEUP;
@@ -181,6 +219,7 @@ int handle_exec(void *ctx)
 	__u64 now = bpf_ktime_get_ns();
 
 	bpf_map_delete_elem(&known_pids, &pid); /* a new image to read */
+	forget_unwind_proc(pid);
 	bpf_map_update_elem(&exec_times, &pid, &now, BPF_ANY);
 	send_process_event(PROFILER_EVENT_EXEC, pid);
 	return 0;
@@ -196,6 +235,7 @@ int handle_exit(void *ctx)
 	if ((__u32)id == pid) {
 		bpf_map_delete_elem(&known_pids, &pid);
 		bpf_map_delete_elem(&exec_times, &pid);
+		forget_unwind_proc(pid);
 		send_process_event(PROFILER_EVENT_EXIT, pid);
 	}
 	return 0;

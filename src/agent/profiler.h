@@ -21,6 +21,8 @@
 #define PROFILER_MAX_FRAMES	   (PROFILER_MAX_KERNEL_FRAMES + PROFILER_MAX_USER_FRAMES)
 #define PROFILER_COMM_LEN	   16
 
+#include "unwind/unwind_row.h"
+
 enum profiler_event_kind {
 	PROFILER_EVENT_SAMPLE = 1,
 	PROFILER_EVENT_EXEC = 2,
@@ -35,7 +37,47 @@ enum profiler_stat {
 	STAT_KERNEL_STACK_ERR,	/* kernel stack unreadable (sample kept, no frames) */
 	STAT_USER_STACK_ERR,	/* user stack unreadable (sample kept, no frames) */
 	STAT_EXEC_DROPS,	/* exec/exit notification lost (cache may be stale) */
+	STAT_UNWIND_WALKS,	/* user stacks walked with tables */
 	STAT_NR,
+};
+
+/* How a sample's user stack ended (sample_event.user_status). COMPLETE
+ * is the only whole stack: the walk reached the outermost frame (an END
+ * row: _start, a thread's start, Go's runtime.goexit). Every other value
+ * says why the frames stop where they do. */
+enum unwind_status {
+	UNWIND_STATUS_COMPLETE = 0,
+	UNWIND_STATUS_NO_PROCESS,  /* no tables loaded for the process yet:
+				    * frame-pointer walk (bpf_get_stack) */
+	UNWIND_STATUS_NO_MAPPING,  /* a pc in no known code mapping */
+	UNWIND_STATUS_NO_TABLE,	   /* code without a table and no usable
+				    * frame pointer */
+	UNWIND_STATUS_TABLE_MISS,  /* a pc the table does not cover */
+	UNWIND_STATUS_UNSUPPORTED, /* a CFI rule a row cannot hold */
+	UNWIND_STATUS_READ_FAULT,  /* the stack could not be read */
+	UNWIND_STATUS_DEPTH,	   /* PROFILER_MAX_USER_FRAMES reached */
+	UNWIND_STATUS_BAD_FRAME,   /* a CFA that does not move up the stack */
+	UNWIND_STATUS_NO_USER,	   /* a kernel thread: no user stack */
+	UNWIND_STATUS_NR,
+};
+
+/* Where one code mapping of a process is and which rows describe it:
+ * rows [first, first + n) of unwind_rows, whose pcs are the mapping's
+ * addresses minus bias. n == 0: code with no table (JIT, anonymous, a
+ * file without CFI, or the row budget spent): the walk tries the frame
+ * pointer there. */
+struct unwind_mapping {
+	__u64 start, end;
+	__u64 bias;
+	__u32 first, n;
+};
+
+/* The code mappings of one process, sorted by start (unwind_procs). */
+#define UNWIND_MAX_MAPPINGS 120
+struct unwind_proc {
+	__u32 n;
+	__u32 pad;
+	struct unwind_mapping m[UNWIND_MAX_MAPPINGS];
 };
 
 struct sample_event {
@@ -44,6 +86,8 @@ struct sample_event {
 	__u32 tid;
 	__u16 n_kernel;
 	__u16 n_user;
+	__u8 user_status; /* enum unwind_status */
+	__u8 pad[7];
 	__u64 ktime_ns; /* CLOCK_MONOTONIC */
 	__u64 cgroup_id;
 	/* This thread's name; the process's (group leader's) when tid == pid.

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,17 +42,24 @@ struct sampler {
 	void *ctx;
 	void (*before)(void *ctx); /* sampler_set_before_consume */
 	void *before_ctx;
+	/* The unwinder's row array, mapped (NULL: the unwinder is off). */
+	struct unwind_row *unwind_rows;
+	size_t unwind_rows_len;
+	uint32_t unwind_nrows;
 };
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	char line[1024];
+	char *text = NULL, *line, *save = NULL;
 
 	if (level == LIBBPF_DEBUG || log_get_level() > LOG_DEBUG)
 		return 0;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	line[strcspn(line, "\n")] = '\0';
-	log_debug("libbpf: %s", line);
+	/* The verifier's log comes as one multi-line message: a line each. */
+	if (vasprintf(&text, fmt, ap) < 0)
+		return 0;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		log_debug("libbpf: %s", line);
+	free(text);
 	return 0;
 }
 
@@ -113,8 +121,63 @@ static int online_cpus(bool *online, int n)
 	return count;
 }
 
-int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void *ctx,
-		 struct sampler **out, struct kiln_error *err)
+/* Opens, sizes and loads the skeleton; with unwind_rows, the unwinder's
+ * row array is mapped writable for the unwinder. */
+static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwind_rows,
+			 struct kiln_error *err)
+{
+	int rc;
+
+	s->skel = profiler_bpf__open();
+	if (!s->skel)
+		return kiln_error_set(err, errno ? errno : EINVAL,
+				      "opening the embedded BPF object failed: %s",
+				      strerror(errno));
+	rc = bpf_map__set_max_entries(s->skel->maps.events, (__u32)ringbuf_bytes);
+	if (rc)
+		return kiln_error_set(err, -rc, "ring buffer size %zu refused: %s", ringbuf_bytes,
+				      strerror(-rc));
+	s->skel->rodata->unwind_enabled = unwind_rows > 0;
+	rc = bpf_map__set_max_entries(s->skel->maps.unwind_rows, unwind_rows ? unwind_rows : 1);
+	if (rc)
+		return kiln_error_set(err, -rc, "unwind table size of %u rows refused: %s",
+				      unwind_rows, strerror(-rc));
+	if (!unwind_rows)
+		bpf_map__set_max_entries(s->skel->maps.unwind_procs, 1);
+	/* The symbolize program needs bpf_snprintf; without it the agent
+	 * falls back to reading /proc/kallsyms, so do not let it fail the
+	 * whole load. */
+	s->can_symbolize =
+	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_snprintf, NULL) == 1;
+	if (!s->can_symbolize)
+		bpf_program__set_autoload(s->skel->progs.symbolize, false);
+	rc = profiler_bpf__load(s->skel);
+	if (rc)
+		return kiln_error_set(
+		    err, -rc,
+		    "BPF program refused by the kernel (%s): needs root with "
+		    "CAP_BPF+CAP_PERFMON, a BTF kernel >= 5.8 and no lockdown "
+		    "forbidding BPF; run with --log-level=debug for the verifier log",
+		    strerror(-rc));
+	if (unwind_rows) {
+		size_t page = (size_t)sysconf(_SC_PAGESIZE);
+		size_t len =
+		    ((size_t)unwind_rows * sizeof(struct unwind_row) + page - 1) / page * page;
+		void *rows = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+				  bpf_map__fd(s->skel->maps.unwind_rows), 0);
+
+		if (rows == MAP_FAILED)
+			return kiln_error_set(err, errno, "mapping the unwind table array: %s",
+					      strerror(errno));
+		s->unwind_rows = rows;
+		s->unwind_rows_len = len;
+		s->unwind_nrows = unwind_rows;
+	}
+	return 0;
+}
+
+int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, sampler_record_fn fn,
+		 void *ctx, struct sampler **out, struct kiln_error *err)
 {
 	struct perf_event_attr attr;
 	struct sampler *s = calloc(1, sizeof(*s));
@@ -137,12 +200,6 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 	for (int i = 0; i < ncpu; i++)
 		s->fds[i] = -1;
 
-	s->skel = profiler_bpf__open();
-	if (!s->skel) {
-		rc = kiln_error_set(err, errno ? errno : EINVAL,
-				    "opening the embedded BPF object failed: %s", strerror(errno));
-		goto fail;
-	}
 	if (!ringbuf_bytes) {
 		/* ~2.5 polls' worth of the worst case (full 254-frame stacks at
 		 * 4x the frequency) per CPU, as a power of two, at least 256 KiB. */
@@ -152,29 +209,21 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, sampler_record_fn fn, void
 		while (ringbuf_bytes < want && ringbuf_bytes < (256u << 20))
 			ringbuf_bytes <<= 1;
 	}
-	rc = bpf_map__set_max_entries(s->skel->maps.events, (__u32)ringbuf_bytes);
-	if (rc) {
-		rc = kiln_error_set(err, -rc, "ring buffer size %zu refused: %s", ringbuf_bytes,
-				    strerror(-rc));
-		goto fail;
+	rc = load_skeleton(s, ringbuf_bytes, unwind_rows, err);
+	if (rc == -EACCES && unwind_rows) {
+		/* A verifier that refuses the unwinder (an older kernel without
+		 * bpf_loop or bpf_task_pt_regs) still takes the rest. */
+		log_warn("the kernel refused the BPF stack unwinder (%s): falling back to frame "
+			 "pointers; run with --log-level=debug for the verifier log",
+			 err ? err->msg : "");
+		if (err)
+			kiln_error_clear(err);
+		profiler_bpf__destroy(s->skel);
+		s->skel = NULL;
+		rc = load_skeleton(s, ringbuf_bytes, 0, err);
 	}
-	/* The symbolize program needs bpf_snprintf; without it the agent
-	 * falls back to reading /proc/kallsyms, so do not let it fail the
-	 * whole load. */
-	s->can_symbolize =
-	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_snprintf, NULL) == 1;
-	if (!s->can_symbolize)
-		bpf_program__set_autoload(s->skel->progs.symbolize, false);
-	rc = profiler_bpf__load(s->skel);
-	if (rc) {
-		rc = kiln_error_set(
-		    err, -rc,
-		    "BPF program refused by the kernel (%s): needs root with "
-		    "CAP_BPF+CAP_PERFMON, a BTF kernel >= 5.8 and no lockdown "
-		    "forbidding BPF; run with --log-level=debug for the verifier log",
-		    strerror(-rc));
+	if (rc)
 		goto fail;
-	}
 
 	rc = online_cpus(online, ncpu);
 	if (rc < 0) {
@@ -260,6 +309,16 @@ int sampler_drain(struct sampler *s)
 	return ring_buffer__consume(s->rb);
 }
 
+bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
+{
+	if (!s->unwind_rows)
+		return false;
+	out->procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
+	out->rows = s->unwind_rows;
+	out->nrows = s->unwind_nrows;
+	return true;
+}
+
 bool sampler_can_symbolize(const struct sampler *s)
 {
 	return s->can_symbolize;
@@ -322,6 +381,8 @@ void sampler_close(struct sampler *s)
 	for (int i = 0; s->fds && i < s->n_cpus; i++)
 		if (s->fds[i] >= 0)
 			close(s->fds[i]);
+	if (s->unwind_rows)
+		munmap(s->unwind_rows, s->unwind_rows_len);
 	profiler_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->fds);

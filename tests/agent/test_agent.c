@@ -484,7 +484,7 @@ static void test_sampler_symbolize_matches_kallsyms(void **state)
 	}
 	fclose(f);
 	assert_true(n >= 8);
-	assert_int_equal(sampler_open(19, 0, NULL, NULL, &s, &err), 0);
+	assert_int_equal(sampler_open(19, 0, 0, NULL, NULL, &s, &err), 0);
 	assert_true(sampler_can_symbolize(s));
 	assert_int_equal(sampler_symbolize(s, addrs, n, &names), (int)n);
 	for (size_t i = 0; i < n; i++) {

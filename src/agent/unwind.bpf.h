@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * unwind.bpf.h — the BPF user-stack unwinder of profiler.bpf.c (x86-64).
+ *
+ * Walks the interrupted thread's user stack with the unwind tables user
+ * space compiled from each binary's .eh_frame/.debug_frame/.gopclntab
+ * (src/unwind, src/agent/unwinder.c), so that code built without frame
+ * pointers (most of a distro) keeps its callers.
+ *
+ * Maps, all written by user space only:
+ *   unwind_procs  pid -> the process's code mappings, sorted (struct
+ *                 unwind_proc); a process not in it is walked with the
+ *                 kernel's frame-pointer walker as before, and its first
+ *                 sample wakes user space to load it
+ *   unwind_rows   every table's rows, one array: a mapping names its
+ *                 table as a slice [first, first + n); an array lookup is
+ *                 inlined by the verifier, so a binary search costs a few
+ *                 loads per step
+ *
+ * One step per bpf_loop iteration: find the mapping of pc (binary search
+ * over at most UNWIND_MAX_MAPPINGS), then the row of pc - bias (binary
+ * search over the slice; a return address is looked up at pc - 1, since
+ * a call may be the last instruction of a function), compute the CFA,
+ * read the return address at CFA - 8 and, if the row says so, the
+ * caller's rbp. Code with no table (JIT, anonymous) is stepped with the
+ * frame pointer. A frame is emitted only once its pc is inside a known
+ * code mapping (the leaf excepted), so a wrong step ends the stack rather
+ * than adding a made-up frame; the reason the walk ended goes into the
+ * sample (enum unwind_status).
+ */
+#ifndef KILN_AGENT_UNWIND_BPF_H
+#define KILN_AGENT_UNWIND_BPF_H
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct unwind_proc);
+} unwind_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* sized by user space before load */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct unwind_row);
+} unwind_rows SEC(".maps");
+
+/* The interrupted registers, laid out as x86-64's struct pt_regs (a
+ * stable layout: it is the kernel's entry-code frame). Declared here
+ * rather than taken from vmlinux.h so that reading it needs no CO-RE
+ * relocation, hence no kernel BTF in libbpf (see profiler.bpf.c). */
+struct x86_regs {
+	__u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	__u64 ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+struct unwind_walk {
+	__u64 pc, sp, bp;
+	const struct unwind_proc *proc;
+	__u32 base; /* index of the first user frame in the sample */
+	__u32 n;    /* user frames emitted */
+	__u8 status;
+	__u8 bp_valid;
+	__u8 exact; /* pc is an interrupted pc, not a return address */
+};
+
+/* The user registers of the interrupted thread: from the sample when it
+ * interrupted user code, else from the entry frame at the top of the
+ * task's kernel stack. False for a kernel thread (no user mode). */
+static __always_inline bool user_regs(void *ctx, struct x86_regs *out)
+{
+	const struct x86_regs *r = ctx; /* bpf_perf_event_data starts with the regs */
+	struct task_struct *task;
+	long tr;
+
+	if ((r->cs & 3) == 3) {
+		out->ip = r->ip;
+		out->sp = r->sp;
+		out->bp = r->bp;
+		return true;
+	}
+	task = bpf_get_current_task_btf();
+	tr = bpf_task_pt_regs(task);
+	if (!tr || bpf_probe_read_kernel(out, sizeof(*out), (const void *)tr))
+		return false;
+	return (out->cs & 3) == 3 && out->ip != 0;
+}
+
+/* &p->m[idx], or NULL past the end (bound checked on the register that
+ * indexes, as in put_frame). */
+static __always_inline const struct unwind_mapping *mapping_at(const struct unwind_proc *p,
+							       __u32 idx)
+{
+	asm volatile("" : "+r"(idx));
+	if (idx >= UNWIND_MAX_MAPPINGS)
+		return NULL;
+	return &p->m[idx];
+}
+
+/* A binary search for the last element whose key is <= key, in
+ * [lo, hi): each probe is one bpf_loop iteration, so the verifier checks
+ * the probe once instead of every unrolled step of every path. */
+struct search {
+	__u64 key;
+	__u32 lo, hi;
+	const struct unwind_proc *proc; /* mapping searches */
+};
+
+static long mapping_probe(__u32 i, void *ctx)
+{
+	struct search *s = ctx;
+	const struct unwind_mapping *m;
+	__u32 mid;
+
+	if (s->lo >= s->hi)
+		return 1;
+	mid = s->lo + (s->hi - s->lo) / 2;
+	m = mapping_at(s->proc, mid);
+	if (!m)
+		return 1;
+	if (m->start <= s->key)
+		s->lo = mid + 1;
+	else
+		s->hi = mid;
+	return 0;
+}
+
+/* The mapping holding pc, or NULL. */
+static __always_inline const struct unwind_mapping *find_mapping(const struct unwind_proc *p,
+								 __u64 pc)
+{
+	struct search s = {.key = pc, .lo = 0, .hi = p->n, .proc = p};
+	const struct unwind_mapping *m;
+
+	if (s.hi > UNWIND_MAX_MAPPINGS)
+		s.hi = UNWIND_MAX_MAPPINGS;
+	bpf_loop(8, mapping_probe, &s, 0); /* 2^8 > UNWIND_MAX_MAPPINGS */
+	if (s.lo == 0)
+		return NULL;
+	m = mapping_at(p, s.lo - 1);
+	if (!m || pc >= m->end)
+		return NULL;
+	return m;
+}
+
+static long row_probe(__u32 i, void *ctx)
+{
+	struct search *s = ctx;
+	struct unwind_row *r;
+	__u32 mid;
+
+	if (s->lo >= s->hi)
+		return 1;
+	mid = s->lo + (s->hi - s->lo) / 2;
+	r = bpf_map_lookup_elem(&unwind_rows, &mid);
+	if (!r)
+		return 1;
+	if (r->pc <= s->key)
+		s->lo = mid + 1;
+	else
+		s->hi = mid;
+	return 0;
+}
+
+/* The rule of the row covering pc in rows [first, first + n): 0, or -1
+ * when pc lies before the first row. */
+static __always_inline int find_row(__u32 first, __u32 n, __u32 pc, __u32 *rule)
+{
+	struct search s = {.key = pc, .lo = first, .hi = first + n};
+	struct unwind_row *r;
+	__u32 idx;
+
+	bpf_loop(32, row_probe, &s, 0);
+	if (s.lo == first)
+		return -1;
+	idx = s.lo - 1;
+	r = bpf_map_lookup_elem(&unwind_rows, &idx);
+	if (!r)
+		return -1;
+	*rule = r->rule;
+	return 0;
+}
+
+/* One step with the frame pointer: rbp points at the saved rbp, with the
+ * return address above it. 0 to go on, 1 to stop (status set). */
+static __always_inline long step_frame_pointer(struct unwind_walk *w, __u8 why)
+{
+	__u64 pair[2];
+
+	if (!w->bp_valid || w->bp <= w->sp) {
+		w->status = why;
+		return 1;
+	}
+	if (bpf_probe_read_user(pair, sizeof(pair), (const void *)w->bp)) {
+		w->status = UNWIND_STATUS_READ_FAULT;
+		return 1;
+	}
+	w->sp = w->bp + 16;
+	w->bp = pair[0];
+	w->pc = pair[1];
+	w->exact = 0;
+	return 0;
+}
+
+/* e->frames[idx] = pc, with the bound check where the verifier sees it
+ * (the compiler would otherwise check one copy of idx and index with
+ * another). */
+static __always_inline void put_frame(struct sample_event *e, __u32 idx, __u64 pc)
+{
+	asm volatile("" : "+r"(idx));
+	if (idx < PROFILER_MAX_FRAMES)
+		e->frames[idx] = pc;
+}
+
+static long unwind_step(__u32 i, void *ctx)
+{
+	struct unwind_walk *w = ctx;
+	const struct unwind_mapping *m;
+	struct sample_event *e;
+	__u32 zero = 0, idx, rule = 0;
+	__u64 lookup_pc, cfa, ra, rel;
+
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e || !w->proc)
+		return 1;
+	if (w->pc == 0) { /* the conventional end of a stack */
+		w->status = UNWIND_STATUS_COMPLETE;
+		return 1;
+	}
+	if (w->n >= PROFILER_MAX_USER_FRAMES) {
+		w->status = UNWIND_STATUS_DEPTH;
+		return 1;
+	}
+	idx = w->base + w->n;
+	if (idx >= PROFILER_MAX_FRAMES)
+		return 1;
+	lookup_pc = w->exact ? w->pc : w->pc - 1;
+	m = find_mapping(w->proc, lookup_pc);
+	if (!m) {
+		/* The leaf is what the CPU ran: keep it even where no
+		 * mapping is known yet (new code; user space re-reads). */
+		if (w->n == 0) {
+			put_frame(e, idx, w->pc);
+			w->n = 1;
+		}
+		w->status = UNWIND_STATUS_NO_MAPPING;
+		return 1;
+	}
+	put_frame(e, idx, w->pc);
+	w->n++;
+	if (m->n == 0)
+		return step_frame_pointer(w, UNWIND_STATUS_NO_TABLE);
+	rel = lookup_pc - m->bias;
+	if (rel > 0xffffffffull || find_row(m->first, m->n, (__u32)rel, &rule) != 0)
+		return step_frame_pointer(w, UNWIND_STATUS_TABLE_MISS);
+
+	switch (UNWIND_RULE_KIND(rule)) {
+	case UNWIND_CFA_SP:
+		cfa = w->sp + UNWIND_RULE_OFF(rule);
+		break;
+	case UNWIND_CFA_FP:
+		if (!w->bp_valid) {
+			w->status = UNWIND_STATUS_NO_TABLE;
+			return 1;
+		}
+		cfa = w->bp + UNWIND_RULE_OFF(rule);
+		break;
+	case UNWIND_CFA_PLT:
+		cfa = w->sp + 8 + ((w->pc & 15) >= UNWIND_RULE_OFF(rule) ? 8 : 0);
+		break;
+	case UNWIND_SIGNAL: {
+		__u64 regs[2];
+
+		/* The interrupted rip and rsp, then rbp, from the ucontext. */
+		if (bpf_probe_read_user(regs, sizeof(regs),
+					(const void *)(w->sp + UNWIND_SIGNAL_RSP_AT)) ||
+		    bpf_probe_read_user(&w->bp, sizeof(w->bp),
+					(const void *)(w->sp + UNWIND_SIGNAL_RBP_AT))) {
+			w->status = UNWIND_STATUS_READ_FAULT;
+			return 1;
+		}
+		w->sp = regs[0];
+		w->pc = regs[1];
+		w->bp_valid = 1;
+		w->exact = 1; /* an interrupted pc, not a return address */
+		return 0;
+	}
+	case UNWIND_END:
+		w->status = UNWIND_STATUS_COMPLETE;
+		return 1;
+	case UNWIND_NONE:
+		return step_frame_pointer(w, UNWIND_STATUS_TABLE_MISS);
+	default:
+		w->status = UNWIND_STATUS_UNSUPPORTED;
+		return 1;
+	}
+	if (cfa <= w->sp) {
+		w->status = UNWIND_STATUS_BAD_FRAME;
+		return 1;
+	}
+	if (bpf_probe_read_user(&ra, sizeof(ra), (const void *)(cfa - 8))) {
+		w->status = UNWIND_STATUS_READ_FAULT;
+		return 1;
+	}
+	switch (UNWIND_RULE_RBP(rule)) {
+	case UNWIND_RBP_AT_CFA:
+		if (bpf_probe_read_user(&w->bp, sizeof(w->bp),
+					(const void *)(cfa + 8 * (__s64)UNWIND_RULE_RBP_OFF(rule)))) {
+			w->status = UNWIND_STATUS_READ_FAULT;
+			return 1;
+		}
+		w->bp_valid = 1;
+		break;
+	case UNWIND_RBP_UNDEFINED:
+		w->bp_valid = 0;
+		break;
+	default:
+		break;
+	}
+	w->sp = cfa;
+	w->pc = ra;
+	w->exact = 0;
+	return 0;
+}
+
+/* Walks the current thread's user stack into e->frames[base...] with the
+ * process's tables. Returns the number of frames, or -1 when the process
+ * has no tables (the caller falls back to the frame-pointer walker). */
+static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32 pid, __u32 base)
+{
+	struct unwind_walk w = {.base = base, .exact = 1, .bp_valid = 1};
+	struct x86_regs regs;
+
+	w.proc = bpf_map_lookup_elem(&unwind_procs, &pid);
+	if (!w.proc)
+		return -1;
+	if (!user_regs(ctx, &regs)) {
+		e->user_status = UNWIND_STATUS_NO_USER;
+		return 0;
+	}
+	w.pc = regs.ip;
+	w.sp = regs.sp;
+	w.bp = regs.bp;
+	w.status = UNWIND_STATUS_DEPTH;
+	bpf_loop(PROFILER_MAX_USER_FRAMES + 1, unwind_step, &w, 0);
+	e->user_status = w.status;
+	return w.n;
+}
+
+#endif

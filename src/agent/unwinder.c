@@ -1,0 +1,644 @@
+/*
+ * unwinder.c — the user-space half of the BPF stack unwinder: which
+ * tables are in the kernel, which process maps which.
+ *
+ * Tables are per file (keyed by device and inode, as /proc/PID/maps shows
+ * them), built once with src/unwind the first time a process mapping the
+ * file is loaded, and shared by every process that maps it. Their rows go
+ * into one BPF array (unwind_rows, mmapped here: an upload is a memcpy)
+ * whose size is the row budget (--unwind-table-max-bytes); a table takes a
+ * slice of it, first fit. A table no process references is kept until
+ * its slice is wanted (least recently used first), so a process that runs
+ * the same binary again finds it. A freed slice is quarantined for
+ * QUARANTINE_NS before reuse: a walk that read a process's mappings just
+ * before they were dropped may still be reading the old rows.
+ *
+ * A process is loaded when its first sample arrives without tables
+ * (UNWIND_STATUS_NO_PROCESS): its code mappings are read from
+ * /proc/PID/maps, and each gets its file's table (or none: anonymous or
+ * JIT code, a file without CFI, a spent budget; the BPF walk then tries
+ * the frame pointer there). A sample whose pc lies in no known mapping
+ * (UNWIND_STATUS_NO_MAPPING: dlopen, new JIT code) asks for a reload, at
+ * most once per RELOAD_NS per process. The kernel side forgets a process
+ * itself at exec and exit; unwinder_forget drops its references here.
+ *
+ * Files are opened through /proc/PID/map_files (the very file the process
+ * maps, also in another mount namespace or deleted), else
+ * /proc/PID/root/PATH, checked to be the mapped inode; never a FIFO or a
+ * device (O_NONBLOCK, regular files only).
+ */
+#include "agent/agent.h"
+#include "common/htab.h"
+#include "common/log.h"
+#include "unwind/unwind.h"
+
+#include <bpf/bpf.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define QUARANTINE_NS (2000ull * 1000000)
+#define RELOAD_NS     (1000ull * 1000000)
+/* A file whose table could not be built is asked again after this. */
+#define RETRY_NS (60ull * 1000000000)
+#define MAX_LOADS 8
+
+struct file_key {
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+};
+
+/* One file's table in the kernel. */
+struct unwind_file {
+	struct file_key key;
+	uint32_t first, n;   /* the slice of unwind_rows; n == 0: none */
+	bool failed;	     /* no table: no CFI, not x86-64 ELF, or over budget */
+	uint64_t failed_ns;  /* when, to retry after RETRY_NS */
+	unsigned refs;	     /* processes mapping it */
+	uint64_t last_used_ns;
+	size_t nloads;
+	struct elf_load loads[MAX_LOADS];
+	struct unwind_file *lru_prev, *lru_next; /* unreferenced tables, oldest first */
+};
+
+struct extent {
+	uint32_t first, n;
+	uint64_t freed_ns; /* quarantined until freed_ns + QUARANTINE_NS */
+};
+
+struct unwind_process {
+	uint32_t pid;
+	uint64_t loaded_ns;
+	size_t nfiles;
+	struct unwind_file **files; /* referenced */
+};
+
+struct unwinder {
+	int procs_fd;
+	struct unwind_row *rows; /* mmapped unwind_rows */
+	uint32_t nrows;
+	const char *debug_dir;
+	struct agent_metrics *m;
+	struct htab *files; /* file_key -> struct unwind_file * */
+	struct htab *procs; /* pid -> struct unwind_process * */
+	struct extent *free_list; /* sorted by first, coalesced */
+	size_t nfree, capfree;
+	struct extent *quarantine;
+	size_t nquar, capquar;
+	struct unwind_file *lru_head, *lru_tail;
+	struct unwind_file vdso; /* the kernel's vDSO, the same in every process */
+	uint64_t rows_used;
+};
+
+#define ADD(f, v) atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed)
+#define SET(f, v) atomic_store_explicit(&u->m->f, (v), memory_order_relaxed)
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the row budget ------------------------------------------------------ */
+
+static int extents_push(struct extent **v, size_t *n, size_t *cap, struct extent e)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		struct extent *nv = realloc(*v, c * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = c;
+	}
+	(*v)[(*n)++] = e;
+	return 0;
+}
+
+/* Returns [first, first + n) to the free list, merging neighbours. */
+static int free_list_add(struct unwinder *u, uint32_t first, uint32_t n)
+{
+	size_t i = 0;
+	int rc;
+
+	while (i < u->nfree && u->free_list[i].first < first)
+		i++;
+	if (i > 0 && u->free_list[i - 1].first + u->free_list[i - 1].n == first) {
+		u->free_list[i - 1].n += n;
+		if (i < u->nfree && first + n == u->free_list[i].first) {
+			u->free_list[i - 1].n += u->free_list[i].n;
+			memmove(&u->free_list[i], &u->free_list[i + 1],
+				(u->nfree - i - 1) * sizeof(*u->free_list));
+			u->nfree--;
+		}
+		return 0;
+	}
+	if (i < u->nfree && first + n == u->free_list[i].first) {
+		u->free_list[i].first = first;
+		u->free_list[i].n += n;
+		return 0;
+	}
+	rc = extents_push(&u->free_list, &u->nfree, &u->capfree, (struct extent){0});
+	if (rc)
+		return rc;
+	memmove(&u->free_list[i + 1], &u->free_list[i],
+		(u->nfree - 1 - i) * sizeof(*u->free_list));
+	u->free_list[i] = (struct extent){.first = first, .n = n};
+	return 0;
+}
+
+/* Moves quarantined slices whose time is up to the free list. */
+static void quarantine_release(struct unwinder *u, uint64_t now)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < u->nquar; i++) {
+		struct extent e = u->quarantine[i];
+
+		if (now - e.freed_ns >= QUARANTINE_NS && free_list_add(u, e.first, e.n) == 0)
+			continue;
+		u->quarantine[out++] = e;
+	}
+	u->nquar = out;
+}
+
+static bool alloc_rows(struct unwinder *u, uint32_t n, uint32_t *first)
+{
+	for (size_t i = 0; i < u->nfree; i++) {
+		if (u->free_list[i].n < n)
+			continue;
+		*first = u->free_list[i].first;
+		u->free_list[i].first += n;
+		u->free_list[i].n -= n;
+		if (u->free_list[i].n == 0) {
+			memmove(&u->free_list[i], &u->free_list[i + 1],
+				(u->nfree - i - 1) * sizeof(*u->free_list));
+			u->nfree--;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* ---- the table cache ------------------------------------------------------ */
+
+static void lru_unlink(struct unwinder *u, struct unwind_file *f)
+{
+	if (f->lru_prev)
+		f->lru_prev->lru_next = f->lru_next;
+	else if (u->lru_head == f)
+		u->lru_head = f->lru_next;
+	if (f->lru_next)
+		f->lru_next->lru_prev = f->lru_prev;
+	else if (u->lru_tail == f)
+		u->lru_tail = f->lru_prev;
+	f->lru_prev = f->lru_next = NULL;
+}
+
+static void lru_append(struct unwinder *u, struct unwind_file *f)
+{
+	f->lru_prev = u->lru_tail;
+	f->lru_next = NULL;
+	if (u->lru_tail)
+		u->lru_tail->lru_next = f;
+	else
+		u->lru_head = f;
+	u->lru_tail = f;
+}
+
+/* Gives an unreferenced table's slice back (quarantined) and forgets it. */
+static void file_evict(struct unwinder *u, struct unwind_file *f, uint64_t now)
+{
+	lru_unlink(u, f);
+	if (f->n) {
+		extents_push(&u->quarantine, &u->nquar, &u->capquar,
+			     (struct extent){.first = f->first, .n = f->n, .freed_ns = now});
+		u->rows_used -= f->n;
+		ADD(unwind_tables_evicted, 1);
+	}
+	htab_put(u->files, &f->key, sizeof(f->key), 0);
+	free(f);
+}
+
+static void file_release(struct unwinder *u, struct unwind_file *f, uint64_t now)
+{
+	if (f == &u->vdso || !f->refs)
+		return;
+	f->last_used_ns = now;
+	if (--f->refs == 0)
+		lru_append(u, f);
+}
+
+/* Finds room for n rows, evicting unreferenced tables oldest first. */
+static bool make_room(struct unwinder *u, uint32_t n, uint32_t *first, uint64_t now)
+{
+	for (;;) {
+		quarantine_release(u, now);
+		if (alloc_rows(u, n, first))
+			return true;
+		if (!u->lru_head)
+			return false;
+		file_evict(u, u->lru_head, now);
+	}
+}
+
+/* The PT_LOADs of elf (for mapping biases). */
+static void read_loads(Elf *elf, struct unwind_file *f)
+{
+	size_t nph = 0;
+
+	f->nloads = 0;
+	if (elf_getphdrnum(elf, &nph) != 0)
+		return;
+	for (size_t i = 0; i < nph && f->nloads < MAX_LOADS; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		f->loads[f->nloads++] = (struct elf_load){
+		    .offset = ph.p_offset, .vaddr = ph.p_vaddr, .filesz = ph.p_filesz,
+		    .flags = ph.p_flags};
+	}
+}
+
+/* Copies t's rows into a slice of the kernel's array. */
+static int upload(struct unwinder *u, struct unwind_file *f, const struct unwind_table *t,
+		  uint64_t now)
+{
+	uint32_t first;
+
+	if (t->n == 0 || t->n > u->nrows)
+		return -E2BIG;
+	if (!make_room(u, (uint32_t)t->n, &first, now))
+		return -ENOSPC;
+	memcpy(&u->rows[first], t->rows, t->n * sizeof(*t->rows));
+	f->first = first;
+	f->n = (uint32_t)t->n;
+	u->rows_used += t->n;
+	return 0;
+}
+
+/* Builds and uploads the table of an open file. */
+static void file_build(struct unwinder *u, struct unwind_file *f, int fd, const char *what,
+		       uint64_t now)
+{
+	struct unwind_table t;
+	struct kiln_error err = {0};
+	uint64_t t0 = mono_ns(), dt;
+	Elf *elf;
+	int rc;
+
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf) {
+		read_loads(elf, f);
+		elf_end(elf);
+	}
+	rc = unwind_table_build(fd, u->debug_dir, &t, &err);
+	dt = mono_ns() - t0;
+	ADD(unwind_table_builds, 1);
+	ADD(unwind_table_build_ns, dt);
+	if (rc == 0) {
+		rc = upload(u, f, &t, now);
+		if (rc == -ENOSPC || rc == -E2BIG) {
+			ADD(unwind_tables_over_budget, 1);
+			log_debug("unwind: %s: %zu rows do not fit the table budget", what, t.n);
+		}
+		unwind_table_free(&t);
+	} else {
+		log_debug("unwind: %s: %s", what, err.msg);
+	}
+	if (rc) {
+		ADD(unwind_table_failures, 1);
+		f->failed = true;
+		f->failed_ns = now;
+	} else {
+		log_debug("unwind: %s: %u rows in %.2f ms", what, f->n, (double)dt / 1e6);
+	}
+}
+
+/* Opens the file a process maps at m, without following it into a FIFO or
+ * device; -1 when it cannot be had. */
+static int open_mapped(const char *proc_root, uint32_t pid, const struct proc_mapping *m)
+{
+	char path[4200];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/map_files/%llx-%llx", proc_root, pid,
+		 (unsigned long long)m->start, (unsigned long long)m->limit);
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && m->path[0] == '/') {
+		snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, pid, m->path);
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != m->inode) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The table of the file mapped at m, built if needed; referenced. NULL
+ * when there is none (the mapping gets no rows). */
+static struct unwind_file *file_get(struct unwinder *u, const char *proc_root, uint32_t pid,
+				    const struct proc_mapping *m, uint64_t now)
+{
+	struct file_key key = {m->dev_major, m->dev_minor, m->inode};
+	struct unwind_file *f = NULL;
+	uint64_t v;
+	int fd;
+
+	if (htab_get(u->files, &key, sizeof(key), &v) && v)
+		f = (struct unwind_file *)(uintptr_t)v;
+	if (f && f->failed && now - f->failed_ns >= RETRY_NS && !f->refs) {
+		lru_unlink(u, f);
+		htab_put(u->files, &key, sizeof(key), 0);
+		free(f);
+		f = NULL;
+	}
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f)
+			return NULL;
+		f->key = key;
+		if (htab_put(u->files, &key, sizeof(key), (uint64_t)(uintptr_t)f) != 0) {
+			free(f);
+			return NULL;
+		}
+		fd = open_mapped(proc_root, pid, m);
+		if (fd < 0) {
+			f->failed = true;
+			f->failed_ns = now;
+		} else {
+			file_build(u, f, fd, m->path, now);
+			close(fd);
+		}
+	}
+	if (f->refs++ == 0 && (f->lru_prev || f->lru_next || u->lru_head == f))
+		lru_unlink(u, f);
+	f->last_used_ns = now;
+	return f;
+}
+
+/* The kernel's vDSO, read from this process's own (every process of this
+ * kernel maps the same image). */
+static void vdso_load(struct unwinder *u)
+{
+	const unsigned char *image = (const unsigned char *)getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)image;
+	struct unwind_table t;
+	struct kiln_error err = {0};
+	Elf *elf;
+	size_t len;
+
+	if (!image || memcmp(image, ELFMAG, SELFMAG) != 0 || image[EI_CLASS] != ELFCLASS64)
+		return;
+	len = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	elf_version(EV_CURRENT);
+	elf = elf_memory((char *)image, len);
+	if (elf) {
+		read_loads(elf, &u->vdso);
+		elf_end(elf);
+	}
+	if (unwind_table_build_mem(image, len, &t, &err) != 0) {
+		log_debug("unwind: [vdso]: %s", err.msg);
+		return;
+	}
+	if (upload(u, &u->vdso, &t, mono_ns()) != 0)
+		u->vdso.n = 0;
+	unwind_table_free(&t);
+}
+
+/* ---- processes -------------------------------------------------------------- */
+
+static void process_free(struct unwinder *u, struct unwind_process *p, uint64_t now)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nfiles; i++)
+		file_release(u, p->files[i], now);
+	free(p->files);
+	free(p);
+}
+
+/* The mapping bias: what to subtract from an address to get the file's
+ * virtual address (the PT_LOAD holding the mapping's file offset). */
+static bool mapping_bias(const struct unwind_file *f, const struct proc_mapping *m,
+			 uint64_t *bias)
+{
+	for (size_t i = 0; i < f->nloads; i++) {
+		const struct elf_load *l = &f->loads[i];
+
+		if (m->offset >= l->offset && m->offset < l->offset + l->filesz &&
+		    (l->flags & PF_X)) {
+			*bias = m->start - m->offset + l->offset - l->vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Remembers a load that failed (a process gone, a kernel thread), so that
+ * its later samples do not retry before RELOAD_NS. */
+static void note_failed_load(struct unwinder *u, uint32_t pid, uint64_t now)
+{
+	struct unwind_process *p;
+	uint64_t v;
+
+	if (htab_get(u->procs, &pid, sizeof(pid), &v) && v) {
+		((struct unwind_process *)(uintptr_t)v)->loaded_ns = now;
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	p->pid = pid;
+	p->loaded_ns = now;
+	if (htab_put(u->procs, &pid, sizeof(pid), (uint64_t)(uintptr_t)p) != 0)
+		free(p);
+}
+
+int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint64_t now)
+{
+	struct proc_maps maps = {0};
+	struct unwind_proc *up = NULL;
+	struct unwind_process *p = NULL, *old = NULL;
+	char path[256];
+	uint64_t v;
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%u/maps", proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = procmaps_query(fd, &maps);
+	close(fd);
+	if (rc == -EOPNOTSUPP) { /* before Linux 6.11: the text */
+		struct buf text;
+
+		buf_init(&text);
+		rc = buf_read_file(&text, path, 64u << 20);
+		if (rc == 0)
+			rc = procmaps_parse((const char *)text.data, text.len, &maps, NULL);
+		buf_free(&text);
+	}
+	if (rc)
+		goto out;
+	if (maps.n == 0) { /* a kernel thread, or gone */
+		rc = -ENOENT;
+		goto out;
+	}
+	up = calloc(1, sizeof(*up));
+	p = calloc(1, sizeof(*p));
+	if (p)
+		p->files = calloc(maps.n, sizeof(*p->files));
+	if (!up || !p || !p->files) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	p->pid = pid;
+	p->loaded_ns = now;
+	for (size_t i = 0; i < maps.n && up->n < UNWIND_MAX_MAPPINGS; i++) {
+		const struct proc_mapping *m = &maps.v[i];
+		struct unwind_mapping *um = &up->m[up->n];
+		struct unwind_file *f = NULL;
+		uint64_t bias;
+
+		um->start = m->start;
+		um->end = m->limit;
+		if (strcmp(m->path, "[vdso]") == 0)
+			f = u->vdso.n ? &u->vdso : NULL;
+		else if (m->path[0] == '/' && m->inode)
+			f = file_get(u, proc_root, pid, m, now);
+		if (f && f != &u->vdso)
+			p->files[p->nfiles++] = f;
+		if (f && !f->failed && f->n && mapping_bias(f, m, &bias)) {
+			um->bias = bias;
+			um->first = f->first;
+			um->n = f->n;
+		}
+		up->n++;
+	}
+	if (maps.n > UNWIND_MAX_MAPPINGS)
+		ADD(unwind_mappings_dropped, maps.n - UNWIND_MAX_MAPPINGS);
+	rc = bpf_map_update_elem(u->procs_fd, &pid, up, BPF_ANY) ? -errno : 0;
+	if (rc)
+		goto out;
+	if (htab_get(u->procs, &pid, sizeof(pid), &v) && v)
+		old = (struct unwind_process *)(uintptr_t)v;
+	rc = htab_put(u->procs, &pid, sizeof(pid), (uint64_t)(uintptr_t)p);
+	if (rc) {
+		bpf_map_delete_elem(u->procs_fd, &pid);
+		goto out;
+	}
+	process_free(u, old, now);
+	p = NULL;
+	ADD(unwind_process_loads, 1);
+out:
+	if (p)
+		process_free(u, p, now);
+	if (rc && rc != -ENOMEM)
+		note_failed_load(u, pid, now);
+	free(up);
+	procmaps_free(&maps);
+	unwinder_update_metrics(u);
+	return rc;
+}
+
+bool unwinder_reload_due(struct unwinder *u, uint32_t pid, uint64_t now)
+{
+	uint64_t v;
+
+	if (!htab_get(u->procs, &pid, sizeof(pid), &v) || !v)
+		return true;
+	return now - ((struct unwind_process *)(uintptr_t)v)->loaded_ns >= RELOAD_NS;
+}
+
+void unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now)
+{
+	uint64_t v;
+
+	if (!htab_get(u->procs, &pid, sizeof(pid), &v) || !v)
+		return;
+	bpf_map_delete_elem(u->procs_fd, &pid); /* the kernel side did already */
+	htab_put(u->procs, &pid, sizeof(pid), 0);
+	process_free(u, (struct unwind_process *)(uintptr_t)v, now);
+	unwinder_update_metrics(u);
+}
+
+void unwinder_update_metrics(struct unwinder *u)
+{
+	size_t iter = 0, klen, tables = 0, procs = 0;
+	const void *key;
+	uint64_t v;
+
+	while (htab_next(u->files, &iter, &key, &klen, &v))
+		if (v && ((struct unwind_file *)(uintptr_t)v)->n)
+			tables++;
+	iter = 0;
+	while (htab_next(u->procs, &iter, &key, &klen, &v))
+		if (v)
+			procs++;
+	SET(unwind_tables, tables + (u->vdso.n ? 1 : 0));
+	SET(unwind_processes, procs);
+	SET(unwind_table_bytes, (u->rows_used + u->vdso.n) * sizeof(struct unwind_row));
+	SET(unwind_table_bytes_max, (uint64_t)u->nrows * sizeof(struct unwind_row));
+}
+
+struct unwinder *unwinder_new(const struct sampler_unwind_maps *maps, const char *debug_dir,
+			      struct agent_metrics *m)
+{
+	struct unwinder *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return NULL;
+	u->procs_fd = maps->procs_fd;
+	u->rows = maps->rows;
+	u->nrows = maps->nrows;
+	u->debug_dir = debug_dir;
+	u->m = m;
+	u->files = htab_new(256);
+	u->procs = htab_new(256);
+	if (!u->files || !u->procs || free_list_add(u, 0, u->nrows) != 0) {
+		unwinder_free(u);
+		return NULL;
+	}
+	vdso_load(u);
+	unwinder_update_metrics(u);
+	return u;
+}
+
+void unwinder_free(struct unwinder *u)
+{
+	size_t iter = 0, klen;
+	const void *key;
+	uint64_t v;
+
+	if (!u)
+		return;
+	while (u->procs && htab_next(u->procs, &iter, &key, &klen, &v))
+		if (v)
+			process_free(u, (struct unwind_process *)(uintptr_t)v, 0);
+	iter = 0;
+	while (u->files && htab_next(u->files, &iter, &key, &klen, &v))
+		free((struct unwind_file *)(uintptr_t)v);
+	htab_free(u->files);
+	htab_free(u->procs);
+	free(u->free_list);
+	free(u->quarantine);
+	free(u);
+}
