@@ -182,6 +182,129 @@ static bool cie_fde_encoding(const Dwarf_CIE *cie, uint8_t *enc)
 	return true;
 }
 
+/* ---- a pre-check of CFI instructions ------------------------------------- */
+
+/* libdw sizes a frame's register array by the largest register number an
+ * instruction names, so one hostile DW_CFA_offset_extended naming register
+ * 2^30 costs gigabytes. The agent reads every executable users run, so
+ * each CIE's and FDE's instructions are decoded here first (operands
+ * only, no state) and refused when they name a register no x86-64 CFI
+ * names, or do not decode. */
+#define CFI_MAX_REGNO 128
+
+static bool skip_uleb(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t r = 0;
+
+	for (unsigned shift = 0; *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+
+		if (shift < 64)
+			r |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			if (v)
+				*v = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool skip_bytes(const uint8_t **p, const uint8_t *end, uint64_t n)
+{
+	if ((uint64_t)(end - *p) < n)
+		return false;
+	*p += n;
+	return true;
+}
+
+static bool reg_ok(const uint8_t **p, const uint8_t *end)
+{
+	uint64_t reg;
+
+	return skip_uleb(p, end, &reg) && reg < CFI_MAX_REGNO;
+}
+
+/* True when every instruction in [p, end) decodes and names only
+ * registers below CFI_MAX_REGNO. */
+static bool cfi_instructions_ok(const uint8_t *p, const uint8_t *end)
+{
+	uint64_t len;
+
+	while (p < end) {
+		uint8_t op = *p++;
+
+		switch (op & 0xc0) {
+		case DW_CFA_advance_loc:
+			continue;
+		case DW_CFA_offset:
+			if (!skip_uleb(&p, end, NULL))
+				return false;
+			continue;
+		case DW_CFA_restore:
+			continue;
+		}
+		switch (op) {
+		case DW_CFA_nop:
+		case DW_CFA_remember_state:
+		case DW_CFA_restore_state:
+		case DW_CFA_GNU_window_save:
+			break;
+		case DW_CFA_advance_loc1:
+			if (!skip_bytes(&p, end, 1))
+				return false;
+			break;
+		case DW_CFA_advance_loc2:
+			if (!skip_bytes(&p, end, 2))
+				return false;
+			break;
+		case DW_CFA_advance_loc4:
+			if (!skip_bytes(&p, end, 4))
+				return false;
+			break;
+		case DW_CFA_def_cfa_offset:
+		case DW_CFA_def_cfa_offset_sf:
+		case DW_CFA_GNU_args_size:
+			if (!skip_uleb(&p, end, NULL))
+				return false;
+			break;
+		case DW_CFA_restore_extended:
+		case DW_CFA_undefined:
+		case DW_CFA_same_value:
+		case DW_CFA_def_cfa_register:
+			if (!reg_ok(&p, end))
+				return false;
+			break;
+		case DW_CFA_offset_extended:
+		case DW_CFA_offset_extended_sf:
+		case DW_CFA_def_cfa:
+		case DW_CFA_def_cfa_sf:
+		case DW_CFA_val_offset:
+		case DW_CFA_val_offset_sf:
+		case DW_CFA_GNU_negative_offset_extended:
+			if (!reg_ok(&p, end) || !skip_uleb(&p, end, NULL))
+				return false;
+			break;
+		case DW_CFA_register:
+			if (!reg_ok(&p, end) || !reg_ok(&p, end))
+				return false;
+			break;
+		case DW_CFA_def_cfa_expression:
+			if (!skip_uleb(&p, end, &len) || !skip_bytes(&p, end, len))
+				return false;
+			break;
+		case DW_CFA_expression:
+		case DW_CFA_val_expression:
+			if (!reg_ok(&p, end) || !skip_uleb(&p, end, &len) || !skip_bytes(&p, end, len))
+				return false;
+			break;
+		default: /* DW_CFA_set_loc and vendor opcodes: not in x86-64 output */
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool op_is(const Dwarf_Op *op, uint8_t atom, uint64_t number)
 {
 	return op->atom == atom && op->number == number;
@@ -280,13 +403,27 @@ unsupported:
 	return UNWIND_RULE(UNWIND_UNSUPPORTED, UNWIND_RBP_SAME, 0, 0);
 }
 
-/* The rows of one FDE's range [lo, hi), asked of libdw row by row. */
-static int fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, struct unwind_table *t)
+/* The rows of one FDE's range [lo, hi), asked of libdw row by row. A row
+ * takes at least one byte of CFI instructions, so an FDE of len bytes has
+ * at most len rows: the bound keeps a corrupt FDE from running the
+ * quadratic walk for long. Real FDEs stay far below FDE_MAX_ROWS; one
+ * above it ends in an UNSUPPORTED row. */
+#define FDE_MAX_ROWS 4096
+static int fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, size_t len, struct unwind_table *t)
 {
 	uint64_t pc = lo;
+	size_t rows = 0;
 	int rc;
 
 	while (pc < hi) {
+		if (rows++ > len || rows > FDE_MAX_ROWS) {
+			t->stats.unsupported++;
+			rc = unwind_table_push(t, (uint32_t)pc,
+					       UNWIND_RULE(UNWIND_UNSUPPORTED, UNWIND_RBP_SAME, 0, 0));
+			if (rc)
+				return rc;
+			break;
+		}
 		Dwarf_Frame *frame = NULL;
 		Dwarf_Addr start, end;
 		bool signal = false;
@@ -326,6 +463,7 @@ int unwind_cfi_rows(Elf *elf, bool eh_frame, struct unwind_table *t, struct kiln
 		Dwarf_Off off;
 		uint8_t enc;
 		bool ok;
+		bool z; /* FDEs carry an augmentation length */
 	} cies[256];
 	size_t ncies = 0;
 	Dwarf_Off off = 0, next;
@@ -374,7 +512,12 @@ int unwind_cfi_rows(Elf *elf, bool eh_frame, struct unwind_table *t, struct kiln
 		if (dwarf_cfi_cie_p(&entry)) {
 			if (ncies < sizeof(cies) / sizeof(cies[0])) {
 				cies[ncies].off = here;
-				cies[ncies].ok = cie_fde_encoding(&entry.cie, &cies[ncies].enc);
+				cies[ncies].z = entry.cie.augmentation &&
+						entry.cie.augmentation[0] == 'z';
+				cies[ncies].ok =
+				    cie_fde_encoding(&entry.cie, &cies[ncies].enc) &&
+				    cfi_instructions_ok(entry.cie.initial_instructions,
+							entry.cie.initial_instructions_end);
 				ncies++;
 			}
 			continue;
@@ -393,12 +536,27 @@ int unwind_cfi_rows(Elf *elf, bool eh_frame, struct unwind_table *t, struct kiln
 		}
 		if (range == 0)
 			continue;
+		/* The instructions follow the augmentation data ('z': its
+		 * length first). */
+		if (cie->z) {
+			uint64_t auglen;
+
+			if (!skip_uleb(&p, entry.fde.end, &auglen) ||
+			    !skip_bytes(&p, entry.fde.end, auglen) ||
+			    !cfi_instructions_ok(p, entry.fde.end)) {
+				t->stats.bad++;
+				continue;
+			}
+		} else if (!cfi_instructions_ok(p, entry.fde.end)) {
+			t->stats.bad++;
+			continue;
+		}
 		/* Rows hold 32-bit pcs: a file's code lies below 4 GiB. */
 		if (lo > UINT32_MAX || range > UINT32_MAX - lo) {
 			t->stats.bad++;
 			continue;
 		}
-		rc = fde_rows(cfi, lo, lo + range, t);
+		rc = fde_rows(cfi, lo, lo + range, (size_t)(entry.fde.end - entry.fde.start), t);
 		if (rc)
 			break;
 		fdes++;
@@ -406,6 +564,8 @@ int unwind_cfi_rows(Elf *elf, bool eh_frame, struct unwind_table *t, struct kiln
 	t->stats.fdes += fdes;
 	if (rc)
 		kiln_error_set(err, -rc, "%s: out of memory for the unwind rows", name);
+	if (eh_frame)
+		dwarf_cfi_end(cfi); /* one from dwarf_getcfi_elf is the caller's */
 	if (dw)
 		dwarf_end(dw);
 	return rc < 0 ? rc : (int)fdes;
