@@ -54,8 +54,12 @@
 
 /* The functions that begin a stack: nothing above them is a caller. */
 static const char *const stack_roots[] = {
-    "runtime.goexit", "runtime.mstart",	  "runtime.mstart0",
-    "runtime.rt0_go", "_rt0_amd64_linux", "_rt0_amd64",
+    "runtime.goexit",	/* every goroutine's */
+    "runtime.mstart",	/* every thread's */
+    "runtime.mstart0",	/* what that calls, and its ABI wrapper */
+    "runtime.rt0_go",	/* the main thread's */
+    "_rt0_amd64_linux", /* the ELF entry point */
+    "_rt0_amd64",
 };
 
 /* One parsed header; every offset is checked to lie within data[0..len). */
@@ -66,8 +70,8 @@ struct pclntab {
 	uint64_t nfunc;
 	uint64_t text_start; /* 1.18+: base of entry offsets */
 	size_t funcname_off, pctab_off, pcln_off;
-	size_t field_size;   /* of a functab field: 8 (1.16) or 4 (1.18+) */
-	size_t entry_size;   /* of _func.entry: the same */
+	size_t field_size;   /* of a functab field and of _func.entry: 8 (1.16)
+			      * or 4 (1.18+) */
 	size_t func_size;    /* bytes of a _func record up to nfuncdata */
 	uint64_t steps_left; /* pc-value decoding budget */
 };
@@ -138,10 +142,10 @@ static int parse_header(struct pclntab *p, uint64_t text_vaddr, struct kiln_erro
 	p->pctab_off = offs[3];
 	p->pcln_off = offs[4];
 	if (p->magic == GO116_MAGIC) {
-		p->field_size = p->entry_size = 8;
+		p->field_size = 8;
 		p->func_size = 8 + 8 * 4 + 4;
 	} else {
-		p->field_size = p->entry_size = 4;
+		p->field_size = 4;
 		p->func_size = 4 + 8 * 4 + (p->magic == GO120_MAGIC ? 4 : 0) + 4;
 	}
 	/* The functab (2 * nfunc + 1 fields) must fit after pclnOffset. */
@@ -367,15 +371,15 @@ int unwind_gopclntab_rows(const uint8_t *data, size_t len, uint64_t text_vaddr,
 			bad++;
 			continue;
 		}
-		rec_entry = p.entry_size == 8 ? get_u64(data + fo) : get_u32(data + fo);
-		if (p.entry_size == 4)
+		rec_entry = p.field_size == 8 ? get_u64(data + fo) : get_u32(data + fo);
+		if (p.field_size == 4)
 			rec_entry += p.text_start;
 		if (rec_entry != entry) {
 			bad++; /* the record is another function's, or garbage */
 			continue;
 		}
-		nameoff = (int32_t)get_u32(data + fo + p.entry_size);
-		pcsp = get_u32(data + fo + p.entry_size + 12);
+		nameoff = (int32_t)get_u32(data + fo + p.field_size);
+		pcsp = get_u32(data + fo + p.field_size + 12);
 		if (is_stack_root(&p, nameoff)) {
 			/* Over the whole range: the runtime's own tables say
 			 * these frames have no caller. */
