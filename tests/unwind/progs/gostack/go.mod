@@ -1,0 +1,3 @@
+module kiln.test/gostack
+
+go 1.19
