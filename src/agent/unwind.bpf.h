@@ -306,8 +306,9 @@ static long unwind_step(__u32 i, void *ctx)
 	}
 	switch (UNWIND_RULE_RBP(rule)) {
 	case UNWIND_RBP_AT_CFA:
-		if (bpf_probe_read_user(&w->bp, sizeof(w->bp),
-					(const void *)(cfa + 8 * (__s64)UNWIND_RULE_RBP_OFF(rule)))) {
+		if (bpf_probe_read_user(
+			&w->bp, sizeof(w->bp),
+			(const void *)(cfa + 8 * (__s64)UNWIND_RULE_RBP_OFF(rule)))) {
 			w->status = UNWIND_STATUS_READ_FAULT;
 			return 1;
 		}

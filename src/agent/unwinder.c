@@ -48,7 +48,7 @@
 #define QUARANTINE_NS (2000ull * 1000000)
 #define RELOAD_NS     (1000ull * 1000000)
 /* A file whose table could not be built is asked again after this. */
-#define RETRY_NS (60ull * 1000000000)
+#define RETRY_NS  (60ull * 1000000000)
 #define MAX_LOADS 8
 
 struct file_key {
@@ -59,10 +59,10 @@ struct file_key {
 /* One file's table in the kernel. */
 struct unwind_file {
 	struct file_key key;
-	uint32_t first, n;   /* the slice of unwind_rows; n == 0: none */
-	bool failed;	     /* no table: no CFI, not x86-64 ELF, or over budget */
-	uint64_t failed_ns;  /* when, to retry after RETRY_NS */
-	unsigned refs;	     /* processes mapping it */
+	uint32_t first, n;  /* the slice of unwind_rows; n == 0: none */
+	bool failed;	    /* no table: no CFI, not x86-64 ELF, or over budget */
+	uint64_t failed_ns; /* when, to retry after RETRY_NS */
+	unsigned refs;	    /* processes mapping it */
 	uint64_t last_used_ns;
 	size_t nloads;
 	struct elf_load loads[MAX_LOADS];
@@ -87,8 +87,8 @@ struct unwinder {
 	uint32_t nrows;
 	const char *debug_dir;
 	struct agent_metrics *m;
-	struct htab *files; /* file_key -> struct unwind_file * */
-	struct htab *procs; /* pid -> struct unwind_process * */
+	struct htab *files;	  /* file_key -> struct unwind_file * */
+	struct htab *procs;	  /* pid -> struct unwind_process * */
 	struct extent *free_list; /* sorted by first, coalesced */
 	size_t nfree, capfree;
 	struct extent *quarantine;
@@ -152,8 +152,7 @@ static int free_list_add(struct unwinder *u, uint32_t first, uint32_t n)
 	rc = extents_push(&u->free_list, &u->nfree, &u->capfree, (struct extent){0});
 	if (rc)
 		return rc;
-	memmove(&u->free_list[i + 1], &u->free_list[i],
-		(u->nfree - 1 - i) * sizeof(*u->free_list));
+	memmove(&u->free_list[i + 1], &u->free_list[i], (u->nfree - 1 - i) * sizeof(*u->free_list));
 	u->free_list[i] = (struct extent){.first = first, .n = n};
 	return 0;
 }
@@ -266,9 +265,10 @@ static void read_loads(Elf *elf, struct unwind_file *f)
 
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
 			continue;
-		f->loads[f->nloads++] = (struct elf_load){
-		    .offset = ph.p_offset, .vaddr = ph.p_vaddr, .filesz = ph.p_filesz,
-		    .flags = ph.p_flags};
+		f->loads[f->nloads++] = (struct elf_load){.offset = ph.p_offset,
+							  .vaddr = ph.p_vaddr,
+							  .filesz = ph.p_filesz,
+							  .flags = ph.p_flags};
 	}
 }
 
@@ -437,8 +437,7 @@ static void process_free(struct unwinder *u, struct unwind_process *p, uint64_t 
 
 /* The mapping bias: what to subtract from an address to get the file's
  * virtual address (the PT_LOAD holding the mapping's file offset). */
-static bool mapping_bias(const struct unwind_file *f, const struct proc_mapping *m,
-			 uint64_t *bias)
+static bool mapping_bias(const struct unwind_file *f, const struct proc_mapping *m, uint64_t *bias)
 {
 	for (size_t i = 0; i < f->nloads; i++) {
 		const struct elf_load *l = &f->loads[i];

@@ -295,7 +295,8 @@ static bool cfi_instructions_ok(const uint8_t *p, const uint8_t *end)
 			break;
 		case DW_CFA_expression:
 		case DW_CFA_val_expression:
-			if (!reg_ok(&p, end) || !skip_uleb(&p, end, &len) || !skip_bytes(&p, end, len))
+			if (!reg_ok(&p, end) || !skip_uleb(&p, end, &len) ||
+			    !skip_bytes(&p, end, len))
 				return false;
 			break;
 		default: /* DW_CFA_set_loc and vendor opcodes: not in x86-64 output */
@@ -418,8 +419,9 @@ static int fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, size_t len, struct
 	while (pc < hi) {
 		if (rows++ > len || rows > FDE_MAX_ROWS) {
 			t->stats.unsupported++;
-			rc = unwind_table_push(t, (uint32_t)pc,
-					       UNWIND_RULE(UNWIND_UNSUPPORTED, UNWIND_RBP_SAME, 0, 0));
+			rc = unwind_table_push(
+			    t, (uint32_t)pc,
+			    UNWIND_RULE(UNWIND_UNSUPPORTED, UNWIND_RBP_SAME, 0, 0));
 			if (rc)
 				return rc;
 			break;
@@ -512,8 +514,8 @@ int unwind_cfi_rows(Elf *elf, bool eh_frame, struct unwind_table *t, struct kiln
 		if (dwarf_cfi_cie_p(&entry)) {
 			if (ncies < sizeof(cies) / sizeof(cies[0])) {
 				cies[ncies].off = here;
-				cies[ncies].z = entry.cie.augmentation &&
-						entry.cie.augmentation[0] == 'z';
+				cies[ncies].z =
+				    entry.cie.augmentation && entry.cie.augmentation[0] == 'z';
 				cies[ncies].ok =
 				    cie_fde_encoding(&entry.cie, &cies[ncies].enc) &&
 				    cfi_instructions_ok(entry.cie.initial_instructions,
@@ -527,8 +529,9 @@ int unwind_cfi_rows(Elf *elf, bool eh_frame, struct unwind_table *t, struct kiln
 			if (cies[i].off == entry.fde.CIE_pointer)
 				cie = &cies[i];
 		p = entry.fde.start;
-		if (!cie || !cie->ok || !read_encoded(&s, eh_frame ? cie->enc : DW_EH_PE_absptr, &p,
-						      entry.fde.end, &lo) ||
+		if (!cie || !cie->ok ||
+		    !read_encoded(&s, eh_frame ? cie->enc : DW_EH_PE_absptr, &p, entry.fde.end,
+				  &lo) ||
 		    !read_encoded(&s, eh_frame ? cie->enc & 0x0f : DW_EH_PE_absptr, &p,
 				  entry.fde.end, &range)) {
 			t->stats.bad++;
