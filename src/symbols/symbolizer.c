@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "common/arena.h"
+#include "common/fdio.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "common/worker.h"
@@ -997,11 +998,9 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, stru
 
 	if (!f)
 		return NULL;
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0) {
-		kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
+	f->fd = fd_open_regular(path, e); /* never a FIFO or a device */
+	if (f->fd < 0)
 		goto err;
-	}
 	/* Private: inflate_finish rewrites section headers in place. */
 	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
 	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
