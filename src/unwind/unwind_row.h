@@ -65,9 +65,9 @@ struct unwind_row {
 };
 
 #define UNWIND_RULE(kind, rbp, rbp_off, off)                                                       \
-	((__u32)(kind) | ((__u32)(rbp) << 4) | (((__u32)(rbp_off) & 0xff) << 6) |                  \
+	((__u32)(kind) | ((__u32)(rbp) << 4) | (((__u32)(rbp_off)&0xff) << 6) |                    \
 	 ((__u32)(off) << 14))
-#define UNWIND_RULE_KIND(r)    ((r) & 0xf)
+#define UNWIND_RULE_KIND(r)    ((r)&0xf)
 #define UNWIND_RULE_RBP(r)     (((r) >> 4) & 0x3)
 #define UNWIND_RULE_RBP_OFF(r) ((int)(signed char)(((r) >> 6) & 0xff))
 #define UNWIND_RULE_OFF(r)     ((r) >> 14)
