@@ -2932,6 +2932,19 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 	return rc;
 }
 
+int symbolizer_normalize_mapping(struct symbolizer *s, const struct symbols_object *obj,
+				 uint64_t addr, uint64_t map_start, uint64_t map_limit,
+				 uint64_t map_offset, uint64_t *vaddr, struct kiln_error *e)
+{
+	int rc;
+
+	*vaddr = addr;
+	if (map_limit <= map_start)
+		return 0; /* no addresses: addr is file-relative already */
+	rc = symbolizer_normalize(s, obj, addr, map_start, map_limit, map_offset, vaddr, e);
+	return rc == -ERANGE ? 0 : rc; /* *vaddr as symbols_normalize left it */
+}
+
 void symbolizer_recheck(struct symbolizer *s)
 {
 	size_t it = 0, kl;
