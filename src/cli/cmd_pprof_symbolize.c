@@ -102,7 +102,7 @@ struct sym_file {
 	struct pprof_location_frames *frames; /* by position in msg->location */
 	struct sym_item *items;
 	uint64_t *vaddrs; /* by item */
-	size_t n_locations, n_items, named, no_mapping;
+	size_t n_items, named, no_mapping;
 	struct unnamed *unnamed;
 	size_t n_unnamed, cap_unnamed;
 	int rc; /* -ENOMEM when emit could not keep an answer */
@@ -246,7 +246,6 @@ static int sym_file_reset(struct sym_file *f, size_t n_locations)
 	f->items = malloc((n_locations + 1) * sizeof(*f->items));
 	f->vaddrs = malloc((n_locations + 1) * sizeof(*f->vaddrs));
 	arena_reset(f->arena);
-	f->n_locations = n_locations;
 	f->n_items = f->named = f->no_mapping = f->n_unnamed = 0;
 	f->rc = 0;
 	return f->frames && f->items && f->vaddrs ? 0 : -ENOMEM;
@@ -303,7 +302,9 @@ static int cmp_unnamed(const void *a, const void *b)
 	return x->count != y->count ? (x->count < y->count ? 1 : -1) : strcmp(x->name, y->name);
 }
 
-/* "FILE: N of M locations named (K not: C in OBJECT (WHY), ...)" */
+/* "FILE: N of M locations named (K not: C in OBJECT (WHY), ...)", on
+ * stderr. M counts the locations that had no lines (kernel frames come
+ * named); the objects with the most unnamed ones are listed first. */
 static void print_summary(struct sym_file *f, const char *file)
 {
 	size_t total = f->n_items + f->no_mapping, left = total - f->named;
@@ -319,15 +320,20 @@ static void print_summary(struct sym_file *f, const char *file)
 	for (size_t i = 0; i < f->n_unnamed && i < SUMMARY_OBJECTS; i++)
 		fprintf(stderr, "%s %zu in %s (%s)", i ? "," : "", f->unnamed[i].count,
 			f->unnamed[i].name, f->unnamed[i].why);
-	if (f->n_unnamed > SUMMARY_OBJECTS)
-		fprintf(stderr, ", %zu more objects", f->n_unnamed - SUMMARY_OBJECTS);
+	if (f->n_unnamed > SUMMARY_OBJECTS) {
+		size_t rest = 0;
+
+		for (size_t i = SUMMARY_OBJECTS; i < f->n_unnamed; i++)
+			rest += f->unnamed[i].count;
+		fprintf(stderr, ", %zu in %zu more objects", rest, f->n_unnamed - SUMMARY_OBJECTS);
+	}
 	if (f->no_mapping)
 		fprintf(stderr, "%s %zu without a mapping", f->n_unnamed ? "," : "", f->no_mapping);
 	fputs(")\n", stderr);
 }
 
 /* Where FILE's result goes: OUT, OUT/basename(FILE) when OUT is a
- * directory for several FILEs, or FILE itself (--in-place). */
+ * directory, or FILE itself (--in-place). */
 static void output_path(const struct symbolize_opts *o, const char *file, bool out_is_dir,
 			char *path, size_t size)
 {
