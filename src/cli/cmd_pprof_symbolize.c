@@ -485,7 +485,9 @@ int cmd_pprof_symbolize(int argc, char **argv)
 		return 0;
 	}
 	if (first < 0) {
-		fputs(symbolize_usage, stderr);
+		/* The usage line; --help has the rest. */
+		fprintf(stderr, "%.*s", (int)(strchr(symbolize_usage, '\n') - symbolize_usage + 1),
+			symbolize_usage);
 		return 2;
 	}
 	/* -o DIR: each FILE keeps its name there (required for several). */
