@@ -19,6 +19,8 @@
 # truncated gzip: exit 1 naming the file, the good files still written).
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
+# A command failing under set -e says where.
+trap 'fail "line $LINENO: $BASH_COMMAND"' ERR
 KILNCTL=$KILN_BIN/kilnctl
 [ -x "$KILNCTL" ] || fail "precondition: $KILNCTL not built"
 build_id() { readelf -n "$1" | awk '/Build ID/ {print $3}'; }
@@ -126,14 +128,17 @@ for p in symburn symburn-strip; do
 	before=$(pprof_samples $(files_of "$p"))
 	after=$(pprof_samples $(files_of "$p" | xargs -n1 basename | sed "s|^|$W/named/|"))
 	[ -n "$before" ] && [ "$before" = "$after" ] || fail "$p: $before samples, $after after"
-	a=$(go tool pprof -symbolize=none -tags $(files_of "$p") 2>/dev/null | grep -v '^ *$')
+	a=$(go tool pprof -symbolize=none -tags $(files_of "$p") 2>/dev/null | awk 'NF')
 	b=$(go tool pprof -symbolize=none -tags $(files_of "$p" | xargs -n1 basename |
-		sed "s|^|$W/named/|") 2>/dev/null | grep -v '^ *$')
+		sed "s|^|$W/named/|") 2>/dev/null | awk 'NF')
 	[ "$a" = "$b" ] || fail "$p: labels changed"
 	# Kernel locations (named by the agent) keep id, address and name.
-	a=$(go tool pprof -symbolize=none -raw $(files_of "$p") 2>/dev/null | grep 'kernel\.kallsyms\]:')
+	# (awk, not grep: a run may have no kernel frame, and no match is no
+	# failure.)
+	a=$(go tool pprof -symbolize=none -raw $(files_of "$p") 2>/dev/null |
+		awk '/kernel\.kallsyms\]:/')
 	b=$(go tool pprof -symbolize=none -raw $(files_of "$p" | xargs -n1 basename |
-		sed "s|^|$W/named/|") 2>/dev/null | grep 'kernel\.kallsyms\]:')
+		sed "s|^|$W/named/|") 2>/dev/null | awk '/kernel\.kallsyms\]:/')
 	[ "$a" = "$b" ] || fail "$p: kernel frames changed"
 done
 
@@ -180,7 +185,8 @@ has ' spin_outer$' go tool pprof -symbolize=none -sample_index=samples -top "$W"
 	fail "--in-place: spin_outer not named"
 # Symbolizing named files again changes nothing.
 cp "$W/strip-1.pb.gz" "$W/again.pb.gz"
-"$KILNCTL" pprof symbolize --debug-dir="$D" --in-place "$W/again.pb.gz" 2>/dev/null
+"$KILNCTL" pprof symbolize --debug-dir="$D" --in-place "$W/again.pb.gz" 2>/dev/null ||
+	fail "symbolize of a named file failed"
 cmp -s <(gunzip -c "$W/strip-1.pb.gz") <(gunzip -c "$W/again.pb.gz") ||
 	fail "a second symbolize changed the profile"
 
