@@ -3,8 +3,8 @@
  *
  * Any input must either fail with an error message or decode to a profile
  * that satisfies the invariants; a decoded profile is then pushed through
- * every consumer (folded, top, merge, re-encode + decode) since those trust
- * the invariants. The same input then goes through a pprof_decoder twice
+ * every consumer (folded, top, merge, re-encode + decode, naming every
+ * location without lines) since those trust the invariants. The same input then goes through a pprof_decoder twice
  * (the second time into the memory the first left) and must give the same
  * profile, byte for byte once re-encoded.
  */
@@ -15,6 +15,30 @@
 #include "pprof/pprof.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* pprof_encode_symbolized with one frame for every location: the result
+ * must decode, with a line at every location. */
+static bool name_every_location(const struct pprof_profile *p, struct buf *out)
+{
+	static const struct pprof_frame_desc frame = {"fuzz", NULL, "fuzz.c", 1, 0};
+	const pprof_msg *m = pprof_profile_msg(p);
+	struct pprof_location_frames *lf = calloc(m->n_location + 1, sizeof(*lf));
+	struct pprof_profile *q = NULL;
+	bool ok;
+
+	if (!lf)
+		abort();
+	for (size_t i = 0; i < m->n_location; i++)
+		lf[i] = (struct pprof_location_frames){&frame, 1};
+	buf_reset(out);
+	ok = pprof_encode_symbolized(p, lf, true, out, NULL) == 0 &&
+	     pprof_decode(out->data, out->len, NULL, &q, NULL) == 0;
+	for (size_t i = 0; ok && i < pprof_profile_msg(q)->n_location; i++)
+		ok = pprof_profile_msg(q)->location[i]->n_line > 0;
+	pprof_profile_free(q);
+	free(lf);
+	return ok;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -81,7 +105,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (pprof_builder_encode(b, true, &out) || pprof_decode(out.data, out.len, NULL, &q, &err))
 		abort();
 	pprof_profile_free(q);
+	q = NULL;
 	pprof_builder_free(b);
+	if (!name_every_location(p, &out))
+		abort();
 	buf_free(&out);
 	pprof_profile_free(p);
 	return 0;

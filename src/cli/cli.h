@@ -16,6 +16,9 @@ struct cli_command {
 };
 
 int cmd_pprof(int argc, char **argv);
+/* cmd_pprof.c's `symbolize` subcommand (cmd_pprof_symbolize.c); argv[0] is
+ * "symbolize". */
+int cmd_pprof_symbolize(int argc, char **argv);
 int cmd_query(int argc, char **argv);
 int cmd_debuginfo(int argc, char **argv);
 /* cmd_debuginfo.c's remote subcommands (cmd_debuginfo_remote.c). */

@@ -1,6 +1,7 @@
 /*
  * cmd_pprof.c — `kilnctl pprof`: folded, top, merge and validate on local
- * pprof files (gzip or raw).
+ * pprof files (gzip or raw); symbolize, which names the addresses of
+ * kiln-agent's local-store files, lives in cmd_pprof_symbolize.c.
  *
  * Several FILEs are merged first (they must share sample types), so
  * `folded a b` reports the sum of a and b. Every failure is one line on
@@ -25,9 +26,14 @@ static const char pprof_usage[] =
     "                                        flat/cum per function, like go tool pprof -top\n"
     "  merge -o OUT FILE...                  merge into OUT (gzip pprof)\n"
     "  validate FILE...                      check that each FILE is a valid profile\n"
+    "  symbolize (-o OUT | --in-place) [--debug-dir=DIR] FILE...\n"
+    "                                        name the user frames (addresses) of\n"
+    "                                        kiln-agent's local-store files on this\n"
+    "                                        host; `symbolize --help` says how\n"
     "\n"
     "The sample type defaults to the profile's default_sample_type, else the last\n"
-    "one (as pprof does). Several FILEs are merged first.\n";
+    "one (as pprof does). Several FILEs are merged first (not by symbolize: each\n"
+    "FILE is written on its own).\n";
 
 static int fail(const char *what, const struct kiln_error *err)
 {
@@ -341,6 +347,7 @@ int cmd_pprof(int argc, char **argv)
 	    {"top", run_top},
 	    {"merge", run_merge},
 	    {"validate", run_validate},
+	    {"symbolize", cmd_pprof_symbolize},
 	};
 
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {

@@ -9,7 +9,7 @@
 #include "common/log.h"
 
 static const struct cli_command commands[] = {
-    {"pprof", "work with pprof files: folded, top, merge, validate", cmd_pprof},
+    {"pprof", "work with pprof files: folded, top, merge, validate, symbolize", cmd_pprof},
     {"query", "query a kiln server: top, folded or pprof", cmd_query},
     {"debuginfo", "extract, upload and list debuginfo; symbolize addresses", cmd_debuginfo},
 };

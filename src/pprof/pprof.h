@@ -15,6 +15,10 @@
  * Ids are 1-based and dense, in order of first use. The agent builds its
  * per-process profiles with it; merge is built on it too.
  *
+ * pprof_encode_symbolized writes a decoded profile back with names given
+ * to its addresses (what `kilnctl pprof symbolize` does with a symbolizer's
+ * answers), changing nothing else.
+ *
  * Stacks follow pprof's order: location_id[0] is the leaf; within a
  * location, line[0] is the innermost (inlined) frame and the last line is
  * the function that the others were inlined into.
@@ -162,6 +166,41 @@ int pprof_profile_project(struct pprof_profile *p, const size_t *types, size_t n
 
 /* Appends the serialized message to out, gzip-compressed when gzip is true. */
 int pprof_encode(const pprof_msg *m, bool gzip, struct buf *out);
+
+/* ---- naming addresses --------------------------------------------------- */
+
+/* One frame a symbolizer found for an address. */
+struct pprof_frame_desc {
+	const char *function;	 /* display name; NULL = "" */
+	const char *system_name; /* raw (mangled) name; NULL = function */
+	const char *filename;	 /* NULL = "" (unknown) */
+	int64_t line;		 /* 0 = unknown */
+	int64_t start_line;	 /* the function's first line; 0 = unknown */
+};
+
+/* The frames for one location, innermost first (pprof's Location.line
+ * order: the last is the function the others were inlined into). */
+struct pprof_location_frames {
+	const struct pprof_frame_desc *frames;
+	size_t n; /* 0: nothing for this location */
+};
+
+/* Appends p, encoded as pprof_encode would (gzip-compressed when gzip is
+ * true), with names given to its addresses: frames[i] becomes the lines of
+ * msg->location[i] (by position; frames may be NULL: nothing is added) if
+ * that location has no lines; a location that has lines keeps them. Each
+ * distinct (function, system_name, filename, start_line) is one Function —
+ * p's own if it has an equal one, else a new one with the next free id —
+ * and new strings join the end of the string table. The mapping of a
+ * location that gains lines gets has_functions, and has_filenames,
+ * has_line_numbers or has_inline_frames when a frame has a file name, a
+ * line, or the location more than one frame. Everything else is p's,
+ * unchanged: ids, order, samples, labels, comments, period and time. The
+ * strings of frames are only read during the call. Returns 0, -ENOMEM, or
+ * -EINVAL when the result would not be a valid profile (err says why). */
+int pprof_encode_symbolized(const struct pprof_profile *p,
+			    const struct pprof_location_frames *frames, bool gzip, struct buf *out,
+			    struct kiln_error *err);
 
 /* ---- building ----------------------------------------------------------- */
 

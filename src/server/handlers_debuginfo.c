@@ -117,21 +117,16 @@ static int location_lines(const struct symbols_location *loc, const char *displa
 }
 
 /* The address the symbolizer speaks for address in mapping m: normalized
- * through executable_info, else the object's program headers. Mappings with
- * no addresses (pprof from runtimes that send none) carry addresses that
- * are already file-relative. 0 or a negative errno (-ERANGE is not one: the
- * file offset is looked up then, as before). */
+ * through executable_info, else as symbolizer_normalize_mapping says (the
+ * object's program headers; mappings with no addresses carry file-relative
+ * ones). 0 or a negative errno. */
 static int normalize(struct debuginfo_state *st, const struct symbols_object *obj,
 		     const struct store_mapping_info *m, uint64_t address, uint64_t *vaddr)
 {
-	int rc;
-
-	*vaddr = address;
-	if (m->memory_limit <= m->memory_start || normalize_exec(m, address, vaddr))
+	if (m->memory_limit > m->memory_start && normalize_exec(m, address, vaddr))
 		return 0;
-	rc = symbolizer_normalize(st->symbolizer, obj, address, m->memory_start, m->memory_limit,
-				  m->file_offset, vaddr, NULL);
-	return rc == -ERANGE ? 0 : rc;
+	return symbolizer_normalize_mapping(st->symbolizer, obj, address, m->memory_start,
+					    m->memory_limit, m->file_offset, vaddr, NULL);
 }
 
 static const char *display_name(const struct store_mapping_info *m)

@@ -4,6 +4,9 @@
  * Used on trusted binaries (the agent's mappings, local debug files) and on
  * untrusted bytes (uploads, fuzzing), so every count and offset from the
  * file is checked by libelf or here before use, and nothing is kept open.
+ * A path is opened only if it is a regular file (fd_open_regular): a
+ * mapping's file name comes from a profile and may name a FIFO or a
+ * device.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/fdio.h"
 #include "symbols/symbols.h"
 
 static void hex_encode(const uint8_t *in, size_t n, char *out)
@@ -148,9 +152,9 @@ int elfinfo_read_file(const char *path, struct elfinfo *out, struct kiln_error *
 	Elf *elf;
 
 	elf_version(EV_CURRENT);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = fd_open_regular(path, e);
 	if (fd < 0)
-		return kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
+		return fd;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf) {
 		rc = kiln_error_set(e, ENOEXEC, "%s: %s", path, elf_errmsg(-1));

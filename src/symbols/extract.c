@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "symbols/symbols.h"
 
 static bool keep_section(Elf *elf, size_t shstrndx, size_t index, const GElf_Shdr *sh,
@@ -57,9 +58,9 @@ int symbols_extract_debuginfo(const char *in_path, const char *out_path, struct 
 	elf_version(EV_CURRENT);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", out_path) >= (int)sizeof(tmp))
 		return kiln_error_set(e, ENAMETOOLONG, "%s: path too long", out_path);
-	in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
+	in_fd = fd_open_regular(in_path, e);
 	if (in_fd < 0)
-		return kiln_error_set(e, errno, "%s: %s", in_path, strerror(errno));
+		return in_fd;
 	in = elf_begin(in_fd, ELF_C_READ_MMAP, NULL);
 	if (!in || elf_kind(in) != ELF_K_ELF || !gelf_getehdr(in, &ehdr) ||
 	    elf_getphdrnum(in, &phnum) != 0 || elf_getshdrstrndx(in, &shstrndx) != 0) {

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "common/arena.h"
+#include "common/fdio.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "common/worker.h"
@@ -997,11 +998,9 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, stru
 
 	if (!f)
 		return NULL;
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0) {
-		kiln_error_set(e, errno, "%s: %s", path, strerror(errno));
+	f->fd = fd_open_regular(path, e); /* never a FIFO or a device */
+	if (f->fd < 0)
 		goto err;
-	}
 	/* Private: inflate_finish rewrites section headers in place. */
 	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
 	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
@@ -2931,6 +2930,19 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 		rc = symbols_normalize(&f->info, addr, map_start, map_limit, map_offset, vaddr);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+int symbolizer_normalize_mapping(struct symbolizer *s, const struct symbols_object *obj,
+				 uint64_t addr, uint64_t map_start, uint64_t map_limit,
+				 uint64_t map_offset, uint64_t *vaddr, struct kiln_error *e)
+{
+	int rc;
+
+	*vaddr = addr;
+	if (map_limit <= map_start)
+		return 0; /* no addresses: addr is file-relative already */
+	rc = symbolizer_normalize(s, obj, addr, map_start, map_limit, map_offset, vaddr, e);
+	return rc == -ERANGE ? 0 : rc; /* *vaddr as symbols_normalize left it */
 }
 
 void symbolizer_recheck(struct symbolizer *s)

@@ -221,6 +221,21 @@ int symbolizer_normalize(struct symbolizer *s, const struct symbols_object *obj,
 			 uint64_t map_start, uint64_t map_limit, uint64_t map_offset,
 			 uint64_t *vaddr, struct kiln_error *e);
 
+/* The ELF virtual address to resolve for a profile location's address
+ * addr in its pprof Mapping [map_start, map_limit) from file offset
+ * map_offset: the rule the server and `kilnctl pprof symbolize` share. A
+ * mapping without addresses (map_limit <= map_start: runtimes that write
+ * none) has file-relative addresses already, so *vaddr is addr; otherwise
+ * symbolizer_normalize, whose -ERANGE (outside the mapping, in no PT_LOAD
+ * segment) is no failure: what it left in *vaddr is looked up. addr is
+ * taken exactly as given, never adjusted: a caller frame's address is
+ * expected to point into its call instruction already (return address
+ * minus one, as kiln-agent writes them). Returns 0, or -ENOENT (with e)
+ * when no file for obj can be had. */
+int symbolizer_normalize_mapping(struct symbolizer *s, const struct symbols_object *obj,
+				 uint64_t addr, uint64_t map_start, uint64_t map_limit,
+				 uint64_t map_offset, uint64_t *vaddr, struct kiln_error *e);
+
 /* Looks again for the file of every provisional object that is due (see
  * recheck_seconds), also of objects no lookup asks about any more because
  * their answers are stored: the debuginfo store may then fetch their

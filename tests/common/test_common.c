@@ -1,5 +1,6 @@
 /*
- * test_common.c — unit tests for src/common: buf, htab, arena, gzip, error.
+ * test_common.c — unit tests for src/common: buf, htab, arena, gzip, error,
+ * fdio's fd_open_regular.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,14 +9,17 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/gzip.h"
 #include "common/htab.h"
 
@@ -330,6 +334,40 @@ static void test_error_keeps_first_and_prefixes(void **state)
 	assert_int_equal(kiln_error_set(NULL, 5, "x"), -5);
 }
 
+/* A regular file opens (blocking again); a FIFO with no writer, a device
+ * and a directory are refused at once, each with a message naming it. */
+static void test_fd_open_regular_refuses_fifos_and_devices(void **state)
+{
+	char dir[] = "/tmp/kiln-test-XXXXXX", fifo[64], file[64];
+	struct kiln_error err = {0};
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(file, sizeof(file), "%s/file", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	fd = open(file, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(fd_write_all(fd, "x", 1), 0);
+	close(fd);
+
+	fd = fd_open_regular(file, &err);
+	assert_true(fd >= 0);
+	assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+	close(fd);
+	assert_int_equal(fd_open_regular(fifo, &err), -EINVAL);
+	assert_string_equal(err.msg + strlen(dir), "/fifo: not a regular file");
+	kiln_error_clear(&err);
+	assert_int_equal(fd_open_regular("/dev/zero", &err), -EINVAL);
+	assert_string_equal(err.msg, "/dev/zero: not a regular file");
+	assert_int_equal(fd_open_regular(dir, NULL), -EINVAL);
+	assert_int_equal(fd_open_regular("/nonexistent/kiln", NULL), -ENOENT);
+	unlink(fifo);
+	unlink(file);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +381,7 @@ int main(void)
 	    cmocka_unit_test(test_gzip_roundtrip_and_limits),
 	    cmocka_unit_test(test_gzip_inflater_edges),
 	    cmocka_unit_test(test_error_keeps_first_and_prefixes),
+	    cmocka_unit_test(test_fd_open_regular_refuses_fifos_and_devices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -443,6 +444,48 @@ static void test_normalize_outside_mapping(void **state)
 	    symbols_normalize_exec(1 /* ET_REL */, 0, 0, 0x1500, 0x1000, 0x2000, 0, &v), -EINVAL);
 }
 
+/* symbolizer_normalize_mapping: a mapping without addresses needs no file;
+ * an address outside its mapping is no failure; a path naming a FIFO (no
+ * writer: opening it for reading would block) or a device is refused at
+ * once with a message saying so. */
+static void test_normalize_mapping_and_unreadable_paths(void **state)
+{
+	struct symbolizer *s = symbolizer_new(NULL);
+	struct symbols_location loc;
+	struct kiln_error e = {0};
+	struct elfinfo info;
+	char p[256], fifo[256];
+	uint64_t v;
+
+	(void)state;
+	path_of(p, sizeof(p), "main_pie");
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	struct symbols_object none = {NULL, "/nonexistent/kiln"}, pie = {NULL, p},
+			      pipe_obj = {NULL, fifo}, dev = {NULL, "/dev/zero"};
+
+	assert_int_equal(symbolizer_normalize_mapping(s, &none, 0x1234, 0, 0, 0, &v, NULL), 0);
+	assert_int_equal(v, 0x1234);
+	assert_int_equal(symbolizer_normalize_mapping(s, &pie, 0x500, 0x1000, 0x2000, 0, &v, NULL),
+			 0);
+	assert_int_equal(v, 0x500);
+	assert_int_equal(symbolizer_normalize_mapping(s, &none, 0x1500, 0x1000, 0x2000, 0, &v, &e),
+			 -ENOENT);
+
+	kiln_error_clear(&e);
+	assert_int_equal(elfinfo_read_file(fifo, &info, &e), -EINVAL);
+	assert_non_null(strstr(e.msg, "not a regular file"));
+	kiln_error_clear(&e);
+	assert_int_equal(symbolizer_resolve(s, &pipe_obj, 0x1000, &loc, &e), -ENOENT);
+	assert_non_null(strstr(e.msg, "not a regular file"));
+	kiln_error_clear(&e);
+	assert_int_equal(symbolizer_normalize_mapping(s, &dev, 0x1500, 0x1000, 0x2000, 0, &v, &e),
+			 -ENOENT);
+	assert_non_null(strstr(e.msg, "/dev/zero: not a regular file"));
+	unlink(fifo);
+	symbolizer_free(s);
+}
+
 /* The build ID and load segments readelf reports. */
 static void test_elfinfo_matches_readelf(void **state)
 {
@@ -805,6 +848,7 @@ int main(void)
 	    cmocka_unit_test(test_normalize_pie),
 	    cmocka_unit_test(test_normalize_nopie),
 	    cmocka_unit_test(test_normalize_outside_mapping),
+	    cmocka_unit_test(test_normalize_mapping_and_unreadable_paths),
 	    cmocka_unit_test(test_elfinfo_matches_readelf),
 	    cmocka_unit_test(test_stripped_unresolved_then_debuginfo),
 	    cmocka_unit_test(test_cpp_demangled),
