@@ -185,8 +185,10 @@ static void on_record(void *ctx, const void *data, size_t len)
 		const struct exec_event *e = data;
 
 		proc_cache_invalidate(a->procs, e->pid);
-		if (a->unwinder)
-			unwinder_forget(a->unwinder, e->pid, a->now_ns);
+		/* A process we had tables for runs new code: load it again
+		 * now rather than at its next sample. */
+		if (a->unwinder && unwinder_forget(a->unwinder, e->pid, a->now_ns))
+			unwind_request(a, e->pid);
 		ADD(exec_events, 1);
 	} else if (kind == PROFILER_EVENT_EXIT && len >= sizeof(struct exec_event)) {
 		const struct exec_event *e = data;

@@ -69,6 +69,21 @@ struct {
 
 #define YOUNG_NS (5ull * 1000000000)
 
+/* When each process without unwind tables last woke user space to load
+ * them: a sample of such a process wakes it again at most every
+ * TABLE_WAKE_NS, so tables arrive within a few milliseconds of a process's
+ * first samples (or of its exec) however user space's own bookkeeping
+ * stands, and a process that cannot be loaded costs a wakeup a tenth of
+ * a second at most. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} table_wakes SEC(".maps");
+
+#define TABLE_WAKE_NS (100ull * 1000000)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STAT_NR);
@@ -112,7 +127,6 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
 	__u64 wakeup = BPF_RB_NO_WAKEUP;
-	bool wakeup_for_tables = false;
 	struct sample_event *e;
 	long klen, ulen;
 	__u64 size;
@@ -157,8 +171,14 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 			ulen = 0;
 		}
 		ulen /= 8;
-		if (unwind_enabled)
-			wakeup_for_tables = true;
+		if (unwind_enabled && ulen > 0) { /* a user process, not a kernel thread */
+			__u64 *woke = bpf_map_lookup_elem(&table_wakes, &pid);
+
+			if (!woke || e->ktime_ns - *woke > TABLE_WAKE_NS) {
+				bpf_map_update_elem(&table_wakes, &pid, &e->ktime_ns, BPF_ANY);
+				wakeup = BPF_RB_FORCE_WAKEUP;
+			}
+		}
 	}
 	if (ulen > PROFILER_MAX_USER_FRAMES)
 		ulen = PROFILER_MAX_USER_FRAMES;
@@ -177,10 +197,6 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 		__u8 one = 1;
 
 		bpf_map_update_elem(&known_pids, &pid, &one, BPF_ANY);
-		/* A process the unwinder has no tables for: user space loads
-		 * them as soon as it hears of it. */
-		if (wakeup_for_tables)
-			wakeup = BPF_RB_FORCE_WAKEUP;
 		if (exec_ns) {
 			if (e->ktime_ns - *exec_ns < YOUNG_NS)
 				wakeup = BPF_RB_FORCE_WAKEUP;

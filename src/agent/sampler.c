@@ -52,7 +52,8 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 {
 	char *text = NULL, *line, *save = NULL;
 
-	if (level == LIBBPF_DEBUG || log_get_level() > LOG_DEBUG)
+	if ((level == LIBBPF_DEBUG && !getenv("KILN_VERIFIER_STATS")) ||
+	    log_get_level() > LOG_DEBUG)
 		return 0;
 	/* The verifier's log comes as one multi-line message: a line each. */
 	if (vasprintf(&text, fmt, ap) < 0)
@@ -151,6 +152,9 @@ static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwin
 	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_snprintf, NULL) == 1;
 	if (!s->can_symbolize)
 		bpf_program__set_autoload(s->skel->progs.symbolize, false);
+	if (getenv("KILN_VERIFIER_STATS"))
+		bpf_program__set_log_level(s->skel->progs.profile_cpu,
+					   atoi(getenv("KILN_VERIFIER_STATS")));
 	rc = profiler_bpf__load(s->skel);
 	if (rc)
 		return kiln_error_set(

@@ -56,14 +56,32 @@ struct x86_regs {
 	__u64 ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
 
+/* The walk's registers and progress. It lives in a per-CPU map, not on the
+ * stack: the verifier tracks the exact value of stack slots, and would
+ * check the step once per combination of flag values (a fifth of a
+ * second at load); a map value's contents are just numbers to it. */
 struct unwind_walk {
 	__u64 pc, sp, bp;
-	const struct unwind_proc *proc;
 	__u32 base; /* index of the first user frame in the sample */
 	__u32 n;    /* user frames emitted */
 	__u8 status;
 	__u8 bp_valid;
 	__u8 exact; /* pc is an interrupted pc, not a return address */
+	/* the mapping search (mapping_probe) */
+	__u64 key;
+	__u32 lo, hi;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_walk);
+} walks SEC(".maps");
+
+/* What the step needs that is not a number: the process's mappings. */
+struct unwind_ctx {
+	const struct unwind_proc *proc;
 };
 
 /* The user registers of the interrupted thread: from the sample when it
@@ -99,88 +117,72 @@ static __always_inline const struct unwind_mapping *mapping_at(const struct unwi
 	return &p->m[idx];
 }
 
-/* A binary search for the last element whose key is <= key, in
- * [lo, hi): each probe is one bpf_loop iteration, so the verifier checks
- * the probe once instead of every unrolled step of every path. */
-struct search {
-	__u64 key;
-	__u32 lo, hi;
-	const struct unwind_proc *proc; /* mapping searches */
-};
+/* The two binary searches are global functions: the verifier checks a
+ * global function once, on its own, instead of at every call in every
+ * state of the walk (as bpf_loop callbacks or inlined loops would be),
+ * which keeps loading the program cheap (the agent's start-up counts). */
 
+/* One probe of the mapping search (a bpf_loop callback): its state is in
+ * the per-CPU walk, so that the verifier checks the probe once rather than
+ * every path through eight unrolled probes. */
 static long mapping_probe(__u32 i, void *ctx)
 {
-	struct search *s = ctx;
-	const struct unwind_mapping *m;
-	__u32 mid;
+	const struct unwind_proc *p = ((struct unwind_ctx *)ctx)->proc;
+	struct unwind_walk *w;
+	__u32 zero = 0, mid;
 
-	if (s->lo >= s->hi)
+	w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w || !p || w->lo >= w->hi)
 		return 1;
-	mid = s->lo + (s->hi - s->lo) / 2;
-	m = mapping_at(s->proc, mid);
-	if (!m)
+	mid = w->lo + (w->hi - w->lo) / 2;
+	asm volatile("" : "+r"(mid));
+	if (mid >= UNWIND_MAX_MAPPINGS)
 		return 1;
-	if (m->start <= s->key)
-		s->lo = mid + 1;
+	if (p->m[mid].start <= w->key)
+		w->lo = mid + 1;
 	else
-		s->hi = mid;
+		w->hi = mid;
 	return 0;
 }
 
-/* The mapping holding pc, or NULL. */
-static __always_inline const struct unwind_mapping *find_mapping(const struct unwind_proc *p,
-								 __u64 pc)
+/* The index of the mapping holding pc, or -1. */
+static __always_inline int find_mapping(struct unwind_ctx *c, struct unwind_walk *w, __u64 pc)
 {
-	struct search s = {.key = pc, .lo = 0, .hi = p->n, .proc = p};
-	const struct unwind_mapping *m;
-
-	if (s.hi > UNWIND_MAX_MAPPINGS)
-		s.hi = UNWIND_MAX_MAPPINGS;
-	bpf_loop(8, mapping_probe, &s, 0); /* 2^8 > UNWIND_MAX_MAPPINGS */
-	if (s.lo == 0)
-		return NULL;
-	m = mapping_at(p, s.lo - 1);
-	if (!m || pc >= m->end)
-		return NULL;
-	return m;
-}
-
-static long row_probe(__u32 i, void *ctx)
-{
-	struct search *s = ctx;
-	struct unwind_row *r;
 	__u32 mid;
 
-	if (s->lo >= s->hi)
-		return 1;
-	mid = s->lo + (s->hi - s->lo) / 2;
+	w->key = pc;
+	w->lo = 0;
+	w->hi = c->proc->n < UNWIND_MAX_MAPPINGS ? c->proc->n : UNWIND_MAX_MAPPINGS;
+	bpf_loop(8, mapping_probe, c, 0); /* 2^8 > UNWIND_MAX_MAPPINGS */
+	mid = w->lo - 1;
+	asm volatile("" : "+r"(mid));
+	if (w->lo == 0 || mid >= UNWIND_MAX_MAPPINGS || pc >= c->proc->m[mid].end)
+		return -1;
+	return (int)mid;
+}
+
+/* The rule of the row covering pc in rows [first, first + n), or -1 when
+ * pc lies before the first row. */
+__noinline __s64 unwind_find_rule(__u32 first, __u32 n, __u32 pc)
+{
+	__u32 lo = first, hi = first + n, mid;
+	struct unwind_row *r;
+
+	for (int i = 0; i < 32 && lo < hi; i++) {
+		mid = lo + (hi - lo) / 2;
+		r = bpf_map_lookup_elem(&unwind_rows, &mid);
+		if (!r)
+			return -1;
+		if (r->pc <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == first)
+		return -1;
+	mid = lo - 1;
 	r = bpf_map_lookup_elem(&unwind_rows, &mid);
-	if (!r)
-		return 1;
-	if (r->pc <= s->key)
-		s->lo = mid + 1;
-	else
-		s->hi = mid;
-	return 0;
-}
-
-/* The rule of the row covering pc in rows [first, first + n): 0, or -1
- * when pc lies before the first row. */
-static __always_inline int find_row(__u32 first, __u32 n, __u32 pc, __u32 *rule)
-{
-	struct search s = {.key = pc, .lo = first, .hi = first + n};
-	struct unwind_row *r;
-	__u32 idx;
-
-	bpf_loop(32, row_probe, &s, 0);
-	if (s.lo == first)
-		return -1;
-	idx = s.lo - 1;
-	r = bpf_map_lookup_elem(&unwind_rows, &idx);
-	if (!r)
-		return -1;
-	*rule = r->rule;
-	return 0;
+	return r ? (__s64)r->rule : -1;
 }
 
 /* One step with the frame pointer: rbp points at the saved rbp, with the
@@ -216,14 +218,18 @@ static __always_inline void put_frame(struct sample_event *e, __u32 idx, __u64 p
 
 static long unwind_step(__u32 i, void *ctx)
 {
-	struct unwind_walk *w = ctx;
+	const struct unwind_proc *proc = ((struct unwind_ctx *)ctx)->proc;
 	const struct unwind_mapping *m;
+	struct unwind_walk *w;
 	struct sample_event *e;
 	__u32 zero = 0, idx, rule = 0;
 	__u64 lookup_pc, cfa, ra, rel;
+	__s64 found;
+	int mi;
 
 	e = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e || !w->proc)
+	w = bpf_map_lookup_elem(&walks, &zero);
+	if (!e || !w || !proc)
 		return 1;
 	if (w->pc == 0) { /* the conventional end of a stack */
 		w->status = UNWIND_STATUS_COMPLETE;
@@ -237,8 +243,9 @@ static long unwind_step(__u32 i, void *ctx)
 	if (idx >= PROFILER_MAX_FRAMES)
 		return 1;
 	lookup_pc = w->exact ? w->pc : w->pc - 1;
-	m = find_mapping(w->proc, lookup_pc);
-	if (!m) {
+	mi = find_mapping(ctx, w, lookup_pc);
+	m = mapping_at(proc, (__u32)mi);
+	if (mi < 0 || !m) {
 		/* The leaf is what the CPU ran: keep it even where no
 		 * mapping is known yet (new code; user space re-reads). */
 		if (w->n == 0) {
@@ -253,8 +260,10 @@ static long unwind_step(__u32 i, void *ctx)
 	if (m->n == 0)
 		return step_frame_pointer(w, UNWIND_STATUS_NO_TABLE);
 	rel = lookup_pc - m->bias;
-	if (rel > 0xffffffffull || find_row(m->first, m->n, (__u32)rel, &rule) != 0)
+	found = rel > 0xffffffffull ? -1 : unwind_find_rule(m->first, m->n, (__u32)rel);
+	if (found < 0)
 		return step_frame_pointer(w, UNWIND_STATUS_TABLE_MISS);
+	rule = (__u32)found;
 
 	switch (UNWIND_RULE_KIND(rule)) {
 	case UNWIND_CFA_SP:
@@ -331,23 +340,30 @@ static long unwind_step(__u32 i, void *ctx)
  * has no tables (the caller falls back to the frame-pointer walker). */
 static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32 pid, __u32 base)
 {
-	struct unwind_walk w = {.base = base, .exact = 1, .bp_valid = 1};
+	struct unwind_ctx c;
+	struct unwind_walk *w;
 	struct x86_regs regs;
+	__u32 zero = 0;
 
-	w.proc = bpf_map_lookup_elem(&unwind_procs, &pid);
-	if (!w.proc)
+	c.proc = bpf_map_lookup_elem(&unwind_procs, &pid);
+	w = bpf_map_lookup_elem(&walks, &zero);
+	if (!c.proc || !w)
 		return -1;
 	if (!user_regs(ctx, &regs)) {
 		e->user_status = UNWIND_STATUS_NO_USER;
 		return 0;
 	}
-	w.pc = regs.ip;
-	w.sp = regs.sp;
-	w.bp = regs.bp;
-	w.status = UNWIND_STATUS_DEPTH;
-	bpf_loop(PROFILER_MAX_USER_FRAMES + 1, unwind_step, &w, 0);
-	e->user_status = w.status;
-	return w.n;
+	w->pc = regs.ip;
+	w->sp = regs.sp;
+	w->bp = regs.bp;
+	w->base = base;
+	w->n = 0;
+	w->bp_valid = 1;
+	w->exact = 1;
+	w->status = UNWIND_STATUS_DEPTH;
+	bpf_loop(PROFILER_MAX_USER_FRAMES + 1, unwind_step, &c, 0);
+	e->user_status = w->status;
+	return w->n;
 }
 
 #endif

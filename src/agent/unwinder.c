@@ -552,6 +552,8 @@ out:
 		process_free(u, p, now);
 	if (rc && rc != -ENOMEM)
 		note_failed_load(u, pid, now);
+	if (rc)
+		log_debug("unwind: pid %u: not loaded: %s", pid, strerror(-rc));
 	free(up);
 	procmaps_free(&maps);
 	unwinder_update_metrics(u);
@@ -567,16 +569,17 @@ bool unwinder_reload_due(struct unwinder *u, uint32_t pid, uint64_t now)
 	return now - ((struct unwind_process *)(uintptr_t)v)->loaded_ns >= RELOAD_NS;
 }
 
-void unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now)
+bool unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now)
 {
 	uint64_t v;
 
 	if (!htab_get(u->procs, &pid, sizeof(pid), &v) || !v)
-		return;
+		return false;
 	bpf_map_delete_elem(u->procs_fd, &pid); /* the kernel side did already */
 	htab_put(u->procs, &pid, sizeof(pid), 0);
 	process_free(u, (struct unwind_process *)(uintptr_t)v, now);
 	unwinder_update_metrics(u);
+	return true;
 }
 
 void unwinder_update_metrics(struct unwinder *u)

@@ -5,12 +5,12 @@ on the same processes, as an independent judge of the unwinder.
     unwind_check.py --pid PID --agent FILE... --perf SCRIPT [checks]
 
 --agent: the agent's pprof files for the process (gzipped, one per window).
---perf: the text of `perf script --show-mmap-events -F pid,ip,dso` over a
+--perf: the text of `perf script --no-inline -F pid,ip,dso` over a
 perf.data recorded with --call-graph dwarf at the same time.
 
 Both sides are named by the same oracle, written here and depending on
 nothing in Kiln: each frame becomes (file, file offset) through the
-process's mappings (the pprof mappings; perf's MMAP2 records), then a
+process's mappings (the pprof mappings; perf prints file addresses), then a
 symbol from the file's own ELF symbol table (or the separate debug file
 under /usr/lib/debug/.build-id), the ELF entry point standing in as
 _start in stripped binaries. Non-leaf frames are return addresses on
@@ -66,12 +66,12 @@ class Elf:
         secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
                 for i in range(shnum)] if shoff else []
         self.build_id = self._build_id(data, secs)
-        syms = self._symbols(data, secs)
+        syms = self._symbols(data, secs, 2)
         if not syms and self.build_id:
             dbg = "/usr/lib/debug/.build-id/%s/%s.debug" % (self.build_id[:2], self.build_id[2:])
             if os.path.exists(dbg):
                 syms = Elf(dbg).syms
-        self.syms = syms
+        self.syms = syms or self._symbols(data, secs, 11)
 
     @staticmethod
     def _build_id(data, secs):
@@ -89,9 +89,10 @@ class Elf:
         return None
 
     @staticmethod
-    def _symbols(data, secs):
+    def _symbols(data, secs, want):
+        """FUNC symbols of the SHT_SYMTAB (2) or SHT_DYNSYM (11) section."""
         out = []
-        for want in (2, 11):  # .symtab, else .dynsym
+        if True:
             for s in secs:
                 if s[1] != want or s[9] != 24 or s[6] >= len(secs):
                     continue
@@ -103,8 +104,6 @@ class Elf:
                         continue
                     end = data.index(b"\0", stroff + name)
                     out.append((value, max(size, 1), data[stroff + name:end].decode(errors="replace")))
-            if out:
-                break
         out.sort()
         return out
 
@@ -129,10 +128,15 @@ _elves = {}
 
 
 def frame_name(path, off):
+    """The symbol at a file offset of path, or (path "v:FILE") at a
+    virtual address of FILE."""
+    is_vaddr = path.startswith("v:")
+    if is_vaddr:
+        path = path[2:]
     if path not in _elves:
         _elves[path] = Elf(path)
     e = _elves[path]
-    v = e.vaddr(off)
+    v = off if is_vaddr else e.vaddr(off)
     n = e.name(v) if v is not None else None
     return n or "%s+0x%x" % (os.path.basename(path), off)
 
@@ -221,48 +225,36 @@ def agent_samples(path):
 
 # ---- perf script -----------------------------------------------------------
 
-MMAP_RE = re.compile(r"PERF_RECORD_MMAP2? (\d+)/\d+: \[(0x[0-9a-f]+)\((0x[0-9a-f]+)\) @ (0x[0-9a-f]+|\d+)[^\]]*\]: [-r][-w]x\S* (.*)$")
-
-
 def perf_samples(path, pid):
-    maps = []  # (start, end, pgoff, path) of pid
-    out, cur, in_sample = [], None, False
+    """Samples of pid in `perf script --no-inline -F pid,ip,dso` text: perf
+    prints each user frame as its address within the file (the ELF
+    virtual address) and the file."""
+    out, cur = [], None
     with open(path, errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
-            m = MMAP_RE.search(line)
-            if m:
-                if int(m.group(1)) == pid:
-                    start, ln = int(m.group(2), 16), int(m.group(3), 16)
-                    off = int(m.group(4), 0)
-                    maps.append((start, start + ln, off, m.group(5).strip()))
-                continue
             if not line.strip():
                 if cur is not None:
                     out.append((cur, 1))
                 cur = None
                 continue
-            if cur is None:
+            if not line[0].isspace():
                 toks = line.split()
-                if toks and toks[0].isdigit() and int(toks[0]) == pid:
-                    cur = []
-                else:
-                    cur = None if toks and toks[0].isdigit() else cur
+                cur = [] if toks and toks[0].isdigit() and int(toks[0]) == pid else None
                 continue
-            toks = line.split()
-            if not toks:
+            if cur is None:
                 continue
-            ip = int(toks[0], 16)
-            if ip >= KERNEL_MIN:
+            m = re.match(r"\s*([0-9a-f]+) \((.*)\)$", line)
+            if not m:
                 continue
-            leaf = len(cur) == 0
-            lookup = ip if leaf else ip - 1
-            for start, end, off, p in reversed(maps):
-                if start <= lookup < end:
-                    cur.append((p, lookup - start + off) if p.startswith("/") else (p, lookup - start))
-                    break
-            else:
+            ip, dso = int(m.group(1), 16), m.group(2)
+            if ip >= KERNEL_MIN or "kernel.kallsyms" in dso or dso.startswith("[kernel"):
+                continue
+            if dso == "[unknown]":
                 cur.append(None)
+                continue
+            vaddr = ip if not cur else ip - 1
+            cur.append(("v:" + dso, vaddr) if dso.startswith("/") else ("[%s]" % dso.strip("[]"), vaddr))
     if cur:
         out.append((cur, 1))
     return out
@@ -270,8 +262,11 @@ def perf_samples(path, pid):
 
 # ---- judging ---------------------------------------------------------------
 
+SUFFIX_RE = re.compile(r"(\.(part|constprop|isra|cold|lto_priv)(\.\d+)?)+$")
+
+
 def named(frames):
-    return [None if f is None else frame_name(*f) if f[0].startswith("/") else f[0]
+    return [None if f is None else SUFFIX_RE.sub("", frame_name(*f)) if f[0][0] in "/v" else f[0]
             for f in frames]
 
 
