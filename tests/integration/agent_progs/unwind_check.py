@@ -13,9 +13,8 @@ nothing in Kiln: each frame becomes (file, file offset) through the
 process's mappings (the pprof mappings; perf prints file addresses), then a
 symbol from the file's own ELF symbol table (or the separate debug file
 under /usr/lib/debug/.build-id), the ELF entry point standing in as
-_start in stripped binaries. Non-leaf frames are return addresses on
-perf's side and return address - 1 in the agent's files; both are named
-at the call (perf's minus one here).
+_start in stripped binaries. Both name non-leaf frames at the return
+address minus one (inside the call).
 
 Per side it prints: samples, the share whose outermost user frame is a
 root (_start, __libc_start_main, a thread start, Go's runtime.goexit...),
@@ -227,8 +226,8 @@ def agent_samples(path):
 
 def perf_samples(path, pid):
     """Samples of pid in `perf script --no-inline -F pid,ip,dso` text: perf
-    prints each user frame as its address within the file (the ELF
-    virtual address) and the file."""
+    prints each user frame as its offset in the mapped file (the address
+    less the mapping's start, plus its file offset) and the file."""
     out, cur = [], None
     with open(path, errors="replace") as f:
         for line in f:
@@ -253,8 +252,8 @@ def perf_samples(path, pid):
             if dso == "[unknown]":
                 cur.append(None)
                 continue
-            vaddr = ip if not cur else ip - 1
-            cur.append(("v:" + dso, vaddr) if dso.startswith("/") else ("[%s]" % dso.strip("[]"), vaddr))
+            off = ip  # perf's DWARF unwinder already shows callers at pc - 1
+            cur.append((dso, off) if dso.startswith("/") else ("[%s]" % dso.strip("[]"), off))
     if cur:
         out.append((cur, 1))
     return out
@@ -284,7 +283,8 @@ def summarize(samples, paths):
         depths += [len(names)] * n
         for p in paths:
             leaf, callers = p
-            if not names or names[0] != leaf:
+            if not names or not (names[0] == leaf or
+                                 (leaf.endswith("*") and names[0] and names[0].startswith(leaf[:-1]))):
                 continue
             path_hits[p][1] += n
             it = iter(reversed(names))
@@ -307,7 +307,8 @@ def main():
     ap.add_argument("--agent", nargs="+", required=True)
     ap.add_argument("--perf")
     ap.add_argument("--path", action="append", default=[],
-                    help="LEAF:ROOTMOST_CALLER,...,NEAREST_CALLER")
+                    help="LEAF:ROOTMOST_CALLER,...,NEAREST_CALLER (LEAF may end in * for a prefix)")
+    ap.add_argument("--show-perf", type=int, default=0, help="print the N commonest perf stacks")
     ap.add_argument("--min-complete", type=float, default=0.0)
     ap.add_argument("--slack", type=float, default=0.02)
     ap.add_argument("--max-junk", type=float, default=1.0)
@@ -360,6 +361,13 @@ def main():
                 c[";".join(reversed([x or "?" for x in named(frames)]))] += n
         for st, n in c.most_common(a.show):
             print("%6d %s" % (n, st))
+    if a.show_perf and a.perf:
+        from collections import Counter
+        c = Counter()
+        for frames, n in perf_samples(a.perf, a.pid):
+            c[";".join(reversed([x or "?" for x in named(frames)]))] += n
+        for st, n in c.most_common(a.show_perf):
+            print("perf %6d %s" % (n, st))
     sys.exit(0 if ok else 1)
 
 
