@@ -228,6 +228,8 @@ static void update_kernel_stats(struct agent *a)
 	SET(kernel_stack_errors, st[STAT_KERNEL_STACK_ERR]);
 	SET(user_stack_errors, st[STAT_USER_STACK_ERR]);
 	SET(unwind_walks, st[STAT_UNWIND_WALKS]);
+	SET(unwind_walk_ns, st[STAT_UNWIND_NS]);
+	SET(unwind_walk_frames, st[STAT_UNWIND_FRAMES]);
 }
 
 static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,

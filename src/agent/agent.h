@@ -463,7 +463,9 @@ struct agent_metrics {
 	/* The unwinder (unwinder.c): samples by how their user stack ended
 	 * (enum unwind_status), and the tables behind it. */
 	atomic_uint_least64_t unwind_status[UNWIND_STATUS_NR];
-	atomic_uint_least64_t unwind_walks; /* kernel-side walks with tables */
+	atomic_uint_least64_t unwind_walks;	  /* kernel-side walks with tables */
+	atomic_uint_least64_t unwind_walk_ns;	  /* their time in BPF */
+	atomic_uint_least64_t unwind_walk_frames; /* frames they emitted */
 	atomic_uint_least64_t unwind_tables;
 	atomic_uint_least64_t unwind_processes;
 	atomic_uint_least64_t unwind_table_bytes;

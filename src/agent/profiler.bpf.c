@@ -91,12 +91,17 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
-static __always_inline void stat_inc(__u32 idx)
+static __always_inline void stat_add(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
 
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	stat_add(idx, 1);
 }
 
 /* Set by user space before load: walk user stacks with unwind tables. */
@@ -154,10 +159,19 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	klen /= 8;
 	if (klen > PROFILER_MAX_KERNEL_FRAMES)
 		klen = PROFILER_MAX_KERNEL_FRAMES;
-	ulen = unwind_enabled ? unwind_user(ctx, e, pid, (__u32)klen) : -1;
-	if (ulen >= 0) {
-		stat_inc(STAT_UNWIND_WALKS);
+	if (unwind_enabled) {
+		__u64 t0 = bpf_ktime_get_ns();
+
+		ulen = unwind_user(ctx, e, pid, (__u32)klen);
+		if (ulen >= 0) {
+			stat_inc(STAT_UNWIND_WALKS);
+			stat_add(STAT_UNWIND_NS, bpf_ktime_get_ns() - t0);
+			stat_add(STAT_UNWIND_FRAMES, ulen);
+		}
 	} else {
+		ulen = -1;
+	}
+	if (ulen < 0) {
 		/* No tables for this process (yet): the kernel's frame-pointer
 		 * walker. A kernel thread has no user stack: the walker returns
 		 * no frames for it (not an error), so there is no need to look

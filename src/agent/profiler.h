@@ -38,6 +38,8 @@ enum profiler_stat {
 	STAT_USER_STACK_ERR,	/* user stack unreadable (sample kept, no frames) */
 	STAT_EXEC_DROPS,	/* exec/exit notification lost (cache may be stale) */
 	STAT_UNWIND_WALKS,	/* user stacks walked with tables */
+	STAT_UNWIND_NS,		/* time those walks took (ns) */
+	STAT_UNWIND_FRAMES,	/* frames those walks emitted */
 	STAT_NR,
 };
 

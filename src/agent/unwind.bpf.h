@@ -60,6 +60,8 @@ struct x86_regs {
  * stack: the verifier tracks the exact value of stack slots, and would
  * check the step once per combination of flag values (a fifth of a
  * second at load); a map value's contents are just numbers to it. */
+#define STACK_CHUNK 1024
+
 struct unwind_walk {
 	__u64 pc, sp, bp;
 	__u32 base; /* index of the first user frame in the sample */
@@ -67,9 +69,13 @@ struct unwind_walk {
 	__u8 status;
 	__u8 bp_valid;
 	__u8 exact; /* pc is an interrupted pc, not a return address */
-	/* the mapping search (mapping_probe) */
+	/* the mapping search (mapping_probe), and the mapping last found */
 	__u64 key;
-	__u32 lo, hi;
+	__u32 lo, hi, last;
+	/* A copy of the stack from stack_at: most frames are far smaller
+	 * than it, so one read serves several steps. */
+	__u64 stack_at;
+	__u8 stack[STACK_CHUNK];
 };
 
 struct {
@@ -83,6 +89,28 @@ struct {
 struct unwind_ctx {
 	const struct unwind_proc *proc;
 };
+
+/* Reads the user word at addr: from the stack copy when it holds it,
+ * else through a new copy starting there (or, near the top of the stack,
+ * where a whole chunk would run past its end, the word alone). 0 or -1. */
+static __always_inline int read_word(struct unwind_walk *w, __u64 addr, __u64 *out)
+{
+	__u64 off = addr - w->stack_at;
+
+	if (addr & 7) /* the stack keeps words aligned; anything else, alone */
+		return bpf_probe_read_user(out, 8, (const void *)addr) ? -1 : 0;
+	if (addr < w->stack_at || off > STACK_CHUNK - 8) {
+		if (bpf_probe_read_user(w->stack, STACK_CHUNK, (const void *)addr) != 0) {
+			w->stack_at = 0;
+			return bpf_probe_read_user(out, 8, (const void *)addr) ? -1 : 0;
+		}
+		w->stack_at = addr;
+		off = 0;
+	}
+	off &= STACK_CHUNK - 8;
+	*out = *(__u64 *)&w->stack[off];
+	return 0;
+}
 
 /* The user registers of the interrupted thread: from the sample when it
  * interrupted user code, else from the entry frame at the top of the
@@ -148,8 +176,13 @@ static long mapping_probe(__u32 i, void *ctx)
 /* The index of the mapping holding pc, or -1. */
 static __always_inline int find_mapping(struct unwind_ctx *c, struct unwind_walk *w, __u64 pc)
 {
-	__u32 mid;
+	__u32 mid = w->last;
 
+	/* Most steps stay in the mapping of the step before (a library's
+	 * functions calling each other): one comparison instead of a search. */
+	asm volatile("" : "+r"(mid));
+	if (mid < UNWIND_MAX_MAPPINGS && c->proc->m[mid].start <= pc && pc < c->proc->m[mid].end)
+		return (int)mid;
 	w->key = pc;
 	w->lo = 0;
 	w->hi = c->proc->n < UNWIND_MAX_MAPPINGS ? c->proc->n : UNWIND_MAX_MAPPINGS;
@@ -158,6 +191,7 @@ static __always_inline int find_mapping(struct unwind_ctx *c, struct unwind_walk
 	asm volatile("" : "+r"(mid));
 	if (w->lo == 0 || mid >= UNWIND_MAX_MAPPINGS || pc >= c->proc->m[mid].end)
 		return -1;
+	w->last = mid;
 	return (int)mid;
 }
 
@@ -309,15 +343,13 @@ static long unwind_step(__u32 i, void *ctx)
 		w->status = UNWIND_STATUS_BAD_FRAME;
 		return 1;
 	}
-	if (bpf_probe_read_user(&ra, sizeof(ra), (const void *)(cfa - 8))) {
+	if (read_word(w, cfa - 8, &ra)) {
 		w->status = UNWIND_STATUS_READ_FAULT;
 		return 1;
 	}
 	switch (UNWIND_RULE_RBP(rule)) {
 	case UNWIND_RBP_AT_CFA:
-		if (bpf_probe_read_user(
-			&w->bp, sizeof(w->bp),
-			(const void *)(cfa + 8 * (__s64)UNWIND_RULE_RBP_OFF(rule)))) {
+		if (read_word(w, cfa + 8 * (__s64)UNWIND_RULE_RBP_OFF(rule), &w->bp)) {
 			w->status = UNWIND_STATUS_READ_FAULT;
 			return 1;
 		}
@@ -358,6 +390,8 @@ static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32
 	w->bp = regs.bp;
 	w->base = base;
 	w->n = 0;
+	w->last = UNWIND_MAX_MAPPINGS; /* none */
+	w->stack_at = 0;
 	w->bp_valid = 1;
 	w->exact = 1;
 	w->status = UNWIND_STATUS_DEPTH;

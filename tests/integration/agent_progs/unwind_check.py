@@ -237,14 +237,12 @@ def perf_samples(path, pid):
                     out.append((cur, 1))
                 cur = None
                 continue
-            if not line[0].isspace():
+            m = re.match(r"\s+([0-9a-f]+) \((.*)\)$", line)
+            if not m:  # a sample's first line: its pid (right-aligned with -a)
                 toks = line.split()
                 cur = [] if toks and toks[0].isdigit() and int(toks[0]) == pid else None
                 continue
             if cur is None:
-                continue
-            m = re.match(r"\s*([0-9a-f]+) \((.*)\)$", line)
-            if not m:
                 continue
             ip, dso = int(m.group(1), 16), m.group(2)
             if ip >= KERNEL_MIN or "kernel.kallsyms" in dso or dso.startswith("[kernel"):
