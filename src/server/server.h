@@ -55,6 +55,9 @@ struct server_config {
 	const char *const *debuginfod_upstreams; /* NULL-terminated URLs; NULL = none */
 	int debuginfod_timeout_s;		 /* per debuginfod request */
 	int debuginfod_negative_ttl_s;		 /* how long "not found" is remembered */
+	/* Directories searched for symbols by build ID (DIR/.build-id/xx/...),
+	 * NULL-terminated; NULL = none. Never a path a client names. */
+	const char *const *symbols_local_dirs;
 };
 
 /* Fills defaults (the values documented above). */
