@@ -55,6 +55,9 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --debuginfod-http-request-timeout=DUR  per debuginfod request (default 30s)\n"
 	    "  --debuginfod-negative-cache-ttl=DUR  how long a build ID the upstreams did\n"
 	    "                               not have is not asked for again (default 10m)\n"
+	    "  --ingest-max-future-skew=DUR how far past the server's clock a pushed\n"
+	    "                               profile's time may lie (default 1h); earlier\n"
+	    "                               than 2000-01-01 is always refused\n"
 	    "  --symbols-local-dir=DIRS     directories with debug files or binaries by\n"
 	    "                               build ID (DIR/.build-id/xx/rest.debug or\n"
 	    "                               DIR/.build-id/xx/rest), comma-separated or\n"
@@ -162,6 +165,7 @@ enum {
 	OPT_DEBUGINFOD_TIMEOUT,
 	OPT_DEBUGINFOD_NEGATIVE_TTL,
 	OPT_SYMBOLS_LOCAL_DIR,
+	OPT_INGEST_MAX_FUTURE_SKEW,
 	OPT_HELP,
 };
 
@@ -202,6 +206,7 @@ int main(int argc, char **argv)
 	    {"debuginfod-http-request-timeout", required_argument, NULL, OPT_DEBUGINFOD_TIMEOUT},
 	    {"debuginfod-negative-cache-ttl", required_argument, NULL, OPT_DEBUGINFOD_NEGATIVE_TTL},
 	    {"symbols-local-dir", required_argument, NULL, OPT_SYMBOLS_LOCAL_DIR},
+	    {"ingest-max-future-skew", required_argument, NULL, OPT_INGEST_MAX_FUTURE_SKEW},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -305,6 +310,16 @@ int main(int argc, char **argv)
 			cfg.debuginfod_negative_ttl_s = (int)(ms / 1000);
 			break;
 		}
+		case OPT_INGEST_MAX_FUTURE_SKEW:
+			if (parse_duration_ms(optarg, &cfg.ingest_max_future_skew_ms) ||
+			    cfg.ingest_max_future_skew_ms < 1000) {
+				fprintf(stderr,
+					"kiln: --ingest-max-future-skew=%s: expected a duration >= "
+					"1s, e.g. 1h or 5m\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case OPT_SYMBOLS_LOCAL_DIR:
 			/* Comma-separated, and repeatable; each must be a directory. */
 			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {

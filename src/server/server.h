@@ -58,6 +58,9 @@ struct server_config {
 	/* Directories searched for symbols by build ID (DIR/.build-id/xx/...),
 	 * NULL-terminated; NULL = none. Never a path a client names. */
 	const char *const *symbols_local_dirs;
+	/* A pushed profile's time may lie at most this far ahead of the
+	 * server's clock (1 h); one before 2000-01-01 is always refused. */
+	int64_t ingest_max_future_skew_ms;
 };
 
 /* Fills defaults (the values documented above). */
