@@ -167,8 +167,11 @@ static int cmd_symbolize(int argc, char **argv)
 		cache = tmpdir;
 		made_tmp = true;
 	}
-	struct debuginfo_config dc = {
-	    .storage_path = cache, .upstreams = urls, .http_timeout_seconds = timeout};
+	static const char *const local_dirs[] = {"/usr/lib/debug", NULL};
+	struct debuginfo_config dc = {.storage_path = cache,
+				      .upstreams = urls,
+				      .http_timeout_seconds = timeout,
+				      .local_dirs = local_dirs};
 	store = debuginfo_store_new(&dc, &e);
 	if (!store) {
 		fprintf(stderr, "kilnctl debuginfo symbolize: %s\n", e.msg);

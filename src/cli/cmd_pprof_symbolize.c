@@ -502,8 +502,8 @@ int cmd_pprof_symbolize(int argc, char **argv)
 	if (out_is_dir && !basenames_unique(argv + first, argc - first, o.output))
 		return 2;
 	/* No store directory, no debuginfod: the debug dir and the files. */
-	store =
-	    debuginfo_store_new(&(struct debuginfo_config){.local_debug_dir = o.debug_dir}, &err);
+	const char *const local_dirs[] = {o.debug_dir ? o.debug_dir : "/usr/lib/debug", NULL};
+	store = debuginfo_store_new(&(struct debuginfo_config){.local_dirs = local_dirs}, &err);
 	if (!store) {
 		fprintf(stderr, "kilnctl pprof symbolize: %s\n", err.msg);
 		goto out;

@@ -145,13 +145,18 @@ int buf_read_file(struct buf *b, const char *path, size_t max_bytes)
 
 int buf_write_file(const struct buf *b, const char *path)
 {
+	return buf_write_file_mode(b, path, 0644);
+}
+
+int buf_write_file_mode(const struct buf *b, const char *path, unsigned mode)
+{
 	char tmp[4096];
 	size_t off = 0;
 	int fd, rc = 0;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
 	if (fd < 0)
 		return -errno;
 	while (off < b->len) {

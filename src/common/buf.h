@@ -34,7 +34,9 @@ uint8_t *buf_steal(struct buf *b, size_t *len);
 /* Reads a whole file into b. Refuses files larger than max_bytes (0 = no
  * limit) with -EFBIG. */
 int buf_read_file(struct buf *b, const char *path, size_t max_bytes);
-/* Writes b to path atomically (temporary file, fsync, rename). */
+/* Writes b to path atomically (temporary file, fsync, rename), created
+ * with mode 0644 (before the umask) / mode. */
 int buf_write_file(const struct buf *b, const char *path);
+int buf_write_file_mode(const struct buf *b, const char *path, unsigned mode);
 
 #endif

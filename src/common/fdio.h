@@ -1,6 +1,6 @@
 /*
  * fdio.h — whole reads and writes on a file descriptor, and opening a
- * file that must be a regular one.
+ * file that must be a regular one (anywhere, or under a given directory).
  *
  * write(2) and read(2) may move fewer bytes than asked (signals, pipes,
  * sockets, a full disk part-way): these loop until all n bytes moved.
@@ -31,5 +31,21 @@ int fd_read_all(int fd, void *p, size_t n);
  * regular file (nothing was read from it) or the negative errno of
  * open/fstat, with "PATH: PROBLEM" in e. */
 int fd_open_regular(const char *path, struct kiln_error *e);
+
+/* fd_open_regular, but a symbolic link as path's last component is refused
+ * (O_NOFOLLOW: -ELOOP), not followed. */
+int fd_open_nofollow(const char *path, struct kiln_error *e);
+
+/* fd_open_regular for a file that must lie under the directory dir_real
+ * (an absolute path without symbolic links or "..", as realpath(3) gives
+ * it): path is resolved with realpath(3), refused unless the result is
+ * dir_real + "/" + something, and that result is opened with O_NOFOLLOW
+ * (a link swapped in since is refused, not followed) and O_NONBLOCK, and
+ * checked to be a regular file. So a symbolic link inside the directory
+ * may point elsewhere inside it, never outside. If resolved is not NULL,
+ * the resolved path is copied there (PATH_MAX bytes). Returns the
+ * descriptor (the caller closes it), -EPERM when path leads outside
+ * dir_real, or as fd_open_regular, with "PATH: PROBLEM" in e. */
+int fd_open_under(const char *dir_real, const char *path, char *resolved, struct kiln_error *e);
 
 #endif

@@ -9,6 +9,7 @@
 #ifndef KILN_PPROF_INTERNAL_H
 #define KILN_PPROF_INTERNAL_H
 
+#include "common/satadd.h"
 #include "pprof/pprof.h"
 
 #include "common/arena.h"
@@ -31,11 +32,11 @@ struct pprof_profile {
 	struct pprof_idtab locations, functions, mappings;
 };
 
-/* Sums wrap around instead of overflowing: values come from untrusted
- * files, and signed overflow is undefined behaviour. */
+/* Sums saturate instead of overflowing (common/satadd.h): values come
+ * from untrusted files. */
 static inline int64_t pprof_add(int64_t a, int64_t b)
 {
-	return (int64_t)((uint64_t)a + (uint64_t)b);
+	return sat_add_i64(a, b);
 }
 
 /* Builds a table over n items whose ids are read by id_of. Rejects id 0 and

@@ -7,6 +7,7 @@
  * counted once (as pprof does). The pass keeps the current root-to-node
  * path and, per frame, how often it occurs on that path.
  */
+#include "common/satadd.h"
 #include "query/query_internal.h"
 
 #include <errno.h>
@@ -63,11 +64,11 @@ int query_top_build(const struct query_tree *t, struct query_top **out, struct k
 			on_path[path[depth - 1]]--;
 			depth--;
 		}
-		a->flat += n->self;
-		a->base_flat += n->base_self;
+		sat_acc_i64(&a->flat, n->self);
+		sat_acc_i64(&a->base_flat, n->base_self);
 		if (!on_path[n->frame]) {
-			a->cum += n->cum;
-			a->base_cum += n->base_cum;
+			sat_acc_i64(&a->cum, n->cum);
+			sat_acc_i64(&a->base_cum, n->base_cum);
 		}
 		if (!a->seen) {
 			a->seen = true;

@@ -13,6 +13,7 @@
  * writes the nodes out in depth-first pre-order, which is the order of the
  * JSON columns and what the accessors expose.
  */
+#include "common/satadd.h"
 #include "query/query_internal.h"
 
 #include <errno.h>
@@ -498,9 +499,9 @@ int qfold_add(struct query_tree *t, struct qfold *f, size_t depth, int64_t v, bo
 	f->cap_stack = cap;
 	f->prev_depth = depth;
 	if (base)
-		t->build[node].base_self += v;
+		sat_acc_i64(&t->build[node].base_self, v);
 	else
-		t->build[node].self += v;
+		sat_acc_i64(&t->build[node].self, v);
 	return 0;
 }
 
@@ -526,9 +527,9 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 		if (v == 0)
 			continue;
 		if (base)
-			t->base_total += v;
+			sat_acc_i64(&t->base_total, v);
 		else
-			t->total += v;
+			sat_acc_i64(&t->total, v);
 		/* location_id[0] is the leaf: collect root first */
 		for (size_t k = s->n_location_id; k-- > 0;) {
 			uint64_t id = s->location_id[k];
@@ -546,9 +547,9 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 		if (!keep)
 			continue;
 		if (base)
-			t->base_filtered += v;
+			sat_acc_i64(&t->base_filtered, v);
 		else
-			t->filtered += v;
+			sat_acc_i64(&t->filtered, v);
 		rc = qfold_add(t, &c->fold, depth, v, base);
 		if (rc)
 			return rc;
@@ -687,13 +688,13 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 	for (size_t i = t->n_build; i-- > 1;) {
 		struct qbuild_node *bn = &t->build[i];
 
-		bn->cum += bn->self;
-		bn->base_cum += bn->base_self;
-		t->build[bn->parent].cum += bn->cum;
-		t->build[bn->parent].base_cum += bn->base_cum;
+		sat_acc_i64(&bn->cum, bn->self);
+		sat_acc_i64(&bn->base_cum, bn->base_self);
+		sat_acc_i64(&t->build[bn->parent].cum, bn->cum);
+		sat_acc_i64(&t->build[bn->parent].base_cum, bn->base_cum);
 	}
-	t->build[0].cum += t->build[0].self;
-	t->build[0].base_cum += t->build[0].base_self;
+	sat_acc_i64(&t->build[0].cum, t->build[0].self);
+	sat_acc_i64(&t->build[0].base_cum, t->build[0].base_self);
 
 	if (t->trim_fraction > 0) {
 		threshold_b = (int64_t)(t->trim_fraction * (double)abs64(t->filtered));

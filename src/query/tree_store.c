@@ -11,6 +11,7 @@
  * a pprof profile and folding that, no sample table, no key copies and no
  * deep copy are made: the memory touched per query is the tree's own.
  */
+#include "common/satadd.h"
 #include "query/query_internal.h"
 
 #include <errno.h>
@@ -153,9 +154,9 @@ static int on_stack(void *ctx, const uint32_t *locs, size_t n, int64_t v)
 	size_t depth = 0;
 
 	if (a->base)
-		t->base_total += v;
+		sat_acc_i64(&t->base_total, v);
 	else
-		t->total += v;
+		sat_acc_i64(&t->total, v);
 	/* locs[0] is the leaf: collect root first */
 	for (size_t k = n; k-- > 0;) {
 		uint32_t id = locs[k];
@@ -168,9 +169,9 @@ static int on_stack(void *ctx, const uint32_t *locs, size_t n, int64_t v)
 	if (!keep)
 		return 0;
 	if (a->base)
-		t->base_filtered += v;
+		sat_acc_i64(&t->base_filtered, v);
 	else
-		t->filtered += v;
+		sat_acc_i64(&t->filtered, v);
 	return qfold_add(t, &a->fold, depth, v, a->base);
 }
 

@@ -3,11 +3,18 @@
  * debuginfo listing, and server-side symbolization.
  *
  * The "debuginfo" extension (routes.c) owns a debuginfo store under
- * <storage-path>/debuginfo (symbols/debuginfo.h: uploads, local
- * /usr/lib/debug, the binary path, --debuginfod-upstream-servers), a
+ * <storage-path>/debuginfo (symbols/debuginfo.h: uploads, the operator's
+ * --symbols-local-dir directories, --debuginfod-upstream-servers), a
  * symbolizer over it, and a background thread that symbolizes the store's
  * pending locations (store_symbolize_pending) every second — off the ingest
  * path: WriteRaw never waits for symbols.
+ *
+ * Files are found by build ID only (symbolizer_config.by_build_id_only): a
+ * mapping's file name comes from a client and is never opened, only shown.
+ * Opening a client-named path would hand the server's own files' symbols to
+ * anyone (the server's binary, by its path), and a FIFO would block the
+ * symbolizer; a debuginfod fetch runs on the store's thread with a deadline
+ * and never inside a query.
  *
  * The store's background pass calls server_symbolize_resolve_batch
  * (installed in store_options by server.c) with one object's pending
@@ -324,6 +331,7 @@ int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 	    .http_timeout_seconds = c->debuginfod_timeout_s,
 	    .max_upload_bytes = c->grpc_max_msg_bytes,
 	    .negative_ttl_seconds = c->debuginfod_negative_ttl_s,
+	    .local_dirs = c->symbols_local_dirs,
 	    .on_fetched = debuginfo_arrived,
 	    .on_fetched_arg = st,
 	    .before_adopt = debuginfo_arriving,
@@ -335,6 +343,7 @@ int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 	 * may have expired (at most every 10 s). */
 	st->symbolizer = symbolizer_new(&(struct symbolizer_config){
 	    .debuginfo = st->store,
+	    .by_build_id_only = true,
 	    .recheck_seconds =
 		c->debuginfod_negative_ttl_s < 10 ? c->debuginfod_negative_ttl_s : 10});
 	if (!st->symbolizer) {

@@ -263,6 +263,11 @@ void http_query_range(const struct http_request *req, struct http_response *resp
 	    arg_int(req, resp, "start", end - 3600000, &start) ||
 	    arg_int(req, resp, "step", 0, &step))
 		return;
+	if (http_arg(req, "step") && *http_arg(req, "step") && step <= 0)
+		return http_error(resp, 400, -1,
+				  "parameter step=%lld: must be a positive number of ms (or left "
+				  "out)",
+				  (long long)step);
 	const char *q = http_arg(req, "query");
 	if (!q || !*q)
 		return http_error(resp, 400, -1, "parameter query is required");

@@ -4,15 +4,19 @@
  *
  * The UI is a built single-page app: files under --ui-path are served with
  * their content type; any other path that is not under /api/ gets
- * index.html, so client-side routes survive a reload.
+ * index.html, so client-side routes survive a reload. A file named by the
+ * request is served only if it resolves to a regular file inside --ui-path
+ * (fd_open_under: no "..", no link leading out, never a FIFO).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "server/handlers.h"
 #include "server/internal.h"
 
@@ -102,11 +106,14 @@ void http_ui(const struct http_request *req, struct http_response *resp)
 	/* Never leave the UI directory. */
 	bool traversal = strstr(req->path, "/..") != NULL || strchr(req->path, '\\') != NULL;
 	const char *file = path; /* index.html unless the request names a file */
-	char want[4096];
-	if (!traversal && strcmp(req->path, "/") != 0) {
+	char want[4096], root_real[PATH_MAX], resolved[PATH_MAX];
+	if (!traversal && strcmp(req->path, "/") != 0 && realpath(root, root_real)) {
 		snprintf(want, sizeof(want), "%s%s", root, req->path);
-		if (is_regular_file(want))
-			file = want;
+		int fd = fd_open_under(root_real, want, resolved, NULL);
+		if (fd >= 0) {
+			close(fd);
+			file = resolved;
+		}
 	}
 	if (buf_read_file(&resp->body, file, 256u << 20) != 0) {
 		http_error(resp, 500, -1, "cannot read %s", file);

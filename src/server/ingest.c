@@ -46,6 +46,125 @@ static bool valid_utf8(const char *s)
 	return true;
 }
 
+/* --- NUL bytes in labels, on the wire ------------------------------------ */
+
+/* One protobuf field read off the wire: its number and, for a
+ * length-delimited one, its bytes. */
+struct wire_field {
+	uint32_t number;
+	bool has_bytes;
+	const uint8_t *p;
+	size_t len;
+};
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* Reads the next field of [*p, end); false at the end or on bad data. */
+static bool wire_next(const uint8_t **p, const uint8_t *end, struct wire_field *f)
+{
+	uint64_t key, v;
+
+	if (*p >= end || !wire_varint(p, end, &key))
+		return false;
+	f->number = (uint32_t)(key >> 3);
+	f->has_bytes = false;
+	switch (key & 7) {
+	case 0:
+		return wire_varint(p, end, &v);
+	case 1:
+		if (end - *p < 8)
+			return false;
+		*p += 8;
+		return true;
+	case 2:
+		if (!wire_varint(p, end, &v) || v > (uint64_t)(end - *p))
+			return false;
+		f->has_bytes = true;
+		f->p = *p;
+		f->len = (size_t)v;
+		*p += v;
+		return true;
+	case 5:
+		if (end - *p < 4)
+			return false;
+		*p += 4;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Label (name = 1, value = 2) of series si: -EINVAL if either holds NUL. */
+static int check_label(const struct wire_field *label, size_t si, struct kiln_error *err)
+{
+	const uint8_t *p = label->p, *end = label->p + label->len;
+	const uint8_t *name = NULL;
+	size_t name_len = 0;
+	struct wire_field f;
+
+	while (wire_next(&p, end, &f)) {
+		if (!f.has_bytes || (f.number != 1 && f.number != 2))
+			continue;
+		if (f.number == 1) {
+			name = f.p;
+			name_len = f.len;
+		}
+		const uint8_t *nul = memchr(f.p, 0, f.len);
+		if (nul)
+			return kiln_error_set(
+			    err, EINVAL,
+			    "series[%zu]: label %s \"%.*s\" holds a NUL byte at offset %zu: label "
+			    "names and values must not contain NUL",
+			    si, f.number == 1 ? "name" : "value",
+			    (int)(f.number == 1 ? (size_t)(nul - f.p)
+						: (name_len > 100 ? 100 : name_len)),
+			    f.number == 1 ? (const char *)f.p
+			    : name	  ? (const char *)name
+					  : "",
+			    (size_t)(nul - f.p));
+	}
+	return 0;
+}
+
+int ingest_check_label_bytes(const uint8_t *req, size_t len, struct kiln_error *err)
+{
+	const uint8_t *p = req, *end = req + len;
+	struct wire_field series, set, label;
+	size_t si = 0;
+	int rc;
+
+	/* WriteRawRequest.series = 2 -> RawProfileSeries.labels = 1 ->
+	 * LabelSet.labels = 1 -> Label. */
+	while (wire_next(&p, end, &series)) {
+		if (series.number != 2 || !series.has_bytes)
+			continue;
+		const uint8_t *sp = series.p, *send = series.p + series.len;
+		while (wire_next(&sp, send, &set)) {
+			if (set.number != 1 || !set.has_bytes)
+				continue;
+			const uint8_t *lp = set.p, *lend = set.p + set.len;
+			while (wire_next(&lp, lend, &label)) {
+				if (label.number == 1 && label.has_bytes &&
+				    (rc = check_label(&label, si, err)) < 0)
+					return rc;
+			}
+		}
+		si++;
+	}
+	return 0;
+}
+
 /* Parca's delta rule, narrowed to CPU profiles: see ingest.h. */
 static bool profile_is_delta(const struct pprof_profile *p)
 {
@@ -164,11 +283,16 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 	memset(out, 0, sizeof(*out));
 	out->decoder = lim->decoder;
 	arena_protobuf_allocator(a, &alloc);
+	int64_t skew_ms =
+	    lim->max_future_skew_ms > 0 ? lim->max_future_skew_ms : INGEST_DEFAULT_FUTURE_SKEW_MS;
 	write_raw_req *r =
 	    parca__profilestore__v1alpha1__write_raw_request__unpack(&alloc, len, req);
 	if (!r)
 		return kiln_error_set(
 		    err, EINVAL, "WriteRawRequest: not a valid protobuf message (%zu bytes)", len);
+	rc = ingest_check_label_bytes(req, len, err);
+	if (rc)
+		return rc;
 
 	size_t n_profiles = 0;
 	for (size_t i = 0; i < r->n_series; i++)
@@ -202,7 +326,21 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 			ip->series = i;
 			ip->raw_bytes = raw->len;
 			ip->timestamp_ms =
-			    m->time_nanos > 0 ? m->time_nanos / 1000000 : lim->now_ms;
+			    m->time_nanos != 0 ? m->time_nanos / 1000000 : lim->now_ms;
+			if (ip->timestamp_ms < INGEST_MIN_TIME_MS ||
+			    (ip->timestamp_ms > lim->now_ms &&
+			     ip->timestamp_ms - lim->now_ms > skew_ms)) {
+				rc = kiln_error_set(
+				    err, EINVAL,
+				    "series[%zu].samples[%zu]: profile time_nanos %lld is %s "
+				    "(accepted: 2000-01-01 to %lld s past the server's clock, "
+				    "--ingest-max-future-skew)",
+				    i, j, (long long)m->time_nanos,
+				    ip->timestamp_ms < INGEST_MIN_TIME_MS ? "before 2000-01-01"
+									  : "too far in the future",
+				    (long long)(skew_ms / 1000));
+				goto fail;
+			}
 			ip->delta = profile_is_delta(ip->profile);
 			rc = exec_infos(rs->samples[j], a, ip, err);
 			if (rc) {

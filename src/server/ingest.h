@@ -13,6 +13,12 @@
  *   - other label names follow Prometheus ([a-zA-Z_][a-zA-Z0-9_]*), are not
  *     reserved ("__" prefix), unique, and at most max_labels per series;
  *     values are valid UTF-8;
+ *   - no label name or value holds a NUL byte: protobuf-c hands strings
+ *     over NUL-terminated, so "a\0b" would silently become "a" (and
+ *     "a\0b", "a\0c" and "a" one series); the request is refused instead
+ *     (ingest_check_label_bytes, on the wire bytes);
+ *   - a profile's time (time_nanos, when set) lies between 2000-01-01 and
+ *     now_ms + max_future_skew_ms;
  *   - every raw sample decodes as pprof (pprof_decode: validated, gzip
  *     bounded by max_inflate).
  * Delta (Parca's ":delta" marker): a CPU profile (period type "cpu") that
@@ -31,6 +37,9 @@
 #include "store/store.h"
 
 #define INGEST_MAX_LABELS 64
+/* 2000-01-01T00:00:00Z: no profile is older (the window's lower end). */
+#define INGEST_MIN_TIME_MS	      946684800000LL
+#define INGEST_DEFAULT_FUTURE_SKEW_MS (3600LL * 1000)
 
 struct ingest_profile {
 	size_t series; /* index into the request's series */
@@ -62,6 +71,8 @@ struct ingest_limits {
 	size_t max_inflate; /* per profile; 0 = pprof's default */
 	size_t max_labels;  /* 0 = INGEST_MAX_LABELS */
 	int64_t now_ms;	    /* used when a profile has no time_nanos */
+	/* How far past now_ms a profile's time may lie; 0 = 1 h. */
+	int64_t max_future_skew_ms;
 	/* Optional: decodes with (and ingest_batch_release recycles into)
 	 * this decoder, which the caller owns and must not share with another
 	 * thread until the batch is released. NULL: plain pprof_decode. */
@@ -78,6 +89,11 @@ struct ingest_decoders *ingest_decoders_new(size_t max_kept);
 void ingest_decoders_free(struct ingest_decoders *ds);
 struct pprof_decoder *ingest_decoder_take(struct ingest_decoders *ds);
 void ingest_decoder_give(struct ingest_decoders *ds, struct pprof_decoder *d);
+
+/* Walks the wire bytes of a WriteRawRequest and refuses (-EINVAL, naming
+ * the series and label) a label name or value that holds a NUL byte.
+ * Malformed wire data is left to the protobuf decoder (0 here). */
+int ingest_check_label_bytes(const uint8_t *req, size_t len, struct kiln_error *err);
 
 /* Decodes req into out; everything lives in arena a except the profiles
  * (release with ingest_batch_release). */

@@ -55,6 +55,15 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --debuginfod-http-request-timeout=DUR  per debuginfod request (default 30s)\n"
 	    "  --debuginfod-negative-cache-ttl=DUR  how long a build ID the upstreams did\n"
 	    "                               not have is not asked for again (default 10m)\n"
+	    "  --ingest-max-future-skew=DUR how far past the server's clock a pushed\n"
+	    "                               profile's time may lie (default 1h); earlier\n"
+	    "                               than 2000-01-01 is always refused\n"
+	    "  --symbols-local-dir=DIRS     directories with debug files or binaries by\n"
+	    "                               build ID (DIR/.build-id/xx/rest.debug or\n"
+	    "                               DIR/.build-id/xx/rest), comma-separated or\n"
+	    "                               repeated, e.g. /usr/lib/debug (default none).\n"
+	    "                               The server never opens the file a profile's\n"
+	    "                               mapping names\n"
 	    "  --help                       this text\n",
 	    d->http_address, d->storage_path);
 }
@@ -155,6 +164,8 @@ enum {
 	OPT_DEBUGINFOD,
 	OPT_DEBUGINFOD_TIMEOUT,
 	OPT_DEBUGINFOD_NEGATIVE_TTL,
+	OPT_SYMBOLS_LOCAL_DIR,
+	OPT_INGEST_MAX_FUTURE_SKEW,
 	OPT_HELP,
 };
 
@@ -164,7 +175,8 @@ int main(int argc, char **argv)
 	struct kiln_error err = {0};
 	char *ui_default = NULL;
 	static const char *upstreams[33]; /* NULL-terminated */
-	size_t n_upstreams = 0;
+	static const char *local_dirs[33];
+	size_t n_upstreams = 0, n_local_dirs = 0;
 	struct server *s = NULL;
 	int rc;
 
@@ -193,6 +205,8 @@ int main(int argc, char **argv)
 	    {"debuginfod-upstream-servers", required_argument, NULL, OPT_DEBUGINFOD},
 	    {"debuginfod-http-request-timeout", required_argument, NULL, OPT_DEBUGINFOD_TIMEOUT},
 	    {"debuginfod-negative-cache-ttl", required_argument, NULL, OPT_DEBUGINFOD_NEGATIVE_TTL},
+	    {"symbols-local-dir", required_argument, NULL, OPT_SYMBOLS_LOCAL_DIR},
+	    {"ingest-max-future-skew", required_argument, NULL, OPT_INGEST_MAX_FUTURE_SKEW},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -296,6 +310,36 @@ int main(int argc, char **argv)
 			cfg.debuginfod_negative_ttl_s = (int)(ms / 1000);
 			break;
 		}
+		case OPT_INGEST_MAX_FUTURE_SKEW:
+			if (parse_duration_ms(optarg, &cfg.ingest_max_future_skew_ms) ||
+			    cfg.ingest_max_future_skew_ms < 1000) {
+				fprintf(stderr,
+					"kiln: --ingest-max-future-skew=%s: expected a duration >= "
+					"1s, e.g. 1h or 5m\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_SYMBOLS_LOCAL_DIR:
+			/* Comma-separated, and repeatable; each must be a directory. */
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+				struct stat st;
+
+				errno = 0;
+				if (stat(tok, &st) != 0 || !S_ISDIR(st.st_mode)) {
+					fprintf(stderr, "kiln: --symbols-local-dir=%s: %s\n", tok,
+						errno ? strerror(errno) : "not a directory");
+					return 2;
+				}
+				if (n_local_dirs + 1 >=
+				    sizeof(local_dirs) / sizeof(local_dirs[0])) {
+					fprintf(stderr, "kiln: too many --symbols-local-dir\n");
+					return 2;
+				}
+				local_dirs[n_local_dirs++] = tok;
+			}
+			cfg.symbols_local_dirs = local_dirs;
+			break;
 		case OPT_HELP:
 		case 'h':
 			usage(stdout, &defaults);

@@ -42,6 +42,8 @@ void rpc_write_raw(struct grpc_call *c)
 	struct ingest_batch b = {0};
 	struct ingest_limits lim = {.max_inflate = server_config(s)->max_profile_inflate,
 				    .now_ms = now_ms(),
+				    .max_future_skew_ms =
+					server_config(s)->ingest_max_future_skew_ms,
 				    .decoder = ingest_decoder_take(s->decoders)};
 	struct arena *a = arena_new(0);
 	int rc;

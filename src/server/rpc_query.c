@@ -390,8 +390,15 @@ void rpc_query_range(struct grpc_call *c)
 	struct range_ctx rctx = {.a = a};
 	rctx.sample_type = value_type(a, pt.sample_type, pt.sample_unit);
 	rctx.period_type = value_type(a, pt.period_type, pt.period_unit);
-	if (r->step)
+	if (r->step) {
 		rctx.step_ms = r->step->seconds * 1000 + r->step->nanos / 1000000;
+		if (rctx.step_ms <= 0) {
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT,
+				  "step %llds %dns: must be at least 1ms (or left out)",
+				  (long long)r->step->seconds, (int)r->step->nanos);
+			goto out;
+		}
+	}
 	struct store_selector ss;
 	query_selector_to_store(&sel, ts_ms(r->start, INT64_MIN), ts_ms(r->end, INT64_MAX), &ss);
 	rc = store_query_range(server_store(c->srv), &ss, add_series, &rctx, &err);

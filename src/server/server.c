@@ -42,6 +42,7 @@ void server_config_defaults(struct server_config *c)
 	c->idle_timeout_s = 300;
 	c->debuginfod_timeout_s = 30;
 	c->debuginfod_negative_ttl_s = 600;
+	c->ingest_max_future_skew_ms = 3600 * 1000;
 }
 
 struct store *server_store(struct server *s)

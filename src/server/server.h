@@ -55,6 +55,12 @@ struct server_config {
 	const char *const *debuginfod_upstreams; /* NULL-terminated URLs; NULL = none */
 	int debuginfod_timeout_s;		 /* per debuginfod request */
 	int debuginfod_negative_ttl_s;		 /* how long "not found" is remembered */
+	/* Directories searched for symbols by build ID (DIR/.build-id/xx/...),
+	 * NULL-terminated; NULL = none. Never a path a client names. */
+	const char *const *symbols_local_dirs;
+	/* A pushed profile's time may lie at most this far ahead of the
+	 * server's clock (1 h); one before 2000-01-01 is always refused. */
+	int64_t ingest_max_future_skew_ms;
 };
 
 /* Fills defaults (the values documented above). */

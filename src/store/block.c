@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "common/satadd.h"
 #include "common/fdio.h"
 #include "common/log.h"
 #include "store/internal.h"
@@ -206,7 +207,7 @@ static int write_series(struct writer *w, uint32_t id, const struct series_rows 
 		for (uint32_t j = 0; j < n && !rc; j++) {
 			rc = put_uvarint(&f[F_ROWS], tmp[j].local - last);
 			rc = rc ?: put_svarint(&f[F_ROWS], tmp[j].value);
-			sums[tmp[j].local] += tmp[j].value;
+			sat_acc_i64(&sums[tmp[j].local], tmp[j].value);
 			last = tmp[j].local;
 		}
 	}
@@ -308,7 +309,7 @@ int block_write(const char *dir, uint64_t seq, uint64_t cut_seg, const uint64_t 
 		rc = kiln_error_set(err, ENOMEM, "out of memory writing block %s", path);
 		goto fail;
 	}
-	w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, STORE_FILE_MODE);
 	if (w.fd < 0) {
 		rc = kiln_error_set(err, errno, "cannot create block %s: %s", tmp, strerror(errno));
 		goto fail;

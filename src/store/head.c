@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/satadd.h"
 #include "store/internal.h"
 
 void series_rows_free(struct series_rows *r)
@@ -75,7 +76,7 @@ int series_rows_add_profile(struct series_rows *r, int64_t ts, const uint32_t *s
 		memcpy(r->values + r->nr, values, n * sizeof(*values));
 	}
 	for (size_t i = 0; i < n; i++)
-		total += values[i];
+		sat_acc_i64(&total, values[i]);
 	r->ts[r->np] = ts;
 	r->total[r->np] = total;
 	r->off[r->np] = (uint32_t)r->nr;

@@ -52,6 +52,11 @@ const uint8_t *rd_bytes(struct rd *r, size_t n);
 uint32_t store_checksum(const void *p, size_t n);
 
 /* Appends a framed record: u32 payload length, u32 checksum, payload. */
+/* Profiles are private to the server's user: data files (WAL, metastore
+ * log, blocks, CHECKPOINT, LOCK) are created 0600, directories 0700. */
+#define STORE_FILE_MODE 0600
+#define STORE_DIR_MODE	0700
+
 #define RECORD_HEADER 8
 #define RECORD_MAX    (256u << 20)
 int record_append(struct buf *out, const void *payload, size_t len);

@@ -31,6 +31,7 @@
 #include <xxhash.h>
 #include <zlib.h>
 
+#include "common/satadd.h"
 #include "store/internal.h"
 
 /* ---- content hash -> id (the key is the hash: 96 of its bits kept) -------- */
@@ -538,8 +539,7 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 			goto oom;
 		if (r == 1) {
 			uint32_t fst = a.touched[fi];
-			/* wrapping, as the builder sums */
-			a.sum[fst] = (int64_t)((uint64_t)a.sum[fst] + (uint64_t)a.sum[st]);
+			sat_acc_i64(&a.sum[fst], a.sum[st]);
 			skip[t] = 1;
 		} else {
 			n_samples++;
@@ -562,7 +562,7 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 			w->key[j] = w->loc_out[stk->locs[j]];
 		if (write_sample(w, k, w->key, stk->n, a.sum[st]))
 			goto oom;
-		total = (int64_t)((uint64_t)total + (uint64_t)a.sum[st]);
+		sat_acc_i64(&total, a.sum[st]);
 	}
 	if (write_section(k, &w->sec_map) || write_section(k, &w->sec_loc) ||
 	    write_section(k, &w->sec_func) || write_section(k, &w->sec_str))

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/satadd.h"
 #include "common/log.h"
 #include "store/internal.h"
 
@@ -257,7 +258,7 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 		qsort(l->p, l->n, sizeof(*l->p), cmp_point);
 		for (size_t j = 0; j < l->n; j++) {
 			if (k && l->p[k - 1].timestamp_ms == l->p[j].timestamp_ms)
-				l->p[k - 1].value += l->p[j].value;
+				sat_acc_i64(&l->p[k - 1].value, l->p[j].value);
 			else
 				l->p[k++] = l->p[j];
 		}
@@ -293,7 +294,7 @@ static inline void agg_add(struct merge_agg *a, uint32_t st, int64_t v)
 		a->seen[st] = 1;
 		a->touched[a->n_touched++] = st;
 	}
-	a->sum[st] += v;
+	sat_acc_i64(&a->sum[st], v);
 }
 
 static void agg_rows(struct merge_agg *a, const struct series_rows *r, int64_t lo, int64_t hi)

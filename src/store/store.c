@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/satadd.h"
 #include "common/log.h"
 #include "pprof/pprof.h"
 #include "store/internal.h"
@@ -644,7 +645,7 @@ int store_write_profile_exec(struct store *s, const struct store_label *labels, 
 			int64_t v = 0;
 
 			for (; i < msg->n_sample && rows[i].stack == st; i++)
-				v += msg->sample[rows[i].sample]->value[t];
+				sat_acc_i64(&v, msg->sample[rows[i].sample]->value[t]);
 			if (v == 0)
 				continue;
 			rc = put_uvarint(&body, st - last);
@@ -779,7 +780,7 @@ static int write_checkpoint(struct store *s, uint64_t seg, struct kiln_error *er
 
 	snprintf(path, sizeof(path), "%s/CHECKPOINT", s->dir);
 	rc = buf_printf(&b, "kiln-store 1\nwal_segment %" PRIu64 "\n", seg);
-	rc = rc ?: buf_write_file(&b, path);
+	rc = rc ?: buf_write_file_mode(&b, path, STORE_FILE_MODE);
 	buf_free(&b);
 	if (rc)
 		return kiln_error_set(err, -rc, "cannot write %s: %s", path, strerror(-rc));
@@ -1236,14 +1237,14 @@ int store_open(const struct store_options *opts, struct store **out, struct kiln
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((mkdir(s->dir, 0755) && errno != EEXIST) ||
-	    (mkdir(s->block_dir, 0755) && errno != EEXIST)) {
+	if ((mkdir(s->dir, STORE_DIR_MODE) && errno != EEXIST) ||
+	    (mkdir(s->block_dir, STORE_DIR_MODE) && errno != EEXIST)) {
 		rc = kiln_error_set(err, errno, "cannot create %s: %s", s->block_dir,
 				    strerror(errno));
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/LOCK", s->dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
 	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
 		rc = kiln_error_set(err, errno == EWOULDBLOCK ? EBUSY : errno,
 				    "cannot lock %s: %s (is another kiln using this directory?)",

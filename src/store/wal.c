@@ -75,7 +75,7 @@ static int open_segment(struct wal *w, uint64_t seg, int *fd, struct kiln_error 
 	int dfd;
 
 	seg_path(w, seg, path, sizeof(path));
-	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
 	if (*fd < 0)
 		return kiln_error_set(err, errno, "cannot create WAL segment %s: %s", path,
 				      strerror(errno));
@@ -100,10 +100,10 @@ int wal_open(struct store *s, struct kiln_error *err)
 		w->dir = NULL;
 		return kiln_error_set(err, ENOMEM, "out of memory");
 	}
-	if (mkdir(w->dir, 0755) && errno != EEXIST)
+	if (mkdir(w->dir, STORE_DIR_MODE) && errno != EEXIST)
 		return kiln_error_set(err, errno, "cannot create %s: %s", w->dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/meta.log", s->dir);
-	w->meta_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	w->meta_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
 	if (w->meta_fd < 0)
 		return kiln_error_set(err, errno, "cannot open %s: %s", path, strerror(errno));
 	return 0;

@@ -11,12 +11,17 @@
  * path waits for the network. Each build ID has one state in `state`:
  * pending (queued or being fetched) or negative until a deadline (every
  * upstream said no or failed); a success simply becomes a stored file.
+ * Every request has a deadline (CURLOPT_TIMEOUT) and its progress callback
+ * aborts it as soon as the store is being freed, so that a slow upstream
+ * never holds up the server's shutdown.
  */
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +44,9 @@ struct fetch {
 };
 
 struct debuginfo_store {
-	char *dir;	 /* <storage>/debuginfo, or NULL */
-	char *local_dir; /* /usr/lib/debug */
+	char *dir;	   /* <storage>/debuginfo, or NULL */
+	char **local_dirs; /* realpath(3) of each existing local directory */
+	size_t nlocal_dirs;
 	char **upstreams;
 	size_t nupstreams;
 	int timeout;
@@ -55,6 +61,7 @@ struct debuginfo_store {
 	struct htab *state; /* build ID -> (deadline << 2) | ST_* */
 	struct fetch *queue;
 	bool stop, thread_started;
+	atomic_bool abort_fetch; /* set by debuginfo_store_free: cut requests short */
 	pthread_t thread;
 };
 
@@ -77,11 +84,11 @@ static int mkdir_p(const char *path)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
 			return -errno;
 		*p = '/';
 	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
 }
@@ -259,10 +266,20 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
+/* CURLOPT_XFERINFOFUNCTION: non-zero aborts the transfer (the store is
+ * being freed). */
+static int fetch_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			  curl_off_t ulnow)
+{
+	const struct debuginfo_store *d = arg;
+
+	return atomic_load(&d->abort_fetch) ? 1 : 0;
+}
+
 /* Fetches one build ID from the upstreams in order; 0 when stored. */
 static int fetch_one(struct debuginfo_store *d, const char *id)
 {
-	for (size_t i = 0; i < d->nupstreams; i++) {
+	for (size_t i = 0; i < d->nupstreams && !atomic_load(&d->abort_fetch); i++) {
 		char url[4096], tmp[4096];
 		struct kiln_error e = {0};
 		long status = 0;
@@ -287,6 +304,13 @@ static int fetch_one(struct debuginfo_store *d, const char *id)
 		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_cb);
 		curl_easy_setopt(curl, CURLOPT_WRITEDATA, &fd);
 		curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)d->timeout);
+		curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT,
+				 (long)(d->timeout < 10 ? d->timeout : 10));
+		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, fetch_progress);
+		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, d);
+		curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+		curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 		curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
 		curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)d->max_upload);
@@ -372,12 +396,48 @@ out:
 	return rc;
 }
 
+/* Looks for id in the local directories: DIR/.build-id/xx/yyyy.debug, then
+ * DIR/.build-id/xx/yyyy, each only if it resolves to a regular file inside
+ * DIR and has build ID id. Copies the resolved path into out (PATH_MAX
+ * bytes) and its facts into info; 0 or -ENOENT. */
+static int find_local(const struct debuginfo_store *d, const char *id, char *out,
+		      struct elfinfo *info)
+{
+	static const char *const suffixes[] = {".debug", ""};
+
+	for (size_t i = 0; i < d->nlocal_dirs; i++) {
+		for (size_t j = 0; j < 2; j++) {
+			char path[PATH_MAX];
+			struct kiln_error e = {0};
+			int fd, rc;
+
+			if (snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s%s", d->local_dirs[i],
+				     id, id + 2, suffixes[j]) >= (int)sizeof(path))
+				continue;
+			fd = fd_open_under(d->local_dirs[i], path, out, &e);
+			if (fd < 0) {
+				/* (Asked again on every lookup: not a warning.) */
+				if (fd != -ENOENT)
+					log_debug("debuginfo: %s", e.msg);
+				continue;
+			}
+			rc = elfinfo_read_fd(fd, path, info, &e);
+			close(fd);
+			if (rc == 0 && strcasecmp(info->build_id, id) == 0)
+				return 0;
+			log_debug("debuginfo: %s: %s", path,
+				  rc < 0 ? e.msg : "build ID differs from its name; not used");
+		}
+	}
+	return -ENOENT;
+}
+
 int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint,
 			 char *out, size_t outsz)
 {
-	char id[SYMBOLS_BUILD_ID_MAX + 1], path[4096];
+	char id[SYMBOLS_BUILD_ID_MAX + 1], path[PATH_MAX];
 	struct elfinfo info;
-	bool hint_matches = false;
+	bool have = false; /* path holds a binary of id, info its facts */
 	int rc;
 
 	if (!symbols_build_id_valid(build_id))
@@ -388,30 +448,29 @@ int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const 
 		if (is_file(path))
 			goto found;
 	}
-	snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", d->local_dir, id, id + 2);
-	if (is_file(path))
-		goto found;
-	if (path_hint && *path_hint && elfinfo_read_file(path_hint, &info, NULL) == 0 &&
-	    strcasecmp(info.build_id, id) == 0) {
-		hint_matches = true;
+	if (find_local(d, id, path, &info) == 0) {
+		have = true;
+	} else if (path_hint && *path_hint && elfinfo_read_file(path_hint, &info, NULL) == 0 &&
+		   strcasecmp(info.build_id, id) == 0) {
+		have = true;
 		snprintf(path, sizeof(path), "%s", path_hint);
-		/* A binary with DWARF is as good as it gets. One with only
-		 * .symtab names functions now, while the upstreams are asked
-		 * for DWARF; a stripped one is used only after they said no. */
-		if (info.has_debug_info)
-			goto found;
-		if (info.has_symtab) {
-			if (d->nupstreams && d->dir)
-				request_fetch(d, id);
-			goto found;
-		}
+	}
+	/* A file with DWARF is as good as it gets. A binary with only
+	 * .symtab names functions now, while the upstreams are asked for
+	 * DWARF; a stripped one is used only after they said no. */
+	if (have && info.has_debug_info)
+		goto found;
+	if (have && info.has_symtab) {
+		if (d->nupstreams && d->dir)
+			request_fetch(d, id);
+		goto found;
 	}
 	if (d->nupstreams && d->dir) {
 		rc = request_fetch(d, id);
-		if (rc != -ENOENT || !hint_matches)
+		if (rc != -ENOENT || !have)
 			return rc;
 	}
-	if (!hint_matches)
+	if (!have)
 		return -ENOENT;
 found:
 	snprintf(out, outsz, "%s", path);
@@ -433,10 +492,25 @@ struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *c, st
 	d->on_fetched = c->on_fetched;
 	d->on_fetched_arg = c->on_fetched_arg;
 	d->before_adopt = c->before_adopt;
-	d->local_dir = strdup(c->local_debug_dir ? c->local_debug_dir : "/usr/lib/debug");
 	d->state = htab_new(64);
-	if (!d->local_dir || !d->state)
+	if (!d->state)
 		goto nomem;
+	for (const char *const *l = c->local_dirs; l && *l; l++) {
+		char real[PATH_MAX], **nl;
+
+		if (!**l || !realpath(*l, real)) {
+			log_debug("debuginfo: local directory %s: %s; skipped", *l,
+				  **l ? strerror(errno) : "empty");
+			continue;
+		}
+		nl = realloc(d->local_dirs, (d->nlocal_dirs + 1) * sizeof(*nl));
+		if (!nl)
+			goto nomem;
+		d->local_dirs = nl;
+		if (!(d->local_dirs[d->nlocal_dirs] = strdup(real)))
+			goto nomem;
+		d->nlocal_dirs++;
+	}
 	if (c->storage_path) {
 		snprintf(buf, sizeof(buf), "%s/debuginfo", c->storage_path);
 		int rc = mkdir_p(buf);
@@ -481,6 +555,7 @@ void debuginfo_store_free(struct debuginfo_store *d)
 	if (!d)
 		return;
 	if (d->thread_started) {
+		atomic_store(&d->abort_fetch, true);
 		pthread_mutex_lock(&d->lock);
 		d->stop = true;
 		pthread_cond_signal(&d->wake);
@@ -498,7 +573,9 @@ void debuginfo_store_free(struct debuginfo_store *d)
 	free(d->upstreams);
 	htab_free(d->state);
 	free(d->dir);
-	free(d->local_dir);
+	for (size_t i = 0; i < d->nlocal_dirs; i++)
+		free(d->local_dirs[i]);
+	free(d->local_dirs);
 	pthread_cond_destroy(&d->wake);
 	pthread_mutex_destroy(&d->lock);
 	free(d);

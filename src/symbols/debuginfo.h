@@ -8,16 +8,24 @@
  * this order:
  *
  *   1. <storage>/debuginfo/<build-id>/debuginfo (uploaded or fetched before)
- *   2. /usr/lib/debug/.build-id/xx/yyyy.debug (local debug packages)
+ *   2. each local directory in order (local_dirs: the server's
+ *      --symbols-local-dir, kilnctl's --debug-dir or /usr/lib/debug):
+ *      DIR/.build-id/xx/yyyy.debug (a debug file), then DIR/.build-id/xx/yyyy
+ *      (a whole binary). Each is opened with O_NOFOLLOW and O_NONBLOCK only if
+ *      it resolves to a regular file inside DIR (a link pointing outside is
+ *      refused: fd_open_under) and used only if its build ID is the one asked
  *   3. the binary at the hinted path, if its build ID matches and it has
  *      DWARF; one with only .symtab is returned too, but a debuginfod fetch
- *      is queued for it (DWARF adds lines and inlined frames)
+ *      is queued for it (DWARF adds lines and inlined frames). Only callers
+ *      on the host the path belongs to give a hint (kilnctl): the server
+ *      never opens a path a client named (symbolizer_config.by_build_id_only)
  *   4. debuginfod upstreams — never inline: the lookup queues a fetch on the
  *      store's own thread and returns -EAGAIN; the caller retries later.
- *      Failed fetches are remembered (negative cache) for
- *      negative_ttl_seconds so a missing build ID is not asked for on every
- *      location; after that, a lookup asks again. A stripped binary at the
- *      hinted path is returned while the upstreams say no.
+ *      Every request has a deadline (http_timeout_seconds) and is cut short
+ *      when the store is freed. Failed fetches are remembered (negative
+ *      cache) for negative_ttl_seconds so a missing build ID is not asked
+ *      for on every location; after that, a lookup asks again. A stripped
+ *      binary at the hinted path is returned while the upstreams say no.
  *
  * Thread-safe. Ingestion never waits on it: only the symbolizer (running
  * off the ingest path) calls debuginfo_store_find.
@@ -38,7 +46,9 @@ struct debuginfo_config {
 	int http_timeout_seconds;     /* per debuginfod request; 0: 30 */
 	size_t max_upload_bytes;      /* 0: 1 GiB */
 	int negative_ttl_seconds;     /* 0: 600 */
-	const char *local_debug_dir;  /* NULL: /usr/lib/debug */
+	/* Directories searched by build ID (see above), NULL-terminated; NULL:
+	 * none. One that does not exist is skipped. */
+	const char *const *local_dirs;
 	/* Called (on the fetch thread, no lock held) after a debuginfod fetch
 	 * stored a file, so that answers from a poorer source are redone. */
 	void (*on_fetched)(void *arg, const char *build_id);
@@ -54,7 +64,8 @@ struct debuginfo_store;
 
 struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *config,
 					    struct kiln_error *e);
-/* Stops the fetch thread (waiting for an in-flight request up to its timeout). */
+/* Stops the fetch thread (an in-flight request is aborted: this does not
+ * wait for the network). NULL-safe. */
 void debuginfo_store_free(struct debuginfo_store *d);
 
 /* Finds a debug file for build_id (path_hint: the binary's path, may be NULL)

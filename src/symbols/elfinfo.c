@@ -146,23 +146,28 @@ static int elfinfo_from_elf(Elf *elf, struct elfinfo *out, const char *what, str
 	return 0;
 }
 
+int elfinfo_read_fd(int fd, const char *what, struct elfinfo *out, struct kiln_error *e)
+{
+	Elf *elf;
+	int rc;
+
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return kiln_error_set(e, ENOEXEC, "%s: %s", what, elf_errmsg(-1));
+	rc = elfinfo_from_elf(elf, out, what, e);
+	elf_end(elf);
+	return rc;
+}
+
 int elfinfo_read_file(const char *path, struct elfinfo *out, struct kiln_error *e)
 {
 	int fd, rc;
-	Elf *elf;
 
-	elf_version(EV_CURRENT);
 	fd = fd_open_regular(path, e);
 	if (fd < 0)
 		return fd;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf) {
-		rc = kiln_error_set(e, ENOEXEC, "%s: %s", path, elf_errmsg(-1));
-		goto out;
-	}
-	rc = elfinfo_from_elf(elf, out, path, e);
-	elf_end(elf);
-out:
+	rc = elfinfo_read_fd(fd, path, out, e);
 	close(fd);
 	return rc;
 }

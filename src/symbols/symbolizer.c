@@ -335,6 +335,7 @@ struct symbolizer {
 	bool batch_threads_always;
 	enum symbolizer_stream_test stream_test;
 	bool libdw_only;
+	bool by_build_id_only; /* never open obj->path (symbolizer_config) */
 	/* The threads a batch (and the open before it) shares its work with,
 	 * started on first use; workers[0] inflates as well. */
 	struct worker *workers[BATCH_MAX_THREADS - 1];
@@ -988,9 +989,11 @@ static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct str
 static void stream_batch_free(struct stream_batch *sb);
 
 /* Opens path for s, for the batch op (NULL: for one address), which it
- * starts answering while .debug_info inflates. */
-static struct symfile *symfile_open(struct symbolizer *s, const char *path, struct opening *op,
-				    struct kiln_error *e)
+ * starts answering while .debug_info inflates. With by_build_id_only, a
+ * final symbolic link is not followed and the file must have build ID
+ * want_id (when not NULL/""). */
+static struct symfile *symfile_open(struct symbolizer *s, const char *path, const char *want_id,
+				    struct opening *op, struct kiln_error *e)
 {
 	struct symfile *f = calloc(1, sizeof(*f));
 	struct stream_batch *sb = NULL;
@@ -998,7 +1001,8 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, stru
 
 	if (!f)
 		return NULL;
-	f->fd = fd_open_regular(path, e); /* never a FIFO or a device */
+	/* Never a FIFO or a device. */
+	f->fd = s->by_build_id_only ? fd_open_nofollow(path, e) : fd_open_regular(path, e);
 	if (f->fd < 0)
 		goto err;
 	/* Private: inflate_finish rewrites section headers in place. */
@@ -1025,9 +1029,16 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, stru
 	 * thread inflates (inflate_start). */
 	sb = stream_batch_new(s, op);
 	inflate_start(f, &in, s, op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0, sb);
-	if (elfinfo_read_file(path, &f->info, e) < 0 || load_symbols(f) < 0) {
+	if (elfinfo_read_fd(f->fd, path, &f->info, e) < 0 || load_symbols(f) < 0) {
 		if (!e || !e->code)
 			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
+		inflate_finish(f, &in);
+		goto err;
+	}
+	if (s->by_build_id_only && want_id && *want_id &&
+	    strcasecmp(f->info.build_id, want_id) != 0) {
+		kiln_error_set(e, ENOENT, "%s: build ID %s, want %s", path,
+			       f->info.build_id[0] ? f->info.build_id : "none", want_id);
 		inflate_finish(f, &in);
 		goto err;
 	}
@@ -2717,6 +2728,7 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
 	    config && config->max_cached_results ? config->max_cached_results : (1u << 20);
 	s->recheck = config && config->recheck_seconds > 0 ? config->recheck_seconds : 10;
 	s->libdw_only = config && config->libdw_only;
+	s->by_build_id_only = config && config->by_build_id_only;
 	s->batch_threads = config && config->batch_threads ? config->batch_threads : 2;
 	s->batch_threads_always = config && config->batch_threads_always;
 	s->stream_test = config ? config->stream_test : SYMBOLIZER_STREAM_SHARED;
@@ -2753,16 +2765,18 @@ void symbolizer_free(struct symbolizer *s)
 }
 
 /* Picks the file to open for obj: the debuginfo store's by build ID, else the
- * path (when its build ID matches, or none was given). */
+ * path (when its build ID matches, or none was given) unless
+ * by_build_id_only. */
 static int locate(struct symbolizer *s, const struct symbols_object *obj, char *out, size_t outsz,
 		  struct kiln_error *e)
 {
 	bool has_id = obj->build_id && *obj->build_id;
-	bool has_path = obj->path && *obj->path;
+	bool has_path = obj->path && *obj->path && !s->by_build_id_only;
 	int rc = -ENOENT;
 
 	if (has_id && s->debuginfo) {
-		rc = debuginfo_store_find(s->debuginfo, obj->build_id, obj->path, out, outsz);
+		rc = debuginfo_store_find(s->debuginfo, obj->build_id, has_path ? obj->path : NULL,
+					  out, outsz);
 		if (rc == 0 || rc == -EAGAIN)
 			return rc == 0 ? 0
 				       : kiln_error_set(e, EAGAIN, "debuginfo %s: being fetched",
@@ -2798,7 +2812,7 @@ static struct symfile *recheck(struct symbolizer *s, const struct symbols_object
 	f->recheck_at = time(NULL) + s->recheck;
 	if (locate(s, obj, path, sizeof(path), NULL) != 0 || strcmp(path, f->path) == 0)
 		return f;
-	nf = symfile_open(s, path, NULL, NULL);
+	nf = symfile_open(s, path, obj->build_id, NULL, NULL);
 	slot = htab_lookup(s->files, key, strlen(key));
 	if (!nf || !slot) {
 		symfile_free(nf);
@@ -2831,7 +2845,7 @@ static __attribute__((noinline)) int symfile_add(struct symbolizer *s,
 	rc = locate(s, obj, path, sizeof(path), e);
 	if (rc < 0)
 		return rc; /* not cached: may appear later */
-	f = symfile_open(s, path, op, e);
+	f = symfile_open(s, path, obj->build_id, op, e);
 	if (!f)
 		return -ENOENT;
 	f->recheck_at = time(NULL) + s->recheck;

@@ -31,7 +31,8 @@
  *
  * Where the debug file comes from is the debuginfo store's job (see
  * debuginfo.h): the symbolizer asks it for a path by build ID and falls back
- * to the path it was given.
+ * to the path it was given — unless by_build_id_only (the server's case:
+ * there the path came from a client and is never opened).
  *
  * Ownership: strings in a symbols_location belong to the symbolizer and stay
  * valid until symbolizer_free. A symbolizer is thread-safe (one lock): the
@@ -73,6 +74,8 @@ struct elfinfo {
 /* Reads the facts of the ELF file at path / in [data, data+size). Returns 0,
  * -ENOEXEC when it is not a well-formed ELF file, or another -errno. */
 int elfinfo_read_file(const char *path, struct elfinfo *out, struct kiln_error *e);
+/* The same from the open file fd (not closed; what names it in messages). */
+int elfinfo_read_fd(int fd, const char *what, struct elfinfo *out, struct kiln_error *e);
 int elfinfo_read_mem(const void *data, size_t size, struct elfinfo *out, struct kiln_error *e);
 
 /* The ID of an ELF file that has no NT_GNU_BUILD_ID note (linked with
@@ -172,6 +175,12 @@ struct symbolizer_config {
 		SYMBOLIZER_STREAM_FRONT,
 		SYMBOLIZER_STREAM_BACK
 	} stream_test;
+	/* Find files by build ID only, through the debuginfo store, and never
+	 * open an object's path: for the server, where paths come from
+	 * clients (a profile's mapping names any file, a FIFO, a device). The
+	 * file found is opened without following a final symbolic link and
+	 * used only when its build ID is the object's. */
+	bool by_build_id_only;
 	/* Resolve DWARF with libdw alone, not Kiln's own reader (which is
 	 * faster and must agree with it): for tests and benchmarks. */
 	bool libdw_only;
@@ -183,7 +192,8 @@ struct symbolizer *symbolizer_new(const struct symbolizer_config *config);
 void symbolizer_free(struct symbolizer *s);
 
 /* Identifies one object file: by build ID (preferred: the debuginfo store is
- * asked for it) and/or by a path readable here. Either may be NULL/"". */
+ * asked for it) and/or by a path readable here (ignored with
+ * by_build_id_only but for display). Either may be NULL/"". */
 struct symbols_object {
 	const char *build_id;
 	const char *path;

@@ -7,6 +7,8 @@
 #                           with curl $SERVER_CURL_ARGS)
 #   server_stop             SIGTERM, waits, fails unless it exited 0
 #   client CMD [args]       the python3-grpcio client (Debian's python3)
+#   build_id_tree DIR FILE...  copies each ELF file to DIR/.build-id/xx/rest
+#                           (its build ID), where --symbols-local-dir=DIR finds it
 set -uo pipefail
 
 : "${KILN_ROOT:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -81,6 +83,17 @@ server_stop() {
 	local rc=$?
 	SPID=
 	[ $rc -eq 0 ] || die "server exited $rc after SIGTERM"
+}
+
+build_id_tree() {
+	local dir=$1 f id
+	shift
+	for f in "$@"; do
+		id=$(readelf -n "$f" | awk '/Build ID/ {print $3}')
+		[ -n "$id" ] || die "build_id_tree: $f has no build ID"
+		mkdir -p "$dir/.build-id/${id:0:2}"
+		cp "$f" "$dir/.build-id/${id:0:2}/${id:2}" || die "build_id_tree: cp $f"
+	done
 }
 
 client() {

@@ -3,7 +3,8 @@
 # kiln-agent pushing over gRPC (--remote-store-address, --remote-store-insecure)
 # + a C program (symbols_progs/prog.c) with an always-inlined function and a
 # C++ function in a shared library it loads. Four builds of it run at once:
-#   kprog_sym  with its symbols;
+#   kprog_sym  with its symbols, found by build ID in --symbols-local-dir (as
+#              is libkspin.so): the server never reads the path a mapping names;
 #   kprog_up   stripped; its debuginfo uploaded by `kilnctl debuginfo upload`;
 #   kprog_dfd  stripped; its debuginfo served by Debian's debuginfod on
 #              loopback (--debuginfod-upstream-servers);
@@ -74,7 +75,9 @@ for _ in $(seq 1 120); do
 done
 curl -sf -o /dev/null "$durl/buildid/$dfd_id/debuginfo" || die "debuginfod never served $dfd_id"
 
-SERVER_FLAGS=(--debuginfod-upstream-servers="$durl" --debuginfod-http-request-timeout=10s)
+build_id_tree "$T/symdir" "$T/bin/kprog_sym" "$T/bin/libkspin.so"
+SERVER_FLAGS=(--debuginfod-upstream-servers="$durl" --debuginfod-http-request-timeout=10s
+	--symbols-local-dir="$T/symdir")
 server_start "${SERVER_FLAGS[@]}"
 "$KILNCTL" debuginfo upload --store-address="$ADDR" --insecure "$T/bin/kprog_up.full" >"$T/upload.out" ||
 	die "upload failed: $(cat "$T/upload.out")"

@@ -6,7 +6,8 @@
 #   prog_s  stripped (only .dynsym): shown as "[prog_s] +0xVADDR";
 #   prog_p  strip --strip-debug (.symtab, no DWARF): names without lines,
 #           stored as its answer.
-# Debian's debuginfod on loopback does not have them at first; Kiln asks it
+# Both sit in a --symbols-local-dir by build ID (the server never reads the
+# path a mapping names). Debian's debuginfod on loopback does not have them at first; Kiln asks it
 # (its log shows both GETs) and is told no. Then the unstripped builds are
 # put in debuginfod's directory. After the negative-cache TTL (3s here) a new
 # lookup fetches them, and the merged profile (QueryService/Query, over gRPC)
@@ -96,8 +97,9 @@ for _ in $(seq 1 60); do
 done
 asked() { grep -c "GET /buildid/$1/debuginfo" "$T/debuginfod.log"; }
 
+build_id_tree "$T/symdir" "$T/prog_s" "$T/prog_p"
 server_start --debuginfod-upstream-servers="$durl" --debuginfod-http-request-timeout=10s \
-	--debuginfod-negative-cache-ttl=3s
+	--debuginfod-negative-cache-ttl=3s --symbols-local-dir="$T/symdir"
 E2E="$PY $KILN_ROOT/tests/integration/symbols_e2e.py"
 $E2E "$T/stubs" "$ADDR" "$T/expect.json" --write-only || die "WriteRaw failed"
 # Kiln asks debuginfod for both and is told no.

@@ -3,8 +3,8 @@
 # inlined into another) and a shared library it loads run here; their real
 # runtime addresses and mappings (/proc/PID/maps) go into a raw profile as
 # the agent sends it, naming the *stripped* program. The program's debuginfo
-# is uploaded with kilnctl; the library is found by path (its build ID
-# matches). WriteRaw, then QueryService/Query: the merged pprof must carry
+# is uploaded with kilnctl; the library is found by build ID in a
+# --symbols-local-dir (never at the path the mapping names). WriteRaw, then QueryService/Query: the merged pprof must carry
 # function, file and line for every location, the inlined frame first,
 # exactly as addr2line -i -f says on the unstripped builds (symbols_e2e.py).
 # A location in an object nobody has debuginfo for shows as
@@ -154,14 +154,15 @@ exp["locations"].append({"id": len(exp["locations"]) + 1, "mapping": 4, "address
 print(json.dumps(exp))
 PY
 
-server_start
+build_id_tree "$T/symdir" "$T/libwork.so"
+server_start --symbols-local-dir="$T/symdir"
 "$KILNCTL" debuginfo upload --store-address="$ADDR" --insecure "$T/main" >"$T/upload.out" ||
 	die "upload failed: $(cat "$T/upload.out")"
 $PY "$KILN_ROOT/tests/integration/symbols_e2e.py" "$T/stubs" "$ADDR" "$T/expect.json" || die "symbolization mismatch"
 server_stop
 
 # Restart with every debug source gone: the cached results answer.
-rm -rf "$T/data/debuginfo" "$T/main" "$T/libwork.so"
+rm -rf "$T/data/debuginfo" "$T/main" "$T/libwork.so" "$T/symdir"
 server_start
 $PY "$KILN_ROOT/tests/integration/symbols_e2e.py" "$T/stubs" "$ADDR" "$T/expect.json" --query-only ||
 	die "symbolization results not kept across the restart"

@@ -111,15 +111,18 @@ static void test_timeout_parse(void **state)
 
 /* ---- WriteRaw --------------------------------------------------------------- */
 
-/* A small CPU-like profile: 2 sample types, 3 samples. */
-static void make_profile(struct buf *out, bool gzip)
+/* The server's clock in these tests: a second after the profiles' time. */
+#define TEST_NOW_MS 1700000001123LL
+
+/* A small CPU-like profile at time_ns: 2 sample types, 3 samples. */
+static void make_profile_at(struct buf *out, bool gzip, int64_t time_ns)
 {
 	struct pprof_builder *b = pprof_builder_new();
 	assert_non_null(b);
 	pprof_builder_add_sample_type(b, "samples", "count");
 	pprof_builder_add_sample_type(b, "cpu", "nanoseconds");
 	pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000);
-	pprof_builder_set_time(b, 1700000000123000000LL, 10000000000LL);
+	pprof_builder_set_time(b, time_ns, 10000000000LL);
 	uint64_t fa = pprof_builder_function(b, "main", "main", "main.c", 1);
 	uint64_t fb = pprof_builder_function(b, "work", "work", "main.c", 10);
 	struct pprof_line_desc la = {.function_id = fa, .line = 3};
@@ -133,6 +136,11 @@ static void make_profile(struct buf *out, bool gzip)
 	assert_int_equal(pprof_builder_add_sample(b, stack1, 2, v2, NULL, 0), 0);
 	assert_int_equal(pprof_builder_encode(b, gzip, out), 0);
 	pprof_builder_free(b);
+}
+
+static void make_profile(struct buf *out, bool gzip)
+{
+	make_profile_at(out, gzip, 1700000000123000000LL);
 }
 
 /* Serializes a WriteRawRequest with one series (labels as "k=v" strings). */
@@ -182,7 +190,7 @@ static int prepare(const struct buf *req, struct ingest_batch *b, struct kiln_er
 	struct arena *a = arena_new(0);
 	struct ingest_decoders *ds = ingest_decoders_new(1);
 	struct ingest_limits lim = {
-	    .max_inflate = 1 << 20, .now_ms = 42, .decoder = ingest_decoder_take(ds)};
+	    .max_inflate = 1 << 20, .now_ms = TEST_NOW_MS, .decoder = ingest_decoder_take(ds)};
 	assert_non_null(lim.decoder);
 	int rc = ingest_prepare(req->data, req->len, &lim, a, b, err);
 	if (rc == 0) {
@@ -218,9 +226,11 @@ static void test_writeraw_decoders_reused(void **state)
 		struct kiln_error err = {0};
 		struct arena *a = arena_new(0), *a2 = arena_new(0);
 		struct ingest_batch b, plain, other;
-		struct ingest_limits lim = {.now_ms = 42, .decoder = ingest_decoder_take(ds)};
-		struct ingest_limits lim2 = {.now_ms = 42, .decoder = ingest_decoder_take(ds)};
-		struct ingest_limits none = {.now_ms = 42};
+		struct ingest_limits lim = {.now_ms = TEST_NOW_MS,
+					    .decoder = ingest_decoder_take(ds)};
+		struct ingest_limits lim2 = {.now_ms = TEST_NOW_MS,
+					     .decoder = ingest_decoder_take(ds)};
+		struct ingest_limits none = {.now_ms = TEST_NOW_MS};
 
 		assert_non_null(lim.decoder);
 		assert_non_null(lim2.decoder);
@@ -268,7 +278,7 @@ static void test_writeraw_valid(void **state)
 	struct kiln_error err = {0};
 	struct arena *a = arena_new(0);
 	struct ingest_batch b;
-	struct ingest_limits lim = {.now_ms = 42};
+	struct ingest_limits lim = {.now_ms = TEST_NOW_MS};
 	const char *labels[] = {"job=api", "__name__=parca_agent", "node=n1"};
 	(void)state;
 
@@ -333,6 +343,85 @@ static void test_writeraw_label_errors(void **state)
 	buf_free(&prof);
 }
 
+/* Issue 24: a NUL inside a label value (or name) used to cut it short, so
+ * that "a\0b", "a\0c" and "a" became one series. Refused, naming it. */
+static void test_writeraw_label_nul(void **state)
+{
+	struct buf prof = {0}, req = {0};
+	struct ingest_batch b;
+	struct kiln_error err = {0};
+	const char *value[] = {"__name__=a", "k=aXb"};
+	const char *name[] = {"__name__=a", "kXy=v"};
+	(void)state;
+
+	make_profile(&prof, false);
+	/* protobuf-c packs C strings: set the NUL in the packed bytes. */
+	make_request(&req, value, 2, &prof);
+	uint8_t *x = memmem(req.data, req.len, "aXb", 3);
+	assert_non_null(x);
+	x[1] = 0;
+	assert_int_equal(prepare(&req, &b, &err), -EINVAL);
+	assert_non_null(
+	    strstr(err.msg, "series[0]: label value \"k\" holds a NUL byte at offset 1"));
+
+	make_request(&req, name, 2, &prof);
+	x = memmem(req.data, req.len, "kXy", 3);
+	assert_non_null(x);
+	x[1] = 0;
+	kiln_error_clear(&err);
+	assert_int_equal(prepare(&req, &b, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "label name \"k\" holds a NUL byte"));
+
+	/* Without the NUL the same request passes. */
+	make_request(&req, value, 2, &prof);
+	kiln_error_clear(&err);
+	assert_int_equal(prepare(&req, &b, &err), 0);
+	buf_free(&prof);
+	buf_free(&req);
+}
+
+/* Issue 24: profile times outside [2000-01-01, now + skew] are refused. */
+static void test_writeraw_time_window(void **state)
+{
+	static const struct {
+		int64_t time_ns, skew_ms;
+		int rc;
+		const char *needle;
+	} cases[] = {
+	    {946684799000000000LL, 0, -EINVAL, "before 2000-01-01"},
+	    {946684800000000000LL, 0, 0, NULL},
+	    {(TEST_NOW_MS + 3600 * 1000) * 1000000, 0, 0, NULL},
+	    {(TEST_NOW_MS + 3600 * 1000 + 1) * 1000000, 0, -EINVAL, "too far in the future"},
+	    {(TEST_NOW_MS + 120 * 1000) * 1000000, 60 * 1000, -EINVAL, "60 s past"},
+	    {(TEST_NOW_MS + 30 * 1000) * 1000000, 60 * 1000, 0, NULL},
+	    {INT64_MAX, 0, -EINVAL, "too far in the future"},
+	};
+	const char *labels[] = {"__name__=a"};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct buf prof = {0}, req = {0};
+		struct kiln_error err = {0};
+		struct ingest_batch b;
+		struct arena *a = arena_new(0);
+		struct ingest_limits lim = {.now_ms = TEST_NOW_MS,
+					    .max_future_skew_ms = cases[i].skew_ms};
+
+		make_profile_at(&prof, false, cases[i].time_ns);
+		make_request(&req, labels, 1, &prof);
+		int rc = ingest_prepare(req.data, req.len, &lim, a, &b, &err);
+		if (rc != cases[i].rc)
+			fail_msg("case %zu: rc %d, want %d (%s)", i, rc, cases[i].rc, err.msg);
+		if (rc == 0)
+			ingest_batch_release(&b);
+		else if (!strstr(err.msg, cases[i].needle))
+			fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err.msg, cases[i].needle);
+		arena_free(a);
+		buf_free(&prof);
+		buf_free(&req);
+	}
+}
+
 static void test_writeraw_bad_profiles(void **state)
 {
 	struct buf garbage = {0}, bomb = {0}, req = {0};
@@ -378,6 +467,8 @@ int main(void)
 	    cmocka_unit_test(test_writeraw_decoders_reused),
 	    cmocka_unit_test(test_writeraw_label_errors),
 	    cmocka_unit_test(test_writeraw_bad_profiles),
+	    cmocka_unit_test(test_writeraw_label_nul),
+	    cmocka_unit_test(test_writeraw_time_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

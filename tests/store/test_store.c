@@ -409,6 +409,62 @@ static void test_labels_and_matchers(void **state)
 	pprof_profile_free(a);
 }
 
+/* A profile of one stack with both values v. */
+static struct pprof_profile *one_stack(int64_t v)
+{
+	struct pprof_builder *b = pprof_builder_new();
+	struct pprof_profile *p = NULL;
+	struct pprof_line_desc line = {.line = 1};
+	int64_t vals[2] = {v, v};
+
+	pprof_builder_add_sample_type(b, "samples", "count");
+	pprof_builder_add_sample_type(b, "cpu", "nanoseconds");
+	pprof_builder_set_period(b, "cpu", "nanoseconds", 10000000);
+	line.function_id = pprof_builder_function(b, "hot", "hot", "hot.c", 1);
+	uint64_t loc = pprof_builder_location(b, 0, 0x1000, &line, 1);
+	assert_int_equal(pprof_builder_add_sample(b, &loc, 1, vals, NULL, 0), 0);
+	assert_int_equal(pprof_builder_to_profile(b, &p, NULL), 0);
+	pprof_builder_free(b);
+	return p;
+}
+
+static void range_last_value(void *ctx, const struct store_label *l, size_t nl,
+			     const struct store_point *pts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		*(int64_t *)ctx = pts[i].value;
+}
+
+/* Issue 24: sums saturate, never wrap (2 x INT64_MAX used to come back as
+ * a small or negative number), in the head, in blocks and in range points. */
+static void test_sums_saturate(void **state)
+{
+	struct fixture *f = *state;
+	struct pprof_profile *max = one_stack(INT64_MAX), *min = one_stack(INT64_MIN);
+	struct kiln_error err = {0};
+	int64_t point = 0;
+
+	write_one(f->s, "a", "n1", max, 1000);
+	write_one(f->s, "b", "n1", max, 1000);
+	write_one(f->s, "a", "n1", max, 2000);
+	assert_int_equal(merged_total(f->s, CPU_TYPE, NULL, 0, 0, INT64_MAX, NULL), INT64_MAX);
+	/* Two profiles of one series at one time: one point, their sum. */
+	write_one(f->s, "a", "n1", max, 2000);
+	struct store_matcher ma = {STORE_MATCH_EQ, (char *)"comm", (char *)"a", NULL};
+	struct store_selector sa = {CPU_TYPE, &ma, 1, 2000, 2001};
+	assert_int_equal(store_query_range(f->s, &sa, range_last_value, &point, &err), 0);
+	assert_int_equal(point, INT64_MAX);
+	/* And from blocks, after a restart. */
+	reopen(f);
+	assert_int_equal(merged_total(f->s, CPU_TYPE, NULL, 0, 0, INT64_MAX, NULL), INT64_MAX);
+	write_one(f->s, "c", "n1", min, 3000);
+	write_one(f->s, "c", "n1", min, 4000);
+	struct store_matcher mc = {STORE_MATCH_EQ, (char *)"comm", (char *)"c", NULL};
+	assert_int_equal(merged_total(f->s, CPU_TYPE, &mc, 1, 0, INT64_MAX, NULL), INT64_MIN);
+	pprof_profile_free(max);
+	pprof_profile_free(min);
+}
+
 static void test_bad_input(void **state)
 {
 	struct fixture *f = *state;
@@ -764,6 +820,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_labels_and_matchers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sums_saturate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wal_torn_tail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_writers_readers, setup, teardown),

@@ -548,7 +548,8 @@ static void test_stripped_unresolved_then_debuginfo(void **state)
 
 	/* With the debug file uploaded to the store: names and lines. */
 	path_of(store_dir, sizeof(store_dir), "store");
-	struct debuginfo_config dc = {.storage_path = store_dir, .local_debug_dir = store_dir};
+	const char *const local_dirs[] = {store_dir, NULL};
+	struct debuginfo_config dc = {.storage_path = store_dir, .local_dirs = local_dirs};
 	struct debuginfo_store *d = debuginfo_store_new(&dc, &e);
 	assert_non_null(d);
 	path_of(dbgpath, sizeof(dbgpath), "main_pie.debug");
@@ -764,7 +765,8 @@ static void test_hash_id_without_build_id(void **state)
 	assert_string_equal(b.build_id, want);
 	assert_true(b.has_symtab && b.has_debug_info);
 	path_of(store_dir, sizeof(store_dir), "store_noid");
-	struct debuginfo_config dc = {.storage_path = store_dir, .local_debug_dir = store_dir};
+	const char *const local_dirs[] = {store_dir, NULL};
+	struct debuginfo_config dc = {.storage_path = store_dir, .local_dirs = local_dirs};
 	struct debuginfo_store *d = debuginfo_store_new(&dc, &e);
 	assert_non_null(d);
 	buf_init(&data);
