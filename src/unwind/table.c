@@ -300,7 +300,10 @@ static int build_from_elf(Elf *elf, const char *debug_dir, struct unwind_table *
 				      eh.e_machine);
 	for (int which = 0; which < 3 && rc == 0; which++)
 		rc = add_source(elf, which, t, err);
-	if (rc == 0 && t->n == 0) {
+	/* Stripping keeps .eh_frame, which for code built without unwind
+	 * tables describes only the start-up code and the PLT: the separate
+	 * debug file's .debug_frame fills what is left uncovered. */
+	if (rc == 0 && !(t->source && strstr(t->source, "debug_frame"))) {
 		int dfd = open_debug_file(elf, debug_dir);
 
 		if (dfd >= 0) {

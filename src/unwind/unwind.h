@@ -80,11 +80,13 @@ int unwind_gopclntab_rows(const uint8_t *data, size_t len, uint64_t text_vaddr,
 int unwind_gopclntab_elf(Elf *elf, struct unwind_table *t, struct kiln_error *err);
 
 /* The whole table of one file, from every source it has: .gopclntab,
- * then .eh_frame, then .debug_frame (each only where the sources before
- * left pcs uncovered), then, if the file has none of them, the
- * .debug_frame of its separate debug file under debug_dir
- * ("/usr/lib/debug" normally; NULL: skip) found by build ID.
- * -ENOENT when no source gives a row. */
+ * then .eh_frame, then .debug_frame, then, unless the file's own
+ * .debug_frame gave rows, the .debug_frame of its separate debug file
+ * under debug_dir ("/usr/lib/debug" normally; NULL: skip) found by build
+ * ID (each only where the sources before left pcs uncovered: a stripped
+ * file keeps .eh_frame, which for code built without unwind tables holds
+ * just the start-up code and the PLT). -ENOENT when no source gives a
+ * row. */
 int unwind_table_build(int fd, const char *debug_dir, struct unwind_table *t,
 		       struct kiln_error *err);
 /* The same for an ELF image in memory (the vDSO). */
