@@ -76,7 +76,15 @@ struct agent {
 	struct unwinder *unwinder;
 	uint32_t *unwind_queue;
 	size_t unwind_queued, unwind_queue_cap;
+	/* Samples that carry a copy of their stack (their process had no
+	 * tables yet), held until the loads after this drain. */
+	struct sample_event **held;
+	size_t nheld, held_cap;
 };
+
+/* How many held samples at most: beyond, a sample goes in with the
+ * frames the kernel's frame-pointer walk gave it. About 10 MB. */
+#define HELD_MAX 1024
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -118,24 +126,91 @@ static void unwind_request(struct agent *a, uint32_t pid)
 	a->unwind_queue[a->unwind_queued++] = pid;
 }
 
-/* Loads what the last drain's samples asked for. */
-static void unwind_load_queued(struct agent *a)
+static void add_sample(struct agent *a, const struct sample_event *e);
+
+/* Loads what the last drain's samples asked for, then walks the stacks
+ * the held samples carry with the tables just loaded. */
+static void unwind_after_drain(struct agent *a)
 {
 	for (size_t i = 0; i < a->unwind_queued; i++)
 		unwinder_load(a->unwinder, a->cfg->proc_root, a->unwind_queue[i], a->now_ns);
 	a->unwind_queued = 0;
+	for (size_t i = 0; i < a->nheld; i++) {
+		struct sample_event *e = a->held[i];
+		uint8_t status;
+		uint64_t regs[3] = {e->user_regs[0], e->user_regs[1], e->user_regs[2]};
+		uint64_t frames[PROFILER_MAX_USER_FRAMES];
+		int n = unwinder_walk(a->unwinder, e->pid, regs, e->stack, e->stack_len, frames,
+				      PROFILER_MAX_USER_FRAMES, &status);
+
+		if (n > 0) { /* else the frame-pointer frames it came with */
+			for (int f = 0; f < n && e->n_kernel + f < PROFILER_MAX_FRAMES; f++)
+				e->frames[e->n_kernel + f] = frames[f];
+			e->n_user = (uint16_t)n;
+			e->user_status = status;
+			ADD(unwind_rewalked, 1);
+		}
+		add_sample(a, e);
+		free(e);
+	}
+	a->nheld = 0;
+}
+
+/* Holds a copy of a sample that carries its stack, until its process's
+ * tables are loaded (unwind_after_drain). False if it cannot be held. */
+static bool hold_sample(struct agent *a, const struct sample_event *e, size_t len)
+{
+	struct sample_event *copy;
+
+	if (a->nheld == HELD_MAX)
+		return false;
+	if (a->nheld == a->held_cap) {
+		size_t cap = a->held_cap ? a->held_cap * 2 : 64;
+		struct sample_event **v = realloc(a->held, cap * sizeof(*v));
+
+		if (!v)
+			return false;
+		a->held = v;
+		a->held_cap = cap;
+	}
+	copy = malloc(sizeof(*copy));
+	if (!copy)
+		return false;
+	memcpy(copy, e, len);
+	a->held[a->nheld++] = copy;
+	return true;
 }
 
 static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 {
 	size_t nf = (size_t)e->n_kernel + e->n_user;
 	char comm[PROFILER_COMM_LEN + 1];
-	struct proc_info *p;
-	struct window *w;
 
 	if (len < SAMPLE_EVENT_HEADER_SIZE || nf > PROFILER_MAX_FRAMES ||
 	    len < SAMPLE_EVENT_HEADER_SIZE + nf * 8)
 		return;
+	if (a->unwinder && e->stack_len && e->stack_len <= PROFILER_STACK_COPY &&
+	    len >= SAMPLE_EVENT_STACK_OFFSET + e->stack_len) {
+		/* Its process has no tables yet: ask for them, read what /proc
+		 * says of it while it lives, and walk it after the loads. */
+		unwind_request(a, e->pid);
+		memcpy(comm, e->thread_comm, PROFILER_COMM_LEN);
+		comm[PROFILER_COMM_LEN] = '\0';
+		proc_cache_get(a->procs, e->pid, comm, e->tid == e->pid, a->now_ns);
+		if (hold_sample(a, e, len))
+			return;
+	}
+	add_sample(a, e);
+}
+
+/* Counts one sample into its window. */
+static void add_sample(struct agent *a, const struct sample_event *e)
+{
+	size_t nf = (size_t)e->n_kernel + e->n_user;
+	char comm[PROFILER_COMM_LEN + 1];
+	struct proc_info *p;
+	struct window *w;
+
 	ADD(samples, 1);
 	if (e->user_status < UNWIND_STATUS_NR)
 		ADD(unwind_status[e->user_status], 1);
@@ -578,10 +653,12 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 			goto out;
 		}
 		if (a.unwinder)
-			unwind_load_queued(&a);
+			unwind_after_drain(&a);
 		if (a.now_ns < due)
 			continue;
 		sampler_drain(a.sampler);
+		if (a.unwinder)
+			unwind_after_drain(&a);
 		window_finish(&a, a.cur);
 		a.cur = a.next;
 		a.next = window_after(&a, a.cur);
@@ -595,6 +672,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	a.now_ns = clock_ns(CLOCK_MONOTONIC);
 	sampler_stop(a.sampler);
 	sampler_drain(a.sampler);
+	if (a.unwinder)
+		unwind_after_drain(&a);
 	if (a.now_ns < a.cur->end_mono_ns)
 		a.cur->end_mono_ns = a.now_ns;
 	window_finish(&a, a.cur);
@@ -613,6 +692,9 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		 (unsigned long long)atomic_load(&a.m->profiles_written));
 	rc = 0;
 out:
+	for (size_t i = 0; i < a.nheld; i++)
+		free(a.held[i]);
+	free(a.held);
 	unwinder_free(a.unwinder);
 	free(a.unwind_queue);
 	sampler_close(a.sampler);

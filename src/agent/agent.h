@@ -466,6 +466,7 @@ struct agent_metrics {
 	atomic_uint_least64_t unwind_walks;	  /* kernel-side walks with tables */
 	atomic_uint_least64_t unwind_walk_ns;	  /* their time in BPF */
 	atomic_uint_least64_t unwind_walk_frames; /* frames they emitted */
+	atomic_uint_least64_t unwind_rewalked;	  /* copied stacks walked in user space */
 	atomic_uint_least64_t unwind_tables;
 	atomic_uint_least64_t unwind_processes;
 	atomic_uint_least64_t unwind_table_bytes;
@@ -605,6 +606,12 @@ bool unwinder_reload_due(struct unwinder *u, uint32_t pid, uint64_t now);
  * known. */
 bool unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now);
 void unwinder_update_metrics(struct unwinder *u);
+/* Walks a copied user stack (regs: rip, rsp, rbp; stack: stack_len bytes
+ * from rsp) with pid's tables, as the BPF walk does: up to max frames into
+ * frames, how it ended into *status. The frame count, or -ENOENT when pid
+ * has no tables. */
+int unwinder_walk(struct unwinder *u, uint32_t pid, const uint64_t regs[3], const uint8_t *stack,
+		  size_t stack_len, uint64_t *frames, size_t max, uint8_t *status);
 
 /* ---- the agent (agent.c) -------------------------------------------------- */
 

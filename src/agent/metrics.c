@@ -58,6 +58,10 @@ static int render_unwind(const struct agent_metrics *m, struct buf *out)
 	    "# HELP kiln_agent_unwind_walk_frames_total User frames those walks emitted.\n"
 	    "# TYPE kiln_agent_unwind_walk_frames_total counter\n"
 	    "kiln_agent_unwind_walk_frames_total %llu\n"
+	    "# HELP kiln_agent_unwind_rewalked_total Samples taken before their process's "
+	    "tables were loaded, walked afterwards from the copy of the stack they carry.\n"
+	    "# TYPE kiln_agent_unwind_rewalked_total counter\n"
+	    "kiln_agent_unwind_rewalked_total %llu\n"
 	    "# HELP kiln_agent_unwind_tables Executables whose unwind table is in the kernel.\n"
 	    "# TYPE kiln_agent_unwind_tables gauge\n"
 	    "kiln_agent_unwind_tables %llu\n"
@@ -97,8 +101,8 @@ static int render_unwind(const struct agent_metrics *m, struct buf *out)
 	    "# TYPE kiln_agent_unwind_mappings_dropped_total counter\n"
 	    "kiln_agent_unwind_mappings_dropped_total %llu\n",
 	    LOAD(unwind_walks), (double)LOAD(unwind_walk_ns) / 1e9, LOAD(unwind_walk_frames),
-	    LOAD(unwind_tables), LOAD(unwind_processes), LOAD(unwind_table_bytes),
-	    LOAD(unwind_table_bytes_max), LOAD(unwind_table_builds),
+	    LOAD(unwind_rewalked), LOAD(unwind_tables), LOAD(unwind_processes),
+	    LOAD(unwind_table_bytes), LOAD(unwind_table_bytes_max), LOAD(unwind_table_builds),
 	    (double)LOAD(unwind_table_build_ns) / 1e9, LOAD(unwind_table_failures),
 	    LOAD(unwind_tables_over_budget), LOAD(unwind_tables_evicted),
 	    LOAD(unwind_process_loads), LOAD(unwind_mappings_dropped));

@@ -110,6 +110,29 @@ const volatile bool unwind_enabled = false;
 #if defined(__TARGET_ARCH_x86)
 #include "unwind.bpf.h"
 
+/* The registers and the top of the user stack of a sample walked without
+ * tables, for user space to walk again once they are loaded: a process's
+ * first samples (before its tables exist) then come out as complete as
+ * the rest, as do processes too short-lived to be loaded while sampled. */
+static __always_inline void copy_user_stack(void *ctx, struct sample_event *e)
+{
+	struct x86_regs regs;
+	__u32 len = 0;
+
+	if (!user_regs(ctx, &regs))
+		return;
+	e->user_regs[0] = regs.ip;
+	e->user_regs[1] = regs.sp;
+	e->user_regs[2] = regs.bp;
+	for (__u32 i = 0; i < PROFILER_STACK_COPY / STACK_COPY_CHUNK; i++) {
+		if (bpf_probe_read_user(&e->stack[i * STACK_COPY_CHUNK], STACK_COPY_CHUNK,
+					(const void *)(regs.sp + len)))
+			break;
+		len += STACK_COPY_CHUNK;
+	}
+	e->stack_len = len;
+}
+
 /* Its mappings are gone (exec, exit): no walk may use them from now on. */
 static __always_inline void forget_unwind_proc(__u32 pid)
 {
@@ -117,6 +140,10 @@ static __always_inline void forget_unwind_proc(__u32 pid)
 }
 #else
 static __always_inline void forget_unwind_proc(__u32 pid)
+{
+}
+
+static __always_inline void copy_user_stack(void *ctx, struct sample_event *e)
 {
 }
 
@@ -149,6 +176,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	e->tid = tid;
 	e->ktime_ns = bpf_ktime_get_ns();
 	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->stack_len = 0;
 	bpf_get_current_comm(e->thread_comm, sizeof(e->thread_comm));
 
 	klen = bpf_get_stack(ctx, e->frames, PROFILER_MAX_KERNEL_FRAMES * 8, 0);
@@ -185,7 +213,9 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 			ulen = 0;
 		}
 		ulen /= 8;
-		if (unwind_enabled && ulen > 0) { /* a user process, not a kernel thread */
+		if (unwind_enabled && ulen > 0) /* a user process, not a kernel thread */
+			copy_user_stack(ctx, e);
+		if (unwind_enabled && ulen > 0) {
 			__u64 *woke = bpf_map_lookup_elem(&table_wakes, &pid);
 
 			if (!woke || e->ktime_ns - *woke > TABLE_WAKE_NS) {
@@ -200,6 +230,8 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	e->n_user = ulen;
 
 	size = SAMPLE_EVENT_HEADER_SIZE + (klen + ulen) * 8;
+	if (e->stack_len)
+		size = SAMPLE_EVENT_STACK_OFFSET + e->stack_len;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	/* User space sleeps until a window ends (or 2 s): it is woken only

@@ -20,6 +20,11 @@
 #define PROFILER_MAX_USER_FRAMES   127
 #define PROFILER_MAX_FRAMES	   (PROFILER_MAX_KERNEL_FRAMES + PROFILER_MAX_USER_FRAMES)
 #define PROFILER_COMM_LEN	   16
+/* The user stack a sample of a process without tables carries (as perf
+ * --call-graph dwarf does for every sample), copied in STACK_COPY_CHUNK
+ * pieces up to the first that cannot be read (the top of the stack). */
+#define PROFILER_STACK_COPY 8192
+#define STACK_COPY_CHUNK    1024
 
 #include "unwind/unwind_row.h"
 
@@ -89,16 +94,28 @@ struct sample_event {
 	__u16 n_kernel;
 	__u16 n_user;
 	__u8 user_status; /* enum unwind_status */
-	__u8 pad[7];
+	__u8 pad;
+	/* Bytes of user stack copied into stack[] (0: none): only for a
+	 * process without tables yet, so that user space can walk it once
+	 * they are loaded (see PROFILER_STACK_COPY). */
+	__u16 stack_len;
+	__u32 pad2;
 	__u64 ktime_ns; /* CLOCK_MONOTONIC */
 	__u64 cgroup_id;
 	/* This thread's name; the process's (group leader's) when tid == pid.
 	 * User space takes the process name from /proc/PID/stat. */
 	char thread_comm[PROFILER_COMM_LEN];
+	/* The interrupted user registers (rip, rsp, rbp) when stack_len > 0. */
+	__u64 user_regs[3];
 	__u64 frames[PROFILER_MAX_FRAMES];
+	/* With stack_len > 0 the record is the whole struct up to
+	 * stack[stack_len]; else it ends after the used frames. */
+	__u8 stack[PROFILER_STACK_COPY];
 };
 
-#define SAMPLE_EVENT_HEADER_SIZE (sizeof(struct sample_event) - 8 * PROFILER_MAX_FRAMES)
+#define SAMPLE_EVENT_HEADER_SIZE                                                                   \
+	(sizeof(struct sample_event) - 8 * PROFILER_MAX_FRAMES - PROFILER_STACK_COPY)
+#define SAMPLE_EVENT_STACK_OFFSET (sizeof(struct sample_event) - PROFILER_STACK_COPY)
 
 /* Also used for PROFILER_EVENT_EXIT (the thread group leader exited). */
 struct exec_event {

@@ -207,7 +207,7 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, samp
 	if (!ringbuf_bytes) {
 		/* ~2.5 polls' worth of the worst case (full 254-frame stacks at
 		 * 4x the frequency) per CPU, as a power of two, at least 256 KiB. */
-		size_t want = (size_t)ncpu * (freq ? freq : 19) * sizeof(struct sample_event);
+		size_t want = (size_t)ncpu * (freq ? freq : 19) * SAMPLE_EVENT_STACK_OFFSET;
 
 		ringbuf_bytes = 256 * 1024;
 		while (ringbuf_bytes < want && ringbuf_bytes < (256u << 20))

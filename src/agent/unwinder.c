@@ -79,6 +79,7 @@ struct unwind_process {
 	uint64_t loaded_ns;
 	size_t nfiles;
 	struct unwind_file **files; /* referenced */
+	struct unwind_proc *up;	    /* what the kernel has (NULL: not loaded) */
 };
 
 struct unwinder {
@@ -432,6 +433,7 @@ static void process_free(struct unwinder *u, struct unwind_process *p, uint64_t 
 	for (size_t i = 0; i < p->nfiles; i++)
 		file_release(u, p->files[i], now);
 	free(p->files);
+	free(p->up);
 	free(p);
 }
 
@@ -545,6 +547,8 @@ int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint6
 		goto out;
 	}
 	process_free(u, old, now);
+	p->up = up; /* kept for unwinder_walk */
+	up = NULL;
 	p = NULL;
 	ADD(unwind_process_loads, 1);
 out:
@@ -599,6 +603,150 @@ void unwinder_update_metrics(struct unwinder *u)
 	SET(unwind_processes, procs);
 	SET(unwind_table_bytes, (u->rows_used + u->vdso.n) * sizeof(struct unwind_row));
 	SET(unwind_table_bytes_max, (uint64_t)u->nrows * sizeof(struct unwind_row));
+}
+
+/* ---- walking a copied stack ------------------------------------------------ */
+
+/* The walk of unwind.bpf.h, in user space, over a copy of the stack: for
+ * the samples a process took before its tables were in the kernel. The
+ * rules are the same; a word outside the copy ends the walk
+ * (READ_FAULT). */
+struct copied_stack {
+	uint64_t at;
+	const uint8_t *bytes;
+	size_t len;
+};
+
+static bool read_copied(const struct copied_stack *s, uint64_t addr, uint64_t *out)
+{
+	if (addr < s->at || addr - s->at > s->len || s->len - (addr - s->at) < 8)
+		return false;
+	memcpy(out, s->bytes + (addr - s->at), 8);
+	return true;
+}
+
+static const struct unwind_mapping *walk_mapping(const struct unwind_proc *up, uint64_t pc)
+{
+	size_t lo = 0, hi = up->n < UNWIND_MAX_MAPPINGS ? up->n : UNWIND_MAX_MAPPINGS;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (up->m[mid].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && pc < up->m[lo - 1].end ? &up->m[lo - 1] : NULL;
+}
+
+int unwinder_walk(struct unwinder *u, uint32_t pid, const uint64_t regs[3], const uint8_t *stack,
+		  size_t stack_len, uint64_t *frames, size_t max, uint8_t *status)
+{
+	struct copied_stack s = {.at = regs[1], .bytes = stack, .len = stack_len};
+	uint64_t pc = regs[0], sp = regs[1], bp = regs[2], v;
+	const struct unwind_proc *up;
+	bool bp_valid = true, exact = true;
+	size_t n = 0;
+
+	if (!htab_get(u->procs, &pid, sizeof(pid), &v) || !v ||
+	    !(up = ((struct unwind_process *)(uintptr_t)v)->up))
+		return -ENOENT;
+	*status = UNWIND_STATUS_DEPTH;
+	while (n < max) {
+		uint64_t lookup = exact ? pc : pc - 1, cfa, ra, rel;
+		const struct unwind_mapping *m;
+		const struct unwind_row *row = NULL;
+		uint32_t rule = 0;
+
+		if (pc == 0) {
+			*status = UNWIND_STATUS_COMPLETE;
+			break;
+		}
+		m = walk_mapping(up, lookup);
+		if (!m) {
+			if (n == 0)
+				frames[n++] = pc;
+			*status = UNWIND_STATUS_NO_MAPPING;
+			break;
+		}
+		frames[n++] = pc;
+		rel = lookup - m->bias;
+		if (m->n && m->first + (uint64_t)m->n <= u->nrows && rel <= UINT32_MAX) {
+			struct unwind_table view = {.rows = u->rows + m->first, .n = m->n};
+
+			row = unwind_table_find(&view, (uint32_t)rel);
+		}
+		if (row)
+			rule = row->rule;
+		if (!row || UNWIND_RULE_KIND(rule) == UNWIND_NONE) {
+			/* No table here: the frame pointer, as the kernel walks. */
+			uint64_t pair[2];
+
+			if (!bp_valid || bp <= sp || !read_copied(&s, bp, &pair[0]) ||
+			    !read_copied(&s, bp + 8, &pair[1])) {
+				*status = !m->n ? UNWIND_STATUS_NO_TABLE : UNWIND_STATUS_TABLE_MISS;
+				break;
+			}
+			sp = bp + 16;
+			bp = pair[0];
+			pc = pair[1];
+			exact = false;
+			continue;
+		}
+		switch (UNWIND_RULE_KIND(rule)) {
+		case UNWIND_CFA_SP:
+			cfa = sp + UNWIND_RULE_OFF(rule);
+			break;
+		case UNWIND_CFA_FP:
+			if (!bp_valid) {
+				*status = UNWIND_STATUS_NO_TABLE;
+				return (int)n;
+			}
+			cfa = bp + UNWIND_RULE_OFF(rule);
+			break;
+		case UNWIND_CFA_PLT:
+			cfa = sp + 8 + ((pc & 15) >= UNWIND_RULE_OFF(rule) ? 8 : 0);
+			break;
+		case UNWIND_SIGNAL:
+			if (!read_copied(&s, sp + UNWIND_SIGNAL_RIP_AT, &pc) ||
+			    !read_copied(&s, sp + UNWIND_SIGNAL_RBP_AT, &bp) ||
+			    !read_copied(&s, sp + UNWIND_SIGNAL_RSP_AT, &sp)) {
+				*status = UNWIND_STATUS_READ_FAULT;
+				return (int)n;
+			}
+			bp_valid = true;
+			exact = true;
+			continue;
+		case UNWIND_END:
+			*status = UNWIND_STATUS_COMPLETE;
+			return (int)n;
+		default:
+			*status = UNWIND_STATUS_UNSUPPORTED;
+			return (int)n;
+		}
+		if (cfa <= sp) {
+			*status = UNWIND_STATUS_BAD_FRAME;
+			break;
+		}
+		if (!read_copied(&s, cfa - 8, &ra)) {
+			*status = UNWIND_STATUS_READ_FAULT;
+			break;
+		}
+		if (UNWIND_RULE_RBP(rule) == UNWIND_RBP_AT_CFA) {
+			if (!read_copied(&s, cfa + 8 * (int64_t)UNWIND_RULE_RBP_OFF(rule), &bp)) {
+				*status = UNWIND_STATUS_READ_FAULT;
+				break;
+			}
+			bp_valid = true;
+		} else if (UNWIND_RULE_RBP(rule) == UNWIND_RBP_UNDEFINED) {
+			bp_valid = false;
+		}
+		sp = cfa;
+		pc = ra;
+		exact = false;
+	}
+	return (int)n;
 }
 
 struct unwinder *unwinder_new(const struct sampler_unwind_maps *maps, const char *debug_dir,
