@@ -105,12 +105,14 @@ else:
     print(0, 0)')
 kill -INT $apid
 wait $timepid || true
-read -r au as rss <"$tmp/agent.cpu"
-read -r fu fs _ <"$tmp/fp.cpu"
-read -r du ds _ <"$tmp/dwarf.cpu"
+# (time's last line: a first one may say the command exited non-zero)
+read -r au as rss < <(tail -1 "$tmp/agent.cpu")
+read -r fu fs _ < <(tail -1 "$tmp/fp.cpu")
+read -r du ds _ < <(tail -1 "$tmp/dwarf.cpu")
 
-perf script -i "$tmp/fp.data" --no-inline -F pid,ip,dso >"$tmp/fp.txt" 2>/dev/null
-perf script -i "$tmp/dwarf.data" --no-inline -F pid,ip,dso >"$tmp/dwarf.txt" 2>/dev/null
+# perf script exits non-zero on some hosts' data after printing it all.
+perf script -i "$tmp/fp.data" --no-inline -F pid,ip,dso >"$tmp/fp.txt" 2>/dev/null || true
+perf script -i "$tmp/dwarf.data" --no-inline -F pid,ip,dso >"$tmp/dwarf.txt" 2>/dev/null || true
 
 echo "workload: qsort_nofp qsort_fp cxx go python3 xz gzip at once on $(nproc) CPUs, ${duration}s, ${freq} Hz"
 echo

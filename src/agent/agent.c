@@ -141,7 +141,7 @@ static void unwind_after_drain(struct agent *a)
 		uint64_t regs[3] = {e->user_regs[0], e->user_regs[1], e->user_regs[2]};
 		uint64_t frames[PROFILER_MAX_USER_FRAMES];
 		int n = unwinder_walk(a->unwinder, e->pid, regs, e->stack, e->stack_len, frames,
-				      PROFILER_MAX_USER_FRAMES, &status);
+				      PROFILER_MAX_USER_FRAMES, &status, a->now_ns);
 
 		if (n > 0) { /* else the frame-pointer frames it came with */
 			for (int f = 0; f < n && e->n_kernel + f < PROFILER_MAX_FRAMES; f++)
@@ -191,9 +191,11 @@ static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 		return;
 	if (a->unwinder && e->stack_len && e->stack_len <= PROFILER_STACK_COPY &&
 	    len >= SAMPLE_EVENT_STACK_OFFSET + e->stack_len) {
-		/* Its process has no tables yet: ask for them, read what /proc
-		 * says of it while it lives, and walk it after the loads. */
-		unwind_request(a, e->pid);
+		/* Its process has no tables yet (or its code has none built
+		 * yet): ask for them, read what /proc says of it while it
+		 * lives, and walk it after the loads. */
+		if (e->user_status == UNWIND_STATUS_NO_PROCESS)
+			unwind_request(a, e->pid);
 		memcpy(comm, e->thread_comm, PROFILER_COMM_LEN);
 		comm[PROFILER_COMM_LEN] = '\0';
 		proc_cache_get(a->procs, e->pid, comm, e->tid == e->pid, a->now_ns);

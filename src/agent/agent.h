@@ -608,10 +608,11 @@ bool unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now);
 void unwinder_update_metrics(struct unwinder *u);
 /* Walks a copied user stack (regs: rip, rsp, rbp; stack: stack_len bytes
  * from rsp) with pid's tables, as the BPF walk does: up to max frames into
- * frames, how it ended into *status. The frame count, or -ENOENT when pid
- * has no tables. */
+ * frames, how it ended into *status. Tables of code the walk meets that
+ * were not built yet are built on the way (and the kernel told). The
+ * frame count, or -ENOENT when pid has no tables. */
 int unwinder_walk(struct unwinder *u, uint32_t pid, const uint64_t regs[3], const uint8_t *stack,
-		  size_t stack_len, uint64_t *frames, size_t max, uint8_t *status);
+		  size_t stack_len, uint64_t *frames, size_t max, uint8_t *status, uint64_t now);
 
 /* ---- the agent (agent.c) -------------------------------------------------- */
 

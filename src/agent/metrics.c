@@ -36,6 +36,7 @@ static int render_unwind(const struct agent_metrics *m, struct buf *out)
 	    [UNWIND_STATUS_DEPTH] = "depth_limit",
 	    [UNWIND_STATUS_BAD_FRAME] = "bad_frame",
 	    [UNWIND_STATUS_NO_USER] = "kernel_thread",
+	    [UNWIND_STATUS_TABLE_PENDING] = "table_pending",
 	};
 	int rc = buf_printf(out, "# HELP kiln_agent_user_stacks_total Samples by how their user "
 				 "stack ended: complete (reached the outermost frame) or why "

@@ -84,6 +84,17 @@ struct {
 
 #define TABLE_WAKE_NS (100ull * 1000000)
 
+static __always_inline void wake_for_tables(const struct sample_event *e, __u32 pid,
+					    __u64 *wakeup)
+{
+	__u64 *woke = bpf_map_lookup_elem(&table_wakes, &pid);
+
+	if (!woke || e->ktime_ns - *woke > TABLE_WAKE_NS) {
+		bpf_map_update_elem(&table_wakes, &pid, &e->ktime_ns, BPF_ANY);
+		*wakeup = BPF_RB_FORCE_WAKEUP;
+	}
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STAT_NR);
@@ -195,6 +206,12 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 			stat_inc(STAT_UNWIND_WALKS);
 			stat_add(STAT_UNWIND_NS, bpf_ktime_get_ns() - t0);
 			stat_add(STAT_UNWIND_FRAMES, ulen);
+			/* Code whose table is not built yet: the stack goes to
+			 * user space, which builds it and walks the copy. */
+			if (e->user_status == UNWIND_STATUS_TABLE_PENDING) {
+				copy_user_stack(ctx, e);
+				wake_for_tables(e, pid, &wakeup);
+			}
 		}
 	} else {
 		ulen = -1;
@@ -213,15 +230,9 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 			ulen = 0;
 		}
 		ulen /= 8;
-		if (unwind_enabled && ulen > 0) /* a user process, not a kernel thread */
+		if (unwind_enabled && ulen > 0) { /* a user process, not a kernel thread */
 			copy_user_stack(ctx, e);
-		if (unwind_enabled && ulen > 0) {
-			__u64 *woke = bpf_map_lookup_elem(&table_wakes, &pid);
-
-			if (!woke || e->ktime_ns - *woke > TABLE_WAKE_NS) {
-				bpf_map_update_elem(&table_wakes, &pid, &e->ktime_ns, BPF_ANY);
-				wakeup = BPF_RB_FORCE_WAKEUP;
-			}
+			wake_for_tables(e, pid, &wakeup);
 		}
 	}
 	if (ulen > PROFILER_MAX_USER_FRAMES)

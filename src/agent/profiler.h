@@ -65,6 +65,9 @@ enum unwind_status {
 	UNWIND_STATUS_DEPTH,	   /* PROFILER_MAX_USER_FRAMES reached */
 	UNWIND_STATUS_BAD_FRAME,   /* a CFA that does not move up the stack */
 	UNWIND_STATUS_NO_USER,	   /* a kernel thread: no user stack */
+	UNWIND_STATUS_TABLE_PENDING, /* code whose table is not built yet: the
+				      * sample carries its stack, walked again
+				      * in user space once it is */
 	UNWIND_STATUS_NR,
 };
 
@@ -78,6 +81,9 @@ struct unwind_mapping {
 	__u64 bias;
 	__u32 first, n;
 };
+/* first of a mapping whose table is not built yet (n == 0): tables are
+ * built for the code samples meet, not for everything a process maps. */
+#define UNWIND_FIRST_PENDING 0xffffffffu
 
 /* The code mappings of one process, sorted by start (unwind_procs). */
 #define UNWIND_MAX_MAPPINGS 120

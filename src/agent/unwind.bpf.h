@@ -291,8 +291,13 @@ static long unwind_step(__u32 i, void *ctx)
 	}
 	put_frame(e, idx, w->pc);
 	w->n++;
-	if (m->n == 0)
+	if (m->n == 0) {
+		if (m->first == UNWIND_FIRST_PENDING) {
+			w->status = UNWIND_STATUS_TABLE_PENDING;
+			return 1;
+		}
 		return step_frame_pointer(w, UNWIND_STATUS_NO_TABLE);
+	}
 	rel = lookup_pc - m->bias;
 	found = rel > 0xffffffffull ? -1 : unwind_find_rule(m->first, m->n, (__u32)rel);
 	if (found < 0)

@@ -77,8 +77,8 @@ struct extent {
 struct unwind_process {
 	uint32_t pid;
 	uint64_t loaded_ns;
-	size_t nfiles;
-	struct unwind_file **files; /* referenced */
+	struct proc_maps maps;	    /* the code mappings up->m[i] describes maps.v[i] */
+	struct unwind_file **files; /* per mapping, referenced; NULL: none or pending */
 	struct unwind_proc *up;	    /* what the kernel has (NULL: not loaded) */
 };
 
@@ -97,6 +97,8 @@ struct unwinder {
 	struct unwind_file *lru_head, *lru_tail;
 	struct unwind_file vdso; /* the kernel's vDSO, the same in every process */
 	uint64_t rows_used;
+	const char *proc_root; /* of the last load: where pending tables' files are */
+	uint64_t now;	       /* of the walk under way */
 };
 
 #define ADD(f, v) atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed)
@@ -430,10 +432,12 @@ static void process_free(struct unwinder *u, struct unwind_process *p, uint64_t 
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nfiles; i++)
-		file_release(u, p->files[i], now);
+	for (size_t i = 0; p->files && i < p->maps.n; i++)
+		if (p->files[i])
+			file_release(u, p->files[i], now);
 	free(p->files);
 	free(p->up);
+	procmaps_free(&p->maps);
 	free(p);
 }
 
@@ -473,20 +477,76 @@ static void note_failed_load(struct unwinder *u, uint32_t pid, uint64_t now)
 		free(p);
 }
 
+/* Points mapping i of p at its file's table, or at none (the BPF walk
+ * then tries the frame pointer there). */
+static void mapping_set(struct unwinder *u, struct unwind_process *p, size_t i,
+			struct unwind_file *f)
+{
+	const struct proc_mapping *m = &p->maps.v[i];
+	struct unwind_mapping *um = &p->up->m[i];
+	uint64_t bias;
+
+	um->first = um->n = 0;
+	if (f && !f->failed && f->n && mapping_bias(f, m, &bias)) {
+		um->bias = bias;
+		um->first = f->first;
+		um->n = f->n;
+	}
+}
+
+/* An already built table of the file mapped at m, referenced; NULL when
+ * none was built (or it failed, which is also given back as none). */
+static struct unwind_file *file_built(struct unwinder *u, const struct proc_mapping *m,
+				      bool *known)
+{
+	struct file_key key = {m->dev_major, m->dev_minor, m->inode};
+	struct unwind_file *f;
+	uint64_t v;
+
+	*known = false;
+	if (!htab_get(u->files, &key, sizeof(key), &v) || !v)
+		return NULL;
+	f = (struct unwind_file *)(uintptr_t)v;
+	*known = true;
+	if (f->refs++ == 0 && (f->lru_prev || f->lru_next || u->lru_head == f))
+		lru_unlink(u, f);
+	return f;
+}
+
+/* Builds the table of p's mapping i if it is pending. True when the
+ * mapping changed (the kernel's copy needs an update). */
+static bool mapping_build(struct unwinder *u, struct unwind_process *p, size_t i, uint64_t now)
+{
+	struct unwind_file *f;
+
+	if (p->up->m[i].first != UNWIND_FIRST_PENDING || p->files[i] || !u->proc_root)
+		return false;
+	f = file_get(u, u->proc_root, p->pid, &p->maps.v[i], now);
+	p->files[i] = f;
+	mapping_set(u, p, i, f);
+	return true;
+}
+
 int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint64_t now)
 {
-	struct proc_maps maps = {0};
-	struct unwind_proc *up = NULL;
 	struct unwind_process *p = NULL, *old = NULL;
 	char path[256];
 	uint64_t v;
 	int fd, rc;
 
+	u->proc_root = proc_root;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->pid = pid;
+	p->loaded_ns = now;
 	snprintf(path, sizeof(path), "%s/%u/maps", proc_root, pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	rc = procmaps_query(fd, &maps);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = procmaps_query(fd, &p->maps);
 	close(fd);
 	if (rc == -EOPNOTSUPP) { /* before Linux 6.11: the text */
 		struct buf text;
@@ -494,49 +554,49 @@ int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint6
 		buf_init(&text);
 		rc = buf_read_file(&text, path, 64u << 20);
 		if (rc == 0)
-			rc = procmaps_parse((const char *)text.data, text.len, &maps, NULL);
+			rc = procmaps_parse((const char *)text.data, text.len, &p->maps, NULL);
 		buf_free(&text);
 	}
 	if (rc)
 		goto out;
-	if (maps.n == 0) { /* a kernel thread, or gone */
+	if (p->maps.n == 0) { /* a kernel thread, or gone */
 		rc = -ENOENT;
 		goto out;
 	}
-	up = calloc(1, sizeof(*up));
-	p = calloc(1, sizeof(*p));
-	if (p)
-		p->files = calloc(maps.n, sizeof(*p->files));
-	if (!up || !p || !p->files) {
+	if (p->maps.n > UNWIND_MAX_MAPPINGS) {
+		ADD(unwind_mappings_dropped, p->maps.n - UNWIND_MAX_MAPPINGS);
+		while (p->maps.n > UNWIND_MAX_MAPPINGS)
+			free(p->maps.v[--p->maps.n].path);
+	}
+	p->up = calloc(1, sizeof(*p->up));
+	p->files = calloc(p->maps.n, sizeof(*p->files));
+	if (!p->up || !p->files) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	p->pid = pid;
-	p->loaded_ns = now;
-	for (size_t i = 0; i < maps.n && up->n < UNWIND_MAX_MAPPINGS; i++) {
-		const struct proc_mapping *m = &maps.v[i];
-		struct unwind_mapping *um = &up->m[up->n];
-		struct unwind_file *f = NULL;
-		uint64_t bias;
+	/* Tables already built are used at once; the others are built when
+	 * a sample first meets their code (mapping_build, from
+	 * unwinder_walk), so a process mapping fifty libraries costs the few
+	 * its samples run in. */
+	for (size_t i = 0; i < p->maps.n; i++) {
+		const struct proc_mapping *m = &p->maps.v[i];
+		struct unwind_mapping *um = &p->up->m[i];
+		bool known = false;
 
 		um->start = m->start;
 		um->end = m->limit;
-		if (strcmp(m->path, "[vdso]") == 0)
-			f = u->vdso.n ? &u->vdso : NULL;
-		else if (m->path[0] == '/' && m->inode)
-			f = file_get(u, proc_root, pid, m, now);
-		if (f && f != &u->vdso)
-			p->files[p->nfiles++] = f;
-		if (f && !f->failed && f->n && mapping_bias(f, m, &bias)) {
-			um->bias = bias;
-			um->first = f->first;
-			um->n = f->n;
+		if (strcmp(m->path, "[vdso]") == 0) {
+			mapping_set(u, p, i, u->vdso.n ? &u->vdso : NULL);
+		} else if (m->path[0] == '/' && m->inode) {
+			p->files[i] = file_built(u, m, &known);
+			if (known)
+				mapping_set(u, p, i, p->files[i]);
+			else
+				um->first = UNWIND_FIRST_PENDING;
 		}
-		up->n++;
 	}
-	if (maps.n > UNWIND_MAX_MAPPINGS)
-		ADD(unwind_mappings_dropped, maps.n - UNWIND_MAX_MAPPINGS);
-	rc = bpf_map_update_elem(u->procs_fd, &pid, up, BPF_ANY) ? -errno : 0;
+	p->up->n = (uint32_t)p->maps.n;
+	rc = bpf_map_update_elem(u->procs_fd, &pid, p->up, BPF_ANY) ? -errno : 0;
 	if (rc)
 		goto out;
 	if (htab_get(u->procs, &pid, sizeof(pid), &v) && v)
@@ -547,8 +607,6 @@ int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint6
 		goto out;
 	}
 	process_free(u, old, now);
-	p->up = up; /* kept for unwinder_walk */
-	up = NULL;
 	p = NULL;
 	ADD(unwind_process_loads, 1);
 out:
@@ -558,8 +616,6 @@ out:
 		note_failed_load(u, pid, now);
 	if (rc)
 		log_debug("unwind: pid %u: not loaded: %s", pid, strerror(-rc));
-	free(up);
-	procmaps_free(&maps);
 	unwinder_update_metrics(u);
 	return rc;
 }
@@ -640,17 +696,45 @@ static const struct unwind_mapping *walk_mapping(const struct unwind_proc *up, u
 	return lo && pc < up->m[lo - 1].end ? &up->m[lo - 1] : NULL;
 }
 
+static int walk_copied(struct unwinder *u, uint32_t pid, const uint64_t regs[3],
+		       const uint8_t *stack, size_t stack_len, uint64_t *frames, size_t max,
+		       uint8_t *status, bool *changed_out);
+
 int unwinder_walk(struct unwinder *u, uint32_t pid, const uint64_t regs[3], const uint8_t *stack,
-		  size_t stack_len, uint64_t *frames, size_t max, uint8_t *status)
+		  size_t stack_len, uint64_t *frames, size_t max, uint8_t *status, uint64_t now)
+{
+	bool changed = false;
+	int n;
+
+	u->now = now;
+	n = walk_copied(u, pid, regs, stack, stack_len, frames, max, status, &changed);
+	if (changed) {
+		uint64_t v;
+
+		if (htab_get(u->procs, &pid, sizeof(pid), &v) && v)
+			bpf_map_update_elem(u->procs_fd, &pid,
+					    ((struct unwind_process *)(uintptr_t)v)->up, BPF_ANY);
+		unwinder_update_metrics(u);
+	}
+	return n;
+}
+
+static int walk_copied(struct unwinder *u, uint32_t pid, const uint64_t regs[3],
+		       const uint8_t *stack, size_t stack_len, uint64_t *frames, size_t max,
+		       uint8_t *status, bool *changed_out)
 {
 	struct copied_stack s = {.at = regs[1], .bytes = stack, .len = stack_len};
 	uint64_t pc = regs[0], sp = regs[1], bp = regs[2], v;
+	struct unwind_process *p;
 	const struct unwind_proc *up;
 	bool bp_valid = true, exact = true;
+	bool *changed = changed_out;
 	size_t n = 0;
 
-	if (!htab_get(u->procs, &pid, sizeof(pid), &v) || !v ||
-	    !(up = ((struct unwind_process *)(uintptr_t)v)->up))
+	if (!htab_get(u->procs, &pid, sizeof(pid), &v) || !v)
+		return -ENOENT;
+	p = (struct unwind_process *)(uintptr_t)v;
+	if (!(up = p->up))
 		return -ENOENT;
 	*status = UNWIND_STATUS_DEPTH;
 	while (n < max) {
@@ -671,6 +755,10 @@ int unwinder_walk(struct unwinder *u, uint32_t pid, const uint64_t regs[3], cons
 			break;
 		}
 		frames[n++] = pc;
+		/* Code no table was built for yet: build it now (and tell the
+		 * kernel, so that its own walks have it from now on). */
+		if (mapping_build(u, p, (size_t)(m - up->m), u->now))
+			*changed = true;
 		rel = lookup - m->bias;
 		if (m->n && m->first + (uint64_t)m->n <= u->nrows && rel <= UINT32_MAX) {
 			struct unwind_table view = {.rows = u->rows + m->first, .n = m->n};

@@ -10,8 +10,16 @@ import (
 	"time"
 )
 
+// A frameless leaf (no locals, no calls: the compiler gives it no frame)
+// with enough work to be sampled.
+//
 //go:noinline
-func leaf(x uint64) uint64 { return x*2654435761 + 1 }
+func leaf(x uint64) uint64 {
+	for i := 0; i < 64; i++ {
+		x = x*2654435761 + 1
+	}
+	return x
+}
 
 //go:noinline
 func mid(n int) uint64 {
@@ -40,7 +48,7 @@ func main() {
 	var s uint64
 	end := time.Now().Add(time.Duration(secs * float64(time.Second)))
 	for time.Now().Before(end) {
-		s += mid(100000)
+		s += mid(20000)
 		h := hashing(buf)
 		s += uint64(h[0])
 	}
