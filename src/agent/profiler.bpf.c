@@ -84,8 +84,7 @@ struct {
 
 #define TABLE_WAKE_NS (100ull * 1000000)
 
-static __always_inline void wake_for_tables(const struct sample_event *e, __u32 pid,
-					    __u64 *wakeup)
+static __always_inline void wake_for_tables(const struct sample_event *e, __u32 pid, __u64 *wakeup)
 {
 	__u64 *woke = bpf_map_lookup_elem(&table_wakes, &pid);
 
@@ -130,6 +129,12 @@ static __always_inline void copy_user_stack(void *ctx, struct sample_event *e)
 	struct x86_regs regs;
 	__u32 len = 0;
 
+	/* A copy is 8 KiB where a sample is ~200 bytes: only while the ring
+	 * is mostly empty, so that copies never crowd out samples or the
+	 * exec and exit events that share the ring. */
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
+	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 8)
+		return;
 	if (!user_regs(ctx, &regs))
 		return;
 	e->user_regs[0] = regs.ip;

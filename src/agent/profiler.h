@@ -54,17 +54,17 @@ enum profiler_stat {
  * says why the frames stop where they do. */
 enum unwind_status {
 	UNWIND_STATUS_COMPLETE = 0,
-	UNWIND_STATUS_NO_PROCESS,  /* no tables loaded for the process yet:
+	UNWIND_STATUS_NO_PROCESS,    /* no tables loaded for the process yet:
 				    * frame-pointer walk (bpf_get_stack) */
-	UNWIND_STATUS_NO_MAPPING,  /* a pc in no known code mapping */
-	UNWIND_STATUS_NO_TABLE,	   /* code without a table and no usable
+	UNWIND_STATUS_NO_MAPPING,    /* a pc in no known code mapping */
+	UNWIND_STATUS_NO_TABLE,	     /* code without a table and no usable
 				    * frame pointer */
-	UNWIND_STATUS_TABLE_MISS,  /* a pc the table does not cover */
-	UNWIND_STATUS_UNSUPPORTED, /* a CFI rule a row cannot hold */
-	UNWIND_STATUS_READ_FAULT,  /* the stack could not be read */
-	UNWIND_STATUS_DEPTH,	   /* PROFILER_MAX_USER_FRAMES reached */
-	UNWIND_STATUS_BAD_FRAME,   /* a CFA that does not move up the stack */
-	UNWIND_STATUS_NO_USER,	   /* a kernel thread: no user stack */
+	UNWIND_STATUS_TABLE_MISS,    /* a pc the table does not cover */
+	UNWIND_STATUS_UNSUPPORTED,   /* a CFI rule a row cannot hold */
+	UNWIND_STATUS_READ_FAULT,    /* the stack could not be read */
+	UNWIND_STATUS_DEPTH,	     /* PROFILER_MAX_USER_FRAMES reached */
+	UNWIND_STATUS_BAD_FRAME,     /* a CFA that does not move up the stack */
+	UNWIND_STATUS_NO_USER,	     /* a kernel thread: no user stack */
 	UNWIND_STATUS_TABLE_PENDING, /* code whose table is not built yet: the
 				      * sample carries its stack, walked again
 				      * in user space once it is */

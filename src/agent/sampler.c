@@ -209,7 +209,9 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, samp
 		 * 4x the frequency) per CPU, as a power of two, at least 256 KiB. */
 		size_t want = (size_t)ncpu * (freq ? freq : 19) * SAMPLE_EVENT_STACK_OFFSET;
 
-		ringbuf_bytes = 256 * 1024;
+		/* With the unwinder, room for the stack copies of processes
+		 * met for the first time, too. */
+		ringbuf_bytes = unwind_rows ? 1024 * 1024 : 256 * 1024;
 		while (ringbuf_bytes < want && ringbuf_bytes < (256u << 20))
 			ringbuf_bytes <<= 1;
 	}

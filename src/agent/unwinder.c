@@ -496,8 +496,7 @@ static void mapping_set(struct unwinder *u, struct unwind_process *p, size_t i,
 
 /* An already built table of the file mapped at m, referenced; NULL when
  * none was built (or it failed, which is also given back as none). */
-static struct unwind_file *file_built(struct unwinder *u, const struct proc_mapping *m,
-				      bool *known)
+static struct unwind_file *file_built(struct unwinder *u, const struct proc_mapping *m, bool *known)
 {
 	struct file_key key = {m->dev_major, m->dev_minor, m->inode};
 	struct unwind_file *f;

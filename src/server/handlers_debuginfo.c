@@ -332,6 +332,10 @@ int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 	    .max_upload_bytes = c->grpc_max_msg_bytes,
 	    .negative_ttl_seconds = c->debuginfod_negative_ttl_s,
 	    .local_dirs = c->symbols_local_dirs,
+	    /* The server's own binary: its self-profile (kiln.yaml scrapes
+	     * it) names its functions. Its path is the server's to know,
+	     * never a client's. */
+	    .own_files = (const char *const[]){"/proc/self/exe", NULL},
 	    .on_fetched = debuginfo_arrived,
 	    .on_fetched_arg = st,
 	    .before_adopt = debuginfo_arriving,

@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "pprof/pprof.h"
 #include "server/handlers.h"
+#include "symbols/symbols.h"
 
 #define RING_PAGES  8 /* data pages per thread; drained every 100 ms */
 #define PERIOD_NS   10000000ULL
@@ -58,6 +59,9 @@ struct sym {
 
 struct elf_file {
 	char *path;
+	/* GNU build ID (hex, "" if none): the server finds symbols by build
+	 * ID only, its own binary's included (debuginfo_config.own_files). */
+	char build_id[SYMBOLS_BUILD_ID_MAX + 1];
 	uint64_t bias_vaddr; /* p_vaddr - p_offset of the executable PT_LOAD */
 	struct sym *syms;
 	size_t n_syms;
@@ -200,8 +204,13 @@ static struct elf_file *file_for(struct selfprof *p, const char *path)
 		return NULL;
 	p->files = v;
 	struct elf_file *f = elf_file_load(path);
-	if (f)
+	if (f) {
+		struct elfinfo info;
+
+		if (elfinfo_read_file(path, &info, NULL) == 0)
+			snprintf(f->build_id, sizeof(f->build_id), "%s", info.build_id);
 		p->files[p->n_files++] = f;
+	}
 	return f;
 }
 
@@ -241,6 +250,7 @@ static void read_maps(struct selfprof *p)
 		    .memory_limit = end,
 		    .file_offset = off,
 		    .filename = *name ? name : "[anon]",
+		    .build_id = m->file ? m->file->build_id : NULL,
 		    .has_functions = m->file && m->file->n_syms,
 		};
 		m->pprof_id = pprof_builder_mapping(p->b, &d);

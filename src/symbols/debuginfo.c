@@ -47,6 +47,11 @@ struct debuginfo_store {
 	char *dir;	   /* <storage>/debuginfo, or NULL */
 	char **local_dirs; /* realpath(3) of each existing local directory */
 	size_t nlocal_dirs;
+	struct own_file {
+		char build_id[SYMBOLS_BUILD_ID_MAX + 1];
+		char *path;
+	} * own;
+	size_t nown;
 	char **upstreams;
 	size_t nupstreams;
 	int timeout;
@@ -432,6 +437,23 @@ static int find_local(const struct debuginfo_store *d, const char *id, char *out
 	return -ENOENT;
 }
 
+/* One of the operator's own files (debuginfo_config.own_files) with build
+ * ID id: 0 with its path and facts, or -ENOENT. */
+static int find_own(const struct debuginfo_store *d, const char *id, char *out, size_t outsz,
+		    struct elfinfo *info)
+{
+	for (size_t i = 0; i < d->nown; i++) {
+		if (strcasecmp(d->own[i].build_id, id) != 0)
+			continue;
+		if (elfinfo_read_file(d->own[i].path, info, NULL) != 0 ||
+		    strcasecmp(info->build_id, id) != 0)
+			return -ENOENT;
+		snprintf(out, outsz, "%s", d->own[i].path);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const char *path_hint,
 			 char *out, size_t outsz)
 {
@@ -449,6 +471,8 @@ int debuginfo_store_find(struct debuginfo_store *d, const char *build_id, const 
 			goto found;
 	}
 	if (find_local(d, id, path, &info) == 0) {
+		have = true;
+	} else if (find_own(d, id, path, sizeof(path), &info) == 0) {
 		have = true;
 	} else if (path_hint && *path_hint && elfinfo_read_file(path_hint, &info, NULL) == 0 &&
 		   strcasecmp(info.build_id, id) == 0) {
@@ -510,6 +534,24 @@ struct debuginfo_store *debuginfo_store_new(const struct debuginfo_config *c, st
 		if (!(d->local_dirs[d->nlocal_dirs] = strdup(real)))
 			goto nomem;
 		d->nlocal_dirs++;
+	}
+	for (const char *const *f = c->own_files; f && *f; f++) {
+		char real[PATH_MAX];
+		struct elfinfo info;
+		struct own_file *no;
+
+		if (!realpath(*f, real) || elfinfo_read_file(real, &info, NULL) != 0 ||
+		    !info.build_id[0])
+			continue;
+		no = realloc(d->own, (d->nown + 1) * sizeof(*no));
+		if (!no)
+			goto nomem;
+		d->own = no;
+		snprintf(d->own[d->nown].build_id, sizeof(d->own[d->nown].build_id), "%s",
+			 info.build_id);
+		if (!(d->own[d->nown].path = strdup(real)))
+			goto nomem;
+		d->nown++;
 	}
 	if (c->storage_path) {
 		snprintf(buf, sizeof(buf), "%s/debuginfo", c->storage_path);
@@ -576,6 +618,9 @@ void debuginfo_store_free(struct debuginfo_store *d)
 	for (size_t i = 0; i < d->nlocal_dirs; i++)
 		free(d->local_dirs[i]);
 	free(d->local_dirs);
+	for (size_t i = 0; i < d->nown; i++)
+		free(d->own[i].path);
+	free(d->own);
 	pthread_cond_destroy(&d->wake);
 	pthread_mutex_destroy(&d->lock);
 	free(d);

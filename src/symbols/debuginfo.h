@@ -14,6 +14,8 @@
  *      (a whole binary). Each is opened with O_NOFOLLOW and O_NONBLOCK only if
  *      it resolves to a regular file inside DIR (a link pointing outside is
  *      refused: fd_open_under) and used only if its build ID is the one asked
+ *      and then the operator's own files (own_files: the server's binary,
+ *      so that its self-profile is named), by their build ID
  *   3. the binary at the hinted path, if its build ID matches and it has
  *      DWARF; one with only .symtab is returned too, but a debuginfod fetch
  *      is queued for it (DWARF adds lines and inlined frames). Only callers
@@ -49,6 +51,10 @@ struct debuginfo_config {
 	/* Directories searched by build ID (see above), NULL-terminated; NULL:
 	 * none. One that does not exist is skipped. */
 	const char *const *local_dirs;
+	/* Files of the operator's own (the server's executable), found by
+	 * their build ID like a local directory's, NULL-terminated; NULL:
+	 * none. Read once, at creation. */
+	const char *const *own_files;
 	/* Called (on the fetch thread, no lock held) after a debuginfod fetch
 	 * stored a file, so that answers from a poorer source are redone. */
 	void (*on_fetched)(void *arg, const char *build_id);
