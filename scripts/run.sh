@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make run`: the main job on the embedded store. Starts the server on :7070
-# (data in ./data, pull-mode config kiln.yaml when present), waits until it is
+# `make run`: the main job on the embedded store. Starts the server on
+# 127.0.0.1:7070 (loopback only, so it needs no tokens: docs/SECURITY.md;
+# data in ./data, pull-mode config kiln.yaml when present), waits until it is
 # ready, then starts the agent pushing to it (or, with an agent that cannot
 # push, writing pprof files to ./profiles). Ctrl-C stops both.
 #
@@ -23,7 +24,7 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-server_args=(--http-address=":$port" --storage-path=./data)
+server_args=(--http-address="127.0.0.1:$port" --storage-path=./data)
 if [ -f "$config" ] && "$bin/kiln" --help 2>&1 | grep -q -- '--config-path'; then
 	server_args+=(--config-path="$config")
 fi

@@ -5,6 +5,7 @@
  * in the agent module (agent.h).
  */
 #include "agent/agent.h"
+#include "client/client.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -344,13 +345,10 @@ int main(int argc, char **argv)
 		die("%s", "nothing to write to: give --local-store-directory=DIR or "
 			  "--remote-store-address=HOST:PORT");
 	if (token_file) {
-		FILE *f = fopen(token_file, "re");
+		struct kiln_error terr = {0};
 
-		if (!f || !fgets(token, sizeof(token), f))
-			die("--remote-store-bearer-token-file=%s: cannot read the token",
-			    token_file);
-		fclose(f);
-		token[strcspn(token, "\r\n")] = '\0';
+		if (bearer_token_read_file(token_file, token, sizeof(token), &terr) < 0)
+			die("--remote-store-bearer-token-file: %s", terr.msg);
 		remote.bearer_token = token;
 	}
 	if (!cfg.node) {

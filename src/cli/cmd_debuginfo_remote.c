@@ -84,15 +84,17 @@ static int parse_remote(int argc, char **argv, const char *cmd, struct remote_op
 		case 't':
 			o->token = optarg;
 			break;
-		case 'T':
-			if (buf_read_file(token, optarg, 1 << 16) < 0 || buf_terminate(token) < 0) {
-				fprintf(stderr, "kilnctl debuginfo %s: cannot read %s\n", cmd,
-					optarg);
+		case 'T': {
+			struct kiln_error e = {0};
+			if (buf_reserve(token, 4096) < 0 ||
+			    bearer_token_read_file(optarg, (char *)token->data, 4096, &e) < 0) {
+				fprintf(stderr, "kilnctl debuginfo %s: --bearer-token-file: %s\n",
+					cmd, e.msg[0] ? e.msg : "out of memory");
 				return -2;
 			}
-			token->data[strcspn((char *)token->data, "\r\n")] = '\0';
 			o->token = (const char *)token->data;
 			break;
+		}
 		case 'f':
 			o->force = true;
 			break;

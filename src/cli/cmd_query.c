@@ -3,13 +3,14 @@
  *
  *   kilnctl query --address=HOST:PORT 'QUERY' [--since=1h | --start=MS --end=MS]
  *                 [--mode=merge|single --time=MS] [--output=top|folded|pprof]
- *                 [--nodecount=N] [-o FILE]
+ *                 [--nodecount=N] [-o FILE] [--bearer-token=T | --bearer-token-file=F]
  *
  * It fetches the merged (or single) profile as gzipped pprof from the HTTP
  * API (GET /api/v1/query?report=pprof, libcurl) and renders top and folded
  * output locally with the query module, so what it prints is computed from
  * exactly the bytes `--output=pprof` would save. Server errors are printed
- * with the query position they point at.
+ * with the query position they point at. A server that requires tokens
+ * (docs/SECURITY.md) gets `Authorization: Bearer T`; queries need role read.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +22,7 @@
 #include <curl/curl.h>
 
 #include "cli/cli.h"
+#include "client/client.h"
 #include "common/buf.h"
 #include "pprof/pprof.h"
 #include "query/query.h"
@@ -42,6 +44,8 @@ static void query_usage(FILE *f)
 		   "  --mode=merge|single   merge a range (default) or one profile at --time=MS\n"
 		   "  --output=top|folded|pprof  (default top)\n"
 		   "  --nodecount=N         rows of the top table (default 30, 0 = all)\n"
+		   "  --bearer-token=T      sent as Authorization: Bearer T (role read)\n"
+		   "  --bearer-token-file=F the same, read from F's first line\n"
 		   "  -o FILE               write to FILE instead of stdout\n");
 }
 
@@ -118,12 +122,25 @@ static void print_server_error(long status, struct buf *body, const char *query)
 	(void)query;
 }
 
-static int fetch(const char *url, struct buf *out, long *status)
+/* GETs url into out; token (NULL = none) goes out as a bearer token. */
+static int fetch(const char *url, const char *token, struct buf *out, long *status)
 {
 	CURL *c = curl_easy_init();
 	char errbuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdrs = NULL;
+	struct buf auth = {0};
 	if (!c)
 		return -ENOMEM;
+	if (token) {
+		if (buf_printf(&auth, "Authorization: Bearer %s", token) < 0 ||
+		    buf_terminate(&auth) < 0 ||
+		    !(hdrs = curl_slist_append(NULL, (const char *)auth.data))) {
+			buf_free(&auth);
+			curl_easy_cleanup(c);
+			return -ENOMEM;
+		}
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
@@ -132,6 +149,8 @@ static int fetch(const char *url, struct buf *out, long *status)
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	CURLcode rc = curl_easy_perform(c);
+	curl_slist_free_all(hdrs);
+	buf_free(&auth);
 	if (rc != CURLE_OK) {
 		fprintf(stderr, "kilnctl: %s: %s\n", url,
 			errbuf[0] ? errbuf : curl_easy_strerror(rc));
@@ -165,11 +184,25 @@ static int write_out(const char *path, const void *data, size_t len)
 int cmd_query(int argc, char **argv)
 {
 	const char *address = "127.0.0.1:7070", *mode = "merge", *output = "top";
-	const char *out_path = NULL, *query = NULL;
+	const char *out_path = NULL, *query = NULL, *token = NULL;
+	static char token_buf[4096];
+	struct kiln_error terr = {0};
 	int64_t since = 3600000, start = 0, end = 0, at = 0;
 	bool have_start = false, have_end = false, have_time = false;
 	long nodecount = 30;
-	enum { O_ADDR = 1, O_SINCE, O_START, O_END, O_MODE, O_TIME, O_OUTPUT, O_NODES, O_HELP };
+	enum {
+		O_ADDR = 1,
+		O_SINCE,
+		O_START,
+		O_END,
+		O_MODE,
+		O_TIME,
+		O_OUTPUT,
+		O_NODES,
+		O_TOKEN,
+		O_TOKEN_FILE,
+		O_HELP
+	};
 	static const struct option opts[] = {
 	    {"address", required_argument, NULL, O_ADDR},
 	    {"since", required_argument, NULL, O_SINCE},
@@ -179,6 +212,8 @@ int cmd_query(int argc, char **argv)
 	    {"time", required_argument, NULL, O_TIME},
 	    {"output", required_argument, NULL, O_OUTPUT},
 	    {"nodecount", required_argument, NULL, O_NODES},
+	    {"bearer-token", required_argument, NULL, O_TOKEN},
+	    {"bearer-token-file", required_argument, NULL, O_TOKEN_FILE},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -228,6 +263,18 @@ int cmd_query(int argc, char **argv)
 			break;
 		case 'o':
 			out_path = optarg;
+			break;
+		case O_TOKEN:
+			token = optarg;
+			break;
+		case O_TOKEN_FILE:
+			if (bearer_token_read_file(optarg, token_buf, sizeof(token_buf), &terr) <
+			    0) {
+				fprintf(stderr, "kilnctl query: --bearer-token-file: %s\n",
+					terr.msg);
+				return 2;
+			}
+			token = token_buf;
 			break;
 		case O_HELP:
 		case 'h':
@@ -288,7 +335,7 @@ int cmd_query(int argc, char **argv)
 	buf_terminate(&url);
 
 	long status = 0;
-	if (fetch((const char *)url.data, &body, &status))
+	if (fetch((const char *)url.data, token, &body, &status))
 		goto out;
 	if (status != 200) {
 		print_server_error(status, &body, query);

@@ -117,6 +117,13 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 			  const struct debuginfo_upload_opts *o, struct debuginfo_upload_result *r,
 			  struct kiln_error *e);
 
+/* --- bearer tokens (bearer.c) ---------------------------------------------- */
+
+/* Reads the token from path: its first line, blanks trimmed, into out (cap
+ * bytes with the NUL). Returns 0, or a negative errno with err set (cannot
+ * read, empty, longer than cap - 1). */
+int bearer_token_read_file(const char *path, char *out, size_t cap, struct kiln_error *err);
+
 /* --- framing (exposed for tests and the server) -------------------------- */
 
 #define GRPC_FRAME_HEADER 5

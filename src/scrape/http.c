@@ -48,6 +48,11 @@ static int64_t now_mono_ns(void)
 
 int http_target_parse(const char *url, struct http_target *t)
 {
+	return http_target_parse_auth(url, NULL, t);
+}
+
+int http_target_parse_auth(const char *url, const char *authorization, struct http_target *t)
+{
 	char host[64];
 	const char *a, *path, *hp, *port;
 	size_t an, hn;
@@ -109,8 +114,10 @@ int http_target_parse(const char *url, struct http_target *t)
 	buf_init(&req);
 	if (buf_printf(&req,
 		       "GET %s%s HTTP/1.1\r\nHost: %.*s\r\nUser-Agent: kiln-scrape/1\r\n"
-		       "Accept: */*\r\nAccept-Encoding: gzip\r\n\r\n",
-		       *path == '/' ? "" : "/", path, (int)an, a) < 0 ||
+		       "Accept: */*\r\nAccept-Encoding: gzip\r\n%s%s%s\r\n",
+		       *path == '/' ? "" : "/", path, (int)an, a,
+		       authorization ? "Authorization: " : "", authorization ? authorization : "",
+		       authorization ? "\r\n" : "") < 0 ||
 	    buf_terminate(&req) < 0) {
 		buf_free(&req);
 		return -ENOMEM;

@@ -101,6 +101,8 @@ struct scrape_shard {
 
 struct scrape_manager {
 	struct scrape_manager_options opts;
+	/* Authorization for self targets (libcurl); scheduler thread */
+	struct curl_slist *self_headers;
 	struct scrape_shard **shards; /* never shrinks: in-flight handles stay valid */
 	size_t n_shards;
 	long max_conns; /* CURLMOPT_MAXCONNECTS of every shard */
@@ -468,6 +470,18 @@ static struct scrape_shard *shard_of(struct scrape_manager *m, const char *url)
 	return m->shards[htab_hash(h, n) % m->n_shards];
 }
 
+/* Whether url is the server itself (opts.self_url_prefixes): only those
+ * targets get opts.self_authorization. */
+static bool is_self(const struct scrape_manager *m, const char *url)
+{
+	if (!m->opts.self_authorization || !m->opts.self_url_prefixes)
+		return false;
+	for (const char *const *p = m->opts.self_url_prefixes; *p; p++)
+		if (strncmp(url, *p, strlen(*p)) == 0)
+			return true;
+	return false;
+}
+
 /* Whether u goes through http.c (decided once per unit: its URL is part of
  * its identity and does not change). */
 static bool use_http(struct scrape_manager *m, struct scrape_unit *u)
@@ -475,7 +489,8 @@ static bool use_http(struct scrape_manager *m, struct scrape_unit *u)
 	if (!u->http_tried) {
 		u->http_tried = true;
 		struct http_target *t = m->http_ok ? calloc(1, sizeof(*t)) : NULL;
-		if (t && http_target_parse(u->url, t) == 0)
+		const char *auth = is_self(m, u->url) ? m->opts.self_authorization : NULL;
+		if (t && http_target_parse_auth(u->url, auth, t) == 0)
 			u->ht = t;
 		else
 			free(t);
@@ -520,6 +535,15 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 	curl_easy_setopt(u->easy, CURLOPT_DNS_CACHE_TIMEOUT, host_is_ip(u->url) ? -1L : 60L);
 	/* Settings that a reload may change. */
 	curl_easy_setopt(u->easy, CURLOPT_URL, u->url);
+	bool self = is_self(m, u->url);
+	if (self && !m->self_headers) { /* built once, on this (the scheduler) thread */
+		struct buf h = {0};
+		if (buf_printf(&h, "Authorization: %s", m->opts.self_authorization) >= 0 &&
+		    buf_terminate(&h) >= 0)
+			m->self_headers = curl_slist_append(NULL, (const char *)h.data);
+		buf_free(&h);
+	}
+	curl_easy_setopt(u->easy, CURLOPT_HTTPHEADER, self ? m->self_headers : NULL);
 	curl_easy_setopt(u->easy, CURLOPT_TIMEOUT_MS, (long)u->timeout_ms);
 	curl_easy_setopt(u->easy, CURLOPT_CONNECTTIMEOUT_MS,
 			 (long)(u->timeout_ms < 10000 ? u->timeout_ms : 10000));
@@ -1252,6 +1276,7 @@ fail:
 	pthread_mutex_unlock(&m->pending_lock);
 	free_shards(m);
 	close_fds(m);
+	curl_slist_free_all(m->self_headers);
 	free(m);
 	return rc;
 }
@@ -1315,6 +1340,7 @@ void scrape_manager_free(struct scrape_manager *m)
 	pprof_decoder_free(m->decoder);
 	free_shards(m);
 	close_fds(m);
+	curl_slist_free_all(m->self_headers);
 	pthread_mutex_destroy(&m->status_lock);
 	pthread_mutex_destroy(&m->pending_lock);
 	pthread_mutex_destroy(&m->queue_lock);

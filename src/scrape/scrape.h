@@ -226,6 +226,13 @@ struct scrape_manager_options {
 	void (*on_body)(void *ctx, const struct store_label *labels, size_t n_labels,
 			const void *body, size_t len);
 	void *on_body_ctx;
+	/* The server's own address, for scraping itself when it requires
+	 * tokens: a target whose URL starts with one of these prefixes
+	 * (NULL-terminated, e.g. "http://127.0.0.1:7070/") is sent
+	 * `Authorization: self_authorization`; no other target ever sees it.
+	 * NULL = none. Both must outlive the manager. */
+	const char *const *self_url_prefixes;
+	const char *self_authorization;
 };
 
 enum scrape_health { SCRAPE_HEALTH_UNKNOWN, SCRAPE_HEALTH_UP, SCRAPE_HEALTH_DOWN };

@@ -58,6 +58,9 @@ struct http_target {
  * http://, a host name, user info, a fragment, unusual characters): those
  * go to libcurl, as before. */
 int http_target_parse(const char *url, struct http_target *t);
+/* The same, with `Authorization: authorization` in the request (NULL =
+ * none). */
+int http_target_parse_auth(const char *url, const char *authorization, struct http_target *t);
 void http_target_release(struct http_target *t);
 
 struct scrape_unit;

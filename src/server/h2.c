@@ -3,8 +3,11 @@
  * session; handlers run on the worker pools.
  *
  * A stream's life:
- *   1. HEADERS: :path, content-type, grpc-timeout and grpc-encoding are
- *      recorded in a struct h2_stream (nghttp2 stream user data).
+ *   1. HEADERS: :path, content-type, grpc-timeout, grpc-encoding and
+ *      authorization are recorded in a struct h2_stream (nghttp2 stream
+ *      user data). Once the header block is complete the route's token role
+ *      is checked (server_authorize_grpc/_http): a refused stream is
+ *      answered at once and its DATA is never buffered.
  *   2. DATA: appended to the stream's body, at most grpc_max_msg_bytes + 5
  *      bytes. Past that the stream is answered RESOURCE_EXHAUSTED at once
  *      and later data is dropped.
@@ -46,6 +49,9 @@ struct h2_stream {
 	bool gzip_encoding;
 	char encoding[32];
 	int64_t deadline_ns;
+	char authorization[AUTH_TOKEN_MAX + 32]; /* "" when absent */
+	bool authorization_overlong;
+	bool authorized; /* passed the gate (server_authorize_*) at HEADERS */
 	struct buf body;
 	bool dispatched; /* a job is running */
 	bool answered;	 /* a response has been submitted */
@@ -235,7 +241,7 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 {
 	char status[8];
 	snprintf(status, sizeof(status), "%d", r->status);
-	nghttp2_nv nva[4] = {NV(":status", status)};
+	nghttp2_nv nva[5] = {NV(":status", status)};
 	size_t n = 1;
 	nva[n++] = (nghttp2_nv)NV("content-type",
 				  r->content_type ? r->content_type : "text/plain; charset=utf-8");
@@ -243,6 +249,8 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 		nva[n++] = (nghttp2_nv)NV("content-disposition", r->disposition);
 	if (r->timing[0])
 		nva[n++] = (nghttp2_nv)NV("server-timing", r->timing);
+	if (r->www_authenticate)
+		nva[n++] = (nghttp2_nv)NV("www-authenticate", r->www_authenticate);
 	buf_free(&st->out);
 	st->out = r->body; /* moved */
 	memset(&r->body, 0, sizeof(r->body));
@@ -553,6 +561,12 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		memcpy(st->encoding, value, n);
 		st->encoding[n] = '\0';
 		st->gzip_encoding = strcmp(st->encoding, "gzip") == 0;
+	} else if (IS("authorization")) {
+		st->authorization_overlong = valuelen >= sizeof(st->authorization);
+		if (!st->authorization_overlong) {
+			memcpy(st->authorization, value, valuelen);
+			st->authorization[valuelen] = '\0';
+		}
 	} else if (IS("grpc-timeout")) {
 		int64_t t = grpc_timeout_parse((const char *)value, valuelen);
 		if (t >= 0)
@@ -593,14 +607,59 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 	return 0;
 }
 
+/* The authorization gate for a stream whose request headers are complete:
+ * returns true when it may proceed, else the stream has been answered (401
+ * or 403, UNAUTHENTICATED or PERMISSION_DENIED). Unknown methods and
+ * routes pass: dispatch answers them 404 / UNIMPLEMENTED. */
+static bool authorize_stream(struct h2_conn *c, struct h2_stream *st)
+{
+	struct server *s = c->srv;
+	const char *authz = st->authorization_overlong ? "Bearer (longer than any token)"
+			    : st->authorization[0]     ? st->authorization
+						       : NULL;
+	size_t idx = 0;
+
+	if (st->grpc_content_type) {
+		const struct grpc_method *m = server_find_grpc(st->path, &idx);
+		struct grpc_call call = {0};
+		if (m && server_authorize_grpc(s, m, authz, &call) != 0) {
+			st->start_ns = mono_ns();
+			st->metrics = &server_metrics(s)->grpc[idx];
+			submit_error(c, st, call.status, "%s", call.message);
+			return false;
+		}
+	} else {
+		char path[sizeof(st->path)];
+		const char *method = st->method[0] ? st->method : "GET";
+		snprintf(path, sizeof(path), "%.*s", (int)strcspn(st->path, "?"), st->path);
+		const struct http_route *r = server_find_http(method, path, &idx);
+		struct http_response resp = {0};
+		if (r && server_authorize_http(s, r, path, authz, &resp) != 0) {
+			st->start_ns = mono_ns();
+			st->metrics = &server_metrics(s)->http[idx];
+			submit_http(c, st, &resp);
+			buf_free(&resp.body);
+			return false;
+		}
+	}
+	st->authorized = true;
+	return true;
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
 	struct h2_conn *c = user_data;
+	if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+		struct h2_stream *st =
+		    nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+		if (st && !st->answered && !authorize_stream(c, st))
+			return 0;
+	}
 	if ((frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) ||
 	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-	if (!st || st->answered || st->dispatched)
+	if (!st || st->answered || st->dispatched || !st->authorized)
 		return 0;
 	if (st->grpc_content_type)
 		dispatch(c, st);

@@ -23,6 +23,8 @@ void rpc_debuginfo_initiate(struct grpc_call *c);
 void rpc_debuginfo_upload(struct grpc_call *c);
 void rpc_debuginfo_mark_finished(struct grpc_call *c);
 void http_debuginfo_list(const struct http_request *req, struct http_response *resp);
+/* DELETE /api/v1/debuginfo/BUILD_ID: removes an uploaded or fetched file. */
+void http_debuginfo_delete(const struct http_request *req, struct http_response *resp);
 int ext_debuginfo_start(struct server *s, const char *config_path, void **state,
 			struct kiln_error *err);
 void ext_debuginfo_stop(void *state);
@@ -55,6 +57,8 @@ void http_targets(const struct http_request *req, struct http_response *resp);
 int ext_scrape_start(struct server *s, const char *config_path, void **state,
 		     struct kiln_error *err);
 void ext_scrape_stop(void *state);
+/* SIGHUP: rereads --config-path; a bad file keeps the old config. */
+void ext_scrape_reload(void *state);
 /* Appends the kiln_scrape_* metrics (CPU by phase, scrapes, errors). */
 void ext_scrape_metrics(struct server *s, struct buf *out);
 

@@ -671,3 +671,25 @@ void http_debuginfo_list(const struct http_request *req, struct http_response *r
 	resp->status = 200;
 	resp->content_type = "application/json";
 }
+
+void http_debuginfo_delete(const struct http_request *req, struct http_response *resp)
+{
+	struct debuginfo_state *st = state_of(req->srv);
+	const char *id = req->path + strlen("/api/v1/debuginfo/");
+	struct kiln_error err = {0};
+	int rc;
+
+	if (!st) {
+		http_error(resp, 503, -1, "debuginfo store not started");
+		return;
+	}
+	rc = debuginfo_store_delete(st->store, id, &err);
+	if (rc < 0) {
+		http_error(resp, http_status_from_errno(rc), -1, "%s", err.msg);
+		return;
+	}
+	log_info("debuginfo: deleted %s", id);
+	resp->status = 200;
+	resp->content_type = "application/json";
+	buf_printf(&resp->body, "{\"deleted\":\"%s\"}\n", id);
+}

@@ -7,20 +7,21 @@
  * ${KILN_PORT} in a target is the server's own HTTP port (the shipped
  * kiln.yaml scrapes the server itself on whatever port it listens).
  *
- * SIGHUP: the extension installs a handler that only sets a flag; a small
- * watcher thread polls it (every 200 ms) and reloads. A config that does not
- * load keeps the old one running and the reason is logged; the targets that
- * stay keep their delta baselines and health (scrape_manager_apply).
+ * SIGHUP: the server calls the extension's reload hook (server_reload, on
+ * the accept thread). A config that does not load keeps the old one running
+ * and the reason is logged; the targets that stay keep their delta
+ * baselines and health (scrape_manager_apply).
+ *
+ * When the server requires tokens, its scrapes of itself (a target at
+ * 127.0.0.1, localhost or [::1] on the server's own port) send the server's
+ * random internal token (server.c), so /debug/pprof/profile needs no token
+ * in the config; no other target ever receives it.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/json.h"
@@ -28,24 +29,17 @@
 #include "parca/scrape/v1alpha1/scrape.pb-c.h"
 #include "scrape/scrape.h"
 #include "server/handlers.h"
+#include "server/internal.h"
 #include "store/store.h"
 
 struct scrape_ext {
 	struct server *srv;
 	struct scrape_manager *manager;
 	char *config_path;
-	pthread_t watcher;
-	atomic_bool stop;
+	char self_prefix[3][64]; /* "http://127.0.0.1:PORT/", ... */
+	const char *self_prefixes[4];
+	char self_authorization[80]; /* "Bearer <the server's internal token>" */
 };
-
-/* Signal flag (the sanctioned kind of global): set by SIGHUP. */
-static volatile sig_atomic_t reload_requested;
-
-static void on_sighup(int sig)
-{
-	(void)sig;
-	reload_requested = 1;
-}
 
 static int ingest_to_store(void *ctx, const struct store_label *labels, size_t n,
 			   const struct pprof_profile *p, int64_t ts, bool delta,
@@ -72,8 +66,9 @@ static int load_config(struct server *s, const char *path, struct scrape_config 
 	return rc;
 }
 
-static void reload(struct scrape_ext *e)
+void ext_scrape_reload(void *state)
 {
+	struct scrape_ext *e = state;
 	struct kiln_error err = {0};
 	struct scrape_config *cfg;
 	if (load_config(e->srv, e->config_path, &cfg, &err) < 0) {
@@ -88,18 +83,23 @@ static void reload(struct scrape_ext *e)
 	log_info("SIGHUP: reloaded %s", e->config_path);
 }
 
-static void *watch_reload(void *arg)
+/* Fills the self-scrape prefixes and header when the server requires
+ * tokens. */
+static void set_self_auth(struct scrape_ext *e, struct scrape_manager_options *o)
 {
-	struct scrape_ext *e = arg;
-	while (!atomic_load(&e->stop)) {
-		struct timespec ts = {0, 200 * 1000 * 1000};
-		nanosleep(&ts, NULL);
-		if (reload_requested) {
-			reload_requested = 0;
-			reload(e);
-		}
+	const char *tok = e->srv->self_token;
+	static const char *const hosts[3] = {"127.0.0.1", "localhost", "[::1]"};
+
+	if (!tok[0])
+		return;
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(e->self_prefix[i], sizeof(e->self_prefix[i]), "http://%s:%d/", hosts[i],
+			 server_port(e->srv));
+		e->self_prefixes[i] = e->self_prefix[i];
 	}
-	return NULL;
+	snprintf(e->self_authorization, sizeof(e->self_authorization), "Bearer %s", tok);
+	o->self_url_prefixes = e->self_prefixes;
+	o->self_authorization = e->self_authorization;
 }
 
 int ext_scrape_start(struct server *s, const char *config_path, void **state,
@@ -135,20 +135,12 @@ int ext_scrape_start(struct server *s, const char *config_path, void **state,
 				  ? server_config(s)->max_profile_inflate
 				  : (64u << 20),
 	};
+	set_self_auth(e, &o);
 	if ((rc = scrape_manager_new(&o, cfg, &e->manager, err)) < 0) {
 		scrape_config_free(cfg);
 		free(e->config_path);
 		free(e);
 		return rc;
-	}
-	struct sigaction sa = {.sa_handler = on_sighup};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGHUP, &sa, NULL);
-	if (pthread_create(&e->watcher, NULL, watch_reload, e) != 0) {
-		scrape_manager_free(e->manager);
-		free(e->config_path);
-		free(e);
-		return kiln_error_set(err, EAGAIN, "cannot start the reload watcher");
 	}
 	*state = e;
 	return 0;
@@ -159,8 +151,6 @@ void ext_scrape_stop(void *state)
 	struct scrape_ext *e = state;
 	if (!e)
 		return;
-	atomic_store(&e->stop, true);
-	pthread_join(e->watcher, NULL);
 	scrape_manager_free(e->manager);
 	free(e->config_path);
 	free(e);

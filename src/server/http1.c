@@ -9,7 +9,9 @@
  *
  * Request bodies are buffered up to --grpc-max-message-size (the one
  * request-size limit of the server); larger ones get 413. Dispatch goes
- * through server_http_routes[] (routes.c); CORS headers follow
+ * through server_http_routes[] (routes.c); the route's token role is checked
+ * (server_authorize_http) on the first call, when only the headers are in,
+ * so a refused request's body is never buffered. CORS headers follow
  * --cors-allowed-origins.
  */
 #include <errno.h>
@@ -28,6 +30,7 @@
 struct http_conn_state {
 	struct buf body;
 	bool too_large;
+	bool refused; /* the gate answered 401/403 already */
 	int64_t start_ns;
 };
 
@@ -164,6 +167,8 @@ static enum MHD_Result send_response(struct server *s, struct MHD_Connection *co
 		MHD_add_response_header(mr, "Content-Disposition", r->disposition);
 	if (r->timing[0])
 		MHD_add_response_header(mr, "Server-Timing", r->timing);
+	if (r->www_authenticate)
+		MHD_add_response_header(mr, "WWW-Authenticate", r->www_authenticate);
 	const char *origin = cors_origin(s, conn);
 	if (origin) {
 		MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
@@ -187,6 +192,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		st->start_ns = mono_ns();
 		*con_cls = st;
+		/* The authorization gate, before any body is read. */
+		size_t idx = 0;
+		const struct http_route *r =
+		    strcmp(method, "OPTIONS") == 0 ? NULL : server_find_http(method, url, &idx);
+		struct http_response denied = {0};
+		if (r && server_authorize_http(
+			     s, r, url,
+			     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"),
+			     &denied) != 0) {
+			metrics_observe(&s->metrics.http[idx], (uint64_t)(mono_ns() - st->start_ns),
+					false);
+			enum MHD_Result ret = send_response(s, conn, &denied);
+			buf_free(&denied.body);
+			st->refused = true;
+			return ret;
+		}
+		return MHD_YES;
+	}
+	if (st->refused) { /* never reaches a handler; the body is dropped */
+		*upload_size = 0;
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -222,7 +247,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (origin) {
 			MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
 			MHD_add_response_header(mr, "Access-Control-Allow-Methods",
-						"GET, POST, OPTIONS");
+						"GET, POST, DELETE, OPTIONS");
 			MHD_add_response_header(mr, "Access-Control-Allow-Headers",
 						"Content-Type, Authorization");
 			MHD_add_response_header(mr, "Access-Control-Max-Age", "600");

@@ -68,7 +68,12 @@ struct server {
 	struct ingest_decoders *decoders; /* WriteRaw's decode memory, reused */
 	void *mhd;			  /* struct MHD_Daemon */
 	struct server_metrics metrics;
+	struct auth *auth; /* who may call what (auth.h); admits all without tokens */
+	/* A random admin token the server's own scrapes of itself send (the
+	 * scrape extension); "" when authentication is off. Never logged. */
+	char self_token[65];
 	volatile sig_atomic_t stop_requested;
+	volatile sig_atomic_t reload_requested; /* SIGHUP: see server_reload */
 	_Atomic bool stopping;
 	_Atomic bool ready;
 	void **ext_state;
@@ -107,9 +112,17 @@ ssize_t conn_read(struct conn_io *io, void *buf, size_t len);
 ssize_t conn_write(struct conn_io *io, const void *buf, size_t len);
 void conn_close(struct conn_io *io);
 
-/* listener.c: binds --http-address; runs the accept loop until stop. */
+/* listener.c: binds --http-address; runs the accept loop until stop, and
+ * runs server_reload (server.c) on that thread when one was requested. */
 int listener_open(struct server *s, struct kiln_error *err);
 void listener_run(struct server *s);
+/* Whether the bound address is loopback only (127.0.0.0/8, ::1): false for
+ * a wildcard (":7070", "0.0.0.0") or any other interface. */
+bool listener_loopback_only(const struct server *s);
+/* Rereads what SIGHUP reloads: the tokens file, then each extension's
+ * reload hook (the scrape config). Failures are logged; the old settings
+ * stay. */
+void server_reload(struct server *s);
 
 /* Serves one HTTP/2 connection until it ends; owns and closes io. */
 void h2_serve(struct server *s, struct conn_io *io);

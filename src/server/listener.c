@@ -153,6 +153,27 @@ int listener_open(struct server *s, struct kiln_error *err)
 	return 0;
 }
 
+bool listener_loopback_only(const struct server *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (s->listen_fd < 0 || getsockname(s->listen_fd, (struct sockaddr *)&ss, &sl) != 0)
+		return false;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+		return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (ss.ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)&ss)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a))
+			return true;
+		/* ::ffff:127.x.y.z */
+		return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+	}
+	return false;
+}
+
 /* Waits until the peer has sent enough to decide. Returns 1 for HTTP/2, 0
  * for HTTP/1.x, -1 to drop the connection (closed, error, or stalled). */
 static int sniff_protocol(struct server *s, int fd)
@@ -244,11 +265,16 @@ done:
 	return NULL;
 }
 
-/* The accept loop; returns once server_stop was called. */
+/* The accept loop; returns once server_stop was called. A SIGHUP's reload
+ * runs here, between accepts (it reads two small files). */
 void listener_run(struct server *s)
 {
 	while (!s->stop_requested) {
 		struct pollfd p = {.fd = s->listen_fd, .events = POLLIN};
+		if (s->reload_requested) {
+			s->reload_requested = 0;
+			server_reload(s);
+		}
 		int n = poll(&p, 1, 200);
 		if (n <= 0)
 			continue;

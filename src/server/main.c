@@ -20,7 +20,9 @@ static struct server *running;
 
 static void on_signal(int sig)
 {
-	if (running)
+	if (running && sig == SIGHUP)
+		server_request_reload(running);
+	else if (running)
 		server_stop(running);
 }
 
@@ -64,6 +66,15 @@ static void usage(FILE *f, const struct server_config *d)
 	    "                               repeated, e.g. /usr/lib/debug (default none).\n"
 	    "                               The server never opens the file a profile's\n"
 	    "                               mapping names\n"
+	    "  --auth-tokens-file=FILE      bearer tokens with a role each, one \"ROLE TOKEN\"\n"
+	    "                               per line (ROLE: read, write or admin); every\n"
+	    "                               request but /healthy, /ready and the UI's files\n"
+	    "                               then needs one. SIGHUP rereads it. See\n"
+	    "                               docs/SECURITY.md (default none: allowed only on\n"
+	    "                               a loopback --http-address)\n"
+	    "  --auth-disable               serve without tokens on a non-loopback address\n"
+	    "                               (anyone who connects may read, write, delete)\n"
+	    "  --auth-metrics-open          /metrics without a token (default: read role)\n"
 	    "  --help                       this text\n",
 	    d->http_address, d->storage_path);
 }
@@ -166,6 +177,9 @@ enum {
 	OPT_DEBUGINFOD_NEGATIVE_TTL,
 	OPT_SYMBOLS_LOCAL_DIR,
 	OPT_INGEST_MAX_FUTURE_SKEW,
+	OPT_AUTH_TOKENS_FILE,
+	OPT_AUTH_DISABLE,
+	OPT_AUTH_METRICS_OPEN,
 	OPT_HELP,
 };
 
@@ -207,6 +221,9 @@ int main(int argc, char **argv)
 	    {"debuginfod-negative-cache-ttl", required_argument, NULL, OPT_DEBUGINFOD_NEGATIVE_TTL},
 	    {"symbols-local-dir", required_argument, NULL, OPT_SYMBOLS_LOCAL_DIR},
 	    {"ingest-max-future-skew", required_argument, NULL, OPT_INGEST_MAX_FUTURE_SKEW},
+	    {"auth-tokens-file", required_argument, NULL, OPT_AUTH_TOKENS_FILE},
+	    {"auth-disable", no_argument, NULL, OPT_AUTH_DISABLE},
+	    {"auth-metrics-open", no_argument, NULL, OPT_AUTH_METRICS_OPEN},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -340,6 +357,15 @@ int main(int argc, char **argv)
 			}
 			cfg.symbols_local_dirs = local_dirs;
 			break;
+		case OPT_AUTH_TOKENS_FILE:
+			cfg.auth_tokens_file = optarg;
+			break;
+		case OPT_AUTH_DISABLE:
+			cfg.auth_disable = true;
+			break;
+		case OPT_AUTH_METRICS_OPEN:
+			cfg.auth_metrics_open = true;
+			break;
 		case OPT_HELP:
 		case 'h':
 			usage(stdout, &defaults);
@@ -360,11 +386,13 @@ int main(int argc, char **argv)
 	if (!cfg.ui_path)
 		cfg.ui_path = ui_default = default_ui_path();
 
-	/* Signals: stop gracefully on the first; SIGPIPE never kills us. */
+	/* Signals: stop gracefully on the first; SIGHUP rereads the tokens file
+	 * and the scrape config; SIGPIPE never kills us. */
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = server_new(&cfg, &s, &err);

@@ -3,6 +3,10 @@
  * pools, HTTP/1.1 daemon, TLS, listener, extensions), serving, and the
  * graceful stop that server_run performs after server_stop.
  *
+ * Authentication (auth.h, docs/SECURITY.md) is set up right after the port
+ * is bound: a server bound beyond loopback with no tokens file refuses to
+ * start unless --auth-disable says so, before the store replays its WAL.
+ *
  * Stop sequence: stop accepting; mark `stopping` so that new gRPC calls get
  * UNAVAILABLE and HTTP/2 connections receive GOAWAY; wait (bounded) for the
  * connection threads, which leave once their in-flight calls are answered;
@@ -13,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +112,68 @@ int grpc_code_from_errno(int e)
 	}
 }
 
+/* Loads the tokens, applies the loopback rule, and makes the self-scrape
+ * token. */
+static int setup_auth(struct server *s, struct kiln_error *err)
+{
+	const struct server_config *c = &s->cfg;
+	struct auth_config ac = {.tokens_file = c->auth_tokens_file,
+				 .metrics_open = c->auth_metrics_open};
+	unsigned char rnd[24];
+	int rc;
+
+	if (c->auth_tokens_file && c->auth_disable)
+		return kiln_error_set(err, EINVAL,
+				      "--auth-tokens-file and --auth-disable exclude each other");
+	rc = auth_new(&ac, &s->auth, err);
+	if (rc)
+		return rc;
+	if (!auth_enabled(s->auth)) {
+		if (listener_loopback_only(s))
+			return 0;
+		const char *colon = strrchr(c->http_address, ':');
+		if (!c->auth_disable)
+			return kiln_error_set(
+			    err, EACCES,
+			    "--http-address=%s listens beyond loopback without authentication: "
+			    "pass --auth-tokens-file=FILE (see docs/SECURITY.md), listen on "
+			    "127.0.0.1:%s, or pass --auth-disable to serve anyone who connects",
+			    c->http_address, colon ? colon + 1 : "PORT");
+		log_warn("auth: --auth-disable: anyone who reaches %s may read, write and "
+			 "administer this server",
+			 c->http_address);
+		return 0;
+	}
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return kiln_error_set(err, EIO, "getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(s->self_token + 2 * i, 3, "%02x", rnd[i]);
+	return auth_add_internal(s->auth, s->self_token, AUTH_ADMIN) == 0
+		   ? 0
+		   : kiln_error_set(err, ENOMEM, "out of memory");
+}
+
+void server_request_reload(struct server *s)
+{
+	s->reload_requested = 1;
+}
+
+void server_reload(struct server *s)
+{
+	struct kiln_error err = {0};
+
+	if (auth_enabled(s->auth)) {
+		if (auth_reload(s->auth, &err) < 0)
+			log_error("SIGHUP: tokens not reloaded, the old ones stay in effect: %s",
+				  err.msg);
+		else
+			log_info("SIGHUP: reloaded %s", s->cfg.auth_tokens_file);
+	}
+	for (size_t i = 0; i < server_n_extensions; i++)
+		if (s->ext_state && s->ext_state[i] && server_extensions[i].reload)
+			server_extensions[i].reload(s->ext_state[i]);
+}
+
 int server_new(const struct server_config *c, struct server **out, struct kiln_error *err)
 {
 	struct server *s = calloc(1, sizeof(*s));
@@ -125,6 +192,9 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	}
 	/* Bind first: a taken port should fail before the store replays its WAL. */
 	rc = listener_open(s, err);
+	if (rc)
+		goto fail;
+	rc = setup_auth(s, err);
 	if (rc)
 		goto fail;
 	/* Resolved by the debuginfo extension once it runs (handlers_debuginfo.c). */
@@ -248,6 +318,7 @@ void server_free(struct server *s)
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	metrics_release(&s->metrics);
+	auth_free(s->auth);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->conn_cond);
 	free(s);

@@ -33,6 +33,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/grpc_status.h"
+#include "server/auth.h"
 
 struct server;
 struct store;
@@ -61,6 +62,12 @@ struct server_config {
 	/* A pushed profile's time may lie at most this far ahead of the
 	 * server's clock (1 h); one before 2000-01-01 is always refused. */
 	int64_t ingest_max_future_skew_ms;
+	/* Authentication (docs/SECURITY.md): tokens with a role each; NULL =
+	 * none, which server_new accepts only on a loopback address or with
+	 * auth_disable. */
+	const char *auth_tokens_file;
+	bool auth_disable;	/* no tokens even on a non-loopback address */
+	bool auth_metrics_open; /* /metrics without a token */
 };
 
 /* Fills defaults (the values documented above). */
@@ -74,6 +81,9 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 int server_run(struct server *s);
 /* Async-signal-safe. */
 void server_stop(struct server *s);
+/* Async-signal-safe (SIGHUP): the tokens file and the scrape config are
+ * reread soon after, on the accept thread. */
+void server_request_reload(struct server *s);
 void server_free(struct server *s);
 
 /* The bound port (useful with ":0"). */
@@ -107,7 +117,8 @@ typedef void (*grpc_handler_fn)(struct grpc_call *call);
 enum server_pool { POOL_INGEST, POOL_QUERY };
 
 struct grpc_method {
-	const char *path; /* "/package.Service/Method" */
+	const char *path;    /* "/package.Service/Method" */
+	enum auth_role need; /* the token role it takes (auth.h) */
 	enum server_pool pool;
 	grpc_handler_fn handler;
 };
@@ -142,8 +153,9 @@ struct http_response {
 	int status;
 	const char *content_type; /* static string */
 	struct buf body;
-	char disposition[128]; /* Content-Disposition when not empty */
-	char timing[128];      /* Server-Timing when not empty ("merge;dur=1.2, ...") */
+	char disposition[128];	      /* Content-Disposition when not empty */
+	char timing[128];	      /* Server-Timing when not empty ("merge;dur=1.2, ...") */
+	const char *www_authenticate; /* WWW-Authenticate (static string) when set */
 };
 
 typedef void (*http_handler_fn)(const struct http_request *req, struct http_response *resp);
@@ -151,7 +163,8 @@ typedef void (*http_handler_fn)(const struct http_request *req, struct http_resp
 struct http_route {
 	const char *method; /* "GET", "POST" */
 	const char *path;
-	bool prefix; /* path matches as a prefix */
+	bool prefix;	     /* path matches as a prefix */
+	enum auth_role need; /* the token role it takes (auth.h) */
 	http_handler_fn handler;
 };
 
@@ -174,6 +187,8 @@ struct server_extension {
 	int (*start)(struct server *s, const char *config_path, void **state,
 		     struct kiln_error *err);
 	void (*stop)(void *state);
+	/* SIGHUP (server_request_reload); may be NULL. Logs its own outcome. */
+	void (*reload)(void *state);
 };
 
 extern const struct grpc_method server_grpc_methods[];
@@ -186,5 +201,16 @@ extern const size_t server_n_extensions;
 /* Looks a method or route up; NULL = unknown. The index is for metrics. */
 const struct grpc_method *server_find_grpc(const char *path, size_t *index);
 const struct http_route *server_find_http(const char *method, const char *path, size_t *index);
+
+/* The one authorization gate: every transport calls it with the route it
+ * found and the request's `authorization` value (NULL if none) before the
+ * handler runs, and before a request body is read where it can. Returns 0,
+ * or fails the request: for gRPC sets c->status/c->message (UNAUTHENTICATED
+ * or PERMISSION_DENIED), for HTTP fills resp (401 with WWW-Authenticate:
+ * Bearer, or 403, with the JSON error body). Returns -EACCES or -EPERM. */
+int server_authorize_grpc(struct server *s, const struct grpc_method *m, const char *authorization,
+			  struct grpc_call *c);
+int server_authorize_http(struct server *s, const struct http_route *r, const char *path,
+			  const char *authorization, struct http_response *resp);
 
 #endif

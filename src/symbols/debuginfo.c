@@ -221,6 +221,29 @@ bool debuginfo_store_has(struct debuginfo_store *d, const char *build_id)
 	return is_file(path);
 }
 
+int debuginfo_store_delete(struct debuginfo_store *d, const char *build_id, struct kiln_error *e)
+{
+	char id[SYMBOLS_BUILD_ID_MAX + 1], path[4096];
+
+	if (!d->dir)
+		return kiln_error_set(e, ENOTSUP, "no storage path for debuginfo");
+	if (!symbols_build_id_valid(build_id))
+		return kiln_error_set(e, EINVAL, "invalid build ID \"%.80s\"",
+				      build_id ? build_id : "");
+	lower(id, build_id, sizeof(id));
+	stored_path(d, id, path, sizeof(path));
+	if (unlink(path) < 0)
+		return errno == ENOENT
+			   ? kiln_error_set(e, ENOENT, "no debuginfo stored for %s", id)
+			   : kiln_error_set(e, errno, "unlink %s: %s", path, strerror(errno));
+	*strrchr(path, '/') = '\0';
+	rmdir(path); /* best effort: an upload in progress may hold a file there */
+	pthread_mutex_lock(&d->lock);
+	htab_put(d->state, id, strlen(id), 0);
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
 size_t debuginfo_store_max_upload(const struct debuginfo_store *d)
 {
 	return d->max_upload;

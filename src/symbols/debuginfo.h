@@ -91,6 +91,13 @@ bool debuginfo_store_has(struct debuginfo_store *d, const char *build_id);
 int debuginfo_store_put(struct debuginfo_store *d, const char *build_id, const void *data,
 			size_t size, struct kiln_error *e);
 
+/* Removes what was uploaded or fetched for build_id (the operator's local
+ * directories are never touched). Answers already computed from it stay in
+ * the metastore; a later lookup may fetch it again from debuginfod.
+ * Returns 0, -EINVAL (not a build ID), -ENOENT (nothing stored), -ENOTSUP
+ * (no storage path) or an I/O -errno, with detail in e. */
+int debuginfo_store_delete(struct debuginfo_store *d, const char *build_id, struct kiln_error *e);
+
 /* The maximum upload size. */
 size_t debuginfo_store_max_upload(const struct debuginfo_store *d);
 

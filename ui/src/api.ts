@@ -1,6 +1,7 @@
 // The server's HTTP/JSON API (docs/API.md, API-CONTRACT.md). Relative URLs:
 // the UI is served by the same `kiln` that answers the API.
 
+import { authFetch } from './auth';
 import type { FlameJSON } from './flame';
 
 export class ApiError extends Error {
@@ -80,7 +81,7 @@ async function getJSON<T>(path: string, params: Record<string, string | undefine
 	let res: Response;
 	const t0 = performance.now();
 	try {
-		res = await fetch(apiUrl(path, params), { signal, headers: { Accept: 'application/json' } });
+		res = await authFetch(apiUrl(path, params), { signal, headers: { Accept: 'application/json' } });
 	} catch (e) {
 		if ((e as Error).name === 'AbortError') throw e;
 		throw new ApiError('cannot reach the kiln server: ' + (e as Error).message, 0);

@@ -2,6 +2,7 @@
 // targets page to the view state, which lives in the URL (see state.ts).
 
 import './style.css';
+import { downloadWithToken, savedToken } from './auth';
 import { api, ApiError, apiStats, type ProfileType, type Series, type TopResult } from './api';
 import { DIFF_STEPS, diffBucketColor, binaryColor, packageOf } from './colors';
 import { h, Loading } from './dom';
@@ -200,6 +201,13 @@ const searchShare = h('span.search-share', { testid: 'search-share' });
 const summaryEl = h('span.summary', { testid: 'summary' });
 const dlPprof = h('a.button', { testid: 'download-pprof', download: 'profile.pb.gz', title: 'Download the current profile as gzipped pprof' }, 'pprof ↓');
 const dlFolded = h('a.button', { testid: 'download-folded', download: 'profile.folded.txt', title: 'Download folded stacks' }, 'folded ↓');
+// A plain link cannot carry the token: with one, download through fetch.
+for (const a of [dlPprof, dlFolded])
+	a.addEventListener('click', (e) => {
+		if (!savedToken() || !a.href) return;
+		e.preventDefault();
+		downloadWithToken(a.href, a.download).catch((err) => a.setAttribute('title', 'download failed: ' + (err as Error).message));
+	});
 const shareOut = h('input.share-link', { testid: 'share-link', readOnly: true, hidden: true });
 const copyBtn = h('button', { testid: 'copy-link', title: 'Copy a link that reopens this view', onclick: () => copyLink() }, 'Copy link');
 const viewBtns = (['icicle', 'table', 'both'] as const).map((v) =>
