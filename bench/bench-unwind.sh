@@ -153,6 +153,9 @@ walks=$(echo "$metrics" | awk '/^kiln_agent_unwind_walks_total / {print $2}')
 [ "$bpf_cnt" -gt 0 ] && awk -v ns="$bpf_ns" -v n="$bpf_cnt" 'BEGIN {
 	printf "BPF program: %.0f ns mean per sample over %d samples (kernel bpf_stats; idle CPUs included)\n", ns / n, n }'
 echo "$metrics" | awk '
+	/^kiln_agent_unwind_walks_total / { w = $2 }
+	/^kiln_agent_unwind_walk_seconds_total / { ws = $2 }
+	/^kiln_agent_unwind_walk_frames_total / { wf = $2 }
 	/^kiln_agent_unwind_tables / { t = $2 }
 	/^kiln_agent_unwind_table_bytes / { b = $2 }
 	/^kiln_agent_unwind_table_build_seconds_total / { s = $2 }
@@ -160,5 +163,7 @@ echo "$metrics" | awk '
 	/^kiln_agent_user_stacks_total\{result="complete"\}/ { c = $2 }
 	/^kiln_agent_user_stacks_total/ { all += $2 }
 	END {
+		if (w && wf)
+			printf "BPF user-stack walk: %.0f ns per stack, %.0f ns per frame (%d walks, %.1f frames each; goal: 15 frames <= 500 ns)\n", ws * 1e9 / w, ws * 1e9 / wf, w, wf / w
 		printf "unwind tables: %d executables, %.1f MB of map memory (goal <= 32), %d built in %.2f s\n", t, b / 1048576, n, s
 		printf "agent: %.1f%% of all user stacks on the host complete (%d of %d)\n", all ? 100 * c / all : 0, c, all }'
