@@ -380,6 +380,24 @@ static struct reg_rule *state_reg(struct cfi_state *st, const struct cie_info *c
 	return NULL; /* a register no row holds */
 }
 
+static void set_reg(struct cfi_state *st, const struct cie_info *cie, uint64_t reg, uint8_t kind,
+		    int64_t off)
+{
+	struct reg_rule *r = state_reg(st, cie, reg);
+
+	if (r)
+		*r = (struct reg_rule){kind, off};
+}
+
+/* DW_CFA_restore: the rule the CIE's initial instructions left. */
+static void restore_reg(struct cfi_state *st, const struct cie_info *cie, uint64_t reg)
+{
+	struct reg_rule *r = state_reg(st, cie, reg);
+
+	if (r)
+		*r = *state_reg((struct cfi_state *)&cie->initial, cie, reg);
+}
+
 /* Whether expr is the lazy-binding PLT's CFA: breg7 8; breg16 0; lit15;
  * and; litN; ge; lit3; shl; plus (rsp + 8, and 8 more past the push). */
 static bool expr_is_plt(const uint8_t *e, uint64_t len, unsigned *threshold)
@@ -463,7 +481,6 @@ static int cfi_execute(const uint8_t *p, const uint8_t *end, const struct cie_in
 	struct cfi_state stack[CFI_STACK_MAX];
 	size_t depth = 0;
 	uint64_t row_loc = loc, reg = 0, u = 0;
-	struct reg_rule *r;
 	int64_t off = 0;
 	int rc;
 
@@ -477,12 +494,10 @@ static int cfi_execute(const uint8_t *p, const uint8_t *end, const struct cie_in
 			goto advance;
 		case DW_CFA_offset:
 			skip_uleb(&p, end, &u);
-			if ((r = state_reg(st, cie, op & 0x3f)))
-				*r = (struct reg_rule){REG_AT_CFA, (int64_t)u * cie->data_align};
+			set_reg(st, cie, op & 0x3f, REG_AT_CFA, (int64_t)u * cie->data_align);
 			continue;
 		case DW_CFA_restore:
-			if ((r = state_reg(st, cie, op & 0x3f)))
-				*r = *state_reg((struct cfi_state *)&cie->initial, cie, op & 0x3f);
+			restore_reg(st, cie, op & 0x3f);
 			continue;
 		}
 		switch (op) {
@@ -503,53 +518,44 @@ static int cfi_execute(const uint8_t *p, const uint8_t *end, const struct cie_in
 		case DW_CFA_offset_extended:
 			skip_uleb(&p, end, &reg);
 			skip_uleb(&p, end, &u);
-			if ((r = state_reg(st, cie, reg)))
-				*r = (struct reg_rule){REG_AT_CFA, (int64_t)u * cie->data_align};
+			set_reg(st, cie, reg, REG_AT_CFA, (int64_t)u * cie->data_align);
 			break;
 		case DW_CFA_offset_extended_sf:
 			skip_uleb(&p, end, &reg);
 			read_sleb(&p, end, &off);
-			if ((r = state_reg(st, cie, reg)))
-				*r = (struct reg_rule){REG_AT_CFA, off * cie->data_align};
+			set_reg(st, cie, reg, REG_AT_CFA, off * cie->data_align);
 			break;
 		case DW_CFA_GNU_negative_offset_extended:
 			skip_uleb(&p, end, &reg);
 			skip_uleb(&p, end, &u);
-			if ((r = state_reg(st, cie, reg)))
-				*r = (struct reg_rule){REG_AT_CFA, -(int64_t)u * cie->data_align};
+			set_reg(st, cie, reg, REG_AT_CFA, -(int64_t)u * cie->data_align);
 			break;
 		case DW_CFA_restore_extended:
 			skip_uleb(&p, end, &reg);
-			if ((r = state_reg(st, cie, reg)))
-				*r = *state_reg((struct cfi_state *)&cie->initial, cie, reg);
+			restore_reg(st, cie, reg);
 			break;
 		case DW_CFA_undefined:
 		case DW_CFA_same_value:
 			skip_uleb(&p, end, &reg);
-			if ((r = state_reg(st, cie, reg)))
-				*r = (struct reg_rule){
-				    op == DW_CFA_undefined ? REG_UNDEFINED : REG_SAME, 0};
+			set_reg(st, cie, reg, op == DW_CFA_undefined ? REG_UNDEFINED : REG_SAME, 0);
 			break;
 		case DW_CFA_register:
 		case DW_CFA_val_offset:
 			skip_uleb(&p, end, &reg);
 			skip_uleb(&p, end, NULL);
-			if ((r = state_reg(st, cie, reg)))
-				*r = (struct reg_rule){REG_OTHER, 0};
+			set_reg(st, cie, reg, REG_OTHER, 0);
 			break;
 		case DW_CFA_val_offset_sf:
 			skip_uleb(&p, end, &reg);
 			read_sleb(&p, end, &off);
-			if ((r = state_reg(st, cie, reg)))
-				*r = (struct reg_rule){REG_OTHER, 0};
+			set_reg(st, cie, reg, REG_OTHER, 0);
 			break;
 		case DW_CFA_expression:
 		case DW_CFA_val_expression:
 			skip_uleb(&p, end, &reg);
 			skip_uleb(&p, end, &u);
 			p += u;
-			if ((r = state_reg(st, cie, reg)))
-				*r = (struct reg_rule){REG_OTHER, 0};
+			set_reg(st, cie, reg, REG_OTHER, 0);
 			break;
 		case DW_CFA_def_cfa:
 			skip_uleb(&p, end, &st->cfa_reg);
