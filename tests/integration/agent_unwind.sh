@@ -30,7 +30,7 @@ gcc -O2 -g -fno-omit-frame-pointer -o "$bin/qsort_fp" "$src/unwind_qsort.c"
 g++ -O2 -g -fomit-frame-pointer -o "$bin/unwind_cxx" "$src/unwind_cxx.cc"
 (cd "$src/unwind_go" && GOCACHE="$AGENT_TMP/gocache" GOFLAGS=-mod=mod go build -o "$bin/unwind_go" .) ||
 	fail "go build"
-head -c 40000000 /dev/urandom >"$AGENT_TMP/rand.bin"
+head -c 10000000 /dev/urandom >"$AGENT_TMP/rand.bin" # xz -9: a few seconds a run
 
 out="$AGENT_TMP/profiles"
 port=$(free_port)
@@ -82,7 +82,8 @@ check go "${pids[go]}" unwind_go --min-path 0.9 \
 	--path crypto/sha256.block.abi0:main.main,main.hashing
 check python3 "${pids[python3]}" python3
 xzpid=$(busiest xz); gzpid=$(busiest gzip)
-[ -n "$xzpid" ] && [ -n "$gzpid" ] || fail "no xz or gzip profile"
+[ -n "$xzpid" ] && [ -n "$gzpid" ] ||
+	fail "no xz or gzip profile; profiles by name: $(ls "$out" | awk -F_ '{print $3}' | sort | uniq -c | tr '\n' ' ')"
 check xz "$xzpid" xz
 check gzip "$gzpid" gzip
 
