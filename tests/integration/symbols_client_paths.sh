@@ -2,9 +2,13 @@
 # Issue 24, item 2: the server never opens a path a client names. One raw
 # profile (WriteRaw, as an anonymous client sends it) with five mappings,
 # each with file-relative addresses (no memory range):
-#   1. the server's own binary, by its path and its real build ID, at the
-#      address of its `main`: must come back as "[kiln] +0xVADDR", not as
-#      main (the server used to open the path and hand its symbols out);
+#   1. a library on the server's disk, outside every symbol directory, by
+#      its path and its real build ID: must come back as "[libout.so]
+#      +0xVADDR", not as lib_work (the server used to open the path and
+#      hand its symbols out);
+#   1b. the server's own binary, by its build ID under a path that does
+#      not exist: resolved to main (its own executable is a symbol source
+#      by build ID, so that its self-profile is named; never by path);
 #   2. a FIFO (mkfifo) by path: must not hang the query (the whole query is
 #      bounded), and SIGTERM still stops the server promptly afterwards;
 #   3. a library whose --symbols-local-dir entry (.build-id/xx/rest) is a
@@ -54,7 +58,7 @@ kiln_id=$(build_id "$KILN_REAL")
 [ -n "$kiln_id" ] || die "precondition: $KILN_REAL has no GNU build ID"
 
 $PY - "$T" "$KILN_REAL" "$kiln_id" "$out_id" "$in_id" "$fifo_id" >"$T/expect.json" <<'PY' ||
-import json, subprocess, sys
+import json, os, subprocess, sys
 T, kiln, kiln_id, out_id, in_id, fifo_id = sys.argv[1:7]
 def sh(*a): return subprocess.run(a, check=True, capture_output=True, text=True).stdout
 def sym(p, name):
@@ -77,12 +81,18 @@ def add(file_, build_id, addr, frames):
     exp["mappings"].append({"id": mid, "start": 0, "limit": 0, "offset": 0, "file": file_,
                             "build_id": build_id})
     exp["locations"].append({"id": mid, "mapping": mid, "address": addr, "frames": frames})
-add(kiln, kiln_id, main, [["[kiln] +0x%x" % main, "", 0]])
+add(T + "/outside/libout.so", out_id, work_out, [["[libout.so] +0x%x" % work_out, "", 0]])
+# kiln's DWARF names its sources relative to the build directory (the
+# checkout); addr2line joins them with it, the server does not.
+root = os.environ["KILN_ROOT"].rstrip("/") + "/"
+add("/nonexistent/kiln", kiln_id, main,
+    [[f, fi[len(root):] if fi.startswith(root) else fi, ln] for f, fi, ln in a2l(kiln, main)])
 add(T + "/fifo", "ab" * 20, 0x123, [["[fifo] +0x123", "", 0]])
 add("/nonexistent/libout.so", out_id, work_out, [["[libout.so] +0x%x" % work_out, "", 0]])
 add("/nonexistent/libin.so", in_id, work_in, a2l(T + "/libin.so", work_in))
 add("/nonexistent/fifo.so", fifo_id, 0x456, [["[fifo.so] +0x456", "", 0]])
-assert exp["locations"][3]["frames"][0][0] == "lib_work", exp["locations"][3]
+assert exp["locations"][4]["frames"][0][0] == "lib_work", exp["locations"][4]
+assert exp["locations"][1]["frames"][-1][0] == "main", exp["locations"][1]
 print(json.dumps(exp))
 PY
 	die "expectation building failed"
