@@ -60,7 +60,7 @@ struct x86_regs {
  * stack: the verifier tracks the exact value of stack slots, and would
  * check the step once per combination of flag values (a fifth of a
  * second at load); a map value's contents are just numbers to it. */
-#define STACK_CHUNK 1024
+#define STACK_CHUNK 256
 
 struct unwind_walk {
 	__u64 pc, sp, bp;
