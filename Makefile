@@ -59,6 +59,21 @@ BPF_SRCS := $(wildcard src/agent/*.bpf.c)
 BPF_SKELS := $(patsubst src/agent/%.bpf.c,$(GEN)/%.skel.h,$(BPF_SRCS))
 GEN_HDRS := $(PROTO_H) $(BPF_SKELS)
 
+# --- version ------------------------------------------------------------------
+# `git describe` of this checkout, or "unknown" outside git (a tarball, even
+# one unpacked inside another repository). Only version.o is compiled with it:
+# $(GEN)/version.txt is rewritten when the version changes, so a new commit
+# recompiles that one file and relinks the binaries.
+KILN_VERSION := $(shell [ "$$(git -C '$(CURDIR)' rev-parse --show-toplevel 2>/dev/null)" = '$(CURDIR)' ] \
+	&& git -C '$(CURDIR)' describe --tags --always --dirty 2>/dev/null || echo unknown)
+
+$(GEN)/version.txt: FORCE
+	@mkdir -p $(@D)
+	@echo '$(KILN_VERSION)' | cmp -s - $@ || echo '$(KILN_VERSION)' > $@
+
+$(OUT)/obj/common/version.o: $(GEN)/version.txt
+$(OUT)/obj/common/version.o: CFLAGS += -DKILN_VERSION='"$(KILN_VERSION)"'
+
 # --- sources ------------------------------------------------------------------
 LIB_SRCS := $(filter-out %/main.c %.bpf.c,$(foreach m,$(MODULES),$(wildcard src/$(m)/*.c)))
 LIB_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(LIB_SRCS)) \
@@ -80,7 +95,7 @@ FUZZ_BINS := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
 # Generated sources are kept: they are inputs to other rules, not intermediates.
 .SECONDARY:
 
-.PHONY: all deps run test unit-test integration-test format format-check \
+.PHONY: FORCE all deps run test unit-test integration-test format format-check \
 	fuzz fuzz-build bench clean
 
 all: deps $(BINS)

@@ -7,6 +7,7 @@
 #include "agent/agent.h"
 #include "client/client.h"
 #include "common/log.h"
+#include "common/version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -50,10 +51,12 @@ enum {
 	OPT_DEBUGINFO_STRIP,
 	OPT_UNWIND_BYTES,
 	OPT_DEBUGINFO_DIRS,
+	OPT_VERSION,
 };
 
 static const struct option long_options[] = {
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
     {"node", required_argument, NULL, OPT_NODE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"http-address", required_argument, NULL, OPT_HTTP_ADDRESS},
@@ -96,6 +99,7 @@ static void usage(FILE *f)
 	    "\n"
 	    "Flags:\n"
 	    "  -h, --help                              show this help\n"
+	    "      --version                           print the version and exit\n"
 	    "      --node=NAME                         node label (default: the hostname)\n"
 	    "      --log-level=LEVEL                   debug, info, warn, error (default: info)\n"
 	    "      --http-address=HOST:PORT            /metrics listener, \"\" to disable\n"
@@ -222,6 +226,9 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'h':
 			usage(stdout);
+			return 0;
+		case OPT_VERSION:
+			printf("kiln-agent %s\n", kiln_version());
 			return 0;
 		case OPT_NODE:
 			cfg.node = optarg;

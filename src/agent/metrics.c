@@ -6,6 +6,7 @@
  * Names follow Prometheus conventions (kiln_agent_*_total for counters).
  */
 #include "agent/agent.h"
+#include "common/version.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -114,6 +115,12 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 {
 	int rc = 0;
 
+	rc |= buf_printf(out,
+			 "# HELP kiln_agent_build_info Always 1; the version kiln-agent was "
+			 "built from.\n"
+			 "# TYPE kiln_agent_build_info gauge\n"
+			 "kiln_agent_build_info{version=\"%s\"} 1\n",
+			 kiln_version());
 	rc |= buf_printf(out,
 			 "# HELP kiln_agent_samples_total CPU samples received from the kernel.\n"
 			 "# TYPE kiln_agent_samples_total counter\n"

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "common/log.h"
+#include "common/version.h"
 
 static const struct cli_command commands[] = {
     {"pprof", "work with pprof files: folded, top, merge, validate, symbolize", cmd_pprof},
@@ -16,10 +17,18 @@ static const struct cli_command commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kilnctl [--log-level=LEVEL] COMMAND [ARGS...]\n\ncommands:\n");
+	fprintf(f, "usage: kilnctl [--log-level=LEVEL] COMMAND [ARGS...]\n"
+		   "       kilnctl --version | version\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nRun `kilnctl COMMAND --help` for a command's options.\n");
+}
+
+/* `kilnctl --version` and `kilnctl version`: one line, like kiln's. */
+static int print_version(void)
+{
+	printf("kilnctl %s\n", kiln_version());
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -31,6 +40,8 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
+		if (strcmp(argv[i], "--version") == 0)
+			return print_version();
 		if (strncmp(argv[i], "--log-level=", 12) == 0 &&
 		    log_set_level_name(argv[i] + 12) == 0)
 			continue;
@@ -46,6 +57,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (strcmp(argv[i], "version") == 0)
+		return print_version();
 	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
 		if (strcmp(argv[i], commands[c].name) == 0)
 			return commands[c].run(argc - i, argv + i);

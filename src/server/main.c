@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/version.h"
 #include "server/server.h"
 
 /* The only global: the running server, for the signal handler. */
@@ -75,6 +76,7 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --auth-disable               serve without tokens on a non-loopback address\n"
 	    "                               (anyone who connects may read, write, delete)\n"
 	    "  --auth-metrics-open          /metrics without a token (default: read role)\n"
+	    "  --version                    print the version and exit\n"
 	    "  --help                       this text\n",
 	    d->http_address, d->storage_path);
 }
@@ -181,6 +183,7 @@ enum {
 	OPT_AUTH_DISABLE,
 	OPT_AUTH_METRICS_OPEN,
 	OPT_HELP,
+	OPT_VERSION,
 };
 
 int main(int argc, char **argv)
@@ -225,6 +228,7 @@ int main(int argc, char **argv)
 	    {"auth-disable", no_argument, NULL, OPT_AUTH_DISABLE},
 	    {"auth-metrics-open", no_argument, NULL, OPT_AUTH_METRICS_OPEN},
 	    {"help", no_argument, NULL, OPT_HELP},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
 	};
 	int o;
@@ -369,6 +373,9 @@ int main(int argc, char **argv)
 		case OPT_HELP:
 		case 'h':
 			usage(stdout, &defaults);
+			return 0;
+		case OPT_VERSION:
+			printf("kiln %s\n", kiln_version());
 			return 0;
 		default:
 			usage(stderr, &defaults);

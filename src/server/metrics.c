@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/version.h"
 #include "server/handlers.h"
 #include "server/internal.h"
 #include "store/store.h"
@@ -86,6 +87,8 @@ int metrics_render(struct server *s, struct buf *out)
 	struct server_metrics *m = &s->metrics;
 	struct store_stats st = {0};
 
+	help(out, "kiln_build_info", "gauge", "Always 1; the version kiln was built from.");
+	buf_printf(out, "kiln_build_info{version=\"%s\"} 1\n", kiln_version());
 	help(out, "kiln_ingested_profiles_total", "counter", "pprof profiles stored by WriteRaw.");
 	buf_printf(out, "kiln_ingested_profiles_total %lu\n",
 		   (unsigned long)atomic_load(&m->ingested_profiles));
