@@ -6,6 +6,7 @@
  * Names follow Prometheus conventions (kiln_agent_*_total for counters).
  */
 #include "agent/agent.h"
+#include "common/process_metrics.h"
 #include "common/version.h"
 
 #include <arpa/inet.h>
@@ -202,6 +203,7 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "kiln_agent_processes_tracked %llu\n",
 			 LOAD(processes_tracked));
 	rc |= render_unwind(m, out);
+	rc |= process_metrics_render(out);
 	return rc ? -ENOMEM : 0;
 }
 

@@ -5,11 +5,13 @@
  * Request metrics are kept per gRPC method and per HTTP route, indexed like
  * the tables in routes.c, so a new route gets its metrics for free. Store
  * sizes and WAL fsync latency come from store_get_stats at scrape time.
+ * Every family's samples directly follow its own HELP and TYPE lines.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/process_metrics.h"
 #include "common/version.h"
 #include "server/handlers.h"
 #include "server/internal.h"
@@ -54,27 +56,60 @@ void metrics_observe(struct route_metrics *r, uint64_t elapsed_ns, bool error)
 	atomic_fetch_add(&r->latency.sum_us, elapsed_ns / 1000);
 }
 
-static void render_route(struct buf *out, const char *kind, const char *label, const char *name,
-			 struct route_metrics *r)
+/* The three request families; each is rendered whole (all its routes) before
+ * the next, since Prometheus' text format wants a family's samples right
+ * after its own HELP and TYPE lines. */
+enum route_family { ROUTE_REQUESTS, ROUTE_ERRORS, ROUTE_DURATION };
+
+/* One route's samples of one family. */
+static void render_route(struct buf *out, enum route_family f, const char *kind, const char *label,
+			 const char *name, struct route_metrics *r)
 {
-	uint64_t cum = 0;
-	buf_printf(out, "kiln_%s_requests_total{%s=\"%s\"} %lu\n", kind, label, name,
-		   (unsigned long)atomic_load(&r->requests));
-	buf_printf(out, "kiln_%s_request_errors_total{%s=\"%s\"} %lu\n", kind, label, name,
-		   (unsigned long)atomic_load(&r->errors));
-	for (int i = 0; i < METRIC_BUCKETS; i++) {
-		cum += atomic_load(&r->latency.buckets[i]);
+	uint64_t cum = 0, count;
+
+	switch (f) {
+	case ROUTE_REQUESTS:
+		buf_printf(out, "kiln_%s_requests_total{%s=\"%s\"} %lu\n", kind, label, name,
+			   (unsigned long)atomic_load(&r->requests));
+		break;
+	case ROUTE_ERRORS:
+		buf_printf(out, "kiln_%s_request_errors_total{%s=\"%s\"} %lu\n", kind, label, name,
+			   (unsigned long)atomic_load(&r->errors));
+		break;
+	case ROUTE_DURATION:
+		for (int i = 0; i < METRIC_BUCKETS; i++) {
+			cum += atomic_load(&r->latency.buckets[i]);
+			buf_printf(out,
+				   "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"%g\"} "
+				   "%lu\n",
+				   kind, label, name, bucket_le[i], (unsigned long)cum);
+		}
+		count = atomic_load(&r->latency.count);
 		buf_printf(out,
-			   "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"%g\"} %lu\n",
-			   kind, label, name, bucket_le[i], (unsigned long)cum);
+			   "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"+Inf\"} %lu\n",
+			   kind, label, name, (unsigned long)count);
+		buf_printf(out, "kiln_%s_request_duration_seconds_sum{%s=\"%s\"} %.6f\n", kind,
+			   label, name, (double)atomic_load(&r->latency.sum_us) / 1e6);
+		buf_printf(out, "kiln_%s_request_duration_seconds_count{%s=\"%s\"} %lu\n", kind,
+			   label, name, (unsigned long)count);
+		break;
 	}
-	uint64_t count = atomic_load(&r->latency.count);
-	buf_printf(out, "kiln_%s_request_duration_seconds_bucket{%s=\"%s\",le=\"+Inf\"} %lu\n",
-		   kind, label, name, (unsigned long)count);
-	buf_printf(out, "kiln_%s_request_duration_seconds_sum{%s=\"%s\"} %.6f\n", kind, label, name,
-		   (double)atomic_load(&r->latency.sum_us) / 1e6);
-	buf_printf(out, "kiln_%s_request_duration_seconds_count{%s=\"%s\"} %lu\n", kind, label,
-		   name, (unsigned long)count);
+}
+
+/* One family's samples for every gRPC method, then for unknown methods. */
+static void render_grpc_family(struct buf *out, struct server_metrics *m, enum route_family f)
+{
+	for (size_t i = 0; i < server_n_grpc_methods; i++)
+		render_route(out, f, "grpc", "method", server_grpc_methods[i].path, &m->grpc[i]);
+	render_route(out, f, "grpc", "method", "unknown", &m->unknown_grpc);
+}
+
+/* One family's samples for every HTTP route, then for unknown routes. */
+static void render_http_family(struct buf *out, struct server_metrics *m, enum route_family f)
+{
+	for (size_t i = 0; i < server_n_http_routes; i++)
+		render_route(out, f, "http", "route", server_http_routes[i].path, &m->http[i]);
+	render_route(out, f, "http", "route", "unknown", &m->unknown_http);
 }
 
 static void help(struct buf *out, const char *name, const char *type, const char *text)
@@ -107,18 +142,18 @@ int metrics_render(struct server *s, struct buf *out)
 		   (unsigned long)atomic_load(&m->connections_total));
 
 	help(out, "kiln_grpc_requests_total", "counter", "gRPC calls by method.");
+	render_grpc_family(out, m, ROUTE_REQUESTS);
 	help(out, "kiln_grpc_request_errors_total", "counter", "gRPC calls not answered OK.");
+	render_grpc_family(out, m, ROUTE_ERRORS);
 	help(out, "kiln_grpc_request_duration_seconds", "histogram", "gRPC call latency.");
-	for (size_t i = 0; i < server_n_grpc_methods; i++)
-		render_route(out, "grpc", "method", server_grpc_methods[i].path, &m->grpc[i]);
-	render_route(out, "grpc", "method", "unknown", &m->unknown_grpc);
+	render_grpc_family(out, m, ROUTE_DURATION);
 
 	help(out, "kiln_http_requests_total", "counter", "HTTP/1.1 requests by route.");
+	render_http_family(out, m, ROUTE_REQUESTS);
 	help(out, "kiln_http_request_errors_total", "counter", "HTTP requests answered 5xx.");
+	render_http_family(out, m, ROUTE_ERRORS);
 	help(out, "kiln_http_request_duration_seconds", "histogram", "HTTP request latency.");
-	for (size_t i = 0; i < server_n_http_routes; i++)
-		render_route(out, "http", "route", server_http_routes[i].path, &m->http[i]);
-	render_route(out, "http", "route", "unknown", &m->unknown_http);
+	render_http_family(out, m, ROUTE_DURATION);
 
 	if (s->store)
 		store_get_stats(s->store, &st);
@@ -147,5 +182,5 @@ int metrics_render(struct server *s, struct buf *out)
 	help(out, "kiln_ready", "gauge", "1 while the server is ready.");
 	buf_printf(out, "kiln_ready %d\n", atomic_load(&s->ready) ? 1 : 0);
 	ext_scrape_metrics(s, out);
-	return 0;
+	return process_metrics_render(out);
 }
