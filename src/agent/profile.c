@@ -104,7 +104,7 @@ static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping 
 	md.memory_start = m->start;
 	md.memory_limit = m->limit;
 	md.file_offset = m->offset;
-	md.filename = m->path;
+	md.filename = pprof_mapping_filename(m->path);
 	md.build_id = m->build_id;
 	mid = pprof_builder_mapping(b, &md);
 	if (mid && exec_info_note(exec, mid, m) != 0)

@@ -202,6 +202,18 @@ int pprof_encode_symbolized(const struct pprof_profile *p,
 			    const struct pprof_location_frames *frames, bool gzip, struct buf *out,
 			    struct kiln_error *err);
 
+/* ---- naming mappings --------------------------------------------------- */
+
+/*
+ * The filename to write in a Mapping for memory the kernel names path:
+ * "[anon]" for anonymous memory ("" in /proc/PID/maps, "//anon" in perf mmap
+ * records, "/anon_hugepage"), path itself otherwise. Go's pprof leaves a
+ * mapping whose base name starts with '[' alone, as it does [vdso] and
+ * [heap]; "//anon" it tries to open and "" it reports as a missing binary,
+ * a warning each. Returns path or a static string.
+ */
+const char *pprof_mapping_filename(const char *path);
+
 /* ---- building ----------------------------------------------------------- */
 
 struct pprof_builder;
