@@ -128,6 +128,44 @@ static void unwind_request(struct agent *a, uint32_t pid)
 
 static void add_sample(struct agent *a, const struct sample_event *e);
 
+/* Walks a held sample's stack copy with its process's tables (when they
+ * are loaded; else it keeps the frame-pointer frames it came with) and
+ * counts it. Frees it. */
+static void release_held(struct agent *a, struct sample_event *e)
+{
+	uint64_t regs[3] = {e->user_regs[0], e->user_regs[1], e->user_regs[2]};
+	uint64_t frames[PROFILER_MAX_USER_FRAMES];
+	uint8_t status;
+	int n = unwinder_walk(a->unwinder, e->pid, regs, e->stack, e->stack_len, frames,
+			      PROFILER_MAX_USER_FRAMES, &status, a->now_ns);
+
+	if (n > 0) {
+		for (int f = 0; f < n && e->n_kernel + f < PROFILER_MAX_FRAMES; f++)
+			e->frames[e->n_kernel + f] = frames[f];
+		e->n_user = (uint16_t)n;
+		e->user_status = status;
+		ADD(unwind_rewalked, 1);
+	}
+	add_sample(a, e);
+	free(e);
+}
+
+/* Counts pid's held samples now, before an exec or exit of pid is acted
+ * on: they belong to the image (and the /proc entry) from before it, and
+ * must reach the process cache in the order the kernel saw them. */
+static void release_held_of(struct agent *a, uint32_t pid)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < a->nheld; i++) {
+		if (a->held[i]->pid == pid)
+			release_held(a, a->held[i]);
+		else
+			a->held[out++] = a->held[i];
+	}
+	a->nheld = out;
+}
+
 /* Loads what the last drain's samples asked for, then walks the stacks
  * the held samples carry with the tables just loaded. */
 static void unwind_after_drain(struct agent *a)
@@ -135,24 +173,8 @@ static void unwind_after_drain(struct agent *a)
 	for (size_t i = 0; i < a->unwind_queued; i++)
 		unwinder_load(a->unwinder, a->cfg->proc_root, a->unwind_queue[i], a->now_ns);
 	a->unwind_queued = 0;
-	for (size_t i = 0; i < a->nheld; i++) {
-		struct sample_event *e = a->held[i];
-		uint8_t status;
-		uint64_t regs[3] = {e->user_regs[0], e->user_regs[1], e->user_regs[2]};
-		uint64_t frames[PROFILER_MAX_USER_FRAMES];
-		int n = unwinder_walk(a->unwinder, e->pid, regs, e->stack, e->stack_len, frames,
-				      PROFILER_MAX_USER_FRAMES, &status, a->now_ns);
-
-		if (n > 0) { /* else the frame-pointer frames it came with */
-			for (int f = 0; f < n && e->n_kernel + f < PROFILER_MAX_FRAMES; f++)
-				e->frames[e->n_kernel + f] = frames[f];
-			e->n_user = (uint16_t)n;
-			e->user_status = status;
-			ADD(unwind_rewalked, 1);
-		}
-		add_sample(a, e);
-		free(e);
-	}
+	for (size_t i = 0; i < a->nheld; i++)
+		release_held(a, a->held[i]);
 	a->nheld = 0;
 }
 
@@ -261,6 +283,8 @@ static void on_record(void *ctx, const void *data, size_t len)
 	} else if (kind == PROFILER_EVENT_EXEC && len >= sizeof(struct exec_event)) {
 		const struct exec_event *e = data;
 
+		if (a->unwinder)
+			release_held_of(a, e->pid);
 		proc_cache_invalidate(a->procs, e->pid);
 		/* A process we had tables for runs new code: load it again
 		 * now rather than at its next sample. */
@@ -270,6 +294,8 @@ static void on_record(void *ctx, const void *data, size_t len)
 	} else if (kind == PROFILER_EVENT_EXIT && len >= sizeof(struct exec_event)) {
 		const struct exec_event *e = data;
 
+		if (a->unwinder)
+			release_held_of(a, e->pid);
 		proc_cache_mark_exited(a->procs, e->pid, a->now_ns);
 		if (a->unwinder)
 			unwinder_forget(a->unwinder, e->pid, a->now_ns);

@@ -24,9 +24,15 @@ curl -sf "http://$K/ready" >/dev/null || fail "kiln not ready: $(cat "$AGENT_TMP
 mport=$(free_port)
 agent_start "$AGENT_TMP/profiles" --remote-store-address=$K --remote-store-insecure \
 	--profiling-duration=1s --http-address=127.0.0.1:$mport
-sleep 2.5 # two windows pushed
 curl -sf "http://$K/api/v1/labels" >/dev/null || true
 curl -s "http://$K/no-such-route" >/dev/null || true
+# Until the agent's first pushes have arrived (a loaded machine and a
+# sanitized build can take several windows).
+for _ in $(seq 1 150); do
+	curl -sf "http://$K/metrics" >"$AGENT_TMP/kiln.metrics" || fail "kiln /metrics"
+	grep -q '^kiln_grpc_requests_total{.*} [1-9]' "$AGENT_TMP/kiln.metrics" && break
+	sleep 0.2
+done
 
 curl -sf "http://127.0.0.1:$mport/metrics" >"$AGENT_TMP/agent.metrics" || fail "agent /metrics"
 curl -sf "http://$K/metrics" >"$AGENT_TMP/kiln.metrics" || fail "kiln /metrics"
