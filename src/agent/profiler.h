@@ -65,7 +65,8 @@ enum unwind_status {
 	UNWIND_STATUS_DEPTH,	     /* PROFILER_MAX_USER_FRAMES reached */
 	UNWIND_STATUS_BAD_FRAME,     /* a CFA that does not move up the stack */
 	UNWIND_STATUS_NO_USER,	     /* a kernel thread: no user stack */
-	UNWIND_STATUS_TABLE_PENDING, /* code whose table is not built yet: the
+	UNWIND_STATUS_TABLE_PENDING, /* code whose table is not built yet
+				      * (walked on by frame pointer): the
 				      * sample carries its stack, walked again
 				      * in user space once it is */
 	UNWIND_STATUS_NR,

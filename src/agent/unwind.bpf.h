@@ -68,7 +68,8 @@ struct unwind_walk {
 	__u32 n;    /* user frames emitted */
 	__u8 status;
 	__u8 bp_valid;
-	__u8 exact; /* pc is an interrupted pc, not a return address */
+	__u8 exact;   /* pc is an interrupted pc, not a return address */
+	__u8 pending; /* the walk met code whose table is not built yet */
 	/* the mapping search (mapping_probe), and the mapping last found */
 	__u64 key;
 	__u32 lo, hi, last;
@@ -292,10 +293,12 @@ static long unwind_step(__u32 i, void *ctx)
 	put_frame(e, idx, w->pc);
 	w->n++;
 	if (m->n == 0) {
-		if (m->first == UNWIND_FIRST_PENDING) {
-			w->status = UNWIND_STATUS_TABLE_PENDING;
-			return 1;
-		}
+		/* No table built yet: on by frame pointer for now (as good
+		 * as perf -g), and the sample is marked so that it carries
+		 * its stack to user space, which builds the table and walks
+		 * the copy again. */
+		if (m->first == UNWIND_FIRST_PENDING)
+			w->pending = 1;
 		return step_frame_pointer(w, UNWIND_STATUS_NO_TABLE);
 	}
 	rel = lookup_pc - m->bias;
@@ -399,9 +402,10 @@ static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32
 	w->stack_at = 0;
 	w->bp_valid = 1;
 	w->exact = 1;
+	w->pending = 0;
 	w->status = UNWIND_STATUS_DEPTH;
 	bpf_loop(PROFILER_MAX_USER_FRAMES + 1, unwind_step, &c, 0);
-	e->user_status = w->status;
+	e->user_status = w->pending ? UNWIND_STATUS_TABLE_PENDING : w->status;
 	return w->n;
 }
 
