@@ -73,6 +73,27 @@ static Elf_Scn *find_section(Elf *elf, const char *name, GElf_Shdr *shdr)
 	return NULL;
 }
 
+/* The bytes of a pointer in encoding enc (DW_EH_PE_*), or 0 for one of
+ * variable length (uleb128/sleb128: not emitted for FDEs in practice). */
+static size_t encoded_size(uint8_t enc, bool elf32)
+{
+	switch (enc & 0x0f) {
+	case DW_EH_PE_absptr:
+		return elf32 ? 4 : 8;
+	case DW_EH_PE_udata2:
+	case DW_EH_PE_sdata2:
+		return 2;
+	case DW_EH_PE_udata4:
+	case DW_EH_PE_sdata4:
+		return 4;
+	case DW_EH_PE_udata8:
+	case DW_EH_PE_sdata8:
+		return 8;
+	default:
+		return 0;
+	}
+}
+
 /* Reads one encoded pointer (DW_EH_PE_*) at *p, within end. Returns false
  * when it does not fit or uses an application the rows cannot resolve
  * (text-, data- or function-relative, indirect). */
@@ -81,29 +102,10 @@ static bool read_encoded(const struct cfi_section *s, uint8_t enc, const uint8_t
 {
 	const uint8_t *q = *p;
 	uint64_t v = 0, at = s->vaddr + (uint64_t)(q - (const uint8_t *)s->data->d_buf);
-	size_t size;
+	size_t size = encoded_size(enc, s->ident[EI_CLASS] == ELFCLASS32);
 
-	if (enc == DW_EH_PE_omit)
+	if (enc == DW_EH_PE_omit || size == 0)
 		return false;
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-		size = s->ident[EI_CLASS] == ELFCLASS32 ? 4 : 8;
-		break;
-	case DW_EH_PE_udata2:
-	case DW_EH_PE_sdata2:
-		size = 2;
-		break;
-	case DW_EH_PE_udata4:
-	case DW_EH_PE_sdata4:
-		size = 4;
-		break;
-	case DW_EH_PE_udata8:
-	case DW_EH_PE_sdata8:
-		size = 8;
-		break;
-	default: /* uleb128/sleb128 pointers: not emitted for FDEs in practice */
-		return false;
-	}
 	if ((size_t)(end - q) < size)
 		return false;
 	/* Little-endian only: x86-64 is the one target of the rows. */
@@ -152,31 +154,13 @@ static bool cie_fde_encoding(const Dwarf_CIE *cie, uint8_t *enc)
 				return false;
 			d++;
 			break;
-		case 'P': {
-			uint8_t penc;
+		case 'P': { /* a personality routine pointer: stepped over */
 			size_t size;
 
 			if (!d || d >= end)
 				return false;
-			penc = *d++;
-			switch (penc & 0x0f) {
-			case DW_EH_PE_udata2:
-			case DW_EH_PE_sdata2:
-				size = 2;
-				break;
-			case DW_EH_PE_udata4:
-			case DW_EH_PE_sdata4:
-				size = 4;
-				break;
-			case DW_EH_PE_absptr:
-			case DW_EH_PE_udata8:
-			case DW_EH_PE_sdata8:
-				size = 8;
-				break;
-			default:
-				return false;
-			}
-			if ((size_t)(end - d) < size)
+			size = encoded_size(*d++, false);
+			if (size == 0 || (size_t)(end - d) < size)
 				return false;
 			d += size;
 			break;
