@@ -96,9 +96,11 @@ struct unwinder {
 	size_t nquar, capquar;
 	struct unwind_file *lru_head, *lru_tail;
 	struct unwind_file vdso; /* the kernel's vDSO, the same in every process */
-	uint64_t rows_used;
-	const char *proc_root; /* of the last load: where pending tables' files are */
-	uint64_t now;	       /* of the walk under way */
+	uint64_t rows_used;	 /* rows in unwind_rows, the vDSO's included */
+	size_t ntables;		 /* files with rows there, the vDSO included */
+	size_t nprocs;		 /* entries of procs */
+	const char *proc_root;	 /* of the last load: where pending tables' files are */
+	uint64_t now;		 /* of the walk under way */
 };
 
 #define ADD(f, v) atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed)
@@ -227,6 +229,7 @@ static void file_evict(struct unwinder *u, struct unwind_file *f, uint64_t now)
 		extents_push(&u->quarantine, &u->nquar, &u->capquar,
 			     (struct extent){.first = f->first, .n = f->n, .freed_ns = now});
 		u->rows_used -= f->n;
+		u->ntables--;
 		ADD(unwind_tables_evicted, 1);
 	}
 	htab_put(u->files, &f->key, sizeof(f->key), 0);
@@ -289,6 +292,7 @@ static int upload(struct unwinder *u, struct unwind_file *f, const struct unwind
 	f->first = first;
 	f->n = (uint32_t)t->n;
 	u->rows_used += t->n;
+	u->ntables++;
 	return 0;
 }
 
@@ -475,6 +479,8 @@ static void note_failed_load(struct unwinder *u, uint32_t pid, uint64_t now)
 	p->loaded_ns = now;
 	if (htab_put(u->procs, &pid, sizeof(pid), (uint64_t)(uintptr_t)p) != 0)
 		free(p);
+	else
+		u->nprocs++;
 }
 
 /* Points mapping i of p at its file's table, or at none (the BPF walk
@@ -605,6 +611,8 @@ int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint6
 		bpf_map_delete_elem(u->procs_fd, &pid);
 		goto out;
 	}
+	if (!old)
+		u->nprocs++;
 	process_free(u, old, now);
 	p = NULL;
 	ADD(unwind_process_loads, 1);
@@ -636,6 +644,7 @@ bool unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now)
 		return false;
 	bpf_map_delete_elem(u->procs_fd, &pid); /* the kernel side did already */
 	htab_put(u->procs, &pid, sizeof(pid), 0);
+	u->nprocs--;
 	process_free(u, (struct unwind_process *)(uintptr_t)v, now);
 	unwinder_update_metrics(u);
 	return true;
@@ -643,20 +652,9 @@ bool unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now)
 
 void unwinder_update_metrics(struct unwinder *u)
 {
-	size_t iter = 0, klen, tables = 0, procs = 0;
-	const void *key;
-	uint64_t v;
-
-	while (htab_next(u->files, &iter, &key, &klen, &v))
-		if (v && ((struct unwind_file *)(uintptr_t)v)->n)
-			tables++;
-	iter = 0;
-	while (htab_next(u->procs, &iter, &key, &klen, &v))
-		if (v)
-			procs++;
-	SET(unwind_tables, tables + (u->vdso.n ? 1 : 0));
-	SET(unwind_processes, procs);
-	SET(unwind_table_bytes, (u->rows_used + u->vdso.n) * sizeof(struct unwind_row));
+	SET(unwind_tables, u->ntables);
+	SET(unwind_processes, u->nprocs);
+	SET(unwind_table_bytes, u->rows_used * sizeof(struct unwind_row));
 	SET(unwind_table_bytes_max, (uint64_t)u->nrows * sizeof(struct unwind_row));
 }
 
