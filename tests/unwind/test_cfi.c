@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "unwind/unwind.h"
+#include "unwind_test_util.h"
 
 #define DWREG_RBP 6
 #define DWREG_RSP 7
@@ -65,15 +66,6 @@ struct cfi_env {
 	int (*frames_small)(int n, int (*cb)(void *), void *arg);
 	struct live_maps *maps; /* this process's code mappings, read once */
 };
-
-static int run(const char *cmd)
-{
-	int rc = system(cmd);
-
-	if (rc != 0)
-		print_error("command failed (status %d): %s\n", rc, cmd);
-	return rc;
-}
 
 static int setup(void **state)
 {
@@ -160,14 +152,6 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-static const char *kind_name(unsigned kind)
-{
-	static const char *const names[] = {"NONE",   "CFA_SP", "CFA_FP",     "CFA_PLT",
-					    "SIGNAL", "END",	"UNSUPPORTED"};
-
-	return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
-}
-
 /* An opened ELF file; elf NULL when the path does not exist. */
 struct elf_file {
 	int fd;
@@ -208,36 +192,6 @@ static Elf_Data *section_data(Elf *elf, const char *name, GElf_Shdr *shdr)
 			return elf_getdata(scn, NULL);
 	}
 	return NULL;
-}
-
-/* A symbol's value and size from .symtab; fails the test if absent. */
-static void symbol(Elf *elf, const char *name, uint64_t *value, uint64_t *size)
-{
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
-			continue;
-		d = elf_getdata(scn, NULL);
-		assert_non_null(d);
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *n;
-
-			if (!gelf_getsym(d, (int)i, &sym))
-				continue;
-			n = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (n && strcmp(n, name) == 0 && sym.st_value != 0) {
-				*value = sym.st_value;
-				*size = sym.st_size;
-				return;
-			}
-		}
-	}
-	fail_msg("no symbol %s", name);
 }
 
 static void build_table(const char *path, const char *debug_dir, struct unwind_table *t)

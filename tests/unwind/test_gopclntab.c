@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "unwind/unwind.h"
+#include "unwind_test_util.h"
 
 struct go_env {
 	char dir[64];
@@ -41,15 +42,6 @@ struct go_file {
 	int fd;
 	Elf *elf;
 };
-
-static int run(const char *cmd)
-{
-	int rc = system(cmd);
-
-	if (rc != 0)
-		print_error("command failed (status %d): %s\n", rc, cmd);
-	return rc;
-}
 
 static int setup(void **state)
 {
@@ -108,37 +100,6 @@ static void close_file(struct go_file *f)
 	close(f->fd);
 }
 
-/* A symbol's value and size from .symtab; fails the test if absent. */
-static void symbol(Elf *elf, const char *name, uint64_t *value, uint64_t *size)
-{
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
-			continue;
-		d = elf_getdata(scn, NULL);
-		assert_non_null(d);
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *n;
-
-			if (!gelf_getsym(d, (int)i, &sym))
-				continue;
-			n = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (n && strcmp(n, name) == 0) {
-				*value = sym.st_value;
-				if (size)
-					*size = sym.st_size;
-				return;
-			}
-		}
-	}
-	fail_msg("no symbol %s", name);
-}
-
 /* A section's bytes (borrowed from elf) and address. */
 static const uint8_t *section(Elf *elf, const char *name, size_t *len, uint64_t *addr)
 {
@@ -179,14 +140,6 @@ static void table_of(Elf *elf, struct unwind_table *t)
 	assert_int_equal(t->stats.bad, 0);
 	assert_string_equal(t->source, "gopclntab");
 	unwind_table_finish(t);
-}
-
-static const char *kind_name(unsigned kind)
-{
-	static const char *const names[] = {"NONE",   "CFA_SP", "CFA_FP",     "CFA_PLT",
-					    "SIGNAL", "END",	"UNSUPPORTED"};
-
-	return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
 }
 
 /* The CFA offset from rsp that .debug_frame gives at pc: 1 and *off, 0
