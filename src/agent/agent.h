@@ -633,9 +633,12 @@ struct agent_config {
 	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
 };
 
-/* Checks root, BTF and perf events before anything else and explains what
+/* Checks capabilities, BTF and perf events before anything else and explains what
  * is missing in one line. Returns 0 or a negative errno with err filled. */
 int agent_preflight(struct kiln_error *err);
+/* privileges.c: -1 with err naming each missing required capability
+ * (CAP_BPF, CAP_PERFMON); a warning for the optional ones. */
+int agent_check_privileges(struct kiln_error *err);
 
 /* Runs until *stop becomes non-zero; then flushes the partial window.
  * Returns 0 or a negative errno with err filled. */
