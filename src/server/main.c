@@ -49,7 +49,8 @@ static void usage(FILE *f, const struct server_config *d)
 	    "                               bodies (default 64MiB)\n"
 	    "  --max-profile-size=N         largest decompressed pprof accepted (default 256MiB)\n"
 	    "  --ui-path=DIR                built web UI to serve at / (default: the first of\n"
-	    "                               <exe>/../ui and <exe>/../../ui that exists)\n"
+	    "                               <exe>/../ui, <exe>/../../ui and\n"
+	    "                               <exe>/../share/kiln/ui that exists)\n"
 	    "  --tls-cert-file=FILE         serve TLS with this certificate chain (PEM)\n"
 	    "  --tls-key-file=FILE          and this private key (PEM)\n"
 	    "  --debuginfod-upstream-servers=URLS  debuginfod servers to fetch missing\n"
@@ -139,7 +140,9 @@ static int parse_size(const char *s, size_t *out)
 	return 0;
 }
 
-/* The default UI directory: next to the binary's build tree. */
+/* The default UI directory: next to the binary's build tree (build/bin/..
+ * /ui, `make install`'s PREFIX/ui) or where the package puts it
+ * (/usr/bin/../share/kiln/ui). */
 static char *default_ui_path(void)
 {
 	char exe[PATH_MAX];
@@ -151,8 +154,8 @@ static char *default_ui_path(void)
 	if (!slash)
 		return NULL;
 	*slash = '\0';
-	static const char *const rel[] = {"/../ui", "/../../ui"};
-	for (size_t i = 0; i < 2; i++) {
+	static const char *const rel[] = {"/../ui", "/../../ui", "/../share/kiln/ui"};
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		char cand[PATH_MAX + 16], real[PATH_MAX];
 		snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
 		struct stat st;

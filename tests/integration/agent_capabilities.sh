@@ -17,7 +17,7 @@ units="$KILN_ROOT/contrib/systemd"
 # 1. The units, with ExecStart pointing at this build.
 if command -v systemd-analyze >/dev/null; then
 	for u in kiln kiln-agent; do
-		sed "s|/opt/kiln/bin|$KILN_BIN|" "$units/$u.service" >"$AGENT_TMP/$u.service"
+		sed "s|/usr/bin/kiln|$KILN_BIN/kiln|" "$units/$u.service" >"$AGENT_TMP/$u.service"
 	done
 	systemd-analyze verify "$AGENT_TMP/kiln.service" "$AGENT_TMP/kiln-agent.service" \
 		>"$AGENT_TMP/verify.log" 2>&1 || { cat "$AGENT_TMP/verify.log"; fail "systemd-analyze verify"; }
