@@ -36,6 +36,7 @@
 #include <linux/types.h>
 
 #include "agent/profiler.h"
+#include "client/client.h"
 #include "common/buf.h"
 #include "common/error.h"
 
@@ -551,8 +552,9 @@ struct sink_remote_config {
 	const char *address; /* host:port or URL */
 	bool insecure;	     /* cleartext HTTP/2 */
 	bool insecure_skip_verify;
-	const char *bearer_token; /* NULL: none */
-	size_t buffer_bytes;	  /* 0: 64 MiB */
+	struct tls_client_files tls; /* CA, client certificate and key */
+	const char *bearer_token;    /* NULL: none */
+	size_t buffer_bytes;	     /* 0: 64 MiB */
 };
 int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
 		    struct agent_sink **out, struct kiln_error *err);
@@ -565,6 +567,7 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 struct debuginfo_uploader_config {
 	const char *address; /* the remote store */
 	bool insecure, insecure_skip_verify;
+	struct tls_client_files tls;
 	const char *bearer_token;
 	size_t max_parallel;	       /* worker threads; 0: 2 */
 	int timeout_ms;		       /* per gRPC call; 0: 120 s */

@@ -53,6 +53,11 @@ static void usage(FILE *f, const struct server_config *d)
 	    "                               <exe>/../share/kiln/ui that exists)\n"
 	    "  --tls-cert-file=FILE         serve TLS with this certificate chain (PEM)\n"
 	    "  --tls-key-file=FILE          and this private key (PEM)\n"
+	    "  --tls-client-ca-file=FILE    require client certificates (mTLS) signed by\n"
+	    "                               these CAs (PEM); with TLS only\n"
+	    "  --tls-client-auth=MODE       require (default) or optional: clients without\n"
+	    "                               a certificate are served too (browsers; tokens\n"
+	    "                               still apply); one they present must verify\n"
 	    "  --debuginfod-upstream-servers=URLS  debuginfod servers to fetch missing\n"
 	    "                               debuginfo from by build ID, comma-separated or\n"
 	    "                               repeated (default none)\n"
@@ -177,6 +182,8 @@ enum {
 	OPT_UI,
 	OPT_CERT,
 	OPT_KEY,
+	OPT_CLIENT_CA,
+	OPT_CLIENT_AUTH,
 	OPT_DEBUGINFOD,
 	OPT_DEBUGINFOD_TIMEOUT,
 	OPT_DEBUGINFOD_NEGATIVE_TTL,
@@ -222,6 +229,8 @@ int main(int argc, char **argv)
 	    {"ui-path", required_argument, NULL, OPT_UI},
 	    {"tls-cert-file", required_argument, NULL, OPT_CERT},
 	    {"tls-key-file", required_argument, NULL, OPT_KEY},
+	    {"tls-client-ca-file", required_argument, NULL, OPT_CLIENT_CA},
+	    {"tls-client-auth", required_argument, NULL, OPT_CLIENT_AUTH},
 	    {"debuginfod-upstream-servers", required_argument, NULL, OPT_DEBUGINFOD},
 	    {"debuginfod-http-request-timeout", required_argument, NULL, OPT_DEBUGINFOD_TIMEOUT},
 	    {"debuginfod-negative-cache-ttl", required_argument, NULL, OPT_DEBUGINFOD_NEGATIVE_TTL},
@@ -295,6 +304,19 @@ int main(int argc, char **argv)
 			break;
 		case OPT_KEY:
 			cfg.tls_key_file = optarg;
+			break;
+		case OPT_CLIENT_CA:
+			cfg.tls_client_ca_file = optarg;
+			break;
+		case OPT_CLIENT_AUTH:
+			if (strcmp(optarg, "require") != 0 && strcmp(optarg, "optional") != 0) {
+				fprintf(
+				    stderr,
+				    "kiln: --tls-client-auth=%s: expected require or optional\n",
+				    optarg);
+				return 2;
+			}
+			cfg.tls_client_auth_optional = strcmp(optarg, "optional") == 0;
 			break;
 		case OPT_DEBUGINFOD:
 			/* Comma-separated, and repeatable. */
@@ -391,6 +413,11 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.tls_cert_file != !cfg.tls_key_file) {
 		fprintf(stderr, "kiln: --tls-cert-file and --tls-key-file go together\n");
+		return 2;
+	}
+	if (cfg.tls_client_ca_file && !cfg.tls_cert_file) {
+		fprintf(stderr, "kiln: --tls-client-ca-file needs TLS: pass --tls-cert-file and "
+				"--tls-key-file too\n");
 		return 2;
 	}
 	if (!cfg.ui_path)
