@@ -6,6 +6,7 @@
  */
 #include "agent/agent.h"
 #include "client/client.h"
+#include "common/compat_flags.h"
 #include "common/log.h"
 #include "common/version.h"
 
@@ -55,6 +56,37 @@ enum {
 	OPT_UNWIND_BYTES,
 	OPT_DEBUGINFO_DIRS,
 	OPT_VERSION,
+	OPT_LOG_FORMAT,
+	OPT_PARCA = 2000, /* + index into parca_flags */
+};
+
+/* Parca agent flags with no Kiln equivalent (compat_flags.h). */
+static const struct compat_flag parca_flags[] = {
+    {"config-path", required_argument,
+     "relabeling on the agent is not supported yet; the agent's labels (comm, pid, "
+     "cgroup...) are sample labels the server can select on"},
+    {"otlp-address", required_argument, "Kiln exports no traces of its own"},
+    {"otlp-exporter", required_argument, "Kiln exports no traces of its own"},
+    {"analytics-opt-out", optional_argument, "Kiln sends no analytics"},
+    {"telemetry-disable-panic-reporting", optional_argument, "Kiln reports nothing home"},
+    {"remote-store-batch-write-interval", required_argument,
+     "Kiln sends each window when it ends (--profiling-duration)"},
+    {"remote-store-rpc-unary-timeout", required_argument,
+     "Kiln retries each window with backoff until --remote-store-buffer-bytes fill"},
+    {"debuginfo-upload-cache-duration", required_argument,
+     "Kiln asks the server about each build ID once per run"},
+    {"metadata-container-runtime-socket-path", required_argument,
+     "Kiln labels containers from their cgroups, without the runtime's socket"},
+    {"metadata-disable-caching", optional_argument, "Kiln caches process metadata per pid"},
+    {"bpf-verbose-logging", optional_argument,
+     "Kiln prints the verifier's log with --log-level=debug when a program is refused"},
+    {"bpf-events-buffer-size", required_argument,
+     "Kiln sizes its ring buffer from the number of CPUs and the frequency"},
+    {"verbose-bpf-logging", optional_argument,
+     "Kiln prints the verifier's log with --log-level=debug when a program is refused"},
+    {"enable-oom-prof", optional_argument, "Kiln has no OOM profiler"},
+    {"instrument-cuda-launch", optional_argument, "Kiln does not trace CUDA launches"},
+    {"collect-custom-labels", optional_argument, "Kiln does not read custom labels"},
 };
 
 static const struct option long_options[] = {
@@ -62,6 +94,7 @@ static const struct option long_options[] = {
     {"version", no_argument, NULL, OPT_VERSION},
     {"node", required_argument, NULL, OPT_NODE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"http-address", required_argument, NULL, OPT_HTTP_ADDRESS},
     {"profiling-duration", required_argument, NULL, OPT_DURATION},
     {"profiling-cpu-sampling-frequency", required_argument, NULL, OPT_FREQUENCY},
@@ -108,6 +141,7 @@ static void usage(FILE *f)
 	    "      --version                           print the version and exit\n"
 	    "      --node=NAME                         node label (default: the hostname)\n"
 	    "      --log-level=LEVEL                   debug, info, warn, error (default: info)\n"
+	    "      --log-format=FORMAT                 text, logfmt or json (default: text)\n"
 	    "      --http-address=HOST:PORT            /metrics listener, \"\" to disable\n"
 	    "                                          (default: 127.0.0.1:7071)\n"
 	    "      --profiling-duration=DURATION       window length, e.g. 10s, 500ms, 1m\n"
@@ -229,12 +263,27 @@ int main(int argc, char **argv)
 	char host[HOST_NAME_MAX + 1] = "";
 	struct sigaction sa;
 	int opt, rc;
+	/* Static: reachable at every exit, not a leak. */
+	static struct option *all_options;
+	const size_t n_compat = sizeof(parca_flags) / sizeof(parca_flags[0]);
+	int seen[32], n_seen = 0;
+	char *seen_value[32];
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+	all_options = compat_options(long_options, parca_flags, n_compat, OPT_PARCA);
+	if (!all_options)
+		die("%s", "out of memory");
+	while ((opt = getopt_long(argc, argv, "h", all_options, NULL)) != -1) {
 		char *end;
 		long v;
 
+		if (opt >= OPT_PARCA && opt < OPT_PARCA + (int)n_compat) {
+			if (n_seen < 32) {
+				seen_value[n_seen] = optarg;
+				seen[n_seen++] = opt - OPT_PARCA;
+			}
+			continue;
+		}
 		switch (opt) {
 		case 'h':
 			usage(stdout);
@@ -248,6 +297,10 @@ int main(int argc, char **argv)
 		case OPT_LOG_LEVEL:
 			if (log_set_level_name(optarg) != 0)
 				die("--log-level=%s: expected debug, info, warn or error", optarg);
+			break;
+		case OPT_LOG_FORMAT:
+			if (log_set_format_name(optarg) != 0)
+				die("--log-format=%s: expected text, logfmt or json", optarg);
 			break;
 		case OPT_HTTP_ADDRESS:
 			cfg.http_address = optarg;
@@ -369,6 +422,8 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		die("unexpected argument \"%s\" (see --help)", argv[optind]);
+	for (int i = 0; i < n_seen; i++)
+		compat_flag_seen("kiln-agent", &parca_flags[seen[i]], seen_value[i]);
 	if (!local_dir && !remote.address)
 		die("%s", "nothing to write to: give --local-store-directory=DIR or "
 			  "--remote-store-address=HOST:PORT");

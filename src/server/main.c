@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/compat_flags.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "server/server.h"
@@ -44,6 +45,7 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --cors-allowed-origins=LIST  comma-separated origins allowed by CORS, or \"*\"\n"
 	    "                               (default none)\n"
 	    "  --log-level=LEVEL            debug, info, warn or error (default \"info\")\n"
+	    "  --log-format=FORMAT          text, logfmt or json (default \"text\")\n"
 	    "  --grpc-max-message-size=N    largest request or response message, bytes, or\n"
 	    "                               with KiB/MiB/GiB suffix; also bounds HTTP request\n"
 	    "                               bodies (default 64MiB)\n"
@@ -177,6 +179,7 @@ enum {
 	OPT_CONFIG,
 	OPT_CORS,
 	OPT_LOG,
+	OPT_LOG_FORMAT,
 	OPT_GRPC_MAX,
 	OPT_PROFILE_MAX,
 	OPT_UI,
@@ -194,6 +197,38 @@ enum {
 	OPT_AUTH_METRICS_OPEN,
 	OPT_HELP,
 	OPT_VERSION,
+};
+
+/* Parca server flags with no Kiln equivalent (compat_flags.h); --port and
+ * --storage-tsdb-retention-time, Parca's older names, are real aliases. */
+enum { OPT_PARCA = 2000 };
+static const struct compat_flag parca_flags[] = {
+    {"enable-persistence", optional_argument, "Kiln always persists profiles to --storage-path"},
+    {"storage-enable-wal", optional_argument, "Kiln always writes and fsyncs a write-ahead log"},
+    {"storage-active-memory", required_argument,
+     "Kiln cuts its in-memory head into blocks by time, not by size"},
+    {"storage-snapshot-trigger-size", required_argument,
+     "Kiln's store takes no snapshots: the WAL and blocks are its state (docs/STORAGE.md)"},
+    {"storage-row-group-size", required_argument, "Kiln's blocks have no row groups"},
+    {"storage-index-on-disk", optional_argument, "Kiln's postings index is always on disk"},
+    {"storage-granule-size", required_argument, "Kiln's blocks have no granules"},
+    {"path-prefix", required_argument,
+     "Kiln serves its UI and API at the root; strip the prefix in a reverse proxy"},
+    {"mode", required_argument,
+     "Kiln always runs every component (scraping stores into this server)"},
+    {"otlp-address", required_argument, "Kiln exports no traces of its own"},
+    {"symbolizer-demangle-mode", required_argument, "Kiln demangles C++ names fully"},
+    {"symbolizer-number-of-tries", required_argument,
+     "Kiln symbolizes an address again whenever new debuginfo arrives"},
+    {"metastore", required_argument, "Kiln's metastore is its own, on disk"},
+    {"profile-share-server", required_argument, "Kiln does not upload shared profiles"},
+    {"experimental-arrow", optional_argument, "Kiln answers flame graphs as a tree"},
+    {"store-address", required_argument,
+     "only for Parca's scraper-only mode, which Kiln does not have"},
+    {"bearer-token", required_argument, "only for Parca's scraper-only mode"},
+    {"bearer-token-file", required_argument, "only for Parca's scraper-only mode"},
+    {"insecure", optional_argument, "only for Parca's scraper-only mode"},
+    {"insecure-skip-verify", optional_argument, "only for Parca's scraper-only mode"},
 };
 
 int main(int argc, char **argv)
@@ -224,6 +259,9 @@ int main(int argc, char **argv)
 	    {"config-path", required_argument, NULL, OPT_CONFIG},
 	    {"cors-allowed-origins", required_argument, NULL, OPT_CORS},
 	    {"log-level", required_argument, NULL, OPT_LOG},
+	    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+	    {"port", required_argument, NULL, OPT_HTTP},
+	    {"storage-tsdb-retention-time", required_argument, NULL, OPT_RETENTION},
 	    {"grpc-max-message-size", required_argument, NULL, OPT_GRPC_MAX},
 	    {"max-profile-size", required_argument, NULL, OPT_PROFILE_MAX},
 	    {"ui-path", required_argument, NULL, OPT_UI},
@@ -243,8 +281,25 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
 	};
-	int o;
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	const size_t n_compat = sizeof(parca_flags) / sizeof(parca_flags[0]);
+	/* Static: the early returns below leave it reachable, not leaked. */
+	static struct option *all_opts;
+	int o, seen[32], n_seen = 0;
+	char *seen_value[32];
+
+	all_opts = compat_options(opts, parca_flags, n_compat, OPT_PARCA);
+	if (!all_opts) {
+		fprintf(stderr, "kiln: out of memory\n");
+		return 1;
+	}
+	while ((o = getopt_long(argc, argv, "h", all_opts, NULL)) != -1) {
+		if (o >= OPT_PARCA && o < OPT_PARCA + (int)n_compat) {
+			if (n_seen < 32) {
+				seen_value[n_seen] = optarg;
+				seen[n_seen++] = o - OPT_PARCA;
+			}
+			continue;
+		}
 		switch (o) {
 		case OPT_HTTP:
 			cfg.http_address = optarg;
@@ -399,6 +454,14 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout, &defaults);
 			return 0;
+		case OPT_LOG_FORMAT:
+			if (log_set_format_name(optarg) < 0) {
+				fprintf(stderr,
+					"kiln: --log-format=%s: expected text, logfmt or json\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case OPT_VERSION:
 			printf("kiln %s\n", kiln_version());
 			return 0;
@@ -407,6 +470,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	for (int i = 0; i < n_seen; i++)
+		compat_flag_seen("kiln", &parca_flags[seen[i]], seen_value[i]);
 	if (optind < argc) {
 		fprintf(stderr, "kiln: unexpected argument \"%s\" (see --help)\n", argv[optind]);
 		return 2;
