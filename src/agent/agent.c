@@ -340,7 +340,7 @@ static void update_kernel_stats(struct agent *a)
 	SET(offcpu_recorded, st[STAT_OFFCPU_RECORDED]);
 	SET(offcpu_short, st[STAT_OFFCPU_SHORT]);
 	SET(offcpu_kernel_samples, st[STAT_OFFCPU_SAMPLES]);
-	SET(offcpu_drops_map_full, st[STAT_OFFCPU_DROP_MAP_FULL]);
+	SET(offcpu_drops_slot_taken, st[STAT_OFFCPU_DROP_SLOT_TAKEN]);
 	SET(offcpu_drops_ringbuf, st[STAT_OFFCPU_DROP_RINGBUF_FULL]);
 	SET(offcpu_kernel_threads, st[STAT_OFFCPU_KERNEL_THREAD]);
 }
@@ -779,6 +779,11 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		 (unsigned long long)atomic_load(&a.m->kernel_samples),
 		 (unsigned long long)atomic_load(&a.m->drops_ringbuf),
 		 (unsigned long long)atomic_load(&a.m->profiles_written));
+	if (atomic_load(&a.m->offcpu_enabled))
+		log_info("stopped: %llu off-CPU samples received, %llu switch-outs timed of %llu",
+			 (unsigned long long)atomic_load(&a.m->offcpu_samples),
+			 (unsigned long long)atomic_load(&a.m->offcpu_recorded),
+			 (unsigned long long)atomic_load(&a.m->offcpu_switches));
 	rc = 0;
 out:
 	for (size_t i = 0; i < a.nheld; i++)

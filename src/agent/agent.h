@@ -515,7 +515,7 @@ struct agent_metrics {
 	atomic_uint_least64_t offcpu_recorded;
 	atomic_uint_least64_t offcpu_short;
 	atomic_uint_least64_t offcpu_kernel_samples;
-	atomic_uint_least64_t offcpu_drops_map_full;
+	atomic_uint_least64_t offcpu_drops_slot_taken;
 	atomic_uint_least64_t offcpu_drops_ringbuf;
 	atomic_uint_least64_t offcpu_kernel_threads;
 	atomic_uint_least64_t offcpu_samples; /* received */

@@ -58,7 +58,7 @@ enum {
 
 /* --off-cpu-threshold without a value, and --off-cpu-probability's default. */
 #define OFFCPU_DEFAULT_THRESHOLD_NS 1000000ull
-#define OFFCPU_DEFAULT_PROBABILITY  1.0
+#define OFFCPU_DEFAULT_PROBABILITY  0.1
 
 static const struct option long_options[] = {
     {"help", no_argument, NULL, 'h'},
@@ -180,7 +180,7 @@ static void usage(FILE *f)
 	    "                                          context switch; totals are then about\n"
 	    "                                          P times the true off-CPU time\n"
 	    "                                          (OpenTelemetry's and Parca's\n"
-	    "                                          --off-cpu-threshold) (default: 1)\n"
+	    "                                          --off-cpu-threshold) (default: 0.1)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }

@@ -145,16 +145,16 @@ static int render_offcpu(const struct agent_metrics *m, struct buf *out)
 	    "# TYPE kiln_agent_off_cpu_profiles_total counter\n"
 	    "kiln_agent_off_cpu_profiles_total %llu\n"
 	    "# HELP kiln_agent_off_cpu_dropped_total Off-CPU waits lost or skipped, by "
-	    "reason: map_full (too many tasks off CPU at once to note another), "
+	    "reason: slot_taken (a thread's note replaced by another's with the same slot), "
 	    "ringbuf_full (the sample found no room), kernel_thread (a kernel thread's "
 	    "wait, skipped on purpose).\n"
 	    "# TYPE kiln_agent_off_cpu_dropped_total counter\n"
-	    "kiln_agent_off_cpu_dropped_total{reason=\"map_full\"} %llu\n"
+	    "kiln_agent_off_cpu_dropped_total{reason=\"slot_taken\"} %llu\n"
 	    "kiln_agent_off_cpu_dropped_total{reason=\"ringbuf_full\"} %llu\n"
 	    "kiln_agent_off_cpu_dropped_total{reason=\"kernel_thread\"} %llu\n",
 	    LOAD(offcpu_enabled), LOAD(offcpu_switches), LOAD(offcpu_recorded), LOAD(offcpu_short),
 	    LOAD(offcpu_kernel_samples), LOAD(offcpu_samples), LOAD(offcpu_profiles),
-	    LOAD(offcpu_drops_map_full), LOAD(offcpu_drops_ringbuf), LOAD(offcpu_kernel_threads));
+	    LOAD(offcpu_drops_slot_taken), LOAD(offcpu_drops_ringbuf), LOAD(offcpu_kernel_threads));
 }
 
 int metrics_render(const struct agent_metrics *m, struct buf *out)

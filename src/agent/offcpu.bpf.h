@@ -8,7 +8,8 @@
  *
  *   offcpu_switch   raw tracepoint sched_switch; current is the task going
  *                   off CPU. A random share of switch-outs (offcpu_sample_max
- *                   out of 2^32) is noted in offcpu_starts, tid -> ktime.
+ *                   out of 2^32) is noted in offcpu_slots: (tid, ktime) in
+ *                   slot tid mod OFFCPU_SLOTS.
  *   offcpu_resume_* where a task runs again: current is the resumed task,
  *                   still inside the call that blocked it, so its kernel
  *                   and user stacks are the ones it blocked in. A noted
@@ -21,16 +22,23 @@
  *                   finish_task_switch (its symbol may carry a suffix such
  *                   as .isra.0: user space finds it in /proc/kallsyms).
  *
- * A switch-out not drawn costs a random number and a per-CPU counter; a
- * resume not noted costs one hash lookup. Why not fentry on
+ * Why a direct-mapped array rather than a hash map keyed by tid: the
+ * verifier inlines an array lookup (an index and a bounds check), where a
+ * hash map's update and delete on every noted switch cost several times
+ * the rest of the program; at 100k switches a second that difference is
+ * most of the probes' cost. A switch-out not drawn costs a random number
+ * and a per-CPU counter; a resume not noted, one load and a compare. The
+ * price: two threads off CPU at once whose tids are equal modulo
+ * OFFCPU_SLOTS share a slot, and the later note replaces the earlier
+ * (counted: STAT_OFFCPU_DROP_SLOT_TAKEN); tids are handed out in order,
+ * so this needs 64k threads created between the two. Why not fentry on
  * finish_task_switch: it would make libbpf parse the kernel's BTF at
  * start-up (see profiler.bpf.c), and kernels without kprobes (this
  * project's test machines: CONFIG_KPROBES off) may refuse tracing
  * programs too; a raw tracepoint needs neither.
  *
- * offcpu_starts is bounded: a switch-out that finds it full is counted and
- * not noted. A task switched out to die (TASK_DEAD) never resumes and is
- * not noted, so exits do not leak entries.
+ * A task switched out to die (TASK_DEAD) never resumes and is not noted,
+ * so exits do not leave notes behind.
  */
 #ifndef KILN_AGENT_OFFCPU_BPF_H
 #define KILN_AGENT_OFFCPU_BPF_H
@@ -40,12 +48,18 @@
 const volatile __u64 offcpu_threshold_ns = 0;
 const volatile __u64 offcpu_sample_max = 0;
 
+struct offcpu_slot {
+	__u32 tid; /* 0: free */
+	__u32 pad;
+	__u64 start_ns;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OFFCPU_MAX_TRACKED);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, OFFCPU_SLOTS); /* 1 when off-CPU is off */
 	__type(key, __u32);
-	__type(value, __u64);
-} offcpu_starts SEC(".maps");
+	__type(value, struct offcpu_slot);
+} offcpu_slots SEC(".maps");
 
 /* The task state a dying task leaves the CPU in (include/linux/sched.h). */
 #define OFFCPU_TASK_DEAD 0x80
@@ -53,8 +67,8 @@ struct {
 SEC("raw_tp/sched_switch")
 int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u64 now;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), idx;
+	struct offcpu_slot *slot;
 
 	/* args: preempt, prev, next, prev_state (Linux 5.18+ order). */
 	if (tid == 0 || (ctx->args[3] & OFFCPU_TASK_DEAD))
@@ -62,11 +76,14 @@ int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 	stat_inc(STAT_OFFCPU_SWITCHES);
 	if ((__u64)bpf_get_prandom_u32() >= offcpu_sample_max)
 		return 0;
-	now = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&offcpu_starts, &tid, &now, BPF_ANY)) {
-		stat_inc(STAT_OFFCPU_DROP_MAP_FULL);
+	idx = tid & (OFFCPU_SLOTS - 1);
+	slot = bpf_map_lookup_elem(&offcpu_slots, &idx);
+	if (!slot)
 		return 0;
-	}
+	if (slot->tid && slot->tid != tid)
+		stat_inc(STAT_OFFCPU_DROP_SLOT_TAKEN);
+	slot->start_ns = bpf_ktime_get_ns();
+	slot->tid = tid;
 	stat_inc(STAT_OFFCPU_RECORDED);
 	return 0;
 }
@@ -76,16 +93,17 @@ int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 static __always_inline int offcpu_resumed(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
+	__u32 pid = id >> 32, tid = (__u32)id, zero = 0, idx = tid & (OFFCPU_SLOTS - 1);
+	struct offcpu_slot *slot = bpf_map_lookup_elem(&offcpu_slots, &idx);
 	struct sample_event *e;
-	__u64 *start, now, away;
+	__u64 start, now, away;
 
-	start = bpf_map_lookup_elem(&offcpu_starts, &tid);
-	if (!start)
+	if (!slot || slot->tid != tid || tid == 0)
 		return 0;
+	start = slot->start_ns;
+	slot->tid = 0;
 	now = bpf_ktime_get_ns();
-	away = now - *start;
-	bpf_map_delete_elem(&offcpu_starts, &tid);
+	away = now - start;
 	if (away < offcpu_threshold_ns) {
 		stat_inc(STAT_OFFCPU_SHORT);
 		return 0;

@@ -39,9 +39,9 @@ enum profiler_event_kind {
 	PROFILER_EVENT_OFFCPU = 4,
 };
 
-/* Threads noted as switched out at once, at most (offcpu.bpf.h): a
- * switch-out beyond is counted (STAT_OFFCPU_DROP_MAP_FULL), not noted. */
-#define OFFCPU_MAX_TRACKED 32768
+/* Slots for threads noted as switched out (offcpu.bpf.h), a power of two:
+ * a thread's slot is its tid modulo this. */
+#define OFFCPU_SLOTS 65536
 
 /* Index into the per-CPU stats array. */
 enum profiler_stat {
@@ -59,7 +59,7 @@ enum profiler_stat {
 	STAT_OFFCPU_RECORDED,	       /* switch-outs drawn and noted */
 	STAT_OFFCPU_SHORT,	       /* noted, back before the threshold */
 	STAT_OFFCPU_SAMPLES,	       /* off-CPU samples sent */
-	STAT_OFFCPU_DROP_MAP_FULL,     /* not noted: offcpu_starts full */
+	STAT_OFFCPU_DROP_SLOT_TAKEN,   /* a note replaced by another tid's */
 	STAT_OFFCPU_DROP_RINGBUF_FULL, /* sample lost: ring buffer full */
 	STAT_OFFCPU_KERNEL_THREAD,     /* a kernel thread's wait: skipped */
 	STAT_NR,

@@ -158,7 +158,7 @@ static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwin
 		bpf_program__set_autoload(s->skel->progs.offcpu_switch, false);
 		bpf_program__set_autoload(s->skel->progs.offcpu_resume_tp, false);
 		bpf_program__set_autoload(s->skel->progs.offcpu_resume_kprobe, false);
-		bpf_map__set_max_entries(s->skel->maps.offcpu_starts, 1);
+		bpf_map__set_max_entries(s->skel->maps.offcpu_slots, 1);
 	}
 	/* The symbolize program needs bpf_snprintf; without it the agent
 	 * falls back to reading /proc/kallsyms, so do not let it fail the
