@@ -351,6 +351,10 @@ static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,
 	return sampler_symbolize(ctx, addrs, n, names);
 }
 
+/* The kinds of profile a window gives (enum agent_profile_kind): CPU and
+ * off-CPU. */
+#define PROFILE_KINDS 2
+
 /* Names the kernel frames of w that the cache does not know yet, in a few
  * batched lookups, before any profile is built. */
 static void window_name_kernel_frames(struct agent *a, struct window *w)
@@ -364,12 +368,15 @@ static void window_name_kernel_frames(struct agent *a, struct window *w)
 		ksym_cache_clear(a->ksyms);
 		a->ksyms_cleared_ns = a->now_ns;
 	}
-	for (size_t i = 0; i < w->n && !rc; i++) {
+	for (size_t t = 0; t < PROFILE_KINDS * w->n && !rc; t++) {
+		/* CPU stacks, then off-CPU stacks (NULL without any). */
+		const struct htab *stacks =
+		    t < w->n ? w->procs[t].stacks : w->procs[t - w->n].offcpu;
 		size_t iter = 0, klen;
 		const void *key;
 		uint64_t count;
 
-		while (!rc && htab_next(w->procs[i].stacks, &iter, &key, &klen, &count)) {
+		while (!rc && stacks && htab_next(stacks, &iter, &key, &klen, &count)) {
 			const struct window_stack_key *k = key;
 			const uint64_t *frames = (const uint64_t *)((const char *)key + sizeof(*k));
 
@@ -382,10 +389,6 @@ static void window_name_kernel_frames(struct agent *a, struct window *w)
 	if (rc)
 		log_warn("naming kernel frames: %s (they stay addresses)", strerror(-rc));
 }
-
-/* The profiles of one kind (CPU, off-CPU) there are room for per shape:
- * one per process, or one for the whole window. */
-#define PROFILE_KINDS 2
 
 static bool proc_has_kind(const struct window_proc *wp, int kind)
 {

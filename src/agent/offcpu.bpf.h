@@ -89,8 +89,8 @@ int offcpu_switch(struct bpf_raw_tracepoint_args *ctx)
 }
 
 /* The task current runs again: sample it if it was noted and away long
- * enough. */
-static __always_inline int offcpu_resumed(void *ctx)
+ * enough. kskip: see submit_stacks. */
+static __always_inline int offcpu_resumed(void *ctx, __u64 kskip)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0, idx = tid & (OFFCPU_SLOTS - 1);
@@ -128,7 +128,7 @@ static __always_inline int offcpu_resumed(void *ctx)
 	e->tid = tid;
 	e->ktime_ns = now;
 	e->off_cpu_ns = away;
-	if (submit_stacks(ctx, NULL, e, pid))
+	if (submit_stacks(ctx, NULL, e, pid, kskip))
 		stat_inc(STAT_OFFCPU_DROP_RINGBUF_FULL);
 	else
 		stat_inc(STAT_OFFCPU_SAMPLES);
@@ -141,7 +141,10 @@ static __always_inline int offcpu_resumed(void *ctx)
 SEC("raw_tp/sched_exit_tp")
 int offcpu_resume_tp(void *ctx)
 {
-	return offcpu_resumed(ctx);
+	/* The kernel's walk starts in this program, then bpf_trace_run1
+	 * (the tracepoint's static call lands there directly): two frames
+	 * left out, so that stacks start at __schedule. */
+	return offcpu_resumed(ctx, 2);
 }
 
 /* Older kernels: a kprobe on finish_task_switch, attached by the name
@@ -149,7 +152,7 @@ int offcpu_resume_tp(void *ctx)
 SEC("kprobe")
 int offcpu_resume_kprobe(struct pt_regs *ctx)
 {
-	return offcpu_resumed(ctx);
+	return offcpu_resumed(ctx, 0); /* the walk starts at the probed pc */
 }
 
 #endif

@@ -173,9 +173,12 @@ static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32
  * kind-specific are set by the caller) and sends the used part of it to
  * user space. regs: the interrupted registers when ctx starts with them
  * (a perf event's), NULL where the user registers come from the task
- * (fentry). Returns what bpf_ringbuf_output returned: nonzero when the
- * ring had no room and the record is lost. */
-static __always_inline long submit_stacks(void *ctx, void *regs, struct sample_event *e, __u32 pid)
+ * (a tracepoint, a kprobe). kskip: kernel frames to leave out at the top
+ * (the tracing machinery between the traced point and the program).
+ * Returns what bpf_ringbuf_output returned: nonzero when the ring had no
+ * room and the record is lost. */
+static __always_inline long submit_stacks(void *ctx, void *regs, struct sample_event *e, __u32 pid,
+					  __u64 kskip)
 {
 	__u64 wakeup = BPF_RB_NO_WAKEUP;
 	long klen, ulen;
@@ -185,7 +188,8 @@ static __always_inline long submit_stacks(void *ctx, void *regs, struct sample_e
 	e->stack_len = 0;
 	bpf_get_current_comm(e->thread_comm, sizeof(e->thread_comm));
 
-	klen = bpf_get_stack(ctx, e->frames, PROFILER_MAX_KERNEL_FRAMES * 8, 0);
+	klen = bpf_get_stack(ctx, e->frames, PROFILER_MAX_KERNEL_FRAMES * 8,
+			     kskip & BPF_F_SKIP_FIELD_MASK);
 	if (klen < 0) {
 		stat_inc(STAT_KERNEL_STACK_ERR);
 		klen = 0;
@@ -281,7 +285,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	e->tid = tid;
 	e->ktime_ns = bpf_ktime_get_ns();
 	e->off_cpu_ns = 0;
-	if (submit_stacks(ctx, ctx, e, pid))
+	if (submit_stacks(ctx, ctx, e, pid, 0))
 		stat_inc(STAT_DROP_RINGBUF_FULL);
 	return 0;
 }
