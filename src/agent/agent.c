@@ -343,6 +343,7 @@ static void update_kernel_stats(struct agent *a)
 	SET(offcpu_drops_slot_taken, st[STAT_OFFCPU_DROP_SLOT_TAKEN]);
 	SET(offcpu_drops_ringbuf, st[STAT_OFFCPU_DROP_RINGBUF_FULL]);
 	SET(offcpu_kernel_threads, st[STAT_OFFCPU_KERNEL_THREAD]);
+	SET(offcpu_nested, st[STAT_OFFCPU_NESTED]);
 }
 
 static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,

@@ -518,6 +518,7 @@ struct agent_metrics {
 	atomic_uint_least64_t offcpu_drops_slot_taken;
 	atomic_uint_least64_t offcpu_drops_ringbuf;
 	atomic_uint_least64_t offcpu_kernel_threads;
+	atomic_uint_least64_t offcpu_nested;  /* CPU samples not taken */
 	atomic_uint_least64_t offcpu_samples; /* received */
 	atomic_uint_least64_t offcpu_profiles;
 };

@@ -182,8 +182,9 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "# HELP kiln_agent_dropped_samples_total Samples lost, by reason.\n"
 			 "# TYPE kiln_agent_dropped_samples_total counter\n"
 			 "kiln_agent_dropped_samples_total{reason=\"ringbuf_full\"} %llu\n"
-			 "kiln_agent_dropped_samples_total{reason=\"out_of_memory\"} %llu\n",
-			 LOAD(drops_ringbuf), LOAD(drops_oom));
+			 "kiln_agent_dropped_samples_total{reason=\"out_of_memory\"} %llu\n"
+			 "kiln_agent_dropped_samples_total{reason=\"off_cpu_walk\"} %llu\n",
+			 LOAD(drops_ringbuf), LOAD(drops_oom), LOAD(offcpu_nested));
 	rc |= buf_printf(out,
 			 "# HELP kiln_agent_stack_errors_total Samples kept without a stack "
 			 "that could not be read.\n"

@@ -97,6 +97,7 @@ static __always_inline int offcpu_resumed(void *ctx, __u64 kskip)
 	struct offcpu_slot *slot = bpf_map_lookup_elem(&offcpu_slots, &idx);
 	struct sample_event *e;
 	__u64 start, now, away;
+	__u32 *busy;
 
 	if (!slot || slot->tid != tid || tid == 0)
 		return 0;
@@ -120,9 +121,11 @@ static __always_inline int offcpu_resumed(void *ctx, __u64 kskip)
 		}
 	}
 #endif
+	busy = bpf_map_lookup_elem(&offcpu_busy, &zero);
 	e = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e)
+	if (!e || !busy)
 		return 0;
+	*busy = 1;
 	e->kind = PROFILER_EVENT_OFFCPU;
 	e->pid = pid;
 	e->tid = tid;
@@ -132,6 +135,7 @@ static __always_inline int offcpu_resumed(void *ctx, __u64 kskip)
 		stat_inc(STAT_OFFCPU_DROP_RINGBUF_FULL);
 	else
 		stat_inc(STAT_OFFCPU_SAMPLES);
+	*busy = 0;
 	return 0;
 }
 

@@ -114,6 +114,17 @@ static __always_inline void stat_inc(__u32 idx)
 	stat_add(idx, 1);
 }
 
+/* Set while this CPU's off-CPU program fills the per-CPU scratch record
+ * and walk state: a CPU-clock sample may interrupt it there (the resume
+ * tracepoint runs with interrupts on), and must then not reuse them
+ * (profile_cpu skips it, counted as STAT_OFFCPU_NESTED). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_busy SEC(".maps");
+
 /* Set by user space before load: walk user stacks with unwind tables. */
 const volatile bool unwind_enabled = false;
 
@@ -272,8 +283,15 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
 	struct sample_event *e;
 
+	__u32 *busy;
+
 	if (tid == 0) { /* the idle task of this CPU */
 		stat_inc(STAT_IDLE);
+		return 0;
+	}
+	busy = bpf_map_lookup_elem(&offcpu_busy, &zero);
+	if (busy && *busy) {
+		stat_inc(STAT_OFFCPU_NESTED);
 		return 0;
 	}
 	stat_inc(STAT_SAMPLES);

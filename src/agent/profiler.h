@@ -62,6 +62,8 @@ enum profiler_stat {
 	STAT_OFFCPU_DROP_SLOT_TAKEN,   /* a note replaced by another tid's */
 	STAT_OFFCPU_DROP_RINGBUF_FULL, /* sample lost: ring buffer full */
 	STAT_OFFCPU_KERNEL_THREAD,     /* a kernel thread's wait: skipped */
+	STAT_OFFCPU_NESTED,	       /* CPU samples that interrupted an off-CPU
+					* walk on their CPU: not taken */
 	STAT_NR,
 };
 

@@ -250,6 +250,18 @@ int sampler_open_ex(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows,
 		s->skel = NULL;
 		rc = load_skeleton(s, ringbuf_bytes, 0, offcpu, err);
 	}
+	if (rc && offcpu && offcpu->threshold_ns) {
+		/* Off-CPU is an addition: a kernel that refuses its programs
+		 * keeps CPU profiling. */
+		log_warn("the kernel refused the off-CPU programs (%s): off-CPU profiling is off",
+			 err ? err->msg : "");
+		if (err)
+			kiln_error_clear(err);
+		profiler_bpf__destroy(s->skel);
+		s->skel = NULL;
+		offcpu = NULL;
+		rc = load_skeleton(s, ringbuf_bytes, unwind_rows, NULL, err);
+	}
 	if (rc)
 		goto fail;
 
