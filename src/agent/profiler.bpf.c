@@ -15,6 +15,9 @@
  * sample wakes user space at once); handle_exit that it is gone, so that its
  * cache entry is dropped once no window needs it.
  *
+ * offcpu.bpf.h adds the off-CPU programs (--off-cpu-threshold), which
+ * share profile_cpu's stack walk (submit_stacks).
+ *
  * symbolize is never attached: user space runs it (BPF_PROG_TEST_RUN) to
  * name the kernel addresses its profiles need, through the kernel's own
  * kallsyms lookup, instead of reading all of /proc/kallsyms.

@@ -13,7 +13,8 @@
 #     samples, and no drops on a quiet machine's map;
 #   - the same in the window layout (bare --off-cpu-threshold: 1ms):
 #     TIME.offcpu.pb.gz holding the program's samples under its pid label;
-#   - no flag: no off-CPU profile at all, and kiln_agent_off_cpu_enabled 0.
+#   - no flag: no off-CPU profile at all, and kiln_agent_off_cpu_enabled 0;
+# and bad flag values are refused with a message.
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 agent_build offcpu_block
@@ -42,6 +43,15 @@ stop_agent() { # PID LOG
 	wait "$1" || rc=$?
 	[ "$rc" -eq 0 ] || { cat "$2"; fail "agent exited with $rc"; }
 }
+
+# Bad values are refused before anything starts, saying what is expected.
+for bad in --off-cpu-threshold=abc --off-cpu-threshold=2h --off-cpu-probability=0 \
+	--off-cpu-probability=1.5 --off-cpu-probability=x; do
+	rc=0
+	out=$("$KILN_BIN/kiln-agent" --local-store-directory="$AGENT_TMP/bad" "$bad" 2>&1) || rc=$?
+	[ "$rc" -eq 2 ] && echo "$out" | grep -q -- "${bad%%=*}=.*expected" ||
+		fail "$bad: exit $rc, \"$out\""
+done
 
 port=$(free_port)
 proc="$AGENT_TMP/proc" win="$AGENT_TMP/win" none="$AGENT_TMP/none"
