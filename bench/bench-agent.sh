@@ -24,18 +24,31 @@
 # (30 us in a quiet group, 200-300 us for minutes after anything deleted
 # files nearby, this bench's own clean-up included), so the agent's ~1,000
 # files a minute made its figure follow the host's recent deletions.
+#
+# Off-CPU case (bench/bench-agent.sh --off-cpu [--duration SECONDS], default
+# 20): instead of the burners, bench_pingpong (two threads passing a byte
+# over pipes, paced to ~100k context switches a second; TRIPS=N per second
+# changes the pace), and the agent with --off-cpu-threshold (its default,
+# 1ms) at the default --off-cpu-probability, then at probability 1, each
+# running at the same time as `perf record -e sched:sched_switch -a -g`
+# on the same activity. Per run: each profiler's CPU (rusage, % of one
+# core), the time the kernel spent in the agent's off-CPU BPF programs
+# (kernel.bpf_stats_enabled, switched on for the run; that time is paid
+# by the switching threads, not the agent), context switches a second
+# (/proc/stat) and the workload's round trips a second.
 # Figures only: nothing here passes or fails on time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-duration=60 nproc_work=200
+duration=60 nproc_work=200 offcpu=0
 while [ $# -gt 0 ]; do
 	case $1 in
+	--off-cpu) offcpu=1; shift ;;
 	--duration) duration=$2; shift 2 ;;
 	--duration=*) duration=${1#*=}; shift ;;
 	--processes) nproc_work=$2; shift 2 ;;
 	--processes=*) nproc_work=${1#*=}; shift ;;
-	*) echo "usage: $0 [--duration SECONDS] [--processes N]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--duration SECONDS] [--processes N] [--off-cpu]" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench-agent: needs root" >&2; exit 1; }
@@ -67,6 +80,98 @@ tmp) ;;
 esac
 
 mkdir -p build/agent-test
+if [ "$offcpu" = 1 ]; then
+	[ "$duration" = 60 ] && duration=20
+	gcc -O2 -pthread -o build/agent-test/pingpong bench/bench_pingpong.c
+	stats_was=$(sysctl -n kernel.bpf_stats_enabled)
+	sysctl -qw kernel.bpf_stats_enabled=1
+	trap 'sysctl -qw kernel.bpf_stats_enabled=$stats_was; cleanup' EXIT
+	python3 - "$agent" "$tmp" "$duration" "$tmp/out" "${TRIPS:-50000}" <<'PY'
+import json, os, re, signal, subprocess, sys, time
+
+agent, tmp, duration, out, trips = sys.argv[1:6]
+duration = float(duration)
+
+def ctxt():
+    for line in open("/proc/stat"):
+        if line.startswith("ctxt "):
+            return int(line.split()[1])
+
+def bpf_stats():
+    """{program name: (run time ns, runs)} of the off-CPU programs loaded now
+    (only this agent has them)."""
+    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
+                                      text=True).stdout or "[]")
+    return {p["name"]: (p.get("run_time_ns", 0), p.get("run_cnt", 0)) for p in progs
+            if p.get("name", "").startswith("offcpu_")}
+
+def workload(secs):
+    return subprocess.Popen(["build/agent-test/pingpong", str(secs), "1", trips],
+                            stdout=subprocess.PIPE, text=True)
+
+def trips_of(w):
+    o = w.communicate()[0]
+    m = re.search(r"(\d+) round trips/s", o)
+    return int(m.group(1)) if m else -1
+
+if bpf_stats():
+    sys.exit("bench-agent: another agent's off-CPU programs are loaded; stop it first")
+# The workload alone, for its pace.
+c0 = ctxt(); w = workload(5); alone = trips_of(w); alone_ctxt = (ctxt() - c0) / 5
+print(f"workload alone: {alone} round trips/s, {alone_ctxt:,.0f} context switches/s")
+
+def run(label, flags):
+    log = open(f"{tmp}/agent.log", "w+")
+    a = subprocess.Popen([agent, f"--local-store-directory={out}/{label}", "--http-address=",
+                          "--off-cpu-threshold"] + flags, stdout=log, stderr=subprocess.STDOUT)
+    while "profiling every CPU" not in open(f"{tmp}/agent.log").read():
+        if a.poll() is not None:
+            sys.exit("agent exited at start:\n" + open(f"{tmp}/agent.log").read())
+        time.sleep(0.05)
+    w = workload(duration + 4)
+    time.sleep(1)
+    b0 = bpf_stats(); c0 = ctxt(); t0 = time.time()
+    p = subprocess.Popen(["perf", "record", "-q", "-e", "sched:sched_switch", "-a", "-g", "-o",
+                          f"{out}/perf.data", "--", "sleep", str(duration)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    st0 = open(f"/proc/{a.pid}/stat").read().rsplit(")", 1)[1].split()
+    _, _, pru = os.wait4(p.pid, 0)
+    wall = time.time() - t0
+    st1 = open(f"/proc/{a.pid}/stat").read().rsplit(")", 1)[1].split()
+    b1 = bpf_stats(); c1 = ctxt()
+    a.send_signal(signal.SIGINT)
+    _, _, aru = os.wait4(a.pid, 0)
+    wtrips = trips_of(w)
+    tick = os.sysconf("SC_CLK_TCK")
+    a_cpu = (int(st1[11]) + int(st1[12]) - int(st0[11]) - int(st0[12])) / tick
+    p_cpu = pru.ru_utime + pru.ru_stime
+    perf_size = os.path.getsize(f"{out}/perf.data") / 1e6
+    d = {k: (b1[k][0] - b0[k][0], b1[k][1] - b0[k][1]) for k in b1}
+    sw, rs = d["offcpu_switch"], d["offcpu_resume_tp"]
+    m = re.search(r"(\d+) off-CPU samples", log.read() if not log.seek(0) else "")
+    return dict(label=label, agent=100 * a_cpu / wall, agent_total=aru.ru_utime + aru.ru_stime,
+                bpf=100 * (sw[0] + rs[0]) / 1e9 / wall, sw_ns=sw[0] / max(sw[1], 1),
+                rs_ns=rs[0] / max(rs[1], 1), samples=int(m.group(1)) / wall if m else -1,
+                perf=100 * p_cpu / wall, ctxt=(c1 - c0) / wall, trips=wtrips, perf_mb=perf_size,
+                files=len([f for f in os.listdir(f"{out}/{label}") if "offcpu" in f]))
+
+rows = [run("default", []), run("p=1", ["--off-cpu-probability=1"])]
+print(f"{'':44}" + "".join(f"{r['label']:>14}" for r in rows))
+def line(name, fmt, key):
+    print(f"{name:44}" + "".join(fmt.format(r[key]) for r in rows))
+line("agent CPU, % of one core (same window)", "{:13.3f}%", "agent")
+line("agent off-CPU BPF programs, % of one core", "{:13.3f}%", "bpf")
+line("  ns per run: offcpu_switch", "{:14.0f}", "sw_ns")
+line("  ns per run: offcpu_resume_tp (walks included)", "{:14.0f}", "rs_ns")
+line("agent off-CPU samples/s (all processes)", "{:14.1f}", "samples")
+line("perf record -e sched:sched_switch -a -g, %", "{:13.3f}%", "perf")
+line("  perf.data, MB", "{:14.1f}", "perf_mb")
+line("context switches/s (both profilers on)", "{:14,.0f}", "ctxt")
+line("workload round trips/s", "{:14d}", "trips")
+line("agent off-CPU files written", "{:14d}", "files")
+PY
+	exit 0
+fi
 gcc -O0 -g -fno-omit-frame-pointer -pthread -o build/agent-test/burn \
 	tests/integration/agent_progs/burn.c
 for _ in $(seq 1 "$nproc_work"); do

@@ -235,7 +235,10 @@ static void add_sample(struct agent *a, const struct sample_event *e)
 	struct proc_info *p;
 	struct window *w;
 
-	ADD(samples, 1);
+	if (e->kind == PROFILER_EVENT_OFFCPU)
+		ADD(offcpu_samples, 1);
+	else
+		ADD(samples, 1);
 	if (e->user_status < UNWIND_STATUS_NR)
 		ADD(unwind_status[e->user_status], 1);
 	/* A user process without tables (a kernel thread has no user frames),
@@ -278,7 +281,7 @@ static void on_record(void *ctx, const void *data, size_t len)
 	if (len < sizeof(kind))
 		return;
 	memcpy(&kind, data, sizeof(kind));
-	if (kind == PROFILER_EVENT_SAMPLE) {
+	if (kind == PROFILER_EVENT_SAMPLE || kind == PROFILER_EVENT_OFFCPU) {
 		on_sample(a, data, len);
 	} else if (kind == PROFILER_EVENT_EXEC && len >= sizeof(struct exec_event)) {
 		const struct exec_event *e = data;
@@ -333,6 +336,14 @@ static void update_kernel_stats(struct agent *a)
 	SET(unwind_walks, st[STAT_UNWIND_WALKS]);
 	SET(unwind_walk_ns, st[STAT_UNWIND_NS]);
 	SET(unwind_walk_frames, st[STAT_UNWIND_FRAMES]);
+	SET(offcpu_switches, st[STAT_OFFCPU_SWITCHES]);
+	SET(offcpu_recorded, st[STAT_OFFCPU_RECORDED]);
+	SET(offcpu_short, st[STAT_OFFCPU_SHORT]);
+	SET(offcpu_kernel_samples, st[STAT_OFFCPU_SAMPLES]);
+	SET(offcpu_drops_slot_taken, st[STAT_OFFCPU_DROP_SLOT_TAKEN]);
+	SET(offcpu_drops_ringbuf, st[STAT_OFFCPU_DROP_RINGBUF_FULL]);
+	SET(offcpu_kernel_threads, st[STAT_OFFCPU_KERNEL_THREAD]);
+	SET(offcpu_nested, st[STAT_OFFCPU_NESTED]);
 }
 
 static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,
@@ -340,6 +351,10 @@ static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,
 {
 	return sampler_symbolize(ctx, addrs, n, names);
 }
+
+/* The kinds of profile a window gives (enum agent_profile_kind): CPU and
+ * off-CPU. */
+#define PROFILE_KINDS 2
 
 /* Names the kernel frames of w that the cache does not know yet, in a few
  * batched lookups, before any profile is built. */
@@ -354,12 +369,15 @@ static void window_name_kernel_frames(struct agent *a, struct window *w)
 		ksym_cache_clear(a->ksyms);
 		a->ksyms_cleared_ns = a->now_ns;
 	}
-	for (size_t i = 0; i < w->n && !rc; i++) {
+	for (size_t t = 0; t < PROFILE_KINDS * w->n && !rc; t++) {
+		/* CPU stacks, then off-CPU stacks (NULL without any). */
+		const struct htab *stacks =
+		    t < w->n ? w->procs[t].stacks : w->procs[t - w->n].offcpu;
 		size_t iter = 0, klen;
 		const void *key;
 		uint64_t count;
 
-		while (!rc && htab_next(w->procs[i].stacks, &iter, &key, &klen, &count)) {
+		while (!rc && stacks && htab_next(stacks, &iter, &key, &klen, &count)) {
 			const struct window_stack_key *k = key;
 			const uint64_t *frames = (const uint64_t *)((const char *)key + sizeof(*k));
 
@@ -373,8 +391,13 @@ static void window_name_kernel_frames(struct agent *a, struct window *w)
 		log_warn("naming kernel frames: %s (they stay addresses)", strerror(-rc));
 }
 
-/* Builds the profiles of w (in each shape some sink wants) and hands them
- * to every sink. */
+static bool proc_has_kind(const struct window_proc *wp, int kind)
+{
+	return kind == AGENT_PROFILE_OFFCPU ? wp->offcpu_samples > 0 : wp->samples > 0;
+}
+
+/* Builds the profiles of w (in each shape some sink wants, CPU and, with
+ * off-CPU samples, off-CPU) and hands them to every sink. */
 static void window_emit(struct agent *a, struct window *w)
 {
 	const struct agent_config *cfg = a->cfg;
@@ -389,13 +412,15 @@ static void window_emit(struct agent *a, struct window *w)
 	/* The local store's files (the shapes the push never takes) keep
 	 * small profiles in stored gzip blocks: see profile_env. */
 	struct profile_env env_local = env;
-	/* Per shape: the profiles and their buffers (SINK_WINDOW: one). */
+	/* Per shape: the profiles and their buffers, a slot per kind and
+	 * process (SINK_WINDOW: per kind), slot = kind * n + process. */
 	struct agent_profile *profs[SINK_SHAPES] = {NULL};
 	struct buf *bufs[SINK_SHAPES] = {NULL};
 	bool need[SINK_SHAPES] = {false};
 	size_t nout[SINK_SHAPES] = {0};
 	const struct agent_labels **labels = NULL; /* each its process's series */
-	struct agent_exec_infos *execs = NULL;	   /* for SINK_PER_PROCESS */
+	struct agent_exec_infos *execs = NULL;	   /* for SINK_PER_PROCESS, per slot */
+	size_t nslots = PROFILE_KINDS * w->n;
 	struct kiln_error err = {0};
 	bool oom = false;
 
@@ -406,10 +431,10 @@ static void window_emit(struct agent *a, struct window *w)
 	env_local.gz_store = a->gz_store;
 	env_local.stored_max = LOCAL_STORED_MAX;
 	labels = calloc(w->n, sizeof(*labels));
-	execs = calloc(w->n, sizeof(*execs));
+	execs = calloc(nslots, sizeof(*execs));
 	oom = !labels || !execs;
 	for (int v = 0; v < SINK_SHAPES && !oom; v++) {
-		size_t n = v == SINK_WINDOW ? 1 : w->n;
+		size_t n = v == SINK_WINDOW ? PROFILE_KINDS : nslots;
 
 		if (!need[v])
 			continue;
@@ -433,51 +458,80 @@ static void window_emit(struct agent *a, struct window *w)
 			wp->info->series_ok = true;
 		}
 		labels[i] = &wp->info->series;
-		for (int v = SINK_PER_PROCESS; v <= SINK_PER_PROCESS_LABELLED; v++) {
-			bool labelled = v == SINK_PER_PROCESS_LABELLED;
-			struct agent_profile *p;
+	}
+	for (int kind = 0; kind < PROFILE_KINDS; kind++) {
+		for (size_t i = 0; i < w->n; i++) {
+			const struct window_proc *wp = &w->procs[i];
+			size_t slot = (size_t)kind * w->n + i;
 
-			if (!need[v])
+			if (!proc_has_kind(wp, kind))
 				continue;
+			for (int v = SINK_PER_PROCESS; v <= SINK_PER_PROCESS_LABELLED; v++) {
+				bool labelled = v == SINK_PER_PROCESS_LABELLED;
+				const struct profile_env *pe = labelled ? &env_local : &env;
+				const struct agent_labels *sl = labelled ? labels[i] : NULL;
+				struct agent_exec_infos *ex = labelled ? NULL : &execs[slot];
+				struct agent_profile *p;
+				int rc;
+
+				if (!need[v])
+					continue;
+				kiln_error_clear(&err);
+				if (kind == AGENT_PROFILE_OFFCPU)
+					rc = profile_build_offcpu(pe, w, wp, sl, &bufs[v][slot], ex,
+								  &err);
+				else
+					rc = profile_build(pe, w, wp, sl, &bufs[v][slot], ex, &err);
+				if (rc) {
+					log_warn("%s", err.msg);
+					ADD(profiles_failed, 1);
+					continue;
+				}
+				p = &profs[v][nout[v]++];
+				p->pid = wp->info->pid;
+				p->comm = wp->info->comm;
+				p->labels = labels[i];
+				p->time_ns = w->start_wall_ns;
+				p->duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns);
+				p->pprof = bufs[v][slot].data;
+				p->pprof_len = bufs[v][slot].len;
+				p->exec_info = labelled ? NULL : execs[slot].v;
+				p->n_exec_info = labelled ? 0 : execs[slot].n;
+				p->kind = (enum agent_profile_kind)kind;
+				if (kind == AGENT_PROFILE_OFFCPU)
+					ADD(offcpu_profiles, 1);
+			}
+		}
+		if (need[SINK_WINDOW] &&
+		    (kind == AGENT_PROFILE_OFFCPU ? w->offcpu_samples : w->samples)) {
+			struct buf *b = &bufs[SINK_WINDOW][kind];
+			int rc;
+
 			kiln_error_clear(&err);
-			if (profile_build(labelled ? &env_local : &env, w, wp,
-					  labelled ? labels[i] : NULL, &bufs[v][i],
-					  labelled ? NULL : &execs[i], &err)) {
+			if (kind == AGENT_PROFILE_OFFCPU)
+				rc = profile_build_offcpu_window(&env_local, w, labels, b, &err);
+			else
+				rc = profile_build_window(&env_local, w, labels, b, &err);
+			if (rc == 0) {
+				profs[SINK_WINDOW][nout[SINK_WINDOW]++] = (struct agent_profile){
+				    .comm = "",
+				    .time_ns = w->start_wall_ns,
+				    .duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns),
+				    .pprof = b->data,
+				    .pprof_len = b->len,
+				    .kind = (enum agent_profile_kind)kind,
+				};
+				if (kind == AGENT_PROFILE_OFFCPU)
+					ADD(offcpu_profiles, 1);
+			} else {
 				log_warn("%s", err.msg);
 				ADD(profiles_failed, 1);
-				continue;
 			}
-			p = &profs[v][nout[v]++];
-			p->pid = wp->info->pid;
-			p->comm = wp->info->comm;
-			p->labels = labels[i];
-			p->time_ns = w->start_wall_ns;
-			p->duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns);
-			p->pprof = bufs[v][i].data;
-			p->pprof_len = bufs[v][i].len;
-			p->exec_info = labelled ? NULL : execs[i].v;
-			p->n_exec_info = labelled ? 0 : execs[i].n;
-		}
-	}
-	if (need[SINK_WINDOW]) {
-		kiln_error_clear(&err);
-		if (profile_build_window(&env_local, w, labels, &bufs[SINK_WINDOW][0], &err) == 0) {
-			profs[SINK_WINDOW][0] = (struct agent_profile){
-			    .comm = "",
-			    .time_ns = w->start_wall_ns,
-			    .duration_ns = (int64_t)(w->end_mono_ns - w->start_mono_ns),
-			    .pprof = bufs[SINK_WINDOW][0].data,
-			    .pprof_len = bufs[SINK_WINDOW][0].len,
-			};
-			nout[SINK_WINDOW] = 1;
-		} else {
-			log_warn("%s", err.msg);
-			ADD(profiles_failed, 1);
 		}
 	}
 	/* Every file a profile points into is a debuginfo candidate (the
 	 * uploader remembers which it has handled, so this is a lookup). */
-	for (size_t i = 0; cfg->uploader && need[SINK_PER_PROCESS] && i < w->n; i++) {
+	for (size_t i = 0; cfg->uploader && need[SINK_PER_PROCESS] && i < nslots; i++) {
 		for (size_t j = 0; j < execs[i].n; j++) {
 			const struct proc_mapping *m = execs[i].v[j].mapping;
 			char path[4096];
@@ -485,7 +539,7 @@ static void window_emit(struct agent *a, struct window *w)
 			if (!m || !m->build_id[0] || m->path[0] != '/')
 				continue;
 			snprintf(path, sizeof(path), "%s/%u/root%s", cfg->proc_root,
-				 w->procs[i].info->pid, m->path);
+				 w->procs[i % w->n].info->pid, m->path);
 			debuginfo_uploader_offer(cfg->uploader, m->build_id, path);
 		}
 	}
@@ -512,7 +566,7 @@ static void window_emit(struct agent *a, struct window *w)
 	a->cpu_sinks_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - a->cpu_build_ns;
 out:
 	for (int v = 0; v < SINK_SHAPES; v++) {
-		size_t n = v == SINK_WINDOW ? 1 : w->n;
+		size_t n = v == SINK_WINDOW ? PROFILE_KINDS : nslots;
 
 		for (size_t i = 0; bufs[v] && i < n; i++)
 			buf_free(&bufs[v][i]);
@@ -520,7 +574,7 @@ out:
 		free(profs[v]);
 	}
 	free(labels);
-	for (size_t i = 0; execs && i < w->n; i++)
+	for (size_t i = 0; execs && i < nslots; i++)
 		agent_exec_infos_free(&execs[i]);
 	free(execs);
 }
@@ -621,11 +675,22 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = sampler_open(cfg->frequency_hz, cfg->ringbuf_bytes,
-			  (uint32_t)(cfg->unwind_table_bytes / sizeof(struct unwind_row)),
-			  on_record, &a, &a.sampler, err);
-	if (rc)
-		goto out;
+	{
+		struct sampler_offcpu offcpu = {.threshold_ns = cfg->offcpu_threshold_ns,
+						.probability = cfg->offcpu_probability};
+
+		rc = sampler_open_ex(
+		    cfg->frequency_hz, cfg->ringbuf_bytes,
+		    (uint32_t)(cfg->unwind_table_bytes / sizeof(struct unwind_row)),
+		    cfg->offcpu_threshold_ns ? &offcpu : NULL, on_record, &a, &a.sampler, err);
+		if (rc)
+			goto out;
+		if (sampler_offcpu_active(a.sampler)) {
+			atomic_store(&a.m->offcpu_enabled, 1);
+			log_info("off-CPU: waits of %.3f ms or more, %g of switch-outs sampled",
+				 (double)cfg->offcpu_threshold_ns / 1e6, cfg->offcpu_probability);
+		}
+	}
 	{
 		struct sampler_unwind_maps um;
 
@@ -704,7 +769,7 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		a.cur->end_mono_ns = a.now_ns;
 	window_finish(&a, a.cur);
 	a.cur = NULL;
-	if (a.next->samples) {
+	if (a.next->samples || a.next->offcpu_samples) {
 		a.next->end_mono_ns =
 		    a.now_ns > a.next->start_mono_ns ? a.now_ns : a.next->start_mono_ns + 1;
 		window_finish(&a, a.next);
@@ -716,6 +781,11 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		 (unsigned long long)atomic_load(&a.m->kernel_samples),
 		 (unsigned long long)atomic_load(&a.m->drops_ringbuf),
 		 (unsigned long long)atomic_load(&a.m->profiles_written));
+	if (atomic_load(&a.m->offcpu_enabled))
+		log_info("stopped: %llu off-CPU samples received, %llu switch-outs timed of %llu",
+			 (unsigned long long)atomic_load(&a.m->offcpu_samples),
+			 (unsigned long long)atomic_load(&a.m->offcpu_recorded),
+			 (unsigned long long)atomic_load(&a.m->offcpu_switches));
 	rc = 0;
 out:
 	for (size_t i = 0; i < a.nheld; i++)

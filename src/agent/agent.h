@@ -6,6 +6,8 @@
  *   sampler.c      load the skeleton, open perf events per CPU, poll the ring
  *   unwind.bpf.h   kernel side: the user-stack walk with unwind tables
  *   unwinder.c     which files' tables are in the kernel, which process maps which
+ *   offcpu.bpf.h   kernel side: off-CPU samples (where threads block, how long)
+ *   offcpu.c       attach those programs (finish_task_switch by its real name)
  *   window.c       aggregate records into per-process windows
  *   profile.c      turn one process's window into a pprof profile
  *   procinfo.c     per-process cache: /proc/PID/{stat,maps,cgroup,exe}, labels
@@ -357,10 +359,22 @@ struct window_stack_key {
 	char thread_comm[PROFILER_COMM_LEN];
 };
 
+/* What the off-CPU samples of one stack add up to. */
+struct window_offcpu_total {
+	uint64_t count; /* samples */
+	uint64_t ns;	/* time off CPU */
+};
+
 struct window_proc {
 	struct proc_info *info; /* held (proc_info_hold) until window_free */
 	struct htab *stacks;	/* window_stack_key + frames -> sample count */
 	uint64_t samples;
+	/* Off-CPU samples, kept apart from CPU ones: window_stack_key +
+	 * frames -> index into offcpu_totals (NULL until the first). */
+	struct htab *offcpu;
+	struct window_offcpu_total *offcpu_totals;
+	size_t n_offcpu, cap_offcpu;
+	uint64_t offcpu_samples;
 };
 
 /* The samples of one time window, per process. */
@@ -370,11 +384,14 @@ struct window {
 	struct htab *index; /* proc_info pointer -> index + 1 */
 	struct window_proc *procs;
 	size_t n, cap;
-	uint64_t samples;
+	uint64_t samples;	 /* CPU samples */
+	uint64_t offcpu_samples; /* off-CPU samples */
 };
 
 struct window *window_new(uint64_t start_mono_ns, uint64_t end_mono_ns, int64_t start_wall_ns);
-/* Counts one sample of process p. Returns 0 or -ENOMEM. */
+/* Counts one sample of process p: a CPU sample, or an off-CPU one
+ * (PROFILER_EVENT_OFFCPU: its count and off_cpu_ns summed per stack).
+ * Returns 0, -EINVAL (more frames than a sample holds) or -ENOMEM. */
 int window_add(struct window *w, struct proc_info *p, const struct sample_event *e);
 void window_free(struct window *w);
 
@@ -430,12 +447,25 @@ int profile_build(const struct profile_env *env, const struct window *w,
 		  const struct window_proc *wp, const struct agent_labels *series_labels,
 		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err);
 
+/* The same for the off-CPU samples of one process's window, shaped as
+ * Parca's agent shapes its off-CPU profile: sample type
+ * wallclock/nanoseconds (the time off CPU), period type samples/count, so
+ * that with __name__ parca_agent its type is
+ * parca_agent:wallclock:nanoseconds:samples:count. */
+int profile_build_offcpu(const struct profile_env *env, const struct window *w,
+			 const struct window_proc *wp, const struct agent_labels *series_labels,
+			 struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err);
+
 /* Builds one gzipped pprof of the whole window: every process's samples,
  * each also carrying its process's series labels (*series_labels[i] for
  * w->procs[i]), so that pprof tools split it with -tagfocus/-tagshow. */
 int profile_build_window(const struct profile_env *env, const struct window *w,
 			 const struct agent_labels *const *series_labels, struct buf *out,
 			 struct kiln_error *err);
+/* The same for the window's off-CPU samples. */
+int profile_build_offcpu_window(const struct profile_env *env, const struct window *w,
+				const struct agent_labels *const *series_labels, struct buf *out,
+				struct kiln_error *err);
 
 /* ---- metrics (metrics.c) -------------------------------------------------- */
 
@@ -479,6 +509,19 @@ struct agent_metrics {
 	atomic_uint_least64_t unwind_tables_evicted;
 	atomic_uint_least64_t unwind_process_loads;
 	atomic_uint_least64_t unwind_mappings_dropped;
+	/* Off-CPU (offcpu.bpf.h): the kernel's counters, and the samples
+	 * user space received. */
+	atomic_uint_least64_t offcpu_enabled; /* 1 when the probes are attached */
+	atomic_uint_least64_t offcpu_switches;
+	atomic_uint_least64_t offcpu_recorded;
+	atomic_uint_least64_t offcpu_short;
+	atomic_uint_least64_t offcpu_kernel_samples;
+	atomic_uint_least64_t offcpu_drops_slot_taken;
+	atomic_uint_least64_t offcpu_drops_ringbuf;
+	atomic_uint_least64_t offcpu_kernel_threads;
+	atomic_uint_least64_t offcpu_nested;  /* CPU samples not taken */
+	atomic_uint_least64_t offcpu_samples; /* received */
+	atomic_uint_least64_t offcpu_profiles;
 };
 
 struct metrics_server;
@@ -504,6 +547,10 @@ struct agent_profile {
 	size_t pprof_len;
 	const struct agent_exec_info *exec_info; /* one per pprof mapping */
 	size_t n_exec_info;
+	enum agent_profile_kind {
+		AGENT_PROFILE_CPU = 0,
+		AGENT_PROFILE_OFFCPU, /* profile_build_offcpu's */
+	} kind;
 };
 
 /* What a sink receives each window. */
@@ -634,6 +681,10 @@ struct agent_config {
 	struct agent_sink **sinks;
 	size_t n_sinks;
 	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
+	/* --off-cpu-threshold (0: no off-CPU profile) and
+	 * --off-cpu-probability (the share of switch-outs noted, 0..1). */
+	uint64_t offcpu_threshold_ns;
+	double offcpu_probability;
 };
 
 /* Checks capabilities, BTF and perf events before anything else and explains what
@@ -660,6 +711,19 @@ typedef void (*sampler_record_fn)(void *ctx, const void *data, size_t len);
  * frame pointers with a warning. */
 int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, sampler_record_fn fn,
 		 void *ctx, struct sampler **out, struct kiln_error *err);
+/* Off-CPU sampling (offcpu.bpf.h): threads off CPU at least threshold_ns
+ * give a sample; probability: the share of switch-outs noted (0..1). */
+struct sampler_offcpu {
+	uint64_t threshold_ns;
+	double probability;
+};
+/* sampler_open, with off-CPU sampling when offcpu is non-NULL. If the
+ * kernel cannot take it (no finish_task_switch to probe), that is logged
+ * and the sampler works without it (sampler_offcpu_active). */
+int sampler_open_ex(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows,
+		    const struct sampler_offcpu *offcpu, sampler_record_fn fn, void *ctx,
+		    struct sampler **out, struct kiln_error *err);
+bool sampler_offcpu_active(const struct sampler *s);
 /* The unwinder's maps: false when it is off. */
 bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out);
 /* Waits up to timeout_ms for the kernel to signal a record worth prompt
@@ -687,5 +751,31 @@ bool sampler_can_symbolize(const struct sampler *s);
 /* Sums the per-CPU kernel counters (enum profiler_stat) into out[STAT_NR]. */
 int sampler_stats(struct sampler *s, uint64_t *out, size_t n);
 void sampler_close(struct sampler *s);
+
+/* ---- off-CPU probes (offcpu.c) --------------------------------------------- */
+
+struct bpf_program;
+struct bpf_link;
+/* Whether one line of /proc/kallsyms text (len bytes, the newline
+ * optional) is a core-kernel text symbol finish_task_switch or
+ * finish_task_switch.SUFFIX: 1 with its name in name, 0 for another
+ * symbol, -EINVAL for a line that is not kallsyms', -ENAMETOOLONG. */
+int offcpu_kallsyms_match(const char *line, size_t len, char *name, size_t namesz);
+/* The name finish_task_switch has in the kallsyms file at path: 0 with
+ * name filled, or a negative errno with err saying why. */
+int offcpu_find_resume_symbol(const char *kallsyms_path, char *name, size_t namesz,
+			      struct kiln_error *err);
+/* The loaded off-CPU programs of the skeleton (offcpu.bpf.h). */
+struct offcpu_programs {
+	struct bpf_program *on_switch;	   /* raw_tp sched_switch */
+	struct bpf_program *resume_tp;	   /* raw_tp sched_exit_tp */
+	struct bpf_program *resume_kprobe; /* kprobe finish_task_switch */
+};
+/* Attaches a resume program (the sched_exit_tp tracepoint, else a kprobe
+ * on finish_task_switch by whatever name the kernel has for it), then
+ * on_switch. 0, or a negative errno with err filled and nothing
+ * attached. */
+int offcpu_attach(const struct offcpu_programs *progs, struct bpf_link **switch_link,
+		  struct bpf_link **resume_link, struct kiln_error *err);
 
 #endif

@@ -56,6 +56,8 @@ enum {
 	OPT_UNWIND_BYTES,
 	OPT_DEBUGINFO_DIRS,
 	OPT_VERSION,
+	OPT_OFFCPU_THRESHOLD,
+	OPT_OFFCPU_PROBABILITY,
 	OPT_LOG_FORMAT,
 	OPT_PARCA = 2000, /* + index into parca_flags */
 };
@@ -88,6 +90,10 @@ static const struct compat_flag parca_flags[] = {
     {"instrument-cuda-launch", optional_argument, "Kiln does not trace CUDA launches"},
     {"collect-custom-labels", optional_argument, "Kiln does not read custom labels"},
 };
+
+/* --off-cpu-threshold without a value, and --off-cpu-probability's default. */
+#define OFFCPU_DEFAULT_THRESHOLD_NS 1000000ull
+#define OFFCPU_DEFAULT_PROBABILITY  0.1
 
 static const struct option long_options[] = {
     {"help", no_argument, NULL, 'h'},
@@ -123,6 +129,8 @@ static const struct option long_options[] = {
     {"debuginfo-strip", optional_argument, NULL, OPT_DEBUGINFO_STRIP},
     {"unwind-table-max-bytes", required_argument, NULL, OPT_UNWIND_BYTES},
     {"debuginfo-directories", required_argument, NULL, OPT_DEBUGINFO_DIRS},
+    {"off-cpu-threshold", optional_argument, NULL, OPT_OFFCPU_THRESHOLD},
+    {"off-cpu-probability", required_argument, NULL, OPT_OFFCPU_PROBABILITY},
     {NULL, 0, NULL, 0},
 };
 
@@ -205,11 +213,26 @@ static void usage(FILE *f)
 	    "                                          by build ID, for binaries with no\n"
 	    "                                          unwind information of their own\n"
 	    "                                          (default: /usr/lib/debug)\n"
+	    "      --off-cpu-threshold[=DURATION]      also profile where threads block: a\n"
+	    "                                          thread off CPU for DURATION or more\n"
+	    "                                          gives an off-CPU sample worth the time\n"
+	    "                                          it was away, in the stack it blocked\n"
+	    "                                          in (profile type parca_agent:wallclock:\n"
+	    "                                          nanoseconds:samples:count; local files\n"
+	    "                                          *.offcpu.pb.gz); bare: 1ms\n"
+	    "                                          (default: 0, off)\n"
+	    "      --off-cpu-probability=P             the share of switch-outs (0..1) that\n"
+	    "                                          are timed, bounding the cost per\n"
+	    "                                          context switch; totals are then about\n"
+	    "                                          P times the true off-CPU time\n"
+	    "                                          (OpenTelemetry's and Parca's\n"
+	    "                                          --off-cpu-threshold) (default: 0.1)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
 
-/* "10s", "500ms", "1m", "2h", or plain seconds. */
+/* "10s", "500ms", "250us", "1m", "2h", or plain seconds (0 is taken: callers
+ * check their own range). */
 static int parse_duration(const char *s, uint64_t *out)
 {
 	char *end;
@@ -217,9 +240,11 @@ static int parse_duration(const char *s, uint64_t *out)
 
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno || end == s || v <= 0)
+	if (errno || end == s || v < 0)
 		return -EINVAL;
-	if (strcmp(end, "ms") == 0)
+	if (strcmp(end, "us") == 0)
+		v *= 1e3;
+	else if (strcmp(end, "ms") == 0)
 		v *= 1e6;
 	else if (strcmp(end, "s") == 0 || *end == '\0')
 		v *= 1e9;
@@ -246,6 +271,7 @@ int main(int argc, char **argv)
 	struct agent_config cfg = {.frequency_hz = 19,
 				   .unwind_table_bytes = 16u << 20,
 				   .debug_dir = "/usr/lib/debug",
+				   .offcpu_probability = OFFCPU_DEFAULT_PROBABILITY,
 				   .duration_ns = 10ull * 1000000000,
 				   .http_address = "127.0.0.1:7071",
 				   .proc_root = "/proc"};
@@ -370,6 +396,25 @@ int main(int argc, char **argv)
 				    optarg);
 			cfg.unwind_table_bytes = (size_t)v;
 			break;
+		case OPT_OFFCPU_THRESHOLD:
+			cfg.offcpu_threshold_ns = OFFCPU_DEFAULT_THRESHOLD_NS;
+			if (optarg && (parse_duration(optarg, &cfg.offcpu_threshold_ns) != 0 ||
+				       cfg.offcpu_threshold_ns > 3600ull * 1000000000))
+				die("--off-cpu-threshold=%s: expected a duration up to 1h, like "
+				    "1ms or 500us (0: off)",
+				    optarg);
+			break;
+		case OPT_OFFCPU_PROBABILITY: {
+			double p;
+
+			errno = 0;
+			p = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(p > 0 && p <= 1))
+				die("--off-cpu-probability=%s: expected a number above 0, up to 1",
+				    optarg);
+			cfg.offcpu_probability = p;
+			break;
+		}
 		case OPT_DEBUGINFO_DIRS:
 			cfg.debug_dir = optarg[0] ? optarg : NULL;
 			break;

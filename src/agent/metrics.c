@@ -112,6 +112,51 @@ static int render_unwind(const struct agent_metrics *m, struct buf *out)
 	return rc;
 }
 
+/* Off-CPU sampling (--off-cpu-threshold): what the probes saw, noted and
+ * sent, and what was lost. */
+static int render_offcpu(const struct agent_metrics *m, struct buf *out)
+{
+	return buf_printf(
+	    out,
+	    "# HELP kiln_agent_off_cpu_enabled 1 when off-CPU probes are attached.\n"
+	    "# TYPE kiln_agent_off_cpu_enabled gauge\n"
+	    "kiln_agent_off_cpu_enabled %llu\n"
+	    "# HELP kiln_agent_off_cpu_switches_total Context switches away from a task "
+	    "(switch-outs) the probe saw.\n"
+	    "# TYPE kiln_agent_off_cpu_switches_total counter\n"
+	    "kiln_agent_off_cpu_switches_total %llu\n"
+	    "# HELP kiln_agent_off_cpu_switches_recorded_total Switch-outs drawn "
+	    "(--off-cpu-probability) and noted until the task runs again.\n"
+	    "# TYPE kiln_agent_off_cpu_switches_recorded_total counter\n"
+	    "kiln_agent_off_cpu_switches_recorded_total %llu\n"
+	    "# HELP kiln_agent_off_cpu_short_total Noted tasks back on CPU before "
+	    "--off-cpu-threshold: no sample.\n"
+	    "# TYPE kiln_agent_off_cpu_short_total counter\n"
+	    "kiln_agent_off_cpu_short_total %llu\n"
+	    "# HELP kiln_agent_off_cpu_kernel_samples_total Off-CPU samples the BPF program "
+	    "sent.\n"
+	    "# TYPE kiln_agent_off_cpu_kernel_samples_total counter\n"
+	    "kiln_agent_off_cpu_kernel_samples_total %llu\n"
+	    "# HELP kiln_agent_off_cpu_samples_total Off-CPU samples received and put in "
+	    "profiles.\n"
+	    "# TYPE kiln_agent_off_cpu_samples_total counter\n"
+	    "kiln_agent_off_cpu_samples_total %llu\n"
+	    "# HELP kiln_agent_off_cpu_profiles_total Off-CPU profiles built.\n"
+	    "# TYPE kiln_agent_off_cpu_profiles_total counter\n"
+	    "kiln_agent_off_cpu_profiles_total %llu\n"
+	    "# HELP kiln_agent_off_cpu_dropped_total Off-CPU waits lost or skipped, by "
+	    "reason: slot_taken (a thread's note replaced by another's with the same slot), "
+	    "ringbuf_full (the sample found no room), kernel_thread (a kernel thread's "
+	    "wait, skipped on purpose).\n"
+	    "# TYPE kiln_agent_off_cpu_dropped_total counter\n"
+	    "kiln_agent_off_cpu_dropped_total{reason=\"slot_taken\"} %llu\n"
+	    "kiln_agent_off_cpu_dropped_total{reason=\"ringbuf_full\"} %llu\n"
+	    "kiln_agent_off_cpu_dropped_total{reason=\"kernel_thread\"} %llu\n",
+	    LOAD(offcpu_enabled), LOAD(offcpu_switches), LOAD(offcpu_recorded), LOAD(offcpu_short),
+	    LOAD(offcpu_kernel_samples), LOAD(offcpu_samples), LOAD(offcpu_profiles),
+	    LOAD(offcpu_drops_slot_taken), LOAD(offcpu_drops_ringbuf), LOAD(offcpu_kernel_threads));
+}
+
 int metrics_render(const struct agent_metrics *m, struct buf *out)
 {
 	int rc = 0;
@@ -137,8 +182,9 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "# HELP kiln_agent_dropped_samples_total Samples lost, by reason.\n"
 			 "# TYPE kiln_agent_dropped_samples_total counter\n"
 			 "kiln_agent_dropped_samples_total{reason=\"ringbuf_full\"} %llu\n"
-			 "kiln_agent_dropped_samples_total{reason=\"out_of_memory\"} %llu\n",
-			 LOAD(drops_ringbuf), LOAD(drops_oom));
+			 "kiln_agent_dropped_samples_total{reason=\"out_of_memory\"} %llu\n"
+			 "kiln_agent_dropped_samples_total{reason=\"off_cpu_walk\"} %llu\n",
+			 LOAD(drops_ringbuf), LOAD(drops_oom), LOAD(offcpu_nested));
 	rc |= buf_printf(out,
 			 "# HELP kiln_agent_stack_errors_total Samples kept without a stack "
 			 "that could not be read.\n"
@@ -203,6 +249,7 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "kiln_agent_processes_tracked %llu\n",
 			 LOAD(processes_tracked));
 	rc |= render_unwind(m, out);
+	rc |= render_offcpu(m, out);
 	rc |= process_metrics_render(out);
 	return rc ? -ENOMEM : 0;
 }

@@ -7,6 +7,12 @@
  * window length. Each sample is one (thread, stack) with its count; stacks
  * are leaf first: kernel frames, then user frames.
  *
+ * Off-CPU profiles (--off-cpu-threshold) have the shape of Parca's agent's:
+ * one sample type, wallclock/nanoseconds (the time each stack spent off
+ * CPU), period type samples/count, period 1 (each sample is one recorded
+ * wait), built from the window's off-CPU table with the same frames,
+ * mappings and labels.
+ *
  * Kernel frames are symbolized here (the layout is only known on this
  * host): one "[kernel.kallsyms]" mapping, a function per symbol whose file
  * name is the module ("[ext4]") or "[kernel.kallsyms]". Return addresses
@@ -168,15 +174,21 @@ static int encode_gzip(const struct profile_env *env, struct pprof_builder *b, s
  * profiles: env's kept builder, emptied, or a new one (sized for hint)
  * without. NULL on out-of-memory. Give it back with builder_done. */
 static struct pprof_builder *builder_start(const struct profile_env *env, const struct window *w,
-					   size_t hint, int64_t period)
+					   size_t hint, int64_t period, bool offcpu)
 {
 	struct pprof_builder *b = env->builder;
+	int rc;
 
 	if (b ? pprof_builder_reset(b, hint) != 0 : !(b = pprof_builder_new_sized(hint)))
 		return NULL;
-	if (pprof_builder_add_sample_type(b, "samples", "count") ||
-	    pprof_builder_add_sample_type(b, "cpu", "nanoseconds") ||
-	    pprof_builder_set_period(b, "cpu", "nanoseconds", period)) {
+	if (offcpu)
+		rc = pprof_builder_add_sample_type(b, "wallclock", "nanoseconds") ||
+		     pprof_builder_set_period(b, "samples", "count", 1);
+	else
+		rc = pprof_builder_add_sample_type(b, "samples", "count") ||
+		     pprof_builder_add_sample_type(b, "cpu", "nanoseconds") ||
+		     pprof_builder_set_period(b, "cpu", "nanoseconds", period);
+	if (rc) {
 		if (b != env->builder)
 			pprof_builder_free(b);
 		return NULL;
@@ -231,13 +243,15 @@ static int executable_mapping(struct pprof_builder *b, const struct proc_info *p
 	return 0;
 }
 
-/* Adds the samples of one process's window to b: thread_id and
- * thread_name, then series_labels (if any) on every sample. */
+/* Adds the samples of one process's window to b (its off-CPU ones with
+ * offcpu): thread_id and thread_name, then series_labels (if any) on every
+ * sample. */
 static int add_process_samples(struct pprof_builder *b, const struct profile_env *env,
 			       const struct window_proc *wp,
 			       const struct agent_labels *series_labels, uint64_t kmapping,
-			       struct agent_exec_infos *exec)
+			       struct agent_exec_infos *exec, bool offcpu)
 {
+	const struct htab *stacks = offcpu ? wp->offcpu : wp->stacks;
 	uint64_t locs[PROFILER_MAX_FRAMES];
 	size_t nlab = 2 + (series_labels ? series_labels->n : 0), iter = 0, klen;
 	struct pprof_label_desc labels[64];
@@ -254,11 +268,14 @@ static int add_process_samples(struct pprof_builder *b, const struct profile_env
 		labels[i].key = series_labels->v[i - 2].name;
 		labels[i].str = series_labels->v[i - 2].value;
 	}
-	while (htab_next(wp->stacks, &iter, &key, &klen, &count)) {
+	while (stacks && htab_next(stacks, &iter, &key, &klen, &count)) {
 		const struct window_stack_key *k = key;
 		const uint64_t *frames = (const uint64_t *)((const char *)key + sizeof(*k));
 		size_t nf = (size_t)k->n_kernel + k->n_user;
 		int64_t values[2] = {(int64_t)count, (int64_t)count * period};
+
+		if (offcpu) /* count is the index of the stack's totals */
+			values[0] = (int64_t)wp->offcpu_totals[count].ns;
 		char tid[16];
 
 		for (size_t i = 0; i < nf; i++) {
@@ -280,14 +297,16 @@ static int add_process_samples(struct pprof_builder *b, const struct profile_env
 	return 0;
 }
 
-int profile_build(const struct profile_env *env, const struct window *w,
-		  const struct window_proc *wp, const struct agent_labels *series_labels,
-		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
+static int build_process(const struct profile_env *env, const struct window *w,
+			 const struct window_proc *wp, const struct agent_labels *series_labels,
+			 struct buf *out, struct agent_exec_infos *exec, bool offcpu,
+			 struct kiln_error *err)
 {
+	const struct htab *stacks = offcpu ? wp->offcpu : wp->stacks;
 	/* Sized for this process's stacks: most processes have a handful, and
 	 * a default-sized builder costs more to set up than to fill. */
-	struct pprof_builder *b =
-	    builder_start(env, w, 16 + 4 * htab_count(wp->stacks), period_ns(env));
+	struct pprof_builder *b = builder_start(env, w, 16 + 4 * (stacks ? htab_count(stacks) : 0),
+						period_ns(env), offcpu);
 	uint64_t kmapping = 0;
 	int rc = -ENOMEM;
 
@@ -297,7 +316,7 @@ int profile_build(const struct profile_env *env, const struct window *w,
 	if (!rc)
 		rc = kernel_mapping(b, env, exec, &kmapping);
 	if (!rc)
-		rc = add_process_samples(b, env, wp, series_labels, kmapping, exec);
+		rc = add_process_samples(b, env, wp, series_labels, kmapping, exec, offcpu);
 	if (!rc)
 		rc = encode_gzip(env, b, out);
 	if (rc)
@@ -308,27 +327,45 @@ fail:
 	builder_done(env, b);
 	if (rc == 0)
 		rc = -ENOMEM;
-	return kiln_error_set(err, -rc, "pid %u: building profile: %s", wp->info->pid,
-			      strerror(-rc));
+	return kiln_error_set(err, -rc, "pid %u: building %s profile: %s", wp->info->pid,
+			      offcpu ? "off-CPU" : "CPU", strerror(-rc));
 }
 
-int profile_build_window(const struct profile_env *env, const struct window *w,
-			 const struct agent_labels *const *series_labels, struct buf *out,
-			 struct kiln_error *err)
+int profile_build(const struct profile_env *env, const struct window *w,
+		  const struct window_proc *wp, const struct agent_labels *series_labels,
+		  struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
+{
+	return build_process(env, w, wp, series_labels, out, exec, false, err);
+}
+
+int profile_build_offcpu(const struct profile_env *env, const struct window *w,
+			 const struct window_proc *wp, const struct agent_labels *series_labels,
+			 struct buf *out, struct agent_exec_infos *exec, struct kiln_error *err)
+{
+	return build_process(env, w, wp, series_labels, out, exec, true, err);
+}
+
+static int build_window(const struct profile_env *env, const struct window *w,
+			const struct agent_labels *const *series_labels, struct buf *out,
+			bool offcpu, struct kiln_error *err)
 {
 	size_t stacks = 0;
 	struct pprof_builder *b;
 	uint64_t kmapping = 0;
 	int rc = -ENOMEM;
 
-	for (size_t i = 0; i < w->n; i++)
-		stacks += htab_count(w->procs[i].stacks);
-	b = builder_start(env, w, 16 + 4 * stacks, period_ns(env));
+	for (size_t i = 0; i < w->n; i++) {
+		const struct htab *h = offcpu ? w->procs[i].offcpu : w->procs[i].stacks;
+
+		stacks += h ? htab_count(h) : 0;
+	}
+	b = builder_start(env, w, 16 + 4 * stacks, period_ns(env), offcpu);
 	if (!b)
 		goto fail;
 	rc = kernel_mapping(b, env, NULL, &kmapping);
 	for (size_t i = 0; !rc && i < w->n; i++)
-		rc = add_process_samples(b, env, &w->procs[i], series_labels[i], kmapping, NULL);
+		rc = add_process_samples(b, env, &w->procs[i], series_labels[i], kmapping, NULL,
+					 offcpu);
 	if (!rc)
 		rc = encode_gzip(env, b, out);
 	if (rc)
@@ -339,6 +376,20 @@ fail:
 	builder_done(env, b);
 	if (rc == 0)
 		rc = -ENOMEM;
-	return kiln_error_set(err, -rc, "window of %zu processes: building profile: %s", w->n,
-			      strerror(-rc));
+	return kiln_error_set(err, -rc, "window of %zu processes: building %s profile: %s", w->n,
+			      offcpu ? "off-CPU" : "CPU", strerror(-rc));
+}
+
+int profile_build_window(const struct profile_env *env, const struct window *w,
+			 const struct agent_labels *const *series_labels, struct buf *out,
+			 struct kiln_error *err)
+{
+	return build_window(env, w, series_labels, out, false, err);
+}
+
+int profile_build_offcpu_window(const struct profile_env *env, const struct window *w,
+				const struct agent_labels *const *series_labels, struct buf *out,
+				struct kiln_error *err)
+{
+	return build_window(env, w, series_labels, out, true, err);
 }

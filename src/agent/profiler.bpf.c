@@ -15,6 +15,9 @@
  * sample wakes user space at once); handle_exit that it is gone, so that its
  * cache entry is dropped once no window needs it.
  *
+ * offcpu.bpf.h adds the off-CPU programs (--off-cpu-threshold), which
+ * share profile_cpu's stack walk (submit_stacks).
+ *
  * symbolize is never attached: user space runs it (BPF_PROG_TEST_RUN) to
  * name the kernel addresses its profiles need, through the kernel's own
  * kallsyms lookup, instead of reading all of /proc/kallsyms.
@@ -114,6 +117,17 @@ static __always_inline void stat_inc(__u32 idx)
 	stat_add(idx, 1);
 }
 
+/* Set while this CPU's off-CPU program fills the per-CPU scratch record
+ * and walk state: a CPU-clock sample may interrupt it there (the resume
+ * tracepoint runs with interrupts on), and must then not reuse them
+ * (profile_cpu skips it, counted as STAT_OFFCPU_NESTED). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_busy SEC(".maps");
+
 /* Set by user space before load: walk user stacks with unwind tables. */
 const volatile bool unwind_enabled = false;
 
@@ -169,33 +183,27 @@ static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32
 }
 #endif
 
-SEC("perf_event")
-int profile_cpu(struct bpf_perf_event_data *ctx)
+/* Fills e's kernel and user stacks (e's kind, ids, time and anything
+ * kind-specific are set by the caller) and sends the used part of it to
+ * user space. regs: the interrupted registers when ctx starts with them
+ * (a perf event's), NULL where the user registers come from the task
+ * (a tracepoint, a kprobe). kskip: kernel frames to leave out at the top
+ * (the tracing machinery between the traced point and the program).
+ * Returns what bpf_ringbuf_output returned: nonzero when the ring had no
+ * room and the record is lost. */
+static __always_inline long submit_stacks(void *ctx, void *regs, struct sample_event *e, __u32 pid,
+					  __u64 kskip)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
 	__u64 wakeup = BPF_RB_NO_WAKEUP;
-	struct sample_event *e;
 	long klen, ulen;
 	__u64 size;
 
-	if (tid == 0) { /* the idle task of this CPU */
-		stat_inc(STAT_IDLE);
-		return 0;
-	}
-	stat_inc(STAT_SAMPLES);
-	e = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e)
-		return 0;
-	e->kind = PROFILER_EVENT_SAMPLE;
-	e->pid = pid;
-	e->tid = tid;
-	e->ktime_ns = bpf_ktime_get_ns();
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	e->stack_len = 0;
 	bpf_get_current_comm(e->thread_comm, sizeof(e->thread_comm));
 
-	klen = bpf_get_stack(ctx, e->frames, PROFILER_MAX_KERNEL_FRAMES * 8, 0);
+	klen = bpf_get_stack(ctx, e->frames, PROFILER_MAX_KERNEL_FRAMES * 8,
+			     kskip & BPF_F_SKIP_FIELD_MASK);
 	if (klen < 0) {
 		stat_inc(STAT_KERNEL_STACK_ERR);
 		klen = 0;
@@ -206,7 +214,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	if (unwind_enabled) {
 		__u64 t0 = bpf_ktime_get_ns();
 
-		ulen = unwind_user(ctx, e, pid, (__u32)klen);
+		ulen = unwind_user(regs, e, pid, (__u32)klen);
 		if (ulen >= 0) {
 			stat_inc(STAT_UNWIND_WALKS);
 			stat_add(STAT_UNWIND_NS, bpf_ktime_get_ns() - t0);
@@ -214,7 +222,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 			/* Code whose table is not built yet: the stack goes to
 			 * user space, which builds it and walks the copy. */
 			if (e->user_status == UNWIND_STATUS_TABLE_PENDING) {
-				copy_user_stack(ctx, e);
+				copy_user_stack(regs, e);
 				wake_for_tables(e, pid, &wakeup);
 			}
 		}
@@ -236,7 +244,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 		}
 		ulen /= 8;
 		if (unwind_enabled && ulen > 0) { /* a user process, not a kernel thread */
-			copy_user_stack(ctx, e);
+			copy_user_stack(regs, e);
 			wake_for_tables(e, pid, &wakeup);
 		}
 	}
@@ -268,10 +276,42 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	if (wakeup != BPF_RB_FORCE_WAKEUP && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
 						 bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4)
 		wakeup = BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_output(&events, e, size, wakeup))
+	return bpf_ringbuf_output(&events, e, size, wakeup);
+}
+
+SEC("perf_event")
+int profile_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32, tid = (__u32)id, zero = 0;
+	struct sample_event *e;
+
+	__u32 *busy;
+
+	if (tid == 0) { /* the idle task of this CPU */
+		stat_inc(STAT_IDLE);
+		return 0;
+	}
+	busy = bpf_map_lookup_elem(&offcpu_busy, &zero);
+	if (busy && *busy) {
+		stat_inc(STAT_OFFCPU_NESTED);
+		return 0;
+	}
+	stat_inc(STAT_SAMPLES);
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	e->kind = PROFILER_EVENT_SAMPLE;
+	e->pid = pid;
+	e->tid = tid;
+	e->ktime_ns = bpf_ktime_get_ns();
+	e->off_cpu_ns = 0;
+	if (submit_stacks(ctx, ctx, e, pid, 0))
 		stat_inc(STAT_DROP_RINGBUF_FULL);
 	return 0;
 }
+
+#include "offcpu.bpf.h"
 
 /* Plain raw tracepoints: attached by name, with no tracefs mount and no
  * BTF; only the current task's ids are used, never the arguments. */

@@ -9,6 +9,8 @@
  * in both; only the used part of the array is submitted, so a typical record
  * is ~200 bytes. An exec event tells user space to re-read a process's
  * mappings; an exit event lets it forget the process. Per-CPU counters count every sample seen and every one dropped.
+ * An off-CPU event (--off-cpu-threshold) is a sample_event of its own kind
+ * whose off_cpu_ns says how long the thread waited in those stacks.
  *
  * Kept free of kernel and libc headers so both sides can include it: types
  * come from vmlinux.h on the BPF side and from <linux/types.h> in user space.
@@ -32,7 +34,14 @@ enum profiler_event_kind {
 	PROFILER_EVENT_SAMPLE = 1,
 	PROFILER_EVENT_EXEC = 2,
 	PROFILER_EVENT_EXIT = 3,
+	/* A sample_event taken when a thread ran again after off_cpu_ns off
+	 * CPU (--off-cpu-threshold), with the stacks it blocked in. */
+	PROFILER_EVENT_OFFCPU = 4,
 };
+
+/* Slots for threads noted as switched out (offcpu.bpf.h), a power of two:
+ * a thread's slot is its tid modulo this. */
+#define OFFCPU_SLOTS 65536
 
 /* Index into the per-CPU stats array. */
 enum profiler_stat {
@@ -45,6 +54,16 @@ enum profiler_stat {
 	STAT_UNWIND_WALKS,	/* user stacks walked with tables */
 	STAT_UNWIND_NS,		/* time those walks took (ns) */
 	STAT_UNWIND_FRAMES,	/* frames those walks emitted */
+	/* Off-CPU (offcpu.bpf.h): */
+	STAT_OFFCPU_SWITCHES,	       /* switch-outs seen */
+	STAT_OFFCPU_RECORDED,	       /* switch-outs drawn and noted */
+	STAT_OFFCPU_SHORT,	       /* noted, back before the threshold */
+	STAT_OFFCPU_SAMPLES,	       /* off-CPU samples sent */
+	STAT_OFFCPU_DROP_SLOT_TAKEN,   /* a note replaced by another tid's */
+	STAT_OFFCPU_DROP_RINGBUF_FULL, /* sample lost: ring buffer full */
+	STAT_OFFCPU_KERNEL_THREAD,     /* a kernel thread's wait: skipped */
+	STAT_OFFCPU_NESTED,	       /* CPU samples that interrupted an off-CPU
+					* walk on their CPU: not taken */
 	STAT_NR,
 };
 
@@ -95,7 +114,7 @@ struct unwind_proc {
 };
 
 struct sample_event {
-	__u32 kind; /* PROFILER_EVENT_SAMPLE */
+	__u32 kind; /* PROFILER_EVENT_SAMPLE or PROFILER_EVENT_OFFCPU */
 	__u32 pid;  /* thread group id */
 	__u32 tid;
 	__u16 n_kernel;
@@ -109,6 +128,8 @@ struct sample_event {
 	__u32 pad2;
 	__u64 ktime_ns; /* CLOCK_MONOTONIC */
 	__u64 cgroup_id;
+	/* PROFILER_EVENT_OFFCPU: how long the thread was off CPU (ns). */
+	__u64 off_cpu_ns;
 	/* This thread's name; the process's (group leader's) when tid == pid.
 	 * User space takes the process name from /proc/PID/stat. */
 	char thread_comm[PROFILER_COMM_LEN];

@@ -10,7 +10,9 @@
  * the step and what to do about it. A poll waits on the ring's epoll fd,
  * runs the before-consume hook (the agent drains the kernel's mmap
  * records there) and then consumes. sampler_symbolize runs the (never
- * attached) symbolize program to name kernel addresses.
+ * attached) symbolize program to name kernel addresses. With off-CPU
+ * sampling, its two programs are loaded too and attached last
+ * (offcpu_attach); a kernel that refuses them leaves CPU sampling as is.
  */
 #include "agent/agent.h"
 #include "common/log.h"
@@ -37,6 +39,7 @@ struct sampler {
 	int *fds;
 	int n_cpus;
 	struct bpf_link *exec_link, *exit_link;
+	struct bpf_link *offcpu_switch_link, *offcpu_resume_link; /* NULL: off */
 	bool can_symbolize; /* the kernel has bpf_snprintf (5.13+) */
 	sampler_record_fn fn;
 	void *ctx;
@@ -125,7 +128,7 @@ static int online_cpus(bool *online, int n)
 /* Opens, sizes and loads the skeleton; with unwind_rows, the unwinder's
  * row array is mapped writable for the unwinder. */
 static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwind_rows,
-			 struct kiln_error *err)
+			 const struct sampler_offcpu *offcpu, struct kiln_error *err)
 {
 	int rc;
 
@@ -145,6 +148,18 @@ static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwin
 				      unwind_rows, strerror(-rc));
 	if (!unwind_rows)
 		bpf_map__set_max_entries(s->skel->maps.unwind_procs, 1);
+	if (offcpu && offcpu->threshold_ns) {
+		double p = offcpu->probability < 0 ? 0 : offcpu->probability;
+
+		s->skel->rodata->offcpu_threshold_ns = offcpu->threshold_ns;
+		s->skel->rodata->offcpu_sample_max =
+		    p >= 1 ? 1ull << 32 : (uint64_t)(p * 4294967296.0);
+	} else {
+		bpf_program__set_autoload(s->skel->progs.offcpu_switch, false);
+		bpf_program__set_autoload(s->skel->progs.offcpu_resume_tp, false);
+		bpf_program__set_autoload(s->skel->progs.offcpu_resume_kprobe, false);
+		bpf_map__set_max_entries(s->skel->maps.offcpu_slots, 1);
+	}
 	/* The symbolize program needs bpf_snprintf; without it the agent
 	 * falls back to reading /proc/kallsyms, so do not let it fail the
 	 * whole load. */
@@ -183,6 +198,13 @@ static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwin
 int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, sampler_record_fn fn,
 		 void *ctx, struct sampler **out, struct kiln_error *err)
 {
+	return sampler_open_ex(freq, ringbuf_bytes, unwind_rows, NULL, fn, ctx, out, err);
+}
+
+int sampler_open_ex(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows,
+		    const struct sampler_offcpu *offcpu, sampler_record_fn fn, void *ctx,
+		    struct sampler **out, struct kiln_error *err)
+{
 	struct perf_event_attr attr;
 	struct sampler *s = calloc(1, sizeof(*s));
 	int ncpu = libbpf_num_possible_cpus(), rc;
@@ -215,7 +237,7 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, samp
 		while (ringbuf_bytes < want && ringbuf_bytes < (256u << 20))
 			ringbuf_bytes <<= 1;
 	}
-	rc = load_skeleton(s, ringbuf_bytes, unwind_rows, err);
+	rc = load_skeleton(s, ringbuf_bytes, unwind_rows, offcpu, err);
 	if (rc == -EACCES && unwind_rows) {
 		/* A verifier that refuses the unwinder (an older kernel without
 		 * bpf_loop or bpf_task_pt_regs) still takes the rest. */
@@ -226,7 +248,19 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, samp
 			kiln_error_clear(err);
 		profiler_bpf__destroy(s->skel);
 		s->skel = NULL;
-		rc = load_skeleton(s, ringbuf_bytes, 0, err);
+		rc = load_skeleton(s, ringbuf_bytes, 0, offcpu, err);
+	}
+	if (rc && offcpu && offcpu->threshold_ns) {
+		/* Off-CPU is an addition: a kernel that refuses its programs
+		 * keeps CPU profiling. */
+		log_warn("the kernel refused the off-CPU programs (%s): off-CPU profiling is off",
+			 err ? err->msg : "");
+		if (err)
+			kiln_error_clear(err);
+		profiler_bpf__destroy(s->skel);
+		s->skel = NULL;
+		offcpu = NULL;
+		rc = load_skeleton(s, ringbuf_bytes, unwind_rows, NULL, err);
 	}
 	if (rc)
 		goto fail;
@@ -281,6 +315,19 @@ int sampler_open(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows, samp
 		rc = kiln_error_set(err, errno, "opening the BPF ring buffer: %s", strerror(errno));
 		goto fail;
 	}
+	if (offcpu && offcpu->threshold_ns) {
+		struct kiln_error oerr = {0};
+
+		struct offcpu_programs progs = {
+		    .on_switch = s->skel->progs.offcpu_switch,
+		    .resume_tp = s->skel->progs.offcpu_resume_tp,
+		    .resume_kprobe = s->skel->progs.offcpu_resume_kprobe,
+		};
+
+		if (offcpu_attach(&progs, &s->offcpu_switch_link, &s->offcpu_resume_link, &oerr) !=
+		    0)
+			log_warn("off-CPU profiling is off: %s", oerr.msg);
+	}
 	free(online);
 	*out = s;
 	return 0;
@@ -313,6 +360,11 @@ int sampler_drain(struct sampler *s)
 	if (s->before)
 		s->before(s->before_ctx);
 	return ring_buffer__consume(s->rb);
+}
+
+bool sampler_offcpu_active(const struct sampler *s)
+{
+	return s->offcpu_resume_link != NULL;
 }
 
 bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
@@ -369,6 +421,10 @@ int sampler_stats(struct sampler *s, uint64_t *out, size_t n)
 
 void sampler_stop(struct sampler *s)
 {
+	bpf_link__destroy(s->offcpu_switch_link);
+	s->offcpu_switch_link = NULL;
+	bpf_link__destroy(s->offcpu_resume_link);
+	s->offcpu_resume_link = NULL;
 	for (int i = 0; i < s->n_cpus; i++) {
 		bpf_link__destroy(s->links[i]);
 		s->links[i] = NULL;
@@ -382,6 +438,8 @@ void sampler_close(struct sampler *s)
 	ring_buffer__free(s->rb);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->exit_link);
+	bpf_link__destroy(s->offcpu_switch_link);
+	bpf_link__destroy(s->offcpu_resume_link);
 	for (int i = 0; s->links && i < s->n_cpus; i++)
 		bpf_link__destroy(s->links[i]);
 	for (int i = 0; s->fds && i < s->n_cpus; i++)

@@ -16,6 +16,10 @@
  * `-tags` lists them: one inode a window instead of ~200, for hosts where
  * creating files is the agent's main cost.
  *
+ * Off-CPU profiles (--off-cpu-threshold) sit beside the CPU ones under the
+ * same stem with ".offcpu" before ".pb.gz": TIME_PID_COMM.offcpu.pb.gz,
+ * or TIME.offcpu.pb.gz in the window layout.
+ *
  * Files appear atomically, so a reader never sees half a profile: each is
  * written to an unnamed file (O_TMPFILE) in the directory and linked in
  * under its name with linkat, which fails rather than replace a file;
@@ -47,25 +51,25 @@ struct sink_local {
 	bool no_tmpfile;
 };
 
-/* The name of the k-th try for stem: STEM.pb.gz, then STEM_2.pb.gz ...
- * (two profiles of one pid in one window, after an exec). */
-static void final_name(char *out, size_t outsz, const char *stem, unsigned k)
+/* The name of the k-th try for stem and extension: STEM.EXT, then
+ * STEM_2.EXT ... (two profiles of one pid in one window, after an exec). */
+static void final_name(char *out, size_t outsz, const char *stem, const char *ext, unsigned k)
 {
 	if (k == 1)
-		snprintf(out, outsz, "%s.pb.gz", stem);
+		snprintf(out, outsz, "%s%s", stem, ext);
 	else
-		snprintf(out, outsz, "%s_%u.pb.gz", stem, k);
+		snprintf(out, outsz, "%s_%u%s", stem, k, ext);
 }
 
 /* Links the open unnamed file fd into the directory under the first free
  * name. AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which the agent (root)
  * has; /proc/self/fd/N is the fallback without it. */
-static int link_tmpfile(int dirfd, int fd, const char *stem)
+static int link_tmpfile(int dirfd, int fd, const char *stem, const char *ext)
 {
 	char name[4096], self[64];
 
 	for (unsigned k = 1; k < 100; k++) {
-		final_name(name, sizeof(name), stem, k);
+		final_name(name, sizeof(name), stem, ext, k);
 		if (linkat(fd, "", dirfd, name, AT_EMPTY_PATH) == 0)
 			return 0;
 		if (errno == ENOENT || errno == EPERM) {
@@ -80,12 +84,13 @@ static int link_tmpfile(int dirfd, int fd, const char *stem)
 }
 
 /* Writes data to .STEM.tmp then renames it to its final name. */
-static int write_renamed(int dirfd, const char *stem, const uint8_t *data, size_t len)
+static int write_renamed(int dirfd, const char *stem, const char *ext, const uint8_t *data,
+			 size_t len)
 {
 	char tmp[4096], name[4096];
 	int fd, rc;
 
-	snprintf(tmp, sizeof(tmp), ".%s.tmp", stem);
+	snprintf(tmp, sizeof(tmp), ".%s%s.tmp", stem, ext);
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
@@ -93,7 +98,7 @@ static int write_renamed(int dirfd, const char *stem, const uint8_t *data, size_
 	if (close(fd) != 0 && !rc)
 		rc = -errno;
 	for (unsigned k = 1; !rc && k < 100; k++) {
-		final_name(name, sizeof(name), stem, k);
+		final_name(name, sizeof(name), stem, ext, k);
 		if (renameat2(dirfd, tmp, dirfd, name, RENAME_NOREPLACE) == 0)
 			return 0;
 		if (errno != EEXIST)
@@ -103,12 +108,13 @@ static int write_renamed(int dirfd, const char *stem, const uint8_t *data, size_
 	return rc ? rc : -EEXIST;
 }
 
-static int write_profile(struct sink_local *l, const char *stem, const uint8_t *data, size_t len)
+static int write_profile(struct sink_local *l, const char *stem, const char *ext,
+			 const uint8_t *data, size_t len)
 {
 	int fd, rc;
 
 	if (l->no_tmpfile)
-		return write_renamed(l->dirfd, stem, data, len);
+		return write_renamed(l->dirfd, stem, ext, data, len);
 	fd = openat(l->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		/* EOPNOTSUPP (the file system), EISDIR (a kernel before 3.11
@@ -116,11 +122,11 @@ static int write_profile(struct sink_local *l, const char *stem, const uint8_t *
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
 			return -errno;
 		l->no_tmpfile = true;
-		return write_renamed(l->dirfd, stem, data, len);
+		return write_renamed(l->dirfd, stem, ext, data, len);
 	}
 	rc = fd_write_all(fd, data, len);
 	if (!rc)
-		rc = link_tmpfile(l->dirfd, fd, stem);
+		rc = link_tmpfile(l->dirfd, fd, stem, ext);
 	close(fd); /* unlinked if never linked: nothing left behind */
 	return rc;
 }
@@ -133,6 +139,7 @@ static int local_write_window(struct agent_sink *s, const struct agent_profile *
 
 	for (size_t i = 0; i < n; i++) {
 		const struct agent_profile *p = &profiles[i];
+		const char *ext = p->kind == AGENT_PROFILE_OFFCPU ? ".offcpu.pb.gz" : ".pb.gz";
 		char comm[64], stamp[32], stem[256];
 		time_t t = (time_t)(p->time_ns / 1000000000);
 		struct tm tm;
@@ -154,11 +161,11 @@ static int local_write_window(struct agent_sink *s, const struct agent_profile *
 			snprintf(stem, sizeof(stem), "%s_%u_%s", stamp, p->pid, comm);
 		else
 			snprintf(stem, sizeof(stem), "%s", stamp);
-		rc = write_profile(l, stem, p->pprof, p->pprof_len);
+		rc = write_profile(l, stem, ext, p->pprof, p->pprof_len);
 		if (rc) {
 			if (!first_rc)
-				first_rc = kiln_error_set(err, -rc, "%s/%s.pb.gz: %s", l->dir, stem,
-							  strerror(-rc));
+				first_rc = kiln_error_set(err, -rc, "%s/%s%s: %s", l->dir, stem,
+							  ext, strerror(-rc));
 			continue;
 		}
 		written++;

@@ -115,14 +115,15 @@ static __always_inline int read_word(struct unwind_walk *w, __u64 addr, __u64 *o
 
 /* The user registers of the interrupted thread: from the sample when it
  * interrupted user code, else from the entry frame at the top of the
- * task's kernel stack. False for a kernel thread (no user mode). */
+ * task's kernel stack. ctx NULL (a program whose context holds no
+ * registers): from the task. False for a kernel thread (no user mode). */
 static __always_inline bool user_regs(void *ctx, struct x86_regs *out)
 {
 	const struct x86_regs *r = ctx; /* bpf_perf_event_data starts with the regs */
 	struct task_struct *task;
 	long tr;
 
-	if ((r->cs & 3) == 3) {
+	if (r && (r->cs & 3) == 3) {
 		out->ip = r->ip;
 		out->sp = r->sp;
 		out->bp = r->bp;

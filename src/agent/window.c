@@ -7,6 +7,11 @@
  * window yields two profiles (old image, new image) instead of one mixed
  * one. The window holds a reference on every entry it counts for, so the
  * process cache cannot free one before the window is turned into profiles.
+ *
+ * Off-CPU samples go to a table of their own per process, so that a stack
+ * a thread both ran and blocked in is two stacks, one per profile; their
+ * value is a (count, nanoseconds) pair, kept in an array the table
+ * indexes, since a table value is one number.
  */
 #include "agent/agent.h"
 #include "common/htab.h"
@@ -63,6 +68,33 @@ static struct window_proc *window_proc_get(struct window *w, struct proc_info *p
 	return wp;
 }
 
+/* Adds one off-CPU sample under key (len bytes) in wp. 0 or -ENOMEM. */
+static int offcpu_add(struct window_proc *wp, const void *key, size_t len, uint64_t ns)
+{
+	uint64_t idx = wp->n_offcpu;
+	int rc;
+
+	if (!wp->offcpu && !(wp->offcpu = htab_new(16)))
+		return -ENOMEM;
+	if (wp->n_offcpu == wp->cap_offcpu) {
+		size_t cap = wp->cap_offcpu ? wp->cap_offcpu * 2 : 16;
+		struct window_offcpu_total *nv = realloc(wp->offcpu_totals, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		wp->offcpu_totals = nv;
+		wp->cap_offcpu = cap;
+	}
+	rc = htab_intern(wp->offcpu, key, len, &idx);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		wp->offcpu_totals[wp->n_offcpu++] = (struct window_offcpu_total){0};
+	wp->offcpu_totals[idx].count++;
+	wp->offcpu_totals[idx].ns += ns;
+	return 0;
+}
+
 int window_add(struct window *w, struct proc_info *p, const struct sample_event *e)
 {
 	unsigned char key[sizeof(struct window_stack_key) + 8 * PROFILER_MAX_FRAMES];
@@ -84,6 +116,14 @@ int window_add(struct window *w, struct proc_info *p, const struct sample_event 
 	k->thread_comm[sizeof(k->thread_comm) - 1] = '\0';
 	memcpy(key + sizeof(*k), e->frames, nf * 8);
 	len = sizeof(*k) + nf * 8;
+	if (e->kind == PROFILER_EVENT_OFFCPU) {
+		rc = offcpu_add(wp, key, len, e->off_cpu_ns);
+		if (rc)
+			return rc;
+		wp->offcpu_samples++;
+		w->offcpu_samples++;
+		return 0;
+	}
 	rc = htab_intern(wp->stacks, key, len, &one);
 	if (rc < 0)
 		return rc;
@@ -102,6 +142,8 @@ void window_free(struct window *w)
 		return;
 	for (size_t i = 0; i < w->n; i++) {
 		htab_free(w->procs[i].stacks);
+		htab_free(w->procs[i].offcpu);
+		free(w->procs[i].offcpu_totals);
 		proc_info_release(w->procs[i].info);
 	}
 	free(w->procs);
