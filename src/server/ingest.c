@@ -170,7 +170,12 @@ static bool profile_is_delta(const struct pprof_profile *p)
 {
 	const pprof_msg *m = pprof_profile_msg(p);
 	const char *period_type = m->period_type ? pprof_string(p, m->period_type->type) : "";
-	return strcmp(period_type, "cpu") == 0;
+	const char *first_type =
+	    m->n_sample_type ? pprof_string(p, m->sample_type[0]->type) : "";
+
+	/* CPU samples and Parca agent's off-CPU time (wallclock/nanoseconds,
+	 * each window's own) are per-window amounts. */
+	return strcmp(period_type, "cpu") == 0 || strcmp(first_type, "wallclock") == 0;
 }
 
 static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries *rs, size_t si,
