@@ -18,7 +18,7 @@ source "$KILN_ROOT/tests/peers/pprof_env.sh"
 setup_node_peer
 T=$(mktemp -d /tmp/kiln-pyro-test.XXXXXX)
 trap 'server_cleanup; rm -rf "$WORK"' EXIT
-W=$(openssl rand -hex 24) R=$(openssl rand -hex 24)
+W=$($PY -c 'import secrets; print(secrets.token_hex(24))') R=$($PY -c 'import secrets; print(secrets.token_hex(24))')
 printf 'write %s\nread %s\n' "$W" "$R" >"$T/tokens"
 chmod 600 "$T/tokens"
 server_start --auth-tokens-file="$T/tokens"

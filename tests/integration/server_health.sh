@@ -15,7 +15,7 @@ cp "$KILN_ROOT/proto/grpc/health/v1/health.proto" "$T/p/"
 $PY -m grpc_tools.protoc -I"$T/p" --python_out="$HSTUBS" --grpc_python_out="$HSTUBS" \
 	"$T/p/health.proto" || die "grpc_tools.protoc failed"
 HC=$KILN_ROOT/tests/integration/server_health_client.py
-R=$(openssl rand -hex 24)
+R=$($PY -c 'import secrets; print(secrets.token_hex(24))')
 printf 'read %s\n' "$R" >"$T/tokens"
 chmod 600 "$T/tokens"
 server_start --auth-tokens-file="$T/tokens"
