@@ -340,6 +340,7 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 	struct arena *a = NULL;
 	struct timespec now;
 	int64_t from_s, until_s, rate;
+	bool timeless = false; /* a pprof without time_nanos */
 	int fmt, rc;
 
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -405,6 +406,7 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 			goto fail;
 		}
 		metric = pprof_metric(p);
+		timeless = pprof_profile_msg(p)->time_nanos == 0;
 		series_labels(nm, app, metric, spy, &labels);
 		rc = encode_write_raw(&labels, data, len, &wr);
 		pprof_profile_free(p);
@@ -427,12 +429,13 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		goto fail;
 	}
 
-	struct ingest_limits lim = {.max_inflate = server_config(s)->max_profile_inflate,
-				    .now_ms = from_s * 1000,
-				    .max_future_skew_ms =
-					server_config(s)->ingest_max_future_skew_ms};
-	/* A profile without time_nanos takes `from`; the future-skew check
-	 * is against the server's clock, so `from` itself may not lie ahead. */
+	struct ingest_limits lim = {
+	    .max_inflate = server_config(s)->max_profile_inflate,
+	    .now_ms = timeless ? from_s * 1000 : (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+	    .max_future_skew_ms = server_config(s)->ingest_max_future_skew_ms};
+	/* A pprof without time_nanos takes `from` (as Pyroscope does): ingest
+	 * gives such a profile now_ms, and checks the future skew against it,
+	 * so `from` itself is checked against the server's clock here. */
 	if (from_s > now.tv_sec + (lim.max_future_skew_ms ? lim.max_future_skew_ms / 1000 : 3600)) {
 		rc = kiln_error_set(&err, EINVAL,
 				    "from=%lld lies more than the allowed skew ahead "

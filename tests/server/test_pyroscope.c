@@ -25,9 +25,8 @@ static void test_name(void **state)
 	const char *suffix;
 
 	kiln_error_clear(&err);
-	assert_int_equal(pyro_parse_name("my.app.cpu{env=prod, otel.scope.name = x,9k=v}", nm,
-					 &err),
-			 0);
+	assert_int_equal(
+	    pyro_parse_name("my.app.cpu{env=prod, otel.scope.name = x,9k=v}", nm, &err), 0);
 	assert_string_equal(nm->app, "my.app.cpu");
 	assert_int_equal(nm->n_labels, 3);
 	assert_string_equal(nm->names[0], "env");
@@ -179,9 +178,9 @@ static void test_multipart(void **state)
 	    -EINVAL);
 
 	kiln_error_clear(&err);
-	assert_int_equal(pyro_multipart_parse((const uint8_t *)body, sizeof(body) - 1, "XyZ", parts,
-					      &n, &err),
-			 0);
+	assert_int_equal(
+	    pyro_multipart_parse((const uint8_t *)body, sizeof(body) - 1, "XyZ", parts, &n, &err),
+	    0);
 	assert_int_equal(n, 2);
 	const struct pyro_part *p = pyro_multipart_find(parts, n, "profile");
 	assert_non_null(p);
@@ -209,15 +208,15 @@ static void test_multipart(void **state)
 			 -EINVAL);
 	static const char noname[] = "--B\r\nContent-Type: x\r\n\r\nd\r\n--B--";
 	kiln_error_clear(&err);
-	assert_int_equal(pyro_multipart_parse((const uint8_t *)noname, sizeof(noname) - 1, "B",
-					      parts, &n, &err),
-			 -EINVAL);
+	assert_int_equal(
+	    pyro_multipart_parse((const uint8_t *)noname, sizeof(noname) - 1, "B", parts, &n, &err),
+	    -EINVAL);
 	assert_non_null(strstr(err.msg, "no Content-Disposition"));
 	static const char junk[] = "--B junk";
 	kiln_error_clear(&err);
-	assert_int_equal(pyro_multipart_parse((const uint8_t *)junk, sizeof(junk) - 1, "B", parts,
-					      &n, &err),
-			 -EINVAL);
+	assert_int_equal(
+	    pyro_multipart_parse((const uint8_t *)junk, sizeof(junk) - 1, "B", parts, &n, &err),
+	    -EINVAL);
 	assert_non_null(strstr(err.msg, "byte 4: expected CRLF"));
 }
 
