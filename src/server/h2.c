@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/health.h"
 #include "server/internal.h"
 
 struct h2_stream {
@@ -63,6 +64,10 @@ struct h2_stream {
 	/* metrics */
 	struct route_metrics *metrics;
 	int64_t start_ns;
+	/* grpc.health.v1.Health/Watch (health.h): the status last sent. */
+	bool watching, watch_ending;
+	enum health_status watch_sent;
+	char watch_service[256];
 	struct h2_stream *next, *prev;
 };
 
@@ -89,6 +94,7 @@ struct h2_conn {
 	int inflight;	     /* jobs queued or running (connection thread only) */
 	struct h2_stream *streams;
 	int64_t last_activity_ns;
+	int watching; /* Watch streams open */
 };
 
 int64_t mono_ns(void)
@@ -445,6 +451,81 @@ static void collect_done(struct h2_conn *c)
 	}
 }
 
+/* ---- grpc.health.v1.Health/Watch ----------------------------------------------------
+ * The one server-streaming method: HEADERS, then one DATA message per status
+ * change. The data provider defers while there is nothing new; watch_poll,
+ * run on every turn of the connection loop (at least every 250 ms), appends
+ * a message when the status changed and resumes it. When the server stops,
+ * NOT_SERVING is sent and the stream ends with grpc-status 0. */
+
+static ssize_t read_watch(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+			  uint32_t *data_flags, nghttp2_data_source *source, void *user_data)
+{
+	struct h2_stream *st = source->ptr;
+	size_t n = copy_out(st, buf, length);
+
+	if (st->out_off < st->out.len)
+		return (ssize_t)n;
+	buf_reset(&st->out);
+	st->out_off = 0;
+	if (!st->watch_ending)
+		return n ? (ssize_t)n : NGHTTP2_ERR_DEFERRED;
+	*data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	nghttp2_nv tr[] = {NV("grpc-status", "0")};
+	if (nghttp2_submit_trailer(session, stream_id, tr, 1))
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	return (ssize_t)n;
+}
+
+static void watch_start(struct h2_conn *c, struct h2_stream *st)
+{
+	struct kiln_error err = {0};
+	struct grpc_frame fr = {0};
+	size_t max = server_config(c->srv)->grpc_max_msg_bytes;
+
+	if (grpc_frame_unwrap(st->body.data, st->body.len, st->gzip_encoding, max, &fr, &err) ||
+	    health_parse_request(fr.msg, fr.len, st->watch_service, sizeof(st->watch_service))) {
+		free(fr.owned);
+		return submit_error(c, st, GRPC_STATUS_INVALID_ARGUMENT,
+				    "not a HealthCheckRequest");
+	}
+	free(fr.owned);
+	if (c->watching >= HEALTH_MAX_WATCHES_PER_CONN)
+		return submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
+				    "more than %d Watch streams on one connection",
+				    HEALTH_MAX_WATCHES_PER_CONN);
+	health_count_watch();
+	st->watch_sent = health_status(c->srv, st->watch_service);
+	buf_reset(&st->out);
+	st->out_off = 0;
+	if (health_append_framed(&st->out, st->watch_sent))
+		return submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	st->watching = true;
+	st->answered = true;
+	c->watching++;
+	nghttp2_nv nva[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_watch};
+	nghttp2_submit_response(c->session, st->id, nva, 2, &prd);
+	stream_finish_metrics(st);
+}
+
+static void watch_poll(struct h2_conn *c)
+{
+	for (struct h2_stream *st = c->streams; st; st = st->next) {
+		if (!st->watching || st->watch_ending)
+			continue;
+		enum health_status now = health_status(c->srv, st->watch_service);
+		bool stopping = server_stopping(c->srv);
+		if (now == st->watch_sent && !stopping)
+			continue;
+		if (now != st->watch_sent && health_append_framed(&st->out, now))
+			continue; /* out of memory: try again next turn */
+		st->watch_sent = now;
+		st->watch_ending = stopping;
+		nghttp2_session_resume_data(c->session, st->id);
+	}
+}
+
 /* ---- request handling ------------------------------------------------------------- */
 
 static void dispatch(struct h2_conn *c, struct h2_stream *st)
@@ -461,6 +542,8 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 				    st->path);
 	if (server_stopping(s))
 		return submit_error(c, st, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+	if (health_is_watch(st->path))
+		return watch_start(c, st);
 
 	struct kiln_error err = {0};
 	struct grpc_frame fr = {0};
@@ -682,6 +765,8 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 		c->streams = st->next;
 	if (st->next)
 		st->next->prev = st->prev;
+	if (st->watching)
+		c->watching--;
 	if (!st->answered && st->metrics) { /* the client reset it */
 		st->status = GRPC_STATUS_CANCELLED;
 		stream_finish_metrics(st);
@@ -774,7 +859,9 @@ void h2_serve(struct server *s, struct conn_io *io)
 			if (c.inflight == 0 && now - stop_seen_ns > 5000000000LL)
 				break;
 		}
-		if (goaway && !terminated && c.inflight == 0 && all_answered(&c)) {
+		watch_poll(&c);
+		if (goaway && !terminated && c.inflight == 0 && c.watching == 0 &&
+		    all_answered(&c)) {
 			nghttp2_session_terminate_session(c.session, NGHTTP2_NO_ERROR);
 			terminated = true;
 		}

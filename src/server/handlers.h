@@ -67,4 +67,11 @@ void http_debug_pprof_profile(const struct http_request *req, struct http_respon
 /* Any other /debug/pprof/ path (heap, allocs, ...): 404 with the reason. */
 void http_debug_pprof_other(const struct http_request *req, struct http_response *resp);
 
+/* Pyroscope's push API, POST /ingest (handlers_pyroscope.c). */
+void http_pyroscope_ingest(const struct http_request *req, struct http_response *resp);
+void pyroscope_metrics_render(struct buf *out);
+/* grpc.health.v1.Health (health.c; Watch is streamed by h2.c). */
+void rpc_health_check(struct grpc_call *c);
+void rpc_health_watch(struct grpc_call *c);
+
 #endif

@@ -14,6 +14,7 @@
 #include "common/process_metrics.h"
 #include "common/version.h"
 #include "server/handlers.h"
+#include "server/health.h"
 #include "server/internal.h"
 #include "store/store.h"
 
@@ -182,5 +183,7 @@ int metrics_render(struct server *s, struct buf *out)
 	help(out, "kiln_ready", "gauge", "1 while the server is ready.");
 	buf_printf(out, "kiln_ready %d\n", atomic_load(&s->ready) ? 1 : 0);
 	ext_scrape_metrics(s, out);
+	pyroscope_metrics_render(out);
+	health_metrics_render(out);
 	return process_metrics_render(out);
 }

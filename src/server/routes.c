@@ -42,6 +42,8 @@ const struct grpc_method server_grpc_methods[] = {
     {"/parca.debuginfo.v1alpha1.DebuginfoService/MarkUploadFinished", AUTH_WRITE, POOL_QUERY,
      rpc_debuginfo_mark_finished},
     {"/parca.scrape.v1alpha1.ScrapeService/Targets", AUTH_READ, POOL_QUERY, rpc_scrape_targets},
+    {"/grpc.health.v1.Health/Check", AUTH_OPEN, POOL_QUERY, rpc_health_check},
+    {"/grpc.health.v1.Health/Watch", AUTH_OPEN, POOL_QUERY, rpc_health_watch},
 };
 const size_t server_n_grpc_methods = sizeof(server_grpc_methods) / sizeof(server_grpc_methods[0]);
 
@@ -71,6 +73,7 @@ const struct http_route server_http_routes[] = {
     {"GET", "/api/v1/debuginfo", false, AUTH_READ, http_debuginfo_list},
     {"DELETE", "/api/v1/debuginfo/", true, AUTH_ADMIN, http_debuginfo_delete},
     {"GET", "/api/v1/targets", false, AUTH_READ, http_targets},
+    {"POST", "/ingest", false, AUTH_WRITE, http_pyroscope_ingest},
     {"GET", "/debug/pprof/profile", false, AUTH_ADMIN, http_debug_pprof_profile},
     {"GET", "/debug/pprof/", true, AUTH_ADMIN, http_debug_pprof_other},
     {"GET", "/", true, AUTH_OPEN, http_ui},

@@ -1,0 +1,476 @@
+/*
+ * handlers_pyroscope.c — POST /ingest, Pyroscope's push API, as its SDKs
+ * (Go, Java, Python, Ruby, .NET, Node) and agents call it:
+ *
+ *   /ingest?name=APP{k=v,...}&from=&until=&format=&sampleRate=&spyName=...
+ *
+ * format=pprof (the default for a multipart body): the "profile" part, or
+ * the whole body when it is not multipart, is a pprof; "prev_profile" is
+ * refused as Pyroscope refuses it (an SDK too old to send deltas);
+ * "sample_type_config" is accepted and not needed (Kiln keeps every sample
+ * type). format=folded / lines: stacks turned into a pprof here, typed by
+ * the name's suffix (app.cpu, app.alloc_space, ...; none = cpu) as
+ * Pyroscope types them; CPU values are samples scaled to nanoseconds by
+ * 1e9/sampleRate (default 100 Hz).
+ *
+ * Labels, as Pyroscope sets them: __name__ = the metric (process_cpu,
+ * memory, ...), service_name = APP (or app_name when the name's labels
+ * carry a service_name), pyroscope_spy = spyName, then the name's labels
+ * ("__"-prefixed ones are dropped, as Pyroscope drops them).
+ *
+ * Everything then goes through WriteRaw's own path: the series is encoded
+ * as a WriteRawRequest and handed to ingest_prepare/ingest_commit, so the
+ * limits, label checks, durability (the 200 follows the fsynced WAL) and
+ * metrics are the ones WriteRaw has. The route is AUTH_WRITE (routes.c).
+ */
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
+#include "server/handlers.h"
+#include "server/ingest.h"
+#include "server/internal.h"
+#include "server/pyroscope.h"
+
+/* Process-wide counters for /metrics (pyroscope_metrics_render). */
+static _Atomic uint64_t pyro_requests[3]; /* pprof, folded, lines */
+static _Atomic uint64_t pyro_bytes;
+static _Atomic uint64_t pyro_errors;
+static const char *const pyro_formats[3] = {"pprof", "folded", "lines"};
+
+void pyroscope_metrics_render(struct buf *out)
+{
+	buf_append_str(out, "# HELP kiln_pyroscope_ingest_requests_total Pyroscope POST /ingest "
+			    "requests by format.\n# TYPE kiln_pyroscope_ingest_requests_total "
+			    "counter\n");
+	for (int i = 0; i < 3; i++)
+		buf_printf(out, "kiln_pyroscope_ingest_requests_total{format=\"%s\"} %lu\n",
+			   pyro_formats[i], (unsigned long)atomic_load(&pyro_requests[i]));
+	buf_printf(out,
+		   "# HELP kiln_pyroscope_ingest_bytes_total Request body bytes received by "
+		   "POST /ingest.\n# TYPE kiln_pyroscope_ingest_bytes_total counter\n"
+		   "kiln_pyroscope_ingest_bytes_total %lu\n",
+		   (unsigned long)atomic_load(&pyro_bytes));
+	buf_printf(out,
+		   "# HELP kiln_pyroscope_ingest_errors_total POST /ingest requests refused or "
+		   "failed.\n# TYPE kiln_pyroscope_ingest_errors_total counter\n"
+		   "kiln_pyroscope_ingest_errors_total %lu\n",
+		   (unsigned long)atomic_load(&pyro_errors));
+}
+
+/* The series' labels, in the order they are sent. */
+struct pyro_labels {
+	const char *names[PYRO_MAX_NAME_LABELS + 4];
+	const char *values[PYRO_MAX_NAME_LABELS + 4];
+	size_t n;
+};
+
+static void add_label(struct pyro_labels *l, const char *name, const char *value)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; i < l->n; i++)
+		if (strlen(l->names[i]) == n && memcmp(l->names[i], name, n) == 0)
+			return;
+	l->names[l->n] = name;
+	l->values[l->n] = value;
+	l->n++;
+}
+
+static void series_labels(const struct pyro_name *nm, const char *app, const char *metric,
+			  const char *spy, struct pyro_labels *l)
+{
+	bool has_service = false;
+
+	l->n = 0;
+	add_label(l, "__name__", metric);
+	for (size_t i = 0; i < nm->n_labels; i++)
+		if (strcmp(nm->names[i], "service_name") == 0)
+			has_service = true;
+	add_label(l, has_service ? "app_name" : "service_name", app);
+	if (spy && *spy)
+		add_label(l, "pyroscope_spy", spy);
+	for (size_t i = 0; i < nm->n_labels; i++)
+		if (strncmp(nm->names[i], "__", 2) != 0)
+			add_label(l, nm->names[i], nm->values[i]);
+}
+
+/* One series with one raw pprof, as WriteRaw receives it. */
+static int encode_write_raw(const struct pyro_labels *l, const uint8_t *pprof, size_t len,
+			    struct buf *out)
+{
+	Parca__Profilestore__V1alpha1__Label lab[PYRO_MAX_NAME_LABELS + 4];
+	Parca__Profilestore__V1alpha1__Label *labp[PYRO_MAX_NAME_LABELS + 4];
+	Parca__Profilestore__V1alpha1__LabelSet set =
+	    PARCA__PROFILESTORE__V1ALPHA1__LABEL_SET__INIT;
+	Parca__Profilestore__V1alpha1__RawSample sample =
+	    PARCA__PROFILESTORE__V1ALPHA1__RAW_SAMPLE__INIT;
+	Parca__Profilestore__V1alpha1__RawSample *samplep = &sample;
+	Parca__Profilestore__V1alpha1__RawProfileSeries series =
+	    PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
+	Parca__Profilestore__V1alpha1__RawProfileSeries *seriesp = &series;
+	Parca__Profilestore__V1alpha1__WriteRawRequest req =
+	    PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
+
+	for (size_t i = 0; i < l->n; i++) {
+		parca__profilestore__v1alpha1__label__init(&lab[i]);
+		lab[i].name = (char *)l->names[i];
+		lab[i].value = (char *)l->values[i];
+		labp[i] = &lab[i];
+	}
+	set.labels = labp;
+	set.n_labels = l->n;
+	sample.raw_profile.data = (uint8_t *)pprof;
+	sample.raw_profile.len = len;
+	series.labels = &set;
+	series.samples = &samplep;
+	series.n_samples = 1;
+	req.series = &seriesp;
+	req.n_series = 1;
+	size_t n = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+	if (buf_reserve(out, n))
+		return -ENOMEM;
+	parca__profilestore__v1alpha1__write_raw_request__pack(&req, out->data);
+	out->len = n;
+	return 0;
+}
+
+/* ---- folded / lines -> pprof ---------------------------------------------- */
+
+struct folded_ctx {
+	struct pprof_builder *b;
+	int64_t scale;
+	uint64_t locs[PYRO_MAX_FRAMES];
+	size_t lines;
+};
+
+static int add_folded_stack(void *vctx, const char *const *frames, size_t n, int64_t value)
+{
+	struct folded_ctx *fc = vctx;
+	int64_t v;
+
+	fc->lines++;
+	if (__builtin_mul_overflow(value, fc->scale, &v))
+		return -ERANGE;
+	/* Folded stacks are root first; pprof's location_id[0] is the leaf. */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t fn = pprof_builder_function(fc->b, frames[i], frames[i], NULL, 0);
+		struct pprof_line_desc line = {.function_id = fn};
+		if (!fn)
+			return -ENOMEM;
+		fc->locs[n - 1 - i] = pprof_builder_location(fc->b, 0, 0, &line, 1);
+		if (!fc->locs[n - 1 - i])
+			return -ENOMEM;
+	}
+	return pprof_builder_add_sample(fc->b, fc->locs, n, &v, NULL, 0);
+}
+
+static int folded_to_pprof(const uint8_t *body, size_t len, bool lines, const char *suffix,
+			   int64_t sample_rate, int64_t from_s, int64_t until_s,
+			   const char **metric, struct buf *out, size_t *n_lines,
+			   struct kiln_error *err)
+{
+	const struct pyro_type *t = pyro_type_for_suffix(suffix ? suffix : "cpu");
+	struct folded_ctx *fc = calloc(1, sizeof(*fc));
+	int rc;
+
+	if (!fc)
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	fc->b = pprof_builder_new_sized(256);
+	fc->scale = 1;
+	if (!fc->b) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	*metric = t->metric;
+	bool timed = strcmp(t->metric, "process_cpu") == 0 || strcmp(t->metric, "wall") == 0;
+	if (timed && sample_rate > 0) {
+		int64_t period = 1000000000LL / sample_rate;
+		fc->scale = period;
+		rc = pprof_builder_add_sample_type(
+		    fc->b, strcmp(t->metric, "wall") == 0 ? "wall" : "cpu", "nanoseconds");
+		if (!rc)
+			rc = pprof_builder_set_period(fc->b, "cpu", "nanoseconds", period);
+	} else {
+		rc = pprof_builder_add_sample_type(fc->b, t->sample_type, t->sample_unit);
+		if (!rc)
+			rc = pprof_builder_set_period(fc->b, t->period_type, t->period_unit, 1);
+	}
+	if (rc) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	pprof_builder_set_time(fc->b, from_s * 1000000000LL,
+			       until_s > from_s ? (until_s - from_s) * 1000000000LL : 0);
+	rc = pyro_folded_parse(body, len, lines, add_folded_stack, fc, err);
+	if (rc == -ERANGE)
+		rc = kiln_error_set(err, EINVAL,
+				    "line %zu: value times the sample period overflows 64 bits",
+				    fc->lines);
+	else if (rc == -ENOMEM && !err->msg[0])
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+	if (rc)
+		goto out;
+	*n_lines = fc->lines;
+	if (pprof_builder_encode(fc->b, false, out))
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+out:
+	pprof_builder_free(fc->b);
+	free(fc);
+	return rc;
+}
+
+/* ---- pprof ------------------------------------------------------------------- */
+
+/* Pyroscope's choice of __name__ for a pushed pprof, from its sample types. */
+static const char *pprof_metric(const struct pprof_profile *p)
+{
+	const pprof_msg *m = pprof_profile_msg(p);
+	const char *st = "";
+
+	for (size_t i = 0; i < m->n_sample_type; i++)
+		if (strcmp(pprof_string(p, m->sample_type[i]->type), "wall") == 0)
+			return "wall";
+	for (size_t i = 0; i < m->n_sample_type; i++) {
+		st = pprof_string(p, m->sample_type[i]->type);
+		if (strstr(st, "cpu"))
+			return "process_cpu";
+		if (strstr(st, "alloc_") || strstr(st, "inuse_") || !strcmp(st, "space") ||
+		    !strcmp(st, "objects"))
+			return "memory";
+		if (strstr(st, "mutex_"))
+			return "mutex";
+		if (strstr(st, "block_"))
+			return "block";
+		if (strstr(st, "goroutines"))
+			return "goroutines";
+	}
+	return *st ? st : "unknown";
+}
+
+/* The Content-Type header (HTTP/1.1), or one read off the body's first
+ * delimiter line when the transport gives no headers to handlers. */
+static const char *content_type(const struct http_request *req, char *sniffed, size_t size)
+{
+	if (req->mhd_conn)
+		return MHD_lookup_connection_value(req->mhd_conn, MHD_HEADER_KIND, "Content-Type");
+	if (req->body_len > 2 && req->body[0] == '-' && req->body[1] == '-') {
+		const uint8_t *eol = memchr(req->body, '\r', req->body_len);
+		size_t n = eol ? (size_t)(eol - req->body) - 2 : 0;
+		if (n && n < size - 40) {
+			int k = snprintf(sniffed, size, "multipart/form-data; boundary=");
+			memcpy(sniffed + k, req->body + 2, n);
+			sniffed[k + n] = '\0';
+			return sniffed;
+		}
+	}
+	return NULL;
+}
+
+/* Finds the pprof in the body: the "profile" part of a multipart form, or
+ * the body itself. */
+static int pprof_from_body(const struct http_request *req, const uint8_t **data, size_t *len,
+			   struct kiln_error *err)
+{
+	char sniffed[160], boundary[80];
+	const char *ct = content_type(req, sniffed, sizeof(sniffed));
+	struct pyro_part parts[PYRO_MAX_PARTS];
+	size_t n_parts;
+	int rc;
+
+	if (!ct || strncasecmp(ct, "multipart/", 10) != 0) {
+		*data = req->body;
+		*len = req->body_len;
+		return 0;
+	}
+	rc = pyro_multipart_boundary(ct, boundary, sizeof(boundary), err);
+	if (!rc)
+		rc = pyro_multipart_parse(req->body, req->body_len, boundary, parts, &n_parts, err);
+	if (rc)
+		return rc;
+	if (pyro_multipart_find(parts, n_parts, "prev_profile"))
+		return kiln_error_set(err, EINVAL,
+				      "multipart: a \"prev_profile\" part (cumulative profiles of "
+				      "an old SDK) is not supported; update the SDK");
+	const struct pyro_part *p = pyro_multipart_find(parts, n_parts, "profile");
+	if (!p)
+		return kiln_error_set(err, EINVAL, "multipart: no \"profile\" part");
+	*data = p->data;
+	*len = p->len;
+	return 0;
+}
+
+/* ---- the handler ---------------------------------------------------------------- */
+
+static int64_t arg_int(const struct http_request *req, const char *name, int64_t dflt,
+		       struct kiln_error *err)
+{
+	const char *s = http_arg(req, name);
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return dflt;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < 0) {
+		kiln_error_set(err, EINVAL, "%s=\"%.40s\": not an integer >= 0", name, s);
+		return -1;
+	}
+	return v;
+}
+
+void http_pyroscope_ingest(const struct http_request *req, struct http_response *resp)
+{
+	struct server *s = req->srv;
+	struct server_metrics *m = server_metrics(s);
+	struct kiln_error err = {0};
+	struct pyro_name *nm = calloc(1, sizeof(*nm));
+	char *app = NULL;
+	const char *suffix = NULL, *metric = NULL;
+	const char *format = http_arg(req, "format");
+	const char *spy = http_arg(req, "spyName");
+	struct pyro_labels labels;
+	struct buf pprof = {0}, wr = {0};
+	struct ingest_batch b = {0};
+	struct arena *a = NULL;
+	struct timespec now;
+	int64_t from_s, until_s, rate;
+	bool timeless = false; /* a pprof without time_nanos */
+	int fmt, rc;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	atomic_fetch_add(&pyro_bytes, req->body_len);
+	if (!format || !*format || strcmp(format, "pprof") == 0)
+		fmt = 0;
+	else if (strcmp(format, "folded") == 0)
+		fmt = 1;
+	else if (strcmp(format, "lines") == 0)
+		fmt = 2;
+	else
+		fmt = -1;
+	if (fmt >= 0)
+		atomic_fetch_add(&pyro_requests[fmt], 1);
+	if (!nm) {
+		rc = kiln_error_set(&err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (fmt < 0) {
+		rc = kiln_error_set(&err, EINVAL,
+				    "format=\"%.40s\": Kiln takes pprof, folded and lines (jfr, "
+				    "trie and tree are not supported)",
+				    format);
+		goto fail;
+	}
+	rc = pyro_parse_name(http_arg(req, "name"), nm, &err);
+	if (rc)
+		goto fail;
+	app = malloc(strlen(nm->app) + 1);
+	if (!app) {
+		rc = kiln_error_set(&err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	from_s = now.tv_sec;
+	if (http_arg(req, "from") &&
+	    (rc = pyro_parse_time(http_arg(req, "from"), now.tv_sec, &from_s, &err)))
+		goto fail;
+	until_s = from_s;
+	if (http_arg(req, "until") &&
+	    (rc = pyro_parse_time(http_arg(req, "until"), now.tv_sec, &until_s, &err)))
+		goto fail;
+	rate = arg_int(req, "sampleRate", 100, &err);
+	if (rate <= 0 || rate > 1000000000) {
+		if (rate >= 0)
+			kiln_error_set(&err, EINVAL, "sampleRate=%lld: must be 1 to 1e9 Hz",
+				       (long long)rate);
+		rc = -EINVAL;
+		goto fail;
+	}
+
+	if (fmt == 0) {
+		const uint8_t *data = NULL;
+		size_t len = 0;
+		struct pprof_profile *p = NULL;
+		struct pprof_decode_opts o = {.max_inflated_bytes =
+						  server_config(s)->max_profile_inflate};
+		strcpy(app, nm->app);
+		rc = pprof_from_body(req, &data, &len, &err);
+		if (!rc)
+			rc = pprof_decode(data, len, &o, &p, &err);
+		if (rc) {
+			kiln_error_prefix(&err, "profile: ");
+			goto fail;
+		}
+		metric = pprof_metric(p);
+		timeless = pprof_profile_msg(p)->time_nanos == 0;
+		series_labels(nm, app, metric, spy, &labels);
+		rc = encode_write_raw(&labels, data, len, &wr);
+		pprof_profile_free(p);
+	} else {
+		size_t n_lines = 0;
+		pyro_split_app(nm->app, app, &suffix);
+		rc = folded_to_pprof(req->body, req->body_len, fmt == 2, suffix, rate, from_s,
+				     until_s, &metric, &pprof, &n_lines, &err);
+		if (rc) {
+			kiln_error_prefix(&err, "%s: ", pyro_formats[fmt]);
+			goto fail;
+		}
+		if (n_lines == 0) /* nothing to store, as Pyroscope */
+			goto done;
+		series_labels(nm, app, metric, spy, &labels);
+		rc = encode_write_raw(&labels, pprof.data, pprof.len, &wr);
+	}
+	if (rc) {
+		rc = kiln_error_set(&err, ENOMEM, "out of memory");
+		goto fail;
+	}
+
+	struct ingest_limits lim = {
+	    .max_inflate = server_config(s)->max_profile_inflate,
+	    .now_ms = timeless ? from_s * 1000 : (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+	    .max_future_skew_ms = server_config(s)->ingest_max_future_skew_ms};
+	/* A pprof without time_nanos takes `from` (as Pyroscope does): ingest
+	 * gives such a profile now_ms, and checks the future skew against it,
+	 * so `from` itself is checked against the server's clock here. */
+	if (from_s > now.tv_sec + (lim.max_future_skew_ms ? lim.max_future_skew_ms / 1000 : 3600)) {
+		rc = kiln_error_set(&err, EINVAL,
+				    "from=%lld lies more than the allowed skew ahead "
+				    "of the server's clock",
+				    (long long)from_s);
+		goto fail;
+	}
+	a = arena_new(0);
+	if (!a) {
+		rc = kiln_error_set(&err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	rc = ingest_prepare(wr.data, wr.len, &lim, a, &b, &err);
+	if (rc == 0)
+		rc = ingest_commit(server_store(s), &b, &err);
+	if (rc)
+		goto fail;
+	atomic_fetch_add(&m->ingested_profiles, b.n_profiles);
+	atomic_fetch_add(&m->ingested_samples, b.total_samples);
+	atomic_fetch_add(&m->ingested_bytes, b.total_bytes);
+done:
+	resp->content_type = "application/json";
+	buf_append_str(&resp->body, "{}\n");
+	goto out;
+fail:
+	atomic_fetch_add(&pyro_errors, 1);
+	atomic_fetch_add(&m->ingest_errors, 1);
+	log_debug("POST /ingest: %s", err.msg);
+	http_error(resp, rc == -EFBIG ? 413 : http_status_from_errno(rc), -1, "%s",
+		   err.msg[0] ? err.msg : "ingest failed");
+out:
+	ingest_batch_release(&b);
+	arena_free(a);
+	buf_free(&pprof);
+	buf_free(&wr);
+	free(app);
+	free(nm);
+}
