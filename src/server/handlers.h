@@ -67,4 +67,10 @@ void http_debug_pprof_profile(const struct http_request *req, struct http_respon
 /* Any other /debug/pprof/ path (heap, allocs, ...): 404 with the reason. */
 void http_debug_pprof_other(const struct http_request *req, struct http_response *resp);
 
+/* OpenTelemetry profiles ingest (handlers_otlp.c): gRPC ProfilesService/Export
+ * and POST /v1development/profiles; otlp_metrics_render appends kiln_otlp_*. */
+void rpc_otlp_export(struct grpc_call *c);
+void http_otlp_profiles(const struct http_request *req, struct http_response *resp);
+void otlp_metrics_render(struct buf *out);
+
 #endif

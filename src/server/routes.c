@@ -42,6 +42,8 @@ const struct grpc_method server_grpc_methods[] = {
     {"/parca.debuginfo.v1alpha1.DebuginfoService/MarkUploadFinished", AUTH_WRITE, POOL_QUERY,
      rpc_debuginfo_mark_finished},
     {"/parca.scrape.v1alpha1.ScrapeService/Targets", AUTH_READ, POOL_QUERY, rpc_scrape_targets},
+    {"/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export", AUTH_WRITE,
+     POOL_INGEST, rpc_otlp_export},
 };
 const size_t server_n_grpc_methods = sizeof(server_grpc_methods) / sizeof(server_grpc_methods[0]);
 
@@ -73,6 +75,7 @@ const struct http_route server_http_routes[] = {
     {"GET", "/api/v1/targets", false, AUTH_READ, http_targets},
     {"GET", "/debug/pprof/profile", false, AUTH_ADMIN, http_debug_pprof_profile},
     {"GET", "/debug/pprof/", true, AUTH_ADMIN, http_debug_pprof_other},
+    {"POST", "/v1development/profiles", false, AUTH_WRITE, http_otlp_profiles},
     {"GET", "/", true, AUTH_OPEN, http_ui},
 };
 const size_t server_n_http_routes = sizeof(server_http_routes) / sizeof(server_http_routes[0]);
