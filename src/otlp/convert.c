@@ -29,14 +29,152 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue otlp_any_value;
 
 #define FRAME_TYPE_KEY "profile.frame.type"
 
+/* --- nesting, on the wire ------------------------------------------------
+ *
+ * AnyValue nests (arrays and maps of AnyValues), and protobuf-c unpacks it
+ * by recursion without a limit: a 4 MB request of nested arrays would
+ * overflow the stack. The attribute values are walked on the wire first
+ * and more than OTLP_MAX_NESTING levels are refused. Malformed wire data is
+ * left to the decoder.
+ */
+#define OTLP_MAX_NESTING 32
+
+struct wire_field {
+	uint32_t number;
+	bool has_bytes;
+	const uint8_t *p;
+	size_t len;
+};
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return true;
+	}
+	return false;
+}
+
+static bool wire_next(const uint8_t **p, const uint8_t *end, struct wire_field *f)
+{
+	uint64_t key, v;
+	size_t skip;
+
+	if (*p >= end || !wire_varint(p, end, &key))
+		return false;
+	f->number = (uint32_t)(key >> 3);
+	f->has_bytes = false;
+	switch (key & 7) {
+	case 0:
+		return wire_varint(p, end, &v);
+	case 1:
+	case 5:
+		skip = (key & 7) == 1 ? 8 : 4;
+		if ((size_t)(end - *p) < skip)
+			return false;
+		*p += skip;
+		return true;
+	case 2:
+		if (!wire_varint(p, end, &v) || v > (uint64_t)(end - *p))
+			return false;
+		f->has_bytes = true;
+		f->p = *p;
+		f->len = (size_t)v;
+		*p += v;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The message kinds on the way to an AnyValue. */
+enum wire_kind {
+	W_REQUEST,
+	W_RESOURCE_PROFILES,
+	W_RESOURCE,
+	W_SCOPE_PROFILES,
+	W_SCOPE,
+	W_DICTIONARY,
+	W_KEY_VALUE_AND_UNIT,
+	W_KEY_VALUE,
+	W_ANY_VALUE,
+	W_ARRAY_OR_KVLIST_OF_ANY,
+	W_KVLIST,
+	W_NONE,
+};
+
+/* The kind of field number n inside a message of kind k (W_NONE: not on
+ * the way to an AnyValue). */
+static enum wire_kind wire_child(enum wire_kind k, uint32_t n)
+{
+	switch (k) {
+	case W_REQUEST:
+		return n == 1 ? W_RESOURCE_PROFILES : n == 2 ? W_DICTIONARY : W_NONE;
+	case W_RESOURCE_PROFILES:
+		return n == 1 ? W_RESOURCE : n == 2 ? W_SCOPE_PROFILES : W_NONE;
+	case W_RESOURCE:
+		return n == 1 ? W_KEY_VALUE : W_NONE;
+	case W_SCOPE_PROFILES:
+		return n == 1 ? W_SCOPE : W_NONE;
+	case W_SCOPE:
+		return n == 3 ? W_KEY_VALUE : W_NONE;
+	case W_DICTIONARY:
+		return n == 6 ? W_KEY_VALUE_AND_UNIT : W_NONE;
+	case W_KEY_VALUE_AND_UNIT:
+	case W_KEY_VALUE:
+		return n == 2 ? W_ANY_VALUE : W_NONE;
+	case W_ANY_VALUE:
+		return n == 5 ? W_ARRAY_OR_KVLIST_OF_ANY : n == 6 ? W_KVLIST : W_NONE;
+	case W_ARRAY_OR_KVLIST_OF_ANY:
+		return n == 1 ? W_ANY_VALUE : W_NONE;
+	case W_KVLIST:
+		return n == 1 ? W_KEY_VALUE : W_NONE;
+	default:
+		return W_NONE;
+	}
+}
+
+static int check_nesting(const uint8_t *p, size_t len, enum wire_kind k, int depth,
+			 struct kiln_error *err)
+{
+	const uint8_t *end = p + len;
+	struct wire_field f;
+
+	if (depth > OTLP_MAX_NESTING)
+		return kiln_error_set(
+		    err, EINVAL,
+		    "ExportProfilesServiceRequest: attribute values nest more than "
+		    "%d levels deep",
+		    OTLP_MAX_NESTING);
+	while (wire_next(&p, end, &f)) {
+		enum wire_kind c = f.has_bytes ? wire_child(k, f.number) : W_NONE;
+		if (c == W_NONE)
+			continue;
+		int rc = check_nesting(f.p, f.len, c, depth + (c == W_ANY_VALUE), err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int otlp_request_unpack(const uint8_t *data, size_t len, struct arena *a, otlp_request **out,
 			struct kiln_error *err)
 {
 	ProtobufCAllocator alloc;
+	int rc;
 
+	*out = NULL;
+	rc = check_nesting(data, len, W_REQUEST, 0, err);
+	if (rc)
+		return rc;
 	arena_protobuf_allocator(a, &alloc);
-	*out = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-	    &alloc, len, data);
+	*out =
+	    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+		&alloc, len, data);
 	if (!*out)
 		return kiln_error_set(err, EINVAL,
 				      "ExportProfilesServiceRequest: not a valid protobuf message "
@@ -78,12 +216,12 @@ static int check_index(int64_t i, size_t n, bool zero_ok, const char *table, str
 	va_start(ap, where_fmt);
 	vsnprintf(where, sizeof(where), where_fmt, ap);
 	va_end(ap);
-	return kiln_error_set(err, EINVAL, "%s %" PRId64 " is out of range (%s has %zu rows)", where,
-			      i, table, n);
+	return kiln_error_set(err, EINVAL, "%s %" PRId64 " is out of range (%s has %zu rows)",
+			      where, i, table, n);
 }
 
 #define CHECK_STR(i, ...) check_index((i), v->n_string, true, "string_table", err, __VA_ARGS__)
-#define CHECK_ATTR(i, ...)                                                                    \
+#define CHECK_ATTR(i, ...)                                                                         \
 	check_index((i), v->n_attribute, false, "attribute_table", err, __VA_ARGS__)
 
 static int check_attrs(const struct dict_view *v, const int32_t *idx, size_t n, const char *what,
@@ -104,15 +242,16 @@ static int check_dictionary(const struct dict_view *v, struct kiln_error *err)
 		return 0;
 	for (size_t i = 0; i < v->n_mapping; i++) {
 		const otlp_mapping *m = d->mapping_table[i];
-		if (CHECK_STR(m->filename_strindex, "dictionary.mapping_table[%zu].filename_strindex",
-			      i) ||
+		if (CHECK_STR(m->filename_strindex,
+			      "dictionary.mapping_table[%zu].filename_strindex", i) ||
 		    check_attrs(v, m->attribute_indices, m->n_attribute_indices, "mapping_table", i,
 				err))
 			return -EINVAL;
 	}
 	for (size_t i = 0; i < v->n_function; i++) {
 		const otlp_function *f = d->function_table[i];
-		if (CHECK_STR(f->name_strindex, "dictionary.function_table[%zu].name_strindex", i) ||
+		if (CHECK_STR(f->name_strindex, "dictionary.function_table[%zu].name_strindex",
+			      i) ||
 		    CHECK_STR(f->system_name_strindex,
 			      "dictionary.function_table[%zu].system_name_strindex", i) ||
 		    CHECK_STR(f->filename_strindex,
@@ -135,7 +274,8 @@ static int check_dictionary(const struct dict_view *v, struct kiln_error *err)
 	}
 	for (size_t i = 0; i < v->n_attribute; i++) {
 		const otlp_attribute *at = d->attribute_table[i];
-		if (CHECK_STR(at->key_strindex, "dictionary.attribute_table[%zu].key_strindex", i) ||
+		if (CHECK_STR(at->key_strindex, "dictionary.attribute_table[%zu].key_strindex",
+			      i) ||
 		    CHECK_STR(at->unit_strindex, "dictionary.attribute_table[%zu].unit_strindex",
 			      i))
 			return -EINVAL;
@@ -158,7 +298,11 @@ static bool valid_utf8(const char *s)
 	const unsigned char *p = (const unsigned char *)s;
 
 	while (*p) {
-		int n = *p < 0x80 ? 0 : (*p >> 5) == 6 ? 1 : (*p >> 4) == 14 ? 2 : (*p >> 3) == 30 ? 3 : -1;
+		int n = *p < 0x80	  ? 0
+			: (*p >> 5) == 6  ? 1
+			: (*p >> 4) == 14 ? 2
+			: (*p >> 3) == 30 ? 3
+					  : -1;
 		if (n < 0)
 			return false;
 		p++;
@@ -337,8 +481,9 @@ static const char *build_id_of(const struct conv *c, const otlp_mapping *m)
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
 		const otlp_any_value *v =
 		    find_attr(c, m->attribute_indices, m->n_attribute_indices, keys[k]);
-		if (v && v->value_case ==
-			     OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE &&
+		if (v &&
+		    v->value_case ==
+			OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE &&
 		    v->string_value[0])
 			return v->string_value;
 	}
@@ -403,10 +548,11 @@ static uint64_t location_id(struct conv *c, int32_t li)
 	if (l->mapping_index > 0) {
 		map = mapping_id(c, l->mapping_index, l->n_lines > 0);
 	} else {
-		const otlp_any_value *ft = find_attr(c, l->attribute_indices,
-						     l->n_attribute_indices, FRAME_TYPE_KEY);
+		const otlp_any_value *ft =
+		    find_attr(c, l->attribute_indices, l->n_attribute_indices, FRAME_TYPE_KEY);
 		if (ft &&
-		    ft->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE &&
+		    ft->value_case ==
+			OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE &&
 		    ft->string_value[0] && strcmp(ft->string_value, "native") != 0)
 			map = frame_type_mapping(c, ft->string_value);
 	}
@@ -438,11 +584,12 @@ static int sample_labels(struct conv *c, const otlp_sample *s, const char *where
 		const char *key = table_string(v, at->key_strindex);
 		if (!*key)
 			continue;
-		if (at->value &&
-		    at->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
+		if (at->value && at->value->value_case ==
+				     OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
 			const char *unit = table_string(v, at->unit_strindex);
-			l[n++] = (struct pprof_label_desc){
-			    .key = key, .num = at->value->int_value, .num_unit = *unit ? unit : NULL};
+			l[n++] = (struct pprof_label_desc){.key = key,
+							   .num = at->value->int_value,
+							   .num_unit = *unit ? unit : NULL};
 			continue;
 		}
 		const char *text = any_value_text(at->value, c->a);
@@ -450,8 +597,8 @@ static int sample_labels(struct conv *c, const otlp_sample *s, const char *where
 			return kiln_error_set(err, ENOMEM, "out of memory");
 		if (!valid_utf8(text))
 			return kiln_error_set(err, EINVAL,
-					      "%s: attribute %.100s: value is not valid UTF-8", where,
-					      key);
+					      "%s: attribute %.100s: value is not valid UTF-8",
+					      where, key);
 		l[n++] = (struct pprof_label_desc){.key = key, .str = text};
 	}
 	if (s->link_index > 0) {
@@ -492,8 +639,8 @@ static int add_sample(struct conv *c, const otlp_sample *s, const char *where,
 		return kiln_error_set(err, EINVAL, "%s: has neither values nor timestamps", where);
 	if (s->n_values && s->n_timestamps_unix_nano && s->n_values != s->n_timestamps_unix_nano)
 		return kiln_error_set(err, EINVAL,
-				      "%s: %zu values but %zu timestamps (they must pair up)", where,
-				      s->n_values, s->n_timestamps_unix_nano);
+				      "%s: %zu values but %zu timestamps (they must pair up)",
+				      where, s->n_values, s->n_timestamps_unix_nano);
 	for (size_t k = 0; k < s->n_values; k++) {
 		if (__builtin_add_overflow(value, s->values[k], &value))
 			return kiln_error_set(err, EINVAL, "%s: the sum of its values overflows",
@@ -515,8 +662,7 @@ static int add_sample(struct conv *c, const otlp_sample *s, const char *where,
 		if (!locs[k])
 			return kiln_error_set(err, ENOMEM, "out of memory");
 	}
-	rc = pprof_builder_add_sample(c->b, locs, st->n_location_indices, &value, labels,
-				      n_labels);
+	rc = pprof_builder_add_sample(c->b, locs, st->n_location_indices, &value, labels, n_labels);
 	if (rc)
 		return kiln_error_set(err, -rc, "%s: cannot add the sample", where);
 	return 0;
@@ -569,7 +715,8 @@ static int convert_profile(struct conv *c, const otlp_resource_profiles *rp,
 	if (rp->resource &&
 	    (rc = add_key_values(c, rp->resource->attributes, rp->resource->n_attributes, err)))
 		return rc;
-	if (sp->scope && (rc = add_key_values(c, sp->scope->attributes, sp->scope->n_attributes, err)))
+	if (sp->scope &&
+	    (rc = add_key_values(c, sp->scope->attributes, sp->scope->n_attributes, err)))
 		return rc;
 	for (size_t k = 0; k < p->n_attribute_indices; k++) {
 		if (CHECK_ATTR(p->attribute_indices[k], "attribute_indices[%zu]", k))
@@ -609,14 +756,13 @@ static int convert_profile(struct conv *c, const otlp_resource_profiles *rp,
 	    p->time_unix_nano ? (int64_t)(p->time_unix_nano / 1000000) : c->lim->now_ms;
 	if (out->timestamp_ms < c->lim->min_time_ms ||
 	    out->timestamp_ms - c->lim->now_ms > c->lim->max_future_skew_ms)
-		return kiln_error_set(err, EINVAL,
-				      "time_unix_nano %" PRIu64 " is %s (accepted: %lld ms to "
-				      "%lld s past the server's clock)",
-				      p->time_unix_nano,
-				      out->timestamp_ms < c->lim->min_time_ms ? "too old"
-									      : "too far in the future",
-				      (long long)c->lim->min_time_ms,
-				      (long long)(c->lim->max_future_skew_ms / 1000));
+		return kiln_error_set(
+		    err, EINVAL,
+		    "time_unix_nano %" PRIu64 " is %s (accepted: %lld ms to "
+		    "%lld s past the server's clock)",
+		    p->time_unix_nano,
+		    out->timestamp_ms < c->lim->min_time_ms ? "too old" : "too far in the future",
+		    (long long)c->lim->min_time_ms, (long long)(c->lim->max_future_skew_ms / 1000));
 	out->delta = strcmp(period_type, "cpu") == 0;
 
 	for (size_t k = 0; k < p->n_samples; k++) {
@@ -689,8 +835,8 @@ int otlp_convert(const otlp_request *req, const struct otlp_limits *lim, struct 
 
 				out->n_seen++;
 				snprintf(where, sizeof(where),
-					 "resource_profiles[%zu].scope_profiles[%zu].profiles[%zu]", i,
-					 j, k);
+					 "resource_profiles[%zu].scope_profiles[%zu].profiles[%zu]",
+					 i, j, k);
 				if ((rc = pprof_builder_reset(c.b, 256))) {
 					rc = kiln_error_set(err, ENOMEM, "out of memory");
 					goto out;

@@ -22,7 +22,13 @@
 struct json_path {
 	char text[256];
 	size_t len;
+	int depth; /* messages open; bounded as the protobuf side is */
 };
+
+/* 64 objects hold at most 30 nested attribute values (an AnyValue level is
+ * two objects, the first sits 4 deep), under convert.c's limit of 32: what
+ * this reader accepts, the protobuf side accepts too. */
+#define JSON_MAX_DEPTH 64
 
 static size_t path_push(struct json_path *p, const char *fmt, const char *s, size_t idx)
 {
@@ -31,8 +37,8 @@ static size_t path_push(struct json_path *p, const char *fmt, const char *s, siz
 		  : snprintf(p->text + p->len, sizeof(p->text) - p->len, fmt, idx);
 
 	if (n > 0)
-		p->len = p->len + (size_t)n < sizeof(p->text) ? p->len + (size_t)n
-							       : sizeof(p->text) - 1;
+		p->len =
+		    p->len + (size_t)n < sizeof(p->text) ? p->len + (size_t)n : sizeof(p->text) - 1;
 	return old;
 }
 
@@ -181,8 +187,10 @@ static bool read_bytes(const char *t, bool hex, struct buf *out)
 			return false;
 		for (size_t i = 0; i < n; i += 2) {
 			int hi = hex_digit(t[i]), lo = hex_digit(t[i + 1]);
+			if (hi < 0 || lo < 0)
+				return false;
 			uint8_t b = (uint8_t)(hi << 4 | lo);
-			if (hi < 0 || lo < 0 || buf_append(out, &b, 1))
+			if (buf_append(out, &b, 1))
 				return false;
 		}
 		return true;
@@ -279,8 +287,8 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 			const ProtobufCEnumValue *ev =
 			    protobuf_c_enum_descriptor_get_value_by_name(ed, json_string_value(v));
 			if (!ev)
-				return kiln_error_set(err, EINVAL, "%s: \"%.80s\" is not a %s", path->text,
-						      json_string_value(v), ed->name);
+				return kiln_error_set(err, EINVAL, "%s: \"%.80s\" is not a %s",
+						      path->text, json_string_value(v), ed->name);
 			s = ev->value;
 		} else if (!read_integer(v, true, &s, &u) || s < INT32_MIN || s > INT32_MAX) {
 			return bad(err, path, "an enum name or number", v);
@@ -334,7 +342,9 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 	}
 	case PROTOBUF_C_TYPE_MESSAGE: {
 		struct buf sub = {0};
+		path->depth++;
 		rc = encode_message(f->descriptor, v, &sub, path, err);
+		path->depth--;
 		if (rc == 0 && put_bytes(out, f->id, sub.data, sub.len))
 			rc = -ENOMEM;
 		buf_free(&sub);
@@ -374,6 +384,9 @@ static int encode_message(const ProtobufCMessageDescriptor *d, const json_t *obj
 
 	if (!json_is_object(obj))
 		return bad(err, path, "an object", obj);
+	if (path->depth >= JSON_MAX_DEPTH)
+		return kiln_error_set(err, EINVAL, "%s: nested more than %d objects deep",
+				      path->text, JSON_MAX_DEPTH);
 	json_object_foreach((json_t *)obj, key, v)
 	{
 		const ProtobufCFieldDescriptor *f = NULL;

@@ -102,8 +102,8 @@ static int otlp_ingest(struct server *s, const uint8_t *body, size_t len, int64_
 	int64_t skew = server_config(s)->ingest_max_future_skew_ms;
 	struct otlp_limits lim = {.now_ms = now_ms(),
 				  .min_time_ms = INGEST_MIN_TIME_MS,
-				  .max_future_skew_ms = skew > 0 ? skew
-								 : INGEST_DEFAULT_FUTURE_SKEW_MS};
+				  .max_future_skew_ms =
+				      skew > 0 ? skew : INGEST_DEFAULT_FUTURE_SKEW_MS};
 	int rc;
 
 	*rejected = 0;
@@ -131,12 +131,13 @@ static int otlp_ingest(struct server *s, const uint8_t *body, size_t len, int64_
 		goto fail;
 	}
 	for (size_t i = 0; i < res.n_profiles; i++) {
-		batch.series[i] = (struct ingest_series){res.profiles[i].labels,
-							 res.profiles[i].n_labels};
-		batch.profiles[i] = (struct ingest_profile){.series = i,
-							    .profile = res.profiles[i].profile,
-							    .timestamp_ms = res.profiles[i].timestamp_ms,
-							    .delta = res.profiles[i].delta};
+		batch.series[i] =
+		    (struct ingest_series){res.profiles[i].labels, res.profiles[i].n_labels};
+		batch.profiles[i] =
+		    (struct ingest_profile){.series = i,
+					    .profile = res.profiles[i].profile,
+					    .timestamp_ms = res.profiles[i].timestamp_ms,
+					    .delta = res.profiles[i].delta};
 	}
 	batch.n_series = batch.n_profiles = res.n_profiles;
 	rc = ingest_commit(server_store(s), &batch, err);
@@ -242,7 +243,8 @@ void http_otlp_profiles(const struct http_request *req, struct http_response *re
 		Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse
 		    r = OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_SERVICE_RESPONSE__INIT;
 		Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesPartialSuccess
-		    ps = OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
+		    ps =
+			OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
 		if (rejected) {
 			ps.rejected_profiles = rejected;
 			ps.error_message = msg;

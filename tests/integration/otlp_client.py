@@ -17,6 +17,7 @@ opentelemetry-proto v1.8.0 field numbers.
          stacks and totals, and the frame-type marker on the pprof mappings
   bad    --addr A --kilnctl K  every bad input: each error names the table
          and index, and nothing of a refused request or profile is stored
+  dump   --out DIR   the request as request.pb and request.json (fuzz seeds)
 """
 import argparse
 import base64
@@ -415,16 +416,38 @@ def cmd_bad(a):
     if status != 400 or b"JSON body" not in body:
         fail("broken JSON: %d %s" % (status, body[:300]))
     print("ok broken JSON ->", body.decode().strip())
-    for run in ["bad-grpc", "bad-truncated", "bad-json"]:
+    # Attribute values nested past the limit (protobuf-c would recurse on them).
+    req = build_request("bad-nested")[0]
+    v = req.resource_profiles[0].resource.attributes.add(key="deep").value
+    for _ in range(40):
+        v = v.array_value.values.add()
+    v.string_value = "x"
+    status, body = http_post(a.addr, req.SerializeToString(), "application/x-protobuf")
+    if status != 400 or b"nest more than" not in body:
+        fail("nested protobuf: %d %s" % (status, body[:300]))
+    print("ok nested protobuf ->", body.decode().strip())
+    status, body = http_post(a.addr, to_otlp_json(req), "application/json")
+    if status != 400 or b"nested more than" not in body:
+        fail("nested JSON: %d %s" % (status, body[:300]))
+    print("ok nested JSON ->", body.decode().strip()[:160])
+    for run in ["bad-grpc", "bad-truncated", "bad-json", "bad-nested"]:
         if series_exists(a, run):
             fail("%s: a refused request left a series behind" % run)
 
 
+def cmd_dump(a):
+    req = build_request("seed")[0]
+    open(os.path.join(a.out, "request.pb"), "wb").write(req.SerializeToString())
+    open(os.path.join(a.out, "request.json"), "wb").write(to_otlp_json(req))
+    open(os.path.join(a.out, "bad_stack.pb"), "wb").write(
+        bad_request("seed", "stack_table").SerializeToString())
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["send", "verify", "bad"])
+    ap.add_argument("cmd", choices=["send", "verify", "bad", "dump"])
     ap.add_argument("--stubs", required=True)
-    ap.add_argument("--addr", required=True)
+    ap.add_argument("--addr", default="")
     ap.add_argument("--run", default="r")
     ap.add_argument("--via", default="grpc")
     ap.add_argument("--expect")
@@ -432,7 +455,7 @@ def main():
     ap.add_argument("--out", default="/tmp")
     a = ap.parse_args()
     load_stubs(a.stubs)
-    {"send": cmd_send, "verify": cmd_verify, "bad": cmd_bad}[a.cmd](a)
+    {"send": cmd_send, "verify": cmd_verify, "bad": cmd_bad, "dump": cmd_dump}[a.cmd](a)
 
 
 if __name__ == "__main__":
