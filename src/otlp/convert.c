@@ -29,13 +29,14 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue otlp_any_value;
 
 #define FRAME_TYPE_KEY "profile.frame.type"
 
-/* --- nesting, on the wire ------------------------------------------------
+/* --- nesting and NUL bytes, on the wire ------------------------------------
  *
  * AnyValue nests (arrays and maps of AnyValues), and protobuf-c unpacks it
  * by recursion without a limit: a 4 MB request of nested arrays would
  * overflow the stack. The attribute values are walked on the wire first
- * and more than OTLP_MAX_NESTING levels are refused. Malformed wire data is
- * left to the decoder.
+ * and more than OTLP_MAX_NESTING levels are refused, as are NUL bytes in
+ * the strings that become labels or names. Malformed wire data is left to
+ * the decoder.
  */
 #define OTLP_MAX_NESTING 32
 
@@ -150,8 +151,32 @@ static int check_nesting(const uint8_t *p, size_t len, enum wire_kind k, int dep
 		    "ExportProfilesServiceRequest: attribute values nest more than "
 		    "%d levels deep",
 		    OTLP_MAX_NESTING);
+	size_t n_strings = 0;
+
 	while (wire_next(&p, end, &f)) {
 		enum wire_kind c = f.has_bytes ? wire_child(k, f.number) : W_NONE;
+		const char *what = !f.has_bytes				? NULL
+				   : k == W_DICTIONARY && f.number == 5 ? "dictionary.string_table"
+				   : k == W_KEY_VALUE && f.number == 1	? "an attribute key"
+				   : k == W_ANY_VALUE && f.number == 1	? "an attribute value"
+				   : k == W_SCOPE && f.number == 1	? "a scope name"
+									: NULL;
+		/* protobuf-c hands strings over NUL-terminated: "a\0b" would
+		 * silently become "a" (and two labels one). */
+		if (what && memchr(f.p, 0, f.len)) {
+			if (k == W_DICTIONARY)
+				return kiln_error_set(
+				    err, EINVAL,
+				    "dictionary.string_table[%zu] holds a NUL byte "
+				    "(strings must not contain NUL)",
+				    n_strings);
+			return kiln_error_set(err, EINVAL,
+					      "ExportProfilesServiceRequest: %s holds a NUL byte "
+					      "(strings must not contain NUL)",
+					      what);
+		}
+		if (k == W_DICTIONARY && f.number == 5)
+			n_strings++;
 		if (c == W_NONE)
 			continue;
 		int rc = check_nesting(f.p, f.len, c, depth + (c == W_ANY_VALUE), err);

@@ -84,7 +84,8 @@ struct otlp_limits {
 };
 
 /* Unpacks an ExportProfilesServiceRequest into arena a. -EINVAL (err says
- * so, with the size) for bytes that are not one. */
+ * what) for bytes that are not one, attribute values nested more than 32
+ * deep, or a NUL byte in a string that would become a label or name. */
 int otlp_request_unpack(const uint8_t *data, size_t len, struct arena *a, otlp_request **out,
 			struct kiln_error *err);
 

@@ -430,7 +430,14 @@ def cmd_bad(a):
     if status != 400 or b"nested more than" not in body:
         fail("nested JSON: %d %s" % (status, body[:300]))
     print("ok nested JSON ->", body.decode().strip()[:160])
-    for run in ["bad-grpc", "bad-truncated", "bad-json", "bad-nested"]:
+    # A NUL byte in what becomes a label (protobuf-c would cut the string there).
+    req = build_request("bad-nul")[0]
+    req.resource_profiles[0].resource.attributes.add(key="pod").value.string_value = "a\0b"
+    status, body = http_post(a.addr, req.SerializeToString(), "application/x-protobuf")
+    if status != 400 or b"NUL" not in body:
+        fail("NUL in a label: %d %s" % (status, body[:300]))
+    print("ok NUL ->", body.decode().strip())
+    for run in ["bad-grpc", "bad-truncated", "bad-json", "bad-nested", "bad-nul"]:
         if series_exists(a, run):
             fail("%s: a refused request left a series behind" % run)
 
