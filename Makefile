@@ -37,7 +37,7 @@ endif
 GEN := build/gen
 BIN := $(OUT)/bin
 
-PKGS := libbpf libelf libdw libprotobuf-c libnghttp2 libmicrohttpd libcurl \
+PKGS := libbpf libelf libdw libprotobuf-c libnghttp2 libmicrohttpd libcurl jansson \
 	libzstd zlib libdeflate libisal yaml-0.1 libxxhash libpcre2-8 libdebuginfod openssl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -49,7 +49,7 @@ CFLAGS += -std=gnu11 $(WARN) -fno-omit-frame-pointer $(SANFLAGS) \
 LDFLAGS += $(SANFLAGS)
 LDLIBS += $(PKG_LIBS) -liberty -lpthread -lm
 
-MODULES := common pprof store query symbols unwind scrape client server agent cli
+MODULES := common pprof store query symbols unwind scrape client otlp server agent cli
 
 # --- generated code ---------------------------------------------------------
 PROTOS := $(shell find proto -name '*.proto' | sort)

@@ -4,7 +4,9 @@
 # RSS figures are the server process alone): ingest rate per core, merge latency (1 h of one
 # process; everything), on-disk bytes per sample row, peak RSS; then the same
 # merges done by `go tool pprof -proto` on the same profiles written as
-# files (the peer), with kiln/go totals compared and the time ratio.
+# files (the peer), with kiln/go totals compared and the time ratio; then
+# OTLP profiles ingest next to WriteRaw on the same profiles (bench_otlp.c),
+# with python3-protobuf parsing the same OTLP bytes as its peer.
 #
 #   make bench-server SCALE=1       24 h of data (~170M rows; long)
 #   bench/bench-server.sh --scale 1 the same, straight from the script
@@ -74,3 +76,36 @@ peer peer-node0 "$dir/peer-node0"
 # parse floor of the wire format, with Kiln's inflater and two peers.
 echo "== one profile's decode against the 1M rows/s per core budget: $bin anatomy 60 ${shape[*]}"
 "$bin" anatomy 60 "${shape[@]}" | head -2
+
+# OTLP profiles next to WriteRaw on the same profiles (bench/bench_otlp.c:
+# decode and conversion CPU per request, the store's share being the same),
+# and a peer: Debian's python3-protobuf (C++ backend) parsing the same OTLP
+# bytes, with messages generated from proto/opentelemetry/ by grpc_tools.
+otlp_bin=build/bench/bench_otlp
+if [ -x "$otlp_bin" ]; then
+	echo "== OTLP ingest next to WriteRaw: $otlp_bin run"
+	"$otlp_bin" run --out "$dir/otlp.pb"
+	if /usr/bin/python3 -c 'import grpc_tools' 2>/dev/null; then
+		mkdir -p "$dir/stubs"
+		(cd proto && /usr/bin/python3 -m grpc_tools.protoc -I. --python_out="$dir/stubs" \
+			opentelemetry/proto/common/v1/common.proto opentelemetry/proto/resource/v1/resource.proto \
+			opentelemetry/proto/profiles/v1development/profiles.proto \
+			opentelemetry/proto/collector/profiles/v1development/profiles_service.proto)
+		/usr/bin/python3 - "$dir/stubs" "$dir/otlp.pb" <<'PYEOF'
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from google.protobuf.internal import api_implementation
+from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as s
+data = open(sys.argv[2], "rb").read()
+best = 1e9
+for _ in range(5):
+    t0 = time.process_time()
+    r = s.ExportProfilesServiceRequest()
+    r.ParseFromString(data)
+    best = min(best, time.process_time() - t0)
+n = sum(len(p.samples) for rp in r.resource_profiles for sp in rp.scope_profiles for p in sp.profiles)
+print("peer python3-protobuf (%s) parse of the same %d bytes: %.2f CPU ms (%d samples; parse only, no conversion)"
+      % (api_implementation.Type(), len(data), best * 1e3, n))
+PYEOF
+	fi
+fi

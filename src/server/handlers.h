@@ -73,5 +73,10 @@ void pyroscope_metrics_render(struct buf *out);
 /* grpc.health.v1.Health (health.c; Watch is streamed by h2.c). */
 void rpc_health_check(struct grpc_call *c);
 void rpc_health_watch(struct grpc_call *c);
+/* OpenTelemetry profiles ingest (handlers_otlp.c): gRPC ProfilesService/Export
+ * and POST /v1development/profiles; otlp_metrics_render appends kiln_otlp_*. */
+void rpc_otlp_export(struct grpc_call *c);
+void http_otlp_profiles(const struct http_request *req, struct http_response *resp);
+void otlp_metrics_render(struct buf *out);
 
 #endif

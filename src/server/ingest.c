@@ -170,8 +170,7 @@ static bool profile_is_delta(const struct pprof_profile *p)
 {
 	const pprof_msg *m = pprof_profile_msg(p);
 	const char *period_type = m->period_type ? pprof_string(p, m->period_type->type) : "";
-	const char *first_type =
-	    m->n_sample_type ? pprof_string(p, m->sample_type[0]->type) : "";
+	const char *first_type = m->n_sample_type ? pprof_string(p, m->sample_type[0]->type) : "";
 
 	/* CPU samples and Parca agent's off-CPU time (wallclock/nanoseconds,
 	 * each window's own) are per-window amounts. */

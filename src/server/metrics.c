@@ -138,6 +138,7 @@ int metrics_render(struct server *s, struct buf *out)
 	help(out, "kiln_ingest_errors_total", "counter", "Profiles rejected or failed to store.");
 	buf_printf(out, "kiln_ingest_errors_total %lu\n",
 		   (unsigned long)atomic_load(&m->ingest_errors));
+	otlp_metrics_render(out);
 	help(out, "kiln_connections_total", "counter", "TCP connections accepted.");
 	buf_printf(out, "kiln_connections_total %lu\n",
 		   (unsigned long)atomic_load(&m->connections_total));

@@ -44,6 +44,8 @@ const struct grpc_method server_grpc_methods[] = {
     {"/parca.scrape.v1alpha1.ScrapeService/Targets", AUTH_READ, POOL_QUERY, rpc_scrape_targets},
     {"/grpc.health.v1.Health/Check", AUTH_OPEN, POOL_QUERY, rpc_health_check},
     {"/grpc.health.v1.Health/Watch", AUTH_OPEN, POOL_QUERY, rpc_health_watch},
+    {"/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export", AUTH_WRITE,
+     POOL_INGEST, rpc_otlp_export},
 };
 const size_t server_n_grpc_methods = sizeof(server_grpc_methods) / sizeof(server_grpc_methods[0]);
 
@@ -76,6 +78,7 @@ const struct http_route server_http_routes[] = {
     {"POST", "/ingest", false, AUTH_WRITE, http_pyroscope_ingest},
     {"GET", "/debug/pprof/profile", false, AUTH_ADMIN, http_debug_pprof_profile},
     {"GET", "/debug/pprof/", true, AUTH_ADMIN, http_debug_pprof_other},
+    {"POST", "/v1development/profiles", false, AUTH_WRITE, http_otlp_profiles},
     {"GET", "/", true, AUTH_OPEN, http_ui},
 };
 const size_t server_n_http_routes = sizeof(server_http_routes) / sizeof(server_http_routes[0]);

@@ -190,9 +190,11 @@ static void test_routes_declare_roles(void **state)
 {
 	for (size_t i = 0; i < server_n_grpc_methods; i++) {
 		const struct grpc_method *m = &server_grpc_methods[i];
-		enum auth_role want =
-		    strstr(m->path, "WriteRaw") || strstr(m->path, "DebuginfoService/") ? AUTH_WRITE
-											: AUTH_READ;
+		enum auth_role want = strstr(m->path, "WriteRaw") ||
+					      strstr(m->path, "DebuginfoService/") ||
+					      strstr(m->path, "ProfilesService/Export")
+					  ? AUTH_WRITE
+					  : AUTH_READ;
 		if (!strncmp(m->path, "/grpc.health.v1.Health/", 23)) /* probes, like /ready */
 			want = AUTH_OPEN;
 		if (m->need != want)
@@ -207,7 +209,8 @@ static void test_routes_declare_roles(void **state)
 			want = AUTH_OPEN;
 		else if (!strcmp(r->path, "/metrics"))
 			want = AUTH_METRICS;
-		else if (!strcmp(r->path, "/ingest")) /* Pyroscope's push */
+		else if (!strcmp(r->path, "/ingest") ||		      /* Pyroscope's push */
+			 !strcmp(r->path, "/v1development/profiles")) /* OTLP push */
 			want = AUTH_WRITE;
 		else if (!strncmp(r->path, "/debug/", 7) || strcmp(r->method, "GET") != 0)
 			want = AUTH_ADMIN;

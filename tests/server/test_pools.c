@@ -103,7 +103,8 @@ static void test_routes_split_writes_and_reads(void **state)
 	size_t writes = 0, queries = 0;
 	for (size_t i = 0; i < server_n_grpc_methods; i++) {
 		const struct grpc_method *m = &server_grpc_methods[i];
-		if (strstr(m->path, "ProfileStoreService/")) {
+		if (strstr(m->path, "ProfileStoreService/") ||
+		    strstr(m->path, "ProfilesService/")) {
 			assert_int_equal(m->pool, POOL_INGEST);
 			writes++;
 		} else if (strstr(m->path, "QueryService/")) {
