@@ -48,6 +48,12 @@ void server_config_defaults(struct server_config *c)
 	c->debuginfod_timeout_s = 30;
 	c->debuginfod_negative_ttl_s = 600;
 	c->ingest_max_future_skew_ms = 3600 * 1000;
+	c->max_connections_per_client = 64;
+	c->handshake_timeout_s = 10;
+	c->header_timeout_s = 10;
+	c->body_min_rate = 4096;
+	c->max_header_bytes = 32u << 10;
+	c->max_inflight_request_bytes = 256u << 20;
 }
 
 struct store *server_store(struct server *s)
@@ -185,6 +191,11 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	s->listen_fd = -1;
 	pthread_mutex_init(&s->conn_lock, NULL);
 	pthread_cond_init(&s->conn_cond, NULL);
+	s->conns = conn_table_new(&s->cfg);
+	if (!s->conns) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
 	rc = metrics_init(&s->metrics);
 	if (rc) {
 		kiln_error_set(err, -rc, "out of memory for metrics");
@@ -318,6 +329,7 @@ void server_free(struct server *s)
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	metrics_release(&s->metrics);
+	conn_table_free(s->conns);
 	auth_free(s->auth);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->conn_cond);
