@@ -57,6 +57,11 @@ struct h2_stream {
 	int64_t begin_ns;  /* HEADERS began: the body's rate counts from here */
 	bool dispatched;   /* a job is running */
 	bool answered;	   /* a response has been submitted */
+	/* Answered before the client finished sending: once the response's
+	 * last frame is out, RST_STREAM(NO_ERROR) asks it to stop (RFC 9113
+	 * section 8.1), which closes the stream. Sent earlier, the reset could
+	 * overtake the response. */
+	bool reset_when_sent;
 	/* response */
 	struct buf out; /* prefix + message */
 	size_t out_off;
@@ -607,17 +612,21 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 	}
 	if (!inflight_reserve(&c->srv->inflight_bytes, cfg->max_inflight_request_bytes, len)) {
 		atomic_fetch_add(&server_metrics(c->srv)->requests_over_budget, 1);
+		/* What this request held goes back at once, so that the others
+		 * can finish: of several big requests at once, some complete. */
 		buf_free(&st->body);
-		if (!st->grpc_content_type) {
+		inflight_release(&c->srv->inflight_bytes, st->reserved);
+		st->reserved = 0;
+		if (!st->grpc_content_type)
 			submit_http_error(c, st, 503,
 					  "the server holds --max-inflight-request-bytes of "
 					  "request bodies already; retry in a few seconds");
-			return 0;
-		}
-		submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
-			     "the server holds --max-inflight-request-bytes=%llu bytes of request "
-			     "bodies already; retry in a few seconds",
-			     (unsigned long long)cfg->max_inflight_request_bytes);
+		else
+			submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
+				     "the server holds --max-inflight-request-bytes=%llu bytes of "
+				     "request bodies already; retry in a few seconds",
+				     (unsigned long long)cfg->max_inflight_request_bytes);
+		st->reset_when_sent = true;
 		return 0;
 	}
 	st->reserved += len;
@@ -690,6 +699,19 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 	return 0;
 }
 
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+	if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+		return 0;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+	if (st && st->reset_when_sent) {
+		st->reset_when_sent = false;
+		nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+	}
+	return 0;
+}
+
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
 			   void *user_data)
 {
@@ -734,10 +756,7 @@ static void check_deadlines(struct h2_conn *c, int64_t now, int64_t *next)
 				submit_http_error(c, st, 408,
 						  "request arrived slower than "
 						  "--request-body-min-rate");
-			/* Answered before the client finished: ask it to stop
-			 * sending (RFC 9113 section 8.1), which closes the stream. */
-			nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
-						  NGHTTP2_NO_ERROR);
+			st->reset_when_sent = true;
 			continue;
 		}
 		if (!st->deadline_ns || st->answered)
@@ -768,6 +787,7 @@ static int open_session(struct h2_conn *c)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	int rv = nghttp2_session_server_new(&c->session, cb, c);
 	nghttp2_session_callbacks_del(cb);
 	if (rv)

@@ -282,6 +282,7 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 
 	memset(out, 0, sizeof(*out));
 	out->decoder = lim->decoder;
+	out->dopts = dopts;
 	arena_protobuf_allocator(a, &alloc);
 	int64_t skew_ms =
 	    lim->max_future_skew_ms > 0 ? lim->max_future_skew_ms : INGEST_DEFAULT_FUTURE_SKEW_MS;
@@ -349,6 +350,11 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 			}
 			out->total_samples += (uint64_t)m->n_sample * m->n_sample_type;
 			out->total_bytes += raw->len;
+			ip->raw = raw->data;
+			if (lim->decode_at_commit) {
+				pprof_decoder_recycle(out->decoder, ip->profile);
+				ip->profile = NULL;
+			}
 		}
 	}
 	return 0;

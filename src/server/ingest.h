@@ -43,7 +43,10 @@
 
 struct ingest_profile {
 	size_t series; /* index into the request's series */
+	/* NULL when the batch decodes at commit (ingest_limits): then raw is
+	 * decoded again, one profile at a time, by ingest_commit. */
 	struct pprof_profile *profile;
+	const uint8_t *raw; /* the RawSample's bytes (in the arena) */
 	int64_t timestamp_ms;
 	bool delta;
 	size_t raw_bytes;
@@ -65,6 +68,7 @@ struct ingest_batch {
 	uint64_t total_samples; /* sample rows: samples x sample types */
 	uint64_t total_bytes;
 	struct pprof_decoder *decoder; /* from ingest_limits; gets the profiles back */
+	struct pprof_decode_opts dopts;
 };
 
 struct ingest_limits {
@@ -77,6 +81,12 @@ struct ingest_limits {
 	 * this decoder, which the caller owns and must not share with another
 	 * thread until the batch is released. NULL: plain pprof_decode. */
 	struct pprof_decoder *decoder;
+	/* Keep no decoded profile past its validation: ingest_commit decodes
+	 * each again just before writing it. A decoded profile takes several
+	 * times its wire size, so holding a whole big request's (10k series)
+	 * took ~10x the request; this way the peak is the request plus one
+	 * profile, for twice the decoding. */
+	bool decode_at_commit;
 };
 
 /* Decoders for the ingest threads to borrow, one per request, so that each
@@ -99,8 +109,8 @@ int ingest_check_label_bytes(const uint8_t *req, size_t len, struct kiln_error *
  * (release with ingest_batch_release). */
 int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
 		   struct ingest_batch *out, struct kiln_error *err);
-/* Writes every profile; stops at the first failure (-ENOSPC, -ESHUTDOWN,
- * ...). */
+/* Writes every profile (decoding it first under decode_at_commit); stops
+ * at the first failure (-ENOSPC, -ESHUTDOWN, ...). */
 int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_error *err);
 void ingest_batch_release(struct ingest_batch *b);
 
