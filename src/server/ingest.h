@@ -17,6 +17,10 @@
  *     over NUL-terminated, so "a\0b" would silently become "a" (and
  *     "a\0b", "a\0c" and "a" one series); the request is refused instead
  *     (ingest_check_label_bytes, on the wire bytes);
+ *   - at most max_series series, label names and values of at most
+ *     max_label_bytes bytes, profiles with at most max_sample_types sample
+ *     types and stacks at most max_stack_depth locations deep: what one
+ *     request may make the server hold and store (docs/SECURITY.md);
  *   - a profile's time (time_nanos, when set) lies between 2000-01-01 and
  *     now_ms + max_future_skew_ms;
  *   - every raw sample decodes as pprof (pprof_decode: validated, gzip
@@ -37,6 +41,11 @@
 #include "store/store.h"
 
 #define INGEST_MAX_LABELS 64
+/* The other per-request limits' defaults (ingest_limits, 0 = these). */
+#define INGEST_MAX_SERIES	100000
+#define INGEST_MAX_LABEL_BYTES	4096
+#define INGEST_MAX_STACK_DEPTH	4096
+#define INGEST_MAX_SAMPLE_TYPES 32
 /* 2000-01-01T00:00:00Z: no profile is older (the window's lower end). */
 #define INGEST_MIN_TIME_MS	      946684800000LL
 #define INGEST_DEFAULT_FUTURE_SKEW_MS (3600LL * 1000)
@@ -72,9 +81,13 @@ struct ingest_batch {
 };
 
 struct ingest_limits {
-	size_t max_inflate; /* per profile; 0 = pprof's default */
-	size_t max_labels;  /* 0 = INGEST_MAX_LABELS */
-	int64_t now_ms;	    /* used when a profile has no time_nanos */
+	size_t max_inflate;	 /* per profile; 0 = pprof's default */
+	size_t max_labels;	 /* 0 = INGEST_MAX_LABELS */
+	size_t max_series;	 /* 0 = INGEST_MAX_SERIES */
+	size_t max_label_bytes;	 /* 0 = INGEST_MAX_LABEL_BYTES */
+	size_t max_stack_depth;	 /* 0 = INGEST_MAX_STACK_DEPTH */
+	size_t max_sample_types; /* 0 = INGEST_MAX_SAMPLE_TYPES */
+	int64_t now_ms;		 /* used when a profile has no time_nanos */
 	/* How far past now_ms a profile's time may lie; 0 = 1 h. */
 	int64_t max_future_skew_ms;
 	/* Optional: decodes with (and ingest_batch_release recycles into)

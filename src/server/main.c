@@ -91,11 +91,19 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --max-request-header-size=N  HTTP/1.1 request line and headers (default %zuKiB)\n"
 	    "  --max-inflight-request-bytes=N  request bodies held at once, server-wide;\n"
 	    "                               past it RESOURCE_EXHAUSTED or 503 (default %lluMiB)\n"
+	    "  --ingest-max-series-per-request=N  series in one WriteRaw (default %zu)\n"
+	    "  --ingest-max-labels-per-series=N  labels besides __name__ (default %zu)\n"
+	    "  --ingest-max-label-size=N    bytes of a label name or value (default %zu)\n"
+	    "  --ingest-max-stack-depth=N   locations in one pushed sample's stack\n"
+	    "                               (default %zu)\n"
+	    "  --ingest-max-sample-types=N  sample types in one pushed profile (default %zu)\n"
 	    "  --version                    print the version and exit\n"
 	    "  --help                       this text\n",
 	    d->http_address, d->storage_path, d->max_connections, d->max_connections_per_client,
 	    d->handshake_timeout_s, d->header_timeout_s, d->body_min_rate, d->idle_timeout_s,
-	    d->max_header_bytes >> 10, (unsigned long long)(d->max_inflight_request_bytes >> 20));
+	    d->max_header_bytes >> 10, (unsigned long long)(d->max_inflight_request_bytes >> 20),
+	    d->ingest_max_series, d->ingest_max_labels, d->ingest_max_label_bytes,
+	    d->ingest_max_stack_depth, d->ingest_max_sample_types);
 }
 
 /* A count flag: 0..max. */
@@ -221,6 +229,11 @@ enum {
 	OPT_IDLE_TIMEOUT,
 	OPT_MAX_HEADER_SIZE,
 	OPT_MAX_INFLIGHT,
+	OPT_INGEST_MAX_SERIES,
+	OPT_INGEST_MAX_LABELS,
+	OPT_INGEST_MAX_LABEL_SIZE,
+	OPT_INGEST_MAX_STACK_DEPTH,
+	OPT_INGEST_MAX_SAMPLE_TYPES,
 };
 
 int main(int argc, char **argv)
@@ -272,6 +285,11 @@ int main(int argc, char **argv)
 	    {"connection-idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 	    {"max-request-header-size", required_argument, NULL, OPT_MAX_HEADER_SIZE},
 	    {"max-inflight-request-bytes", required_argument, NULL, OPT_MAX_INFLIGHT},
+	    {"ingest-max-series-per-request", required_argument, NULL, OPT_INGEST_MAX_SERIES},
+	    {"ingest-max-labels-per-series", required_argument, NULL, OPT_INGEST_MAX_LABELS},
+	    {"ingest-max-label-size", required_argument, NULL, OPT_INGEST_MAX_LABEL_SIZE},
+	    {"ingest-max-stack-depth", required_argument, NULL, OPT_INGEST_MAX_STACK_DEPTH},
+	    {"ingest-max-sample-types", required_argument, NULL, OPT_INGEST_MAX_SAMPLE_TYPES},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
@@ -443,6 +461,32 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.max_inflight_request_bytes = v;
+			break;
+		}
+		case OPT_INGEST_MAX_SERIES:
+		case OPT_INGEST_MAX_LABELS:
+		case OPT_INGEST_MAX_LABEL_SIZE:
+		case OPT_INGEST_MAX_STACK_DEPTH:
+		case OPT_INGEST_MAX_SAMPLE_TYPES: {
+			int v = 0;
+			const char *name =
+			    o == OPT_INGEST_MAX_SERIES	      ? "ingest-max-series-per-request"
+			    : o == OPT_INGEST_MAX_LABELS      ? "ingest-max-labels-per-series"
+			    : o == OPT_INGEST_MAX_LABEL_SIZE  ? "ingest-max-label-size"
+			    : o == OPT_INGEST_MAX_STACK_DEPTH ? "ingest-max-stack-depth"
+							      : "ingest-max-sample-types";
+			if (parse_count(optarg, 10000000, &v) || v < 1) {
+				fprintf(stderr,
+					"kiln: --%s=%s: expected a count from 1 to 10000000\n",
+					name, optarg);
+				return 2;
+			}
+			*(o == OPT_INGEST_MAX_SERIES	    ? &cfg.ingest_max_series
+			  : o == OPT_INGEST_MAX_LABELS	    ? &cfg.ingest_max_labels
+			  : o == OPT_INGEST_MAX_LABEL_SIZE  ? &cfg.ingest_max_label_bytes
+			  : o == OPT_INGEST_MAX_STACK_DEPTH ? &cfg.ingest_max_stack_depth
+							    : &cfg.ingest_max_sample_types) =
+			    (size_t)v;
 			break;
 		}
 		case OPT_INGEST_MAX_FUTURE_SKEW:

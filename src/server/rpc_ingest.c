@@ -57,6 +57,11 @@ void rpc_write_raw(struct grpc_call *c)
 				    .now_ms = now_ms(),
 				    .max_future_skew_ms =
 					server_config(s)->ingest_max_future_skew_ms,
+				    .max_labels = server_config(s)->ingest_max_labels,
+				    .max_series = server_config(s)->ingest_max_series,
+				    .max_label_bytes = server_config(s)->ingest_max_label_bytes,
+				    .max_stack_depth = server_config(s)->ingest_max_stack_depth,
+				    .max_sample_types = server_config(s)->ingest_max_sample_types,
 				    .decoder = ingest_decoder_take(s->decoders)};
 	struct arena *a = arena_new(0);
 	/* A big request keeps no decoded profile around (ingest.h). */

@@ -54,6 +54,11 @@ void server_config_defaults(struct server_config *c)
 	c->body_min_rate = 4096;
 	c->max_header_bytes = 32u << 10;
 	c->max_inflight_request_bytes = 256u << 20;
+	c->ingest_max_series = INGEST_MAX_SERIES;
+	c->ingest_max_labels = INGEST_MAX_LABELS;
+	c->ingest_max_label_bytes = INGEST_MAX_LABEL_BYTES;
+	c->ingest_max_stack_depth = INGEST_MAX_STACK_DEPTH;
+	c->ingest_max_sample_types = INGEST_MAX_SAMPLE_TYPES;
 }
 
 struct store *server_store(struct server *s)
@@ -213,8 +218,10 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 				       .resolve = server_symbolize_resolve,
 				       .resolve_batch = server_symbolize_resolve_batch,
 				       .unresolved = server_symbolize_unresolved};
-	struct store_options so = {
-	    .path = c->storage_path, .retention_ms = c->retention_ms, .symbolizer = &sym};
+	struct store_options so = {.path = c->storage_path,
+				   .retention_ms = c->retention_ms,
+				   .max_labels_per_series = c->ingest_max_labels,
+				   .symbolizer = &sym};
 	rc = store_open(&so, &s->store, err);
 	if (rc) {
 		kiln_error_prefix(err, "--storage-path=%s: ", c->storage_path);

@@ -77,6 +77,12 @@ struct server_config {
 	/* Request bodies held at once, server-wide; past it RESOURCE_EXHAUSTED
 	 * or 503. */
 	uint64_t max_inflight_request_bytes;
+	/* What one WriteRaw may hold (ingest.h); 0 = the INGEST_MAX_* default. */
+	size_t ingest_max_series;
+	size_t ingest_max_labels; /* besides __name__ */
+	size_t ingest_max_label_bytes;
+	size_t ingest_max_stack_depth;
+	size_t ingest_max_sample_types;
 };
 
 /* Fills defaults (the values documented above). */
