@@ -269,6 +269,31 @@ bool conn_body_too_slow(const struct server_config *cfg, int64_t start_ns, uint6
 	return (double)bytes < (double)cfg->body_min_rate * ((double)elapsed / 1e9);
 }
 
+/* Under the lock: the live connection idle the longest, or NULL. */
+static struct conn_entry *idlest_entry(struct conn_table *t)
+{
+	struct conn_entry *idlest = NULL;
+	int64_t idlest_since = 0;
+	for (struct conn_entry *o = t->head; o; o = o->next) {
+		int64_t since = atomic_load(&o->idle_since_ns);
+		if (!o->evicted && since && (!idlest || since < idlest_since)) {
+			idlest = o;
+			idlest_since = since;
+		}
+	}
+	return idlest;
+}
+
+bool conn_table_evict_idlest(struct conn_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	struct conn_entry *e = idlest_entry(t);
+	if (e)
+		entry_shutdown(t, e);
+	pthread_mutex_unlock(&t->lock);
+	return e != NULL;
+}
+
 unsigned conn_table_reap(struct conn_table *t, int64_t now_ns)
 {
 	unsigned n = 0;

@@ -79,6 +79,10 @@ unsigned conn_table_reap(struct conn_table *t, int64_t now_ns);
 bool conn_body_too_slow(const struct server_config *cfg, int64_t start_ns, uint64_t bytes,
 			int64_t now_ns);
 
+/* Closes (shutdown) the connection idle the longest, if any: the accept
+ * loop's answer to running out of file descriptors. */
+bool conn_table_evict_idlest(struct conn_table *t);
+
 /* Live connections (evicted ones still closing included). */
 unsigned conn_table_count(struct conn_table *t);
 

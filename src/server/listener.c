@@ -416,8 +416,12 @@ void listener_run(struct server *s)
 		socklen_t peer_len = sizeof(peer);
 		int fd = accept4(s->listen_fd, (struct sockaddr *)&peer, &peer_len, SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
+			if (errno == EMFILE || errno == ENFILE) {
+				/* Out of descriptors: make room as at --max-connections. */
+				if (conn_table_evict_idlest(s->conns))
+					atomic_fetch_add(&s->metrics.connections_evicted, 1);
 				usleep(50000); /* let connections close */
+			}
 			continue;
 		}
 		int one = 1;

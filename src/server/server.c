@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -185,6 +186,29 @@ void server_reload(struct server *s)
 			server_extensions[i].reload(s->ext_state[i]);
 }
 
+/* Each connection takes up to three descriptors (the socket; an HTTP/2
+ * connection's eventfd; a TLS relay's socketpair): lift the soft limit to
+ * the hard one, as the Go runtime does, and say so when --max-connections
+ * still cannot be reached (accept would fail first, and the accept loop
+ * would have to evict idle connections for lack of descriptors). */
+static void check_fd_limit(const struct server_config *c)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	rlim_t need = (rlim_t)c->max_connections * 3 + 256;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		log_warn("--max-connections=%d needs about %llu file descriptors, the limit is "
+			 "%llu: raise it (ulimit -n, systemd LimitNOFILE=) or lower "
+			 "--max-connections",
+			 c->max_connections, (unsigned long long)need,
+			 (unsigned long long)rl.rlim_cur);
+}
+
 int server_new(const struct server_config *c, struct server **out, struct kiln_error *err)
 {
 	struct server *s = calloc(1, sizeof(*s));
@@ -210,6 +234,7 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	rc = listener_open(s, err);
 	if (rc)
 		goto fail;
+	check_fd_limit(c);
 	rc = setup_auth(s, err);
 	if (rc)
 		goto fail;
