@@ -23,7 +23,12 @@
  *
  * Deadlines: a stream whose grpc-timeout expires before its job finishes is
  * answered DEADLINE_EXCEEDED by the connection thread; the late result is
- * dropped. The connection thread never exits while jobs are in flight (they
+ * dropped. A request whose body arrives slower than --request-body-min-rate
+ * is answered and reset; the client's SETTINGS must come within
+ * --handshake-timeout; a connection with no stream open for
+ * --connection-idle-timeout gets GOAWAY (PINGs do not count). DATA reserves
+ * its bytes in --max-inflight-request-bytes (conn_limits.h) until the
+ * stream closes. The connection thread never exits while jobs are in flight (they
  * point at the connection), so no reference counting is needed.
  */
 #include <errno.h>

@@ -3,12 +3,19 @@
  *
  * The daemon has no listen socket of its own (MHD_USE_NO_LISTEN_SOCKET): the
  * listener hands it connections that turned out not to be HTTP/2, with
- * MHD_add_connection. Thread-per-connection mode, so a handler computing a
- * large merge only occupies its own connection's thread; the connection
- * timeout reaps clients that stall mid-request.
+ * MHD_add_connection, after the listener checked the first request's header
+ * (http1_head.c). Thread-per-connection mode, so a handler computing a large
+ * merge only occupies its own connection's thread. Each connection's entry
+ * in the connection table (conn_limits.h) is found by fd when libmicrohttpd
+ * starts it and marked busy from a request's first callback to its
+ * completion: the accept loop's reaper closes the connection when no next
+ * request comes within --request-header-timeout or a body is too slow. A
+ * kept-alive connection's later requests are size-checked here
+ * (check_head_size) with libmicrohttpd's memory limit set above ours, so
+ * that 414 and 431 are Kiln's JSON and never libmicrohttpd's HTML.
  *
- * Request bodies are buffered up to --grpc-max-message-size (the one
- * request-size limit of the server); larger ones get 413. Dispatch goes
+ * Request bodies are buffered up to --grpc-max-message-size; larger ones get
+ * 413, and one that does not fit --max-inflight-request-bytes gets 503. Dispatch goes
  * through server_http_routes[] (routes.c); the route's token role is checked
  * (server_authorize_http) on the first call, when only the headers are in,
  * so a refused request's body is never buffered. CORS headers follow
@@ -54,11 +61,13 @@ static enum MHD_Result head_size_cb(void *cls, enum MHD_ValueKind kind, const ch
 				    const char *value)
 {
 	struct head_size *hs = cls;
-	size_t n = (key ? strlen(key) : 0) + (value ? strlen(value) : 0) + 4;
+	size_t n = (key ? strlen(key) : 0) + (value ? strlen(value) : 0);
+	/* As on the wire: "name: value\r\n", "key=value&" (decoded, so at
+	 * most the wire's size). */
 	if (kind == MHD_HEADER_KIND)
-		hs->headers += n;
+		hs->headers += n + 4;
 	else
-		hs->query += n;
+		hs->query += n + 2;
 	return MHD_YES;
 }
 
