@@ -7,10 +7,13 @@
  * new client would be served. A connection with no request in flight loses
  * nothing when closed — an agent or a browser reconnects on its next
  * request — so at --max-connections the one idle the longest makes room.
+ * A connection younger than a second goes last, so that each newcomer has
+ * the time to send its request even while a flood keeps arriving.
  * The per-client limit keeps one address from evicting everyone else in a
- * loop: it can hold at most --max-connections-per-client slots. Only when
- * every connection has a request in flight is a newcomer refused: then the
- * server is genuinely busy.
+ * loop: it can hold at most --max-connections-per-client slots. When every
+ * connection has a request in flight, the one whose body arrives the
+ * slowest (well under a fair rate) makes room instead; only when none is
+ * that slow is a newcomer refused: then the server is genuinely busy.
  *
  * The table is a list under one mutex: admission, removal and the reaper
  * walk it (at most --max-connections entries plus the evicted ones still
@@ -38,6 +41,7 @@ struct conn_entry {
 	uint8_t addr[16]; /* the client: IPv4 as v4-mapped IPv6, IPv6 by its /64 */
 	/* 0 while a request is in flight, else when the connection went idle. */
 	_Atomic int64_t idle_since_ns;
+	int64_t admitted_ns;
 	_Atomic int64_t body_start_ns; /* HTTP/1.1 body in progress (libmicrohttpd) */
 	_Atomic uint64_t body_bytes;
 	struct conn_entry *prev, *next;
@@ -100,6 +104,62 @@ static void entry_shutdown(struct conn_table *t, struct conn_entry *e)
 	}
 }
 
+/* A body slower than this many times the minimum rate, for at least a
+ * second, is a candidate when no connection is idle. */
+#define SLOW_BODY_FACTOR 16
+/* A connection this young is closed for being idle only after the others:
+ * a new client gets the time to send its first request, or a flood of new
+ * connections would close each one (the idlest) before it could. */
+#define EVICT_MIN_AGE_NS 1000000000LL
+
+/* Under the lock: the connection to close to make room, in this order:
+ *   1. the one idle the longest among those admitted a second ago or more;
+ *   2. the one whose request body arrives the slowest, if well under a fair
+ *      rate: with enough addresses, a slow-body flood would otherwise keep
+ *      every slot busy and lock newcomers out until its deadlines cut each;
+ *   3. the one idle the longest among the young.
+ * NULL = none (every connection has a request in flight at a fair rate). */
+static struct conn_entry *victim_entry(struct conn_table *t, int64_t now_ns)
+{
+	struct conn_entry *idlest = NULL, *young = NULL, *slowest = NULL;
+	int64_t idlest_since = 0, young_since = 0;
+	double slowest_rate = (double)t->cfg->body_min_rate * SLOW_BODY_FACTOR;
+
+	for (struct conn_entry *o = t->head; o; o = o->next) {
+		if (o->evicted)
+			continue;
+		int64_t since = atomic_load(&o->idle_since_ns);
+		bool old = now_ns - o->admitted_ns >= EVICT_MIN_AGE_NS;
+		if (since && old && (!idlest || since < idlest_since)) {
+			idlest = o;
+			idlest_since = since;
+		} else if (since && !old && (!young || since < young_since)) {
+			young = o;
+			young_since = since;
+		}
+		int64_t start = atomic_load(&o->body_start_ns);
+		if (!start || now_ns - start < 1000000000LL)
+			continue;
+		double rate =
+		    (double)atomic_load(&o->body_bytes) / ((double)(now_ns - start) / 1e9);
+		if (rate < slowest_rate) {
+			slowest = o;
+			slowest_rate = rate;
+		}
+	}
+	return idlest ? idlest : slowest ? slowest : young;
+}
+
+bool conn_table_evict_idlest(struct conn_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	struct conn_entry *e = victim_entry(t, mono_ns());
+	if (e)
+		entry_shutdown(t, e);
+	pthread_mutex_unlock(&t->lock);
+	return e != NULL;
+}
+
 struct conn_entry *conn_table_admit(struct conn_table *t, int fd,
 				    const struct sockaddr_storage *peer, uint64_t *evicted,
 				    char *why, size_t whycap)
@@ -114,23 +174,14 @@ struct conn_entry *conn_table_admit(struct conn_table *t, int fd,
 	e->refs = 1;
 	e->linked = true;
 	peer_key(peer, e->addr);
-	atomic_store(&e->idle_since_ns, mono_ns());
+	e->admitted_ns = mono_ns();
+	atomic_store(&e->idle_since_ns, e->admitted_ns);
 
 	pthread_mutex_lock(&t->lock);
 	unsigned same = 0;
-	struct conn_entry *idlest = NULL;
-	int64_t idlest_since = 0;
-	for (struct conn_entry *o = t->head; o; o = o->next) {
-		if (o->evicted)
-			continue;
-		if (memcmp(o->addr, e->addr, 16) == 0)
+	for (struct conn_entry *o = t->head; o; o = o->next)
+		if (!o->evicted && memcmp(o->addr, e->addr, 16) == 0)
 			same++;
-		int64_t since = atomic_load(&o->idle_since_ns);
-		if (since && (!idlest || since < idlest_since)) {
-			idlest = o;
-			idlest_since = since;
-		}
-	}
 	int per_client = t->cfg->max_connections_per_client;
 	if (per_client > 0 && same >= (unsigned)per_client) {
 		snprintf(why, whycap,
@@ -140,14 +191,15 @@ struct conn_entry *conn_table_admit(struct conn_table *t, int fd,
 		goto refuse;
 	}
 	if (t->live >= (unsigned)t->cfg->max_connections) {
-		if (!idlest) {
+		struct conn_entry *victim = victim_entry(t, mono_ns());
+		if (!victim) {
 			snprintf(why, whycap,
 				 "%u connections, every one with a request in "
 				 "flight (--max-connections)",
 				 t->live);
 			goto refuse;
 		}
-		entry_shutdown(t, idlest);
+		entry_shutdown(t, victim);
 		(*evicted)++;
 	}
 	e->next = t->head;
@@ -267,31 +319,6 @@ bool conn_body_too_slow(const struct server_config *cfg, int64_t start_ns, uint6
 	if (!start_ns || cfg->body_min_rate == 0 || elapsed <= 0)
 		return false;
 	return (double)bytes < (double)cfg->body_min_rate * ((double)elapsed / 1e9);
-}
-
-/* Under the lock: the live connection idle the longest, or NULL. */
-static struct conn_entry *idlest_entry(struct conn_table *t)
-{
-	struct conn_entry *idlest = NULL;
-	int64_t idlest_since = 0;
-	for (struct conn_entry *o = t->head; o; o = o->next) {
-		int64_t since = atomic_load(&o->idle_since_ns);
-		if (!o->evicted && since && (!idlest || since < idlest_since)) {
-			idlest = o;
-			idlest_since = since;
-		}
-	}
-	return idlest;
-}
-
-bool conn_table_evict_idlest(struct conn_table *t)
-{
-	pthread_mutex_lock(&t->lock);
-	struct conn_entry *e = idlest_entry(t);
-	if (e)
-		entry_shutdown(t, e);
-	pthread_mutex_unlock(&t->lock);
-	return e != NULL;
 }
 
 unsigned conn_table_reap(struct conn_table *t, int64_t now_ns)

@@ -8,9 +8,11 @@
  *   - The accept loop admits every accepted socket (conn_table_admit) before
  *     any byte is read. A client address (an IPv6 client is its /64) at
  *     --max-connections-per-client is refused. At --max-connections the
- *     connection idle the longest (no request in flight) is closed to make
- *     room; only when every connection has a request in flight is the new
- *     one refused.
+ *     connection idle the longest (no request in flight; those admitted
+ *     less than a second ago last) is closed to make room; when every connection has a request in flight, the one whose
+ *     request body arrives the slowest (under 16x --request-body-min-rate
+ *     for a second or more); only when none is that slow is the new one
+ *     refused.
  *   - An entry belongs to whoever holds the socket: the connection thread
  *     (HTTP/2, TLS, the protocol sniff) or libmicrohttpd (plaintext HTTP/1.1
  *     after the hand-off). The owner removes it (conn_table_remove) BEFORE
@@ -62,9 +64,10 @@ void conn_entry_set_mhd_fd(struct conn_table *t, struct conn_entry *e, int mhd_f
  * conn_table_mhd_closed before it closes mhd_fd. */
 struct conn_entry *conn_table_mhd_started(struct conn_table *t, int mhd_fd);
 void conn_table_mhd_closed(struct conn_table *t, struct conn_entry *e);
-/* An HTTP/1.1 request body is arriving: start_ns when it began, bytes so
- * far (conn_table_reap closes the connection if it is too slow). 0/0 = no
- * body in progress. */
+/* A request body is arriving: start_ns when it began, bytes so far; 0/0 =
+ * none. libmicrohttpd's connections report theirs (conn_table_reap closes
+ * them if too slow); an HTTP/2 connection reports its slowest stream's. Both
+ * make the connection a candidate for eviction when it is that slow. */
 void conn_entry_body_progress(struct conn_entry *e, int64_t start_ns, uint64_t bytes);
 
 /* Closes (shutdown) the libmicrohttpd connections that broke a deadline: no

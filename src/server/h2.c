@@ -747,6 +747,20 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 static void check_deadlines(struct h2_conn *c, int64_t now, int64_t *next)
 {
 	const struct server_config *cfg = server_config(c->srv);
+	const struct h2_stream *slowest = NULL;
+	double slowest_rate = 0;
+	for (struct h2_stream *st = c->streams; st; st = st->next) {
+		if (!st->answered && !st->dispatched && now > st->begin_ns) {
+			double rate = (double)st->body.len / (double)(now - st->begin_ns);
+			if (!slowest || rate < slowest_rate) {
+				slowest = st;
+				slowest_rate = rate;
+			}
+		}
+	}
+	/* The table may close this connection to make room if that is slow. */
+	conn_entry_body_progress(c->io.entry, slowest ? slowest->begin_ns : 0,
+				 slowest ? slowest->body.len : 0);
 	for (struct h2_stream *st = c->streams; st; st = st->next) {
 		/* A request that trickles in holds memory and a stream slot. */
 		if (!st->answered && !st->dispatched &&

@@ -259,6 +259,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		st->start_ns = mono_ns();
 		st->entry = conn_entry_of(conn);
 		conn_entry_set_busy(st->entry, true);
+		/* Until the last call, a body may be on its way: its rate counts
+		 * from here (a client that sends none is as slow as can be). */
+		conn_entry_body_progress(st->entry, st->start_ns, 0);
 		*con_cls = st;
 		struct http_response big = {0};
 		if (check_head_size(s, conn, url, &big)) {
@@ -453,9 +456,11 @@ int http1_add_connection(struct server *s, int fd, struct conn_entry *entry)
 	}
 	if (entry) {
 		conn_entry_set_mhd_fd(s->conns, entry, fd, true);
-		/* The idle clock restarts: the header is in, on_request follows. */
+		/* A whole request header is waiting: busy (not to be evicted)
+		 * until its completion, as if on_request had run. Should
+		 * libmicrohttpd answer it without calling on_request, its own
+		 * connection timeout ends the connection. */
 		conn_entry_set_busy(entry, true);
-		conn_entry_set_busy(entry, false);
 	}
 	/* On failure libmicrohttpd closes the socket itself (and gave the
 	 * entry back if it had taken it). */

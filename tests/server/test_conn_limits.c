@@ -1,8 +1,8 @@
 /*
  * test_conn_limits.c — the connection table (conn_limits.c): a client
  * address past its limit is refused; at the total limit the connection idle
- * the longest is closed (shut down: its peer sees EOF) to make room, and a
- * newcomer is refused only when every connection is busy; the reaper closes
+ * the longest is closed (shut down: its peer sees EOF) to make room, or
+ * one whose body trickles in, and a newcomer is refused only when none is; the reaper closes
  * libmicrohttpd's connections that stay idle past the header timeout or
  * whose body is too slow; the in-flight budget never overcommits.
  */
@@ -82,21 +82,31 @@ static void test_per_client_and_eviction(void **state)
 	assert_non_null(e[3]);
 	assert_non_null(e[4]);
 	assert_int_equal(evicted, 0);
-	/* Full: c gets in by closing the idle one idle the longest (e[1]). */
+	usleep(1100000);
+	/* Full: c gets in by closing the one idle the longest (e[1]). */
 	e[5] = conn_table_admit(t, p[5].server, &c, &evicted, why, sizeof(why));
 	assert_non_null(e[5]);
 	assert_int_equal(evicted, 1);
 	assert_true(was_shut(p[1]));
 	assert_false(was_shut(p[0]));
 	assert_false(was_shut(p[3]));
-	/* Every live one busy: the next newcomer is refused. */
+	/* Every live one busy: the next newcomer is refused... */
 	for (int i = 3; i <= 5; i++)
 		conn_entry_set_busy(e[i], true);
 	assert_null(conn_table_admit(t, p[6].server, &c, &evicted, why, sizeof(why)));
 	assert_non_null(strstr(why, "--max-connections"));
-	/* An evicted connection still closing holds no slot. */
-	assert_int_equal(conn_table_count(t), 5);
-	for (int i = 0; i <= 5; i++)
+	/* ... unless one's body has been trickling in for seconds: it goes.
+	 * A fast upload stays. */
+	conn_entry_body_progress(e[3], mono_ns() - 3000000000LL, 10);
+	conn_entry_body_progress(e[4], mono_ns() - 3000000000LL, 100 << 20);
+	e[6] = conn_table_admit(t, p[6].server, &c, &evicted, why, sizeof(why));
+	assert_non_null(e[6]);
+	assert_int_equal(evicted, 2);
+	assert_true(was_shut(p[3]));
+	assert_false(was_shut(p[4]));
+	/* An evicted connection still closing is still in the table. */
+	assert_int_equal(conn_table_count(t), 6);
+	for (int i = 0; i <= 6; i++)
 		if (i != 2)
 			conn_table_remove(t, e[i]);
 	assert_int_equal(conn_table_count(t), 0);
