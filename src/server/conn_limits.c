@@ -1,19 +1,23 @@
 /*
  * conn_limits.c — the connection table: admission, eviction, deadlines.
  *
- * Why evict the idlest instead of refusing the newest at the limit: an
- * attacker who opens connections and keeps them quiet (slowloris, HTTP/2
- * PINGs) would otherwise hold every slot for as long as he likes, and no
- * new client would be served. A connection with no request in flight loses
- * nothing when closed — an agent or a browser reconnects on its next
- * request — so at --max-connections the one idle the longest makes room.
- * A connection younger than a second goes last, so that each newcomer has
- * the time to send its request even while a flood keeps arriving.
- * The per-client limit keeps one address from evicting everyone else in a
- * loop: it can hold at most --max-connections-per-client slots. When every
- * connection has a request in flight, the one whose body arrives the
- * slowest (well under a fair rate) makes room instead; only when none is
- * that slow is a newcomer refused: then the server is genuinely busy.
+ * Why evict instead of refusing the newest at the limit: an attacker who
+ * opens connections and keeps them quiet (slowloris, HTTP/2 PINGs) would
+ * otherwise hold every slot for as long as he likes, and no new client
+ * would be served. A connection with no request in flight loses nothing
+ * when closed — an agent or a browser reconnects on its next request.
+ *
+ * Why fair share: with enough addresses a flood can hold every slot
+ * within the per-client limit and, reconnecting as fast as it is evicted,
+ * win every race for the slot an eviction frees. So the victim is taken
+ * from the clients holding the most connections, never from one holding
+ * fewer than the newcomer will: the flood evicts its own connections, and
+ * a client with one or two is still served. Among those: the one idle the
+ * longest; else one whose request body trickles in (a slow-body flood keeps
+ * its slots "busy"); else one younger than a second (a newcomer gets that
+ * long to send its request before it can go). A connection with a request
+ * in flight at a fair rate is never closed; when every candidate is one,
+ * the newcomer is refused: the server is genuinely busy.
  *
  * The table is a list under one mutex: admission, removal and the reaper
  * walk it (at most --max-connections entries plus the evicted ones still
@@ -47,11 +51,21 @@ struct conn_entry {
 	struct conn_entry *prev, *next;
 };
 
+/* A client address and how many live connections it has (victim_entry's
+ * scratch map, open addressing). */
+struct addr_count {
+	uint8_t addr[16];
+	unsigned n;
+	bool used;
+};
+
 struct conn_table {
 	const struct server_config *cfg;
 	pthread_mutex_t lock;
 	struct conn_entry *head;
-	unsigned live; /* not evicted */
+	struct addr_count *counts; /* scratch, under the lock */
+	size_t counts_cap;	   /* a power of two, over twice the entries */
+	unsigned live;		   /* not evicted */
 	unsigned total;
 };
 
@@ -77,6 +91,7 @@ void conn_table_free(struct conn_table *t)
 		free(e);
 	}
 	pthread_mutex_destroy(&t->lock);
+	free(t->counts);
 	free(t);
 }
 
@@ -112,48 +127,99 @@ static void entry_shutdown(struct conn_table *t, struct conn_entry *e)
  * connections would close each one (the idlest) before it could. */
 #define EVICT_MIN_AGE_NS 1000000000LL
 
-/* Under the lock: the connection to close to make room, in this order:
+static unsigned *addr_slot(struct conn_table *t, const uint8_t addr[16])
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (int i = 0; i < 16; i++)
+		h = (h ^ addr[i]) * 1099511628211ULL;
+	for (size_t i = h & (t->counts_cap - 1);; i = (i + 1) & (t->counts_cap - 1)) {
+		struct addr_count *c = &t->counts[i];
+		if (!c->used) {
+			c->used = true;
+			memcpy(c->addr, addr, 16);
+			c->n = 0;
+			return &c->n;
+		}
+		if (memcmp(c->addr, addr, 16) == 0)
+			return &c->n;
+	}
+}
+
+/* Under the lock: the connection to close to make room for a client that
+ * will then hold min_n connections, or NULL (refuse it). Fair share first:
+ * the victim belongs to a client holding the most connections, and never to
+ * one holding fewer than min_n — so a flood from many addresses evicts its
+ * own connections, not those of a client with one or two. Among the
+ * connections of equally heavy clients, in this order:
  *   1. the one idle the longest among those admitted a second ago or more;
  *   2. the one whose request body arrives the slowest, if well under a fair
- *      rate: with enough addresses, a slow-body flood would otherwise keep
- *      every slot busy and lock newcomers out until its deadlines cut each;
- *   3. the one idle the longest among the young.
- * NULL = none (every connection has a request in flight at a fair rate). */
-static struct conn_entry *victim_entry(struct conn_table *t, int64_t now_ns)
+ *      rate (with enough addresses, a slow-body flood would otherwise keep
+ *      every slot busy until its deadlines cut each one);
+ *   3. the one idle the longest among the young (a newcomer gets the time to
+ *      send its first request before it goes).
+ * A connection with a request in flight at a fair rate is never chosen. */
+static struct conn_entry *victim_entry(struct conn_table *t, int64_t now_ns, unsigned min_n)
 {
-	struct conn_entry *idlest = NULL, *young = NULL, *slowest = NULL;
-	int64_t idlest_since = 0, young_since = 0;
-	double slowest_rate = (double)t->cfg->body_min_rate * SLOW_BODY_FACTOR;
+	size_t need = 4;
+	while (need < (size_t)t->total * 2 + 2)
+		need <<= 1;
+	if (need > t->counts_cap) {
+		struct addr_count *m = calloc(need, sizeof(*m));
+		if (!m)
+			return NULL;
+		free(t->counts);
+		t->counts = m;
+		t->counts_cap = need;
+	} else {
+		memset(t->counts, 0, t->counts_cap * sizeof(*t->counts));
+	}
+	for (struct conn_entry *o = t->head; o; o = o->next)
+		if (!o->evicted)
+			(*addr_slot(t, o->addr))++;
 
+	struct conn_entry *best = NULL;
+	unsigned best_n = 0;
+	int best_kind = 0;
+	double best_key = 0;
+	double fair_rate = (double)t->cfg->body_min_rate * SLOW_BODY_FACTOR;
 	for (struct conn_entry *o = t->head; o; o = o->next) {
 		if (o->evicted)
 			continue;
-		int64_t since = atomic_load(&o->idle_since_ns);
-		bool old = now_ns - o->admitted_ns >= EVICT_MIN_AGE_NS;
-		if (since && old && (!idlest || since < idlest_since)) {
-			idlest = o;
-			idlest_since = since;
-		} else if (since && !old && (!young || since < young_since)) {
-			young = o;
-			young_since = since;
-		}
-		int64_t start = atomic_load(&o->body_start_ns);
-		if (!start || now_ns - start < 1000000000LL)
+		unsigned n = *addr_slot(t, o->addr);
+		if (n < min_n)
 			continue;
-		double rate =
-		    (double)atomic_load(&o->body_bytes) / ((double)(now_ns - start) / 1e9);
-		if (rate < slowest_rate) {
-			slowest = o;
-			slowest_rate = rate;
+		int64_t since = atomic_load(&o->idle_since_ns);
+		int64_t start = atomic_load(&o->body_start_ns);
+		int kind;
+		double key; /* smaller goes first */
+		if (since && now_ns - o->admitted_ns >= EVICT_MIN_AGE_NS) {
+			kind = 1;
+			key = (double)since;
+		} else if (start && now_ns - start >= 1000000000LL &&
+			   (key = (double)atomic_load(&o->body_bytes) /
+				  ((double)(now_ns - start) / 1e9)) < fair_rate) {
+			kind = 2;
+		} else if (since) {
+			kind = 3;
+			key = (double)since;
+		} else {
+			continue;
+		}
+		if (!best || n > best_n || (n == best_n && kind < best_kind) ||
+		    (n == best_n && kind == best_kind && key < best_key)) {
+			best = o;
+			best_n = n;
+			best_kind = kind;
+			best_key = key;
 		}
 	}
-	return idlest ? idlest : slowest ? slowest : young;
+	return best;
 }
 
 bool conn_table_evict_idlest(struct conn_table *t)
 {
 	pthread_mutex_lock(&t->lock);
-	struct conn_entry *e = victim_entry(t, mono_ns());
+	struct conn_entry *e = victim_entry(t, mono_ns(), 1);
 	if (e)
 		entry_shutdown(t, e);
 	pthread_mutex_unlock(&t->lock);
@@ -191,12 +257,12 @@ struct conn_entry *conn_table_admit(struct conn_table *t, int fd,
 		goto refuse;
 	}
 	if (t->live >= (unsigned)t->cfg->max_connections) {
-		struct conn_entry *victim = victim_entry(t, mono_ns());
+		struct conn_entry *victim = victim_entry(t, mono_ns(), same + 1);
 		if (!victim) {
 			snprintf(why, whycap,
-				 "%u connections, every one with a request in "
-				 "flight (--max-connections)",
-				 t->live);
+				 "%u connections, none of a client with more than this one's "
+				 "%u idle or slow (--max-connections)",
+				 t->live, same);
 			goto refuse;
 		}
 		entry_shutdown(t, victim);

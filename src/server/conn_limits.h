@@ -7,11 +7,9 @@
  * Contract:
  *   - The accept loop admits every accepted socket (conn_table_admit) before
  *     any byte is read. A client address (an IPv6 client is its /64) at
- *     --max-connections-per-client is refused. At --max-connections the
- *     connection idle the longest (no request in flight; those admitted
- *     less than a second ago last) is closed to make room; when every connection has a request in flight, the one whose
- *     request body arrives the slowest (under 16x --request-body-min-rate
- *     for a second or more); only when none is that slow is the new one
+ *     --max-connections-per-client is refused. At --max-connections a
+ *     connection of the client holding the most is closed to make room
+ *     (conn_limits.c says which and why); when none may go, the new one is
  *     refused.
  *   - An entry belongs to whoever holds the socket: the connection thread
  *     (HTTP/2, TLS, the protocol sniff) or libmicrohttpd (plaintext HTTP/1.1

@@ -4,8 +4,9 @@
 # test is quick. From eight loopback addresses (all of 127/8 is loopback):
 # slowloris (an HTTP/1.1 header, one byte a second) and idle HTTP/2 (the
 # preface and SETTINGS, then only PINGs), more than the per-client and the
-# total limit allow, reopened as soon as the server closes them; from two
-# more, slow bodies over HTTP/1.1 and HTTP/2. While they run, a new client
+# total limit allow, reopened as soon as the server closes them; from eight
+# more, as many slow bodies over HTTP/1.1 and HTTP/2 as there are slots
+# (requests in flight, never idle). While they run, a new client
 # must be served: curl on /healthy and a gRPC WriteRaw, each within a bound
 # it fails past. Every attacker's connection must be closed by the server
 # within a few times the deadlines. Before the connection table
@@ -22,7 +23,9 @@ FLOOD_SRC=127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7,127.0.0.8,
 $PY "$ATTACK" --port "$PORT" --sources "$FLOOD_SRC" --kinds slowloris,h2idle --count 8 \
 	--duration 14 >"$T/flood.json" &
 FLOOD=$!
-$PY "$ATTACK" --port "$PORT" --sources 127.0.0.10,127.0.0.11 --kinds slowbody,h2slowbody \
+# 8 more x 2 kinds x 4 = 64 slow bodies: alone they would keep every slot busy.
+SLOW_SRC=127.0.0.10,127.0.0.11,127.0.0.12,127.0.0.13,127.0.0.14,127.0.0.15,127.0.0.16,127.0.0.17
+$PY "$ATTACK" --port "$PORT" --sources "$SLOW_SRC" --kinds slowbody,h2slowbody \
 	--count 4 --duration 14 >"$T/slow.json" &
 SLOW=$!
 sleep 3 # the attackers hold their connections by now
