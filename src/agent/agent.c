@@ -569,10 +569,8 @@ static struct window *window_after(struct agent *a, const struct window *w)
 
 int agent_preflight(struct kiln_error *err)
 {
-	if (geteuid() != 0)
-		return kiln_error_set(err, EPERM,
-				      "kiln-agent must run as root (it loads BPF programs and "
-				      "opens system-wide perf events): run it with sudo");
+	if (agent_check_privileges(err) != 0)
+		return -1;
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
 		return kiln_error_set(
 		    err, ENOENT,

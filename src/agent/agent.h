@@ -36,6 +36,7 @@
 #include <linux/types.h>
 
 #include "agent/profiler.h"
+#include "client/client.h"
 #include "common/buf.h"
 #include "common/error.h"
 
@@ -551,8 +552,9 @@ struct sink_remote_config {
 	const char *address; /* host:port or URL */
 	bool insecure;	     /* cleartext HTTP/2 */
 	bool insecure_skip_verify;
-	const char *bearer_token; /* NULL: none */
-	size_t buffer_bytes;	  /* 0: 64 MiB */
+	struct tls_client_files tls; /* CA, client certificate and key */
+	const char *bearer_token;    /* NULL: none */
+	size_t buffer_bytes;	     /* 0: 64 MiB */
 };
 int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
 		    struct agent_sink **out, struct kiln_error *err);
@@ -565,6 +567,7 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 struct debuginfo_uploader_config {
 	const char *address; /* the remote store */
 	bool insecure, insecure_skip_verify;
+	struct tls_client_files tls;
 	const char *bearer_token;
 	size_t max_parallel;	       /* worker threads; 0: 2 */
 	int timeout_ms;		       /* per gRPC call; 0: 120 s */
@@ -633,9 +636,12 @@ struct agent_config {
 	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
 };
 
-/* Checks root, BTF and perf events before anything else and explains what
+/* Checks capabilities, BTF and perf events before anything else and explains what
  * is missing in one line. Returns 0 or a negative errno with err filled. */
 int agent_preflight(struct kiln_error *err);
+/* privileges.c: -1 with err naming each missing required capability
+ * (CAP_BPF, CAP_PERFMON); a warning for the optional ones. */
+int agent_check_privileges(struct kiln_error *err);
 
 /* Runs until *stop becomes non-zero; then flushes the partial window.
  * Returns 0 or a negative errno with err filled. */

@@ -288,6 +288,7 @@ struct debuginfo_uploader *debuginfo_uploader_new(const struct debuginfo_uploade
 	u->grpc.address = u->address;
 	u->grpc.insecure = cfg->insecure;
 	u->grpc.skip_verify = cfg->insecure_skip_verify;
+	u->grpc.tls = cfg->tls;
 	u->grpc.bearer_token = u->token;
 	u->grpc.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : UPLOAD_TIMEOUT_MS;
 	u->grpc.cancel = &u->cancel;

@@ -42,6 +42,9 @@ enum {
 	OPT_REMOTE_SKIP_VERIFY,
 	OPT_REMOTE_TOKEN,
 	OPT_REMOTE_TOKEN_FILE,
+	OPT_REMOTE_TLS_CA,
+	OPT_REMOTE_TLS_CERT,
+	OPT_REMOTE_TLS_KEY,
 	OPT_REMOTE_BUFFER,
 	OPT_DEBUGINFO_DISABLE,
 	OPT_DEBUGINFO_PARALLEL,
@@ -75,6 +78,9 @@ static const struct option long_options[] = {
     {"bearer-token", required_argument, NULL, OPT_REMOTE_TOKEN},
     {"remote-store-bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
     {"bearer-token-file", required_argument, NULL, OPT_REMOTE_TOKEN_FILE},
+    {"remote-store-tls-ca-file", required_argument, NULL, OPT_REMOTE_TLS_CA},
+    {"remote-store-tls-cert-file", required_argument, NULL, OPT_REMOTE_TLS_CERT},
+    {"remote-store-tls-key-file", required_argument, NULL, OPT_REMOTE_TLS_KEY},
     {"remote-store-buffer-bytes", required_argument, NULL, OPT_REMOTE_BUFFER},
     {"debuginfo-upload-disable", no_argument, NULL, OPT_DEBUGINFO_DISABLE},
     {"debuginfo-upload-max-parallel", required_argument, NULL, OPT_DEBUGINFO_PARALLEL},
@@ -129,6 +135,12 @@ static void usage(FILE *f)
 	    "      --remote-store-bearer-token-file=FILE\n"
 	    "                                          read the token from FILE (alias\n"
 	    "                                          --bearer-token-file; default: none)\n"
+	    "      --remote-store-tls-ca-file=FILE     check the server's certificate with\n"
+	    "                                          these CAs (PEM) instead of the\n"
+	    "                                          system's (default: none)\n"
+	    "      --remote-store-tls-cert-file=FILE   this agent's certificate (PEM) for a\n"
+	    "      --remote-store-tls-key-file=FILE    server that requires one (kiln\n"
+	    "                                          --tls-client-ca-file; default: none)\n"
 	    "      --remote-store-buffer-bytes=N       windows kept in memory while the\n"
 	    "                                          server is down or slow; the oldest\n"
 	    "                                          are dropped (and counted) beyond it\n"
@@ -274,6 +286,15 @@ int main(int argc, char **argv)
 		case OPT_REMOTE_TOKEN:
 			remote.bearer_token = optarg;
 			break;
+		case OPT_REMOTE_TLS_CA:
+			remote.tls.ca_file = optarg;
+			break;
+		case OPT_REMOTE_TLS_CERT:
+			remote.tls.cert_file = optarg;
+			break;
+		case OPT_REMOTE_TLS_KEY:
+			remote.tls.key_file = optarg;
+			break;
 		case OPT_REMOTE_TOKEN_FILE:
 			token_file = optarg;
 			break;
@@ -351,6 +372,12 @@ int main(int argc, char **argv)
 	if (!local_dir && !remote.address)
 		die("%s", "nothing to write to: give --local-store-directory=DIR or "
 			  "--remote-store-address=HOST:PORT");
+	if (!remote.tls.cert_file != !remote.tls.key_file)
+		die("%s",
+		    "--remote-store-tls-cert-file and --remote-store-tls-key-file go together");
+	if (remote.insecure && (remote.tls.ca_file || remote.tls.cert_file))
+		die("%s",
+		    "--remote-store-insecure is cleartext: it cannot use the TLS files given");
 	if (token_file) {
 		struct kiln_error terr = {0};
 
@@ -387,6 +414,7 @@ int main(int argc, char **argv)
 			dcfg.insecure = remote.insecure;
 			dcfg.insecure_skip_verify = remote.insecure_skip_verify;
 			dcfg.bearer_token = remote.bearer_token;
+			dcfg.tls = remote.tls;
 			cfg.uploader = debuginfo_uploader_new(&dcfg, &metrics, &err);
 			if (!cfg.uploader) {
 				fprintf(stderr, "kiln-agent: %s\n", err.msg);

@@ -413,6 +413,7 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 	r->cfg.address = r->address;
 	r->cfg.insecure = cfg->insecure;
 	r->cfg.skip_verify = cfg->insecure_skip_verify;
+	r->cfg.tls = cfg->tls;
 	r->cfg.bearer_token = r->token;
 	r->cfg.timeout_ms = 10000;
 	r->cfg.cancel = &r->cancel;

@@ -28,6 +28,7 @@ struct remote_opts {
 	const char *address, *token;
 	bool insecure, skip_verify, force;
 	int timeout_s;
+	struct tls_client_files tls;
 };
 
 static void remote_usage(FILE *f, const char *cmd)
@@ -40,6 +41,9 @@ static void remote_usage(FILE *f, const char *cmd)
 	    "  --store-address=HOST:PORT  kiln (or Parca) server; http:// or https:// prefix ok\n"
 	    "  --insecure                 cleartext HTTP/2 instead of TLS\n"
 	    "  --insecure-skip-verify     TLS without certificate checks\n"
+	    "  --tls-ca-file=FILE         check the server's certificate with these CAs\n"
+	    "  --tls-cert-file=FILE       client certificate (mTLS), with --tls-key-file\n"
+	    "  --tls-key-file=FILE\n"
 	    "  --bearer-token=T           sent as authorization metadata\n"
 	    "  --bearer-token-file=FILE   the same, read from FILE\n"
 	    "  --timeout=SECONDS          per request (default 60)\n"
@@ -63,6 +67,9 @@ static int parse_remote(int argc, char **argv, const char *cmd, struct remote_op
 	    {"bearer-token-file", required_argument, NULL, 'T'},
 	    {"force", no_argument, NULL, 'f'},
 	    {"timeout", required_argument, NULL, 'o'},
+	    {"tls-ca-file", required_argument, NULL, 'C'},
+	    {"tls-cert-file", required_argument, NULL, 'c'},
+	    {"tls-key-file", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -97,6 +104,15 @@ static int parse_remote(int argc, char **argv, const char *cmd, struct remote_op
 		}
 		case 'f':
 			o->force = true;
+			break;
+		case 'C':
+			o->tls.ca_file = optarg;
+			break;
+		case 'c':
+			o->tls.cert_file = optarg;
+			break;
+		case 'K':
+			o->tls.key_file = optarg;
 			break;
 		case 'o':
 			o->timeout_s = atoi(optarg);
@@ -154,6 +170,7 @@ int cmd_debuginfo_upload(int argc, char **argv)
 	struct grpc_client_config cfg = {.address = o.address,
 					 .insecure = o.insecure,
 					 .skip_verify = o.skip_verify,
+					 .tls = o.tls,
 					 .bearer_token = o.token,
 					 .timeout_ms = o.timeout_s * 1000};
 	struct grpc_client *c = grpc_client_new(&cfg, &e);
@@ -228,6 +245,7 @@ int cmd_debuginfo_ls(int argc, char **argv)
 		curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
+	tls_client_files_apply(curl, &o.tls);
 	CURLcode cc = curl_easy_perform(curl);
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 	if (cc != CURLE_OK || status != 200 || buf_terminate(&body) < 0) {

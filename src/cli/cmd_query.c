@@ -46,6 +46,8 @@ static void query_usage(FILE *f)
 		   "  --nodecount=N         rows of the top table (default 30, 0 = all)\n"
 		   "  --bearer-token=T      sent as Authorization: Bearer T (role read)\n"
 		   "  --bearer-token-file=F the same, read from F's first line\n"
+		   "  --tls-ca-file=F       check an https server's certificate with these CAs\n"
+		   "  --tls-cert-file=F --tls-key-file=F  client certificate (mTLS)\n"
 		   "  -o FILE               write to FILE instead of stdout\n");
 }
 
@@ -123,7 +125,8 @@ static void print_server_error(long status, struct buf *body, const char *query)
 }
 
 /* GETs url into out; token (NULL = none) goes out as a bearer token. */
-static int fetch(const char *url, const char *token, struct buf *out, long *status)
+static int fetch(const char *url, const char *token, const struct tls_client_files *tls,
+		 struct buf *out, long *status)
 {
 	CURL *c = curl_easy_init();
 	char errbuf[CURL_ERROR_SIZE] = "";
@@ -148,6 +151,7 @@ static int fetch(const char *url, const char *token, struct buf *out, long *stat
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	tls_client_files_apply(c, tls);
 	CURLcode rc = curl_easy_perform(c);
 	curl_slist_free_all(hdrs);
 	buf_free(&auth);
@@ -187,6 +191,7 @@ int cmd_query(int argc, char **argv)
 	const char *out_path = NULL, *query = NULL, *token = NULL;
 	static char token_buf[4096];
 	struct kiln_error terr = {0};
+	struct tls_client_files tls = {0};
 	int64_t since = 3600000, start = 0, end = 0, at = 0;
 	bool have_start = false, have_end = false, have_time = false;
 	long nodecount = 30;
@@ -201,6 +206,9 @@ int cmd_query(int argc, char **argv)
 		O_NODES,
 		O_TOKEN,
 		O_TOKEN_FILE,
+		O_TLS_CA,
+		O_TLS_CERT,
+		O_TLS_KEY,
 		O_HELP
 	};
 	static const struct option opts[] = {
@@ -214,6 +222,9 @@ int cmd_query(int argc, char **argv)
 	    {"nodecount", required_argument, NULL, O_NODES},
 	    {"bearer-token", required_argument, NULL, O_TOKEN},
 	    {"bearer-token-file", required_argument, NULL, O_TOKEN_FILE},
+	    {"tls-ca-file", required_argument, NULL, O_TLS_CA},
+	    {"tls-cert-file", required_argument, NULL, O_TLS_CERT},
+	    {"tls-key-file", required_argument, NULL, O_TLS_KEY},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -266,6 +277,15 @@ int cmd_query(int argc, char **argv)
 			break;
 		case O_TOKEN:
 			token = optarg;
+			break;
+		case O_TLS_CA:
+			tls.ca_file = optarg;
+			break;
+		case O_TLS_CERT:
+			tls.cert_file = optarg;
+			break;
+		case O_TLS_KEY:
+			tls.key_file = optarg;
 			break;
 		case O_TOKEN_FILE:
 			if (bearer_token_read_file(optarg, token_buf, sizeof(token_buf), &terr) <
@@ -335,7 +355,7 @@ int cmd_query(int argc, char **argv)
 	buf_terminate(&url);
 
 	long status = 0;
-	if (fetch((const char *)url.data, token, &body, &status))
+	if (fetch((const char *)url.data, token, &tls, &body, &status))
 		goto out;
 	if (status != 200) {
 		print_server_error(status, &body, query);

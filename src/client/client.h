@@ -43,10 +43,24 @@ struct grpc_status {
 	char message[512]; /* decoded grpc-message, "" if none */
 };
 
+/* Files for TLS to the server (PEM); NULL = not used: the server's
+ * certificate is checked against ca_file instead of the system's CAs, and
+ * cert_file + key_file are this client's certificate for servers that
+ * require one (kiln --tls-client-ca-file). */
+struct tls_client_files {
+	const char *ca_file;
+	const char *cert_file;
+	const char *key_file;
+};
+
+/* Sets those files on a libcurl easy handle (a CURL *). */
+void tls_client_files_apply(void *curl, const struct tls_client_files *f);
+
 struct grpc_client_config {
-	const char *address;	  /* "host:port", or a URL "http://host:port" / "https://..." */
-	bool insecure;		  /* cleartext HTTP/2 (prior knowledge) for host:port */
-	bool skip_verify;	  /* TLS without certificate checks */
+	const char *address; /* "host:port", or a URL "http://host:port" / "https://..." */
+	bool insecure;	     /* cleartext HTTP/2 (prior knowledge) for host:port */
+	bool skip_verify;    /* TLS without certificate checks */
+	struct tls_client_files tls;
 	const char *bearer_token; /* sent as "authorization: Bearer TOKEN"; NULL: none */
 	int timeout_ms;		  /* per call, sent as grpc-timeout; 0: 30000 */
 	size_t max_response;	  /* largest response message accepted; 0: 64 MiB */

@@ -357,6 +357,16 @@ int grpc_client_stream(struct grpc_client *c, const char *method, grpc_next_fn n
 	return rc;
 }
 
+void tls_client_files_apply(void *curl, const struct tls_client_files *f)
+{
+	if (f->ca_file)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, f->ca_file);
+	if (f->cert_file)
+		curl_easy_setopt(curl, CURLOPT_SSLCERT, f->cert_file);
+	if (f->key_file)
+		curl_easy_setopt(curl, CURLOPT_SSLKEY, f->key_file);
+}
+
 struct grpc_client *grpc_client_new(const struct grpc_client_config *cfg, struct kiln_error *e)
 {
 	struct grpc_client *c = calloc(1, sizeof(*c));
@@ -421,6 +431,7 @@ struct grpc_client *grpc_client_new(const struct grpc_client_config *cfg, struct
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
+	tls_client_files_apply(c->curl, &cfg->tls);
 	return c;
 nomem:
 	kiln_error_set(e, ENOMEM, "gRPC client: out of memory");

@@ -16,100 +16,10 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "scrape/config_walk.h"
 #include "scrape/scrape.h"
 
-struct walker {
-	yaml_document_t doc;
-	const char *name;
-	struct kiln_error *err;
-};
-
-static int fail_at(struct walker *w, const yaml_node_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail_at(struct walker *w, const yaml_node_t *n, const char *fmt, ...)
-{
-	char msg[400];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return kiln_error_set(w->err, EINVAL, "%s:%zu:%zu: %s", w->name,
-			      n ? n->start_mark.line + 1 : 0, n ? n->start_mark.column + 1 : 0,
-			      msg);
-}
-
-static yaml_node_t *node(struct walker *w, int idx)
-{
-	return yaml_document_get_node(&w->doc, idx);
-}
-
-static const char *scalar(const yaml_node_t *n)
-{
-	return n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
-}
-
-/* A plain "", "~" or "null" scalar: the key is present but empty. */
-static bool is_null(const yaml_node_t *n)
-{
-	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return false;
-	const char *s = scalar(n);
-	return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
-	       strcmp(s, "NULL") == 0;
-}
-
-static int want(struct walker *w, const yaml_node_t *n, yaml_node_type_t t, const char *what)
-{
-	static const char *names[] = {"nothing", "a scalar", "a list", "a mapping"};
-	if (n->type == t)
-		return 0;
-	return fail_at(w, n, "%s: expected %s, found %s", what, names[t], names[n->type]);
-}
-
-static int get_string(struct walker *w, const yaml_node_t *n, const char *what, char **out)
-{
-	int rc = want(w, n, YAML_SCALAR_NODE, what);
-	if (rc)
-		return rc;
-	char *s = strdup(scalar(n));
-	if (!s)
-		return -ENOMEM;
-	free(*out);
-	*out = s;
-	return 0;
-}
-
-static int get_bool(struct walker *w, const yaml_node_t *n, const char *what, bool *out)
-{
-	int rc = want(w, n, YAML_SCALAR_NODE, what);
-	if (rc)
-		return rc;
-	const char *s = scalar(n);
-	if (!strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on"))
-		*out = true;
-	else if (!strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off"))
-		*out = false;
-	else
-		return fail_at(w, n, "%s: \"%s\" is not a boolean (true or false)", what, s);
-	return 0;
-}
-
-static int get_uint(struct walker *w, const yaml_node_t *n, const char *what, uint64_t *out)
-{
-	int rc = want(w, n, YAML_SCALAR_NODE, what);
-	if (rc)
-		return rc;
-	const char *s = scalar(n);
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-')
-		return fail_at(w, n, "%s: \"%s\" is not a non-negative integer", what, s);
-	*out = v;
-	return 0;
-}
+/* ---- durations ------------------------------------------------------------ */
 
 int scrape_parse_duration(const char *s, int64_t *ms)
 {
@@ -153,113 +63,6 @@ int scrape_parse_duration(const char *s, int64_t *ms)
 	}
 	*ms = total;
 	return 0;
-}
-
-static int get_duration(struct walker *w, const yaml_node_t *n, const char *what, int64_t *out)
-{
-	int rc = want(w, n, YAML_SCALAR_NODE, what);
-	if (rc)
-		return rc;
-	if (scrape_parse_duration(scalar(n), out) < 0)
-		return fail_at(w, n, "%s: \"%s\" is not a duration (e.g. 10s, 1m30s, 500ms)", what,
-			       scalar(n));
-	return 0;
-}
-
-static bool valid_label_name(const char *s)
-{
-	if (!*s || !(isalpha((unsigned char)*s) || *s == '_'))
-		return false;
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '_'))
-			return false;
-	return true;
-}
-
-static int get_string_list(struct walker *w, const yaml_node_t *n, const char *what, char ***out,
-			   size_t *count)
-{
-	int rc = want(w, n, YAML_SEQUENCE_NODE, what);
-	if (rc)
-		return rc;
-	size_t len = n->data.sequence.items.top - n->data.sequence.items.start;
-	char **v = calloc(len + 1, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	*out = v;
-	*count = 0;
-	for (size_t i = 0; i < len; i++) {
-		yaml_node_t *item = node(w, n->data.sequence.items.start[i]);
-		rc = get_string(w, item, what, &v[i]);
-		if (rc)
-			return rc;
-		(*count)++;
-	}
-	return 0;
-}
-
-static void free_list(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-static int get_label_map(struct walker *w, const yaml_node_t *n, const char *what,
-			 struct scrape_labels *out)
-{
-	int rc = want(w, n, YAML_MAPPING_NODE, what);
-	if (rc)
-		return rc;
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
-	     p++) {
-		yaml_node_t *k = node(w, p->key), *v = node(w, p->value);
-		if ((rc = want(w, k, YAML_SCALAR_NODE, what)) ||
-		    (rc = want(w, v, YAML_SCALAR_NODE, what)))
-			return rc;
-		if (!valid_label_name(scalar(k)))
-			return fail_at(w, k, "%s: \"%s\" is not a valid label name", what,
-				       scalar(k));
-		if (scrape_labels_get(out, scalar(k)))
-			return fail_at(w, k, "%s: label \"%s\" given twice", what, scalar(k));
-		if (scrape_labels_set(out, scalar(k), scalar(v)) < 0)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Iterates the pairs of a mapping node, checking that keys are scalars and
- * unique; `key` and `val` are set for the body. */
-#define PAIR_CAT2(a, b) a##b
-#define PAIR_CAT(a, b)	PAIR_CAT2(a, b)
-#define PAIR_VAR	PAIR_CAT(pair_, __LINE__)
-#define FOR_EACH_PAIR(w_, n_, what_, key_, val_, rc_)                                              \
-	for (yaml_node_pair_t *PAIR_VAR = (n_)->data.mapping.pairs.start;                          \
-	     PAIR_VAR < (n_)->data.mapping.pairs.top &&                                            \
-	     ((key_) = node(w_, PAIR_VAR->key), (val_) = node(w_, PAIR_VAR->value), 1);            \
-	     PAIR_VAR++)                                                                           \
-		if (((rc_) = check_key(w_, n_, PAIR_VAR, what_)) != 0)                             \
-			return rc_;                                                                \
-		else
-
-static int check_key(struct walker *w, const yaml_node_t *map, const yaml_node_pair_t *pair,
-		     const char *what)
-{
-	yaml_node_t *k = node(w, pair->key);
-	int rc = want(w, k, YAML_SCALAR_NODE, what);
-	if (rc)
-		return rc;
-	for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < pair; q++) {
-		yaml_node_t *k2 = node(w, q->key);
-		if (k2->type == YAML_SCALAR_NODE && strcmp(scalar(k2), scalar(k)) == 0)
-			return fail_at(w, k, "%s: key \"%s\" given twice", what, scalar(k));
-	}
-	return 0;
-}
-
-static int unknown_key(struct walker *w, const yaml_node_t *k, const char *what)
-{
-	return fail_at(w, k, "%s: unknown field \"%s\"", what, scalar(k));
 }
 
 /* ---- object_storage ------------------------------------------------------ */
@@ -527,7 +330,7 @@ static int walk_endpoint(struct walker *w, yaml_node_t *k, yaml_node_t *n,
 			rc = get_bool(w, v2, "delta", &e->delta);
 			has_delta = true;
 		} else if (strcmp(key, "seconds") == 0) {
-			uint64_t s;
+			uint64_t s = 0;
 			rc = get_uint(w, v2, "seconds", &s);
 			if (!rc && (s < 1 || s > 3600))
 				return fail_at(w, v2,
@@ -592,7 +395,7 @@ static int walk_profiling(struct walker *w, yaml_node_t *n, struct scrape_job_co
 
 /* ---- scrape_configs ------------------------------------------------------ */
 
-static int walk_static(struct walker *w, yaml_node_t *n, struct static_config *s)
+int scrape_walk_static(struct walker *w, yaml_node_t *n, struct static_config *s)
 {
 	yaml_node_t *k, *v;
 	int rc = want(w, n, YAML_MAPPING_NODE, "static_configs[]");
@@ -623,6 +426,139 @@ static int walk_static(struct walker *w, yaml_node_t *n, struct static_config *s
 		}
 	}
 	return 0;
+}
+
+/* A relative file_sd pattern is taken relative to the config file's
+ * directory, as Parca and Prometheus do. */
+static int resolve_relative(struct walker *w, char **path)
+{
+	const char *slash = strrchr(w->name, '/');
+	char *abs;
+
+	if ((*path)[0] == '/' || !slash)
+		return 0;
+	if (asprintf(&abs, "%.*s/%s", (int)(slash - w->name), w->name, *path) < 0)
+		return -ENOMEM;
+	free(*path);
+	*path = abs;
+	return 0;
+}
+
+static int walk_file_sd(struct walker *w, yaml_node_t *n, struct file_sd_config *f)
+{
+	yaml_node_t *k, *v;
+	int rc = want(w, n, YAML_MAPPING_NODE, "file_sd_configs[]");
+
+	if (rc)
+		return rc;
+	f->refresh_ms = 5 * 60000;
+	FOR_EACH_PAIR(w, n, "file_sd_configs[]", k, v, rc)
+	{
+		if (strcmp(scalar(k), "files") == 0) {
+			if ((rc = get_string_list(w, v, "files", &f->files, &f->n_files)))
+				return rc;
+			for (size_t i = 0; i < f->n_files; i++) {
+				const char *p = f->files[i], *base = strrchr(p, '/');
+				const char *ext = strrchr(p, '.');
+				yaml_node_t *item = node(w, v->data.sequence.items.start[i]);
+
+				if (!ext || (strcmp(ext, ".json") && strcmp(ext, ".yml") &&
+					     strcmp(ext, ".yaml")))
+					return fail_at(
+					    w, item,
+					    "files: \"%s\" must end in .json, .yml or .yaml", p);
+				if (base && strpbrk(p, "*?[") && strpbrk(p, "*?[") < base)
+					return fail_at(
+					    w, item,
+					    "files: \"%s\": a pattern may only be in the "
+					    "last path element",
+					    p);
+				if ((rc = resolve_relative(w, &f->files[i])))
+					return rc;
+			}
+		} else if (strcmp(scalar(k), "refresh_interval") == 0) {
+			if ((rc = get_duration(w, v, "refresh_interval", &f->refresh_ms)))
+				return rc;
+			if (f->refresh_ms < 1000)
+				return fail_at(w, v, "refresh_interval must be at least 1s");
+		} else {
+			return unknown_key(w, k, "file_sd_configs[]");
+		}
+	}
+	if (!f->n_files)
+		return fail_at(w, n, "file_sd_configs[]: files is required");
+	return 0;
+}
+
+static int walk_http_sd(struct walker *w, yaml_node_t *n, struct http_sd_config *h)
+{
+	yaml_node_t *k, *v;
+	int rc = want(w, n, YAML_MAPPING_NODE, "http_sd_configs[]");
+
+	if (rc)
+		return rc;
+	h->refresh_ms = 60000;
+	FOR_EACH_PAIR(w, n, "http_sd_configs[]", k, v, rc)
+	{
+		if (strcmp(scalar(k), "url") == 0) {
+			if ((rc = get_string(w, v, "url", &h->url)))
+				return rc;
+			if (strncmp(h->url, "http://", 7) && strncmp(h->url, "https://", 8))
+				return fail_at(w, v, "url: \"%s\" is not an http or https URL",
+					       h->url);
+		} else if (strcmp(scalar(k), "refresh_interval") == 0) {
+			if ((rc = get_duration(w, v, "refresh_interval", &h->refresh_ms)))
+				return rc;
+			if (h->refresh_ms < 1000)
+				return fail_at(w, v, "refresh_interval must be at least 1s");
+		} else if (strcmp(scalar(k), "basic_auth") == 0 ||
+			   strcmp(scalar(k), "authorization") == 0 ||
+			   strcmp(scalar(k), "tls_config") == 0 ||
+			   strcmp(scalar(k), "proxy_url") == 0) {
+			return fail_at(w, k, "http_sd_configs[]: \"%s\" is not supported by Kiln",
+				       scalar(k));
+		} else {
+			return unknown_key(w, k, "http_sd_configs[]");
+		}
+	}
+	if (!h->url)
+		return fail_at(w, n, "http_sd_configs[]: url is required");
+	return 0;
+}
+
+/* Walks a list node into a new array of n items of size sz with fn. */
+typedef int (*walk_item_fn)(struct walker *w, yaml_node_t *n, void *item);
+static int walk_list(struct walker *w, yaml_node_t *v, const char *what, size_t sz, void **out,
+		     size_t *n, walk_item_fn fn)
+{
+	size_t len;
+	int rc;
+
+	if (is_null(v))
+		return 0;
+	if ((rc = want(w, v, YAML_SEQUENCE_NODE, what)))
+		return rc;
+	len = v->data.sequence.items.top - v->data.sequence.items.start;
+	*out = calloc(len + 1, sz);
+	if (!*out)
+		return -ENOMEM;
+	for (size_t i = 0; i < len; i++) {
+		(*n)++;
+		rc = fn(w, node(w, v->data.sequence.items.start[i]), (char *)*out + i * sz);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int walk_file_sd_item(struct walker *w, yaml_node_t *n, void *item)
+{
+	return walk_file_sd(w, n, item);
+}
+
+static int walk_http_sd_item(struct walker *w, yaml_node_t *n, void *item)
+{
+	return walk_http_sd(w, n, item);
 }
 
 static int walk_params(struct walker *w, yaml_node_t *n, struct scrape_job_config *j)
@@ -691,9 +627,15 @@ static int walk_job(struct walker *w, yaml_node_t *n, struct scrape_job_config *
 				return -ENOMEM;
 			for (size_t i = 0; i < len && !rc; i++) {
 				j->n_static_configs++;
-				rc = walk_static(w, node(w, v->data.sequence.items.start[i]),
-						 &j->static_configs[i]);
+				rc = scrape_walk_static(w, node(w, v->data.sequence.items.start[i]),
+							&j->static_configs[i]);
 			}
+		} else if (strcmp(key, "file_sd_configs") == 0) {
+			rc = walk_list(w, v, "file_sd_configs", sizeof(*j->file_sd),
+				       (void **)&j->file_sd, &j->n_file_sd, walk_file_sd_item);
+		} else if (strcmp(key, "http_sd_configs") == 0) {
+			rc = walk_list(w, v, "http_sd_configs", sizeof(*j->http_sd),
+				       (void **)&j->http_sd, &j->n_http_sd, walk_http_sd_item);
 		} else if (strcmp(key, "relabel_configs") == 0) {
 			if (is_null(v))
 				continue;
@@ -748,7 +690,8 @@ static int walk_job(struct walker *w, yaml_node_t *n, struct scrape_job_config *
 				       "scrape_timeout (%" PRId64
 				       "ms) must be longer than the %" PRId64
 				       "s that profile \"%s\" samples for (its seconds, default "
-				       "scrape_interval)",
+				       "scrape_interval), as Parca requires; leave it out for "
+				       "Parca's default, scrape_interval + 3s",
 				       j->timeout_ms, secs, e->name);
 	}
 	return 0;
@@ -860,6 +803,13 @@ int scrape_config_load_file(const char *path, struct scrape_config **out, struct
 	return rc;
 }
 
+void scrape_static_config_release(struct static_config *s)
+{
+	free_list(s->targets, s->n_targets);
+	scrape_labels_free(&s->labels);
+	memset(s, 0, sizeof(*s));
+}
+
 static void free_job(struct scrape_job_config *j)
 {
 	free(j->job_name);
@@ -878,11 +828,15 @@ static void free_job(struct scrape_job_config *j)
 		free(e->keep_units);
 	}
 	free(j->endpoints);
-	for (size_t i = 0; i < j->n_static_configs; i++) {
-		free_list(j->static_configs[i].targets, j->static_configs[i].n_targets);
-		scrape_labels_free(&j->static_configs[i].labels);
-	}
+	for (size_t i = 0; i < j->n_static_configs; i++)
+		scrape_static_config_release(&j->static_configs[i]);
 	free(j->static_configs);
+	for (size_t i = 0; i < j->n_file_sd; i++)
+		free_list(j->file_sd[i].files, j->file_sd[i].n_files);
+	free(j->file_sd);
+	for (size_t i = 0; i < j->n_http_sd; i++)
+		free(j->http_sd[i].url);
+	free(j->http_sd);
 	for (size_t i = 0; i < j->n_relabel; i++) {
 		struct relabel_config *r = &j->relabel[i];
 		relabel_release(r);

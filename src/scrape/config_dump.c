@@ -166,6 +166,23 @@ static int dump_job(struct buf *o, const struct scrape_job_config *j)
 		TRY(buf_append_str(o, "]\n        labels:"));
 		TRY(dump_labels(o, &s->labels, "          "));
 	}
+	for (size_t i = 0; i < j->n_file_sd; i++) {
+		const struct file_sd_config *f = &j->file_sd[i];
+		TRY(buf_append_str(o, i ? "      - files: ["
+					: "    file_sd_configs:\n      - files: ["));
+		for (size_t k = 0; k < f->n_files; k++) {
+			if (k)
+				TRY(buf_append_str(o, ", "));
+			TRY(quote(o, f->files[k]));
+		}
+		TRY(buf_printf(o, "]\n        refresh_interval: %" PRId64 "ms\n", f->refresh_ms));
+	}
+	for (size_t i = 0; i < j->n_http_sd; i++) {
+		TRY(buf_append_str(o, i ? "      - url: " : "    http_sd_configs:\n      - url: "));
+		TRY(quote(o, j->http_sd[i].url));
+		TRY(buf_printf(o, "\n        refresh_interval: %" PRId64 "ms\n",
+			       j->http_sd[i].refresh_ms));
+	}
 	TRY(buf_append_str(o, "    relabel_configs:"));
 	if (j->n_relabel == 0)
 		TRY(buf_append_str(o, " []"));

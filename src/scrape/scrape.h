@@ -13,6 +13,8 @@
  *       scheme: http                # http | https
  *       params: {k: [v]}            # extra query parameters
  *       static_configs: [{targets: ['host:port'], labels: {env: prod}}]
+ *       file_sd_configs: [{files: ['targets/x.json'], refresh_interval: 5m}]
+ *       http_sd_configs: [{url: 'http://sd.example/targets', refresh_interval: 60s}]
  *       profiling_config:
  *         path_prefix: /prefix
  *         pprof_config:             # memory (alias memory_allocs), block,
@@ -132,6 +134,23 @@ struct static_config {
 	struct scrape_labels labels;
 };
 
+/* file_sd_configs: target groups (the static_configs shape, as a YAML or
+ * JSON list) in files matching these patterns (a glob in the last path
+ * element; relative to the config file's directory), re-read when they
+ * change (checked every second) and every refresh interval. */
+struct file_sd_config {
+	char **files;
+	size_t n_files;
+	int64_t refresh_ms; /* default 5m */
+};
+
+/* http_sd_configs: target groups as the JSON list an HTTP GET of url
+ * returns (200, application/json), fetched every refresh interval. */
+struct http_sd_config {
+	char *url;
+	int64_t refresh_ms; /* default 60s */
+};
+
 struct scrape_job_config {
 	char *job_name;
 	int64_t interval_ms;
@@ -144,6 +163,10 @@ struct scrape_job_config {
 	size_t n_endpoints;
 	struct static_config *static_configs;
 	size_t n_static_configs;
+	struct file_sd_config *file_sd;
+	size_t n_file_sd;
+	struct http_sd_config *http_sd;
+	size_t n_http_sd;
 	struct relabel_config *relabel;
 	size_t n_relabel;
 };
@@ -172,6 +195,31 @@ int scrape_config_dump(const struct scrape_config *c, struct buf *out);
 
 /* "1h30m", "10s", "500ms" (Prometheus durations) -> ms. */
 int scrape_parse_duration(const char *s, int64_t *ms);
+
+/* ---- discovery (discovery.c) ----------------------------------------------- */
+
+/* Target groups as a file_sd file or http_sd body holds them: a YAML or
+ * JSON list of {targets, labels}, checked as static_configs are; errors
+ * name "NAME:LINE:COLUMN". *out (n entries) is the caller's: free each
+ * with scrape_static_config_release, then the array. */
+int scrape_target_groups_parse(const char *text, size_t len, const char *name,
+			       struct static_config **out, size_t *n, struct kiln_error *err);
+void scrape_static_config_release(struct static_config *s);
+
+/* Returns a freshly parsed config as the user wrote it (the caller owns
+ * it); discovery adds what it found to a copy of it each time. */
+typedef int (*scrape_config_loader)(void *ctx, struct scrape_config **out, struct kiln_error *err);
+struct scrape_manager;
+struct scrape_discovery;
+/* Starts discovery for the file_sd_configs and http_sd_configs of the
+ * loader's config (*out stays NULL when it has none: nothing runs). The
+ * first round is done before it returns, and applied to m. */
+int scrape_discovery_start(scrape_config_loader load, void *load_ctx, struct scrape_manager *m,
+			   struct scrape_discovery **out, struct kiln_error *err);
+/* The loader's config changed (SIGHUP): take its definitions, re-apply. */
+void scrape_discovery_reload(struct scrape_discovery *d);
+/* Stops the thread and frees everything. NULL-safe. */
+void scrape_discovery_stop(struct scrape_discovery *d);
 
 /* ---- relabeling ----------------------------------------------------------- */
 

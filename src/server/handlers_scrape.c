@@ -12,12 +12,19 @@
  * and the reason is logged; the targets that stay keep their delta
  * baselines and health (scrape_manager_apply).
  *
+ * file_sd_configs and http_sd_configs run in src/scrape/discovery.c, which
+ * re-applies the config with what it found whenever that changes; it asks
+ * this file for the config as written (config_text: the file as read at
+ * start or the last SIGHUP, so an edit without SIGHUP is not applied
+ * behind the operator's back).
+ *
  * When the server requires tokens, its scrapes of itself (a target at
  * 127.0.0.1, localhost or [::1] on the server's own port) send the server's
  * random internal token (server.c), so /debug/pprof/profile needs no token
  * in the config; no other target ever receives it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +43,9 @@ struct scrape_ext {
 	struct server *srv;
 	struct scrape_manager *manager;
 	char *config_path;
+	struct scrape_discovery *discovery;
+	pthread_mutex_t text_mu; /* config_text: read by the discovery thread */
+	struct buf config_text;
 	char self_prefix[3][64]; /* "http://127.0.0.1:PORT/", ... */
 	const char *self_prefixes[4];
 	char self_authorization[80]; /* "Bearer <the server's internal token>" */
@@ -49,13 +59,13 @@ static int ingest_to_store(void *ctx, const struct store_label *labels, size_t n
 	return store_write_profile(server_store(e->srv), labels, n, p, ts, delta, err);
 }
 
-/* Loads path with ${KILN_PORT} standing for the server's own HTTP port, so
- * that a config scraping the server itself follows --http-address. */
-static int load_config(struct server *s, const char *path, struct scrape_config **out,
-		       struct kiln_error *err)
+/* Parses text with ${KILN_PORT} standing for the server's own HTTP port,
+ * so that a config scraping the server itself follows --http-address. */
+static int parse_config(struct server *s, const struct buf *text, const char *name,
+			struct scrape_config **out, struct kiln_error *err)
 {
 	char port[16];
-	int rc = scrape_config_load_file(path, out, err);
+	int rc = scrape_config_parse((const char *)text->data, text->len, name, out, err);
 	if (rc < 0)
 		return rc;
 	snprintf(port, sizeof(port), "%d", server_port(s));
@@ -66,13 +76,53 @@ static int load_config(struct server *s, const char *path, struct scrape_config 
 	return rc;
 }
 
+/* Reads the config file and parses it; on success its text becomes the
+ * one discovery rebuilds from. */
+static int load_config(struct scrape_ext *e, struct scrape_config **out, struct kiln_error *err)
+{
+	struct buf text = {0};
+	int rc = buf_read_file(&text, e->config_path, 16u << 20);
+
+	if (rc < 0) {
+		buf_free(&text);
+		return kiln_error_set(err, -rc, "%s: %s", e->config_path, strerror(-rc));
+	}
+	if ((rc = parse_config(e->srv, &text, e->config_path, out, err)) < 0) {
+		buf_free(&text);
+		return rc;
+	}
+	pthread_mutex_lock(&e->text_mu);
+	buf_free(&e->config_text);
+	e->config_text = text;
+	pthread_mutex_unlock(&e->text_mu);
+	return 0;
+}
+
+/* Discovery's loader: the config as last loaded. */
+static int config_as_written(void *ctx, struct scrape_config **out, struct kiln_error *err)
+{
+	struct scrape_ext *e = ctx;
+	int rc;
+
+	pthread_mutex_lock(&e->text_mu);
+	rc = parse_config(e->srv, &e->config_text, e->config_path, out, err);
+	pthread_mutex_unlock(&e->text_mu);
+	return rc;
+}
+
 void ext_scrape_reload(void *state)
 {
 	struct scrape_ext *e = state;
 	struct kiln_error err = {0};
 	struct scrape_config *cfg;
-	if (load_config(e->srv, e->config_path, &cfg, &err) < 0) {
+	if (load_config(e, &cfg, &err) < 0) {
 		log_error("SIGHUP: config not reloaded, the old one stays in effect: %s", err.msg);
+		return;
+	}
+	if (e->discovery) { /* it applies the new config with what it finds */
+		scrape_config_free(cfg);
+		scrape_discovery_reload(e->discovery);
+		log_info("SIGHUP: reloaded %s", e->config_path);
 		return;
 	}
 	if (scrape_manager_apply(e->manager, cfg, &err) < 0) {
@@ -80,6 +130,8 @@ void ext_scrape_reload(void *state)
 		scrape_config_free(cfg);
 		return;
 	}
+	if (scrape_discovery_start(config_as_written, e, e->manager, &e->discovery, &err) < 0)
+		log_error("SIGHUP: target discovery not started: %s", err.msg);
 	log_info("SIGHUP: reloaded %s", e->config_path);
 }
 
@@ -105,15 +157,14 @@ static void set_self_auth(struct scrape_ext *e, struct scrape_manager_options *o
 int ext_scrape_start(struct server *s, const char *config_path, void **state,
 		     struct kiln_error *err)
 {
-	struct scrape_config *cfg;
+	struct scrape_config *cfg = NULL;
 	struct scrape_ext *e;
 	int rc;
 
 	*state = NULL;
 	if (!config_path)
 		return 0; /* no pull mode */
-	if ((rc = load_config(s, config_path, &cfg, err)) < 0)
-		return rc;
+
 	/* One kept-alive connection per target (the scrape manager keeps up to
 	 * half the descriptor limit): lift the soft limit to the hard one, as
 	 * the Go runtime does for its programs. */
@@ -124,10 +175,14 @@ int ext_scrape_start(struct server *s, const char *config_path, void **state,
 	}
 	if (!(e = calloc(1, sizeof(*e))) || !(e->config_path = strdup(config_path))) {
 		free(e);
-		scrape_config_free(cfg);
 		return kiln_error_set(err, ENOMEM, "out of memory");
 	}
 	e->srv = s;
+	pthread_mutex_init(&e->text_mu, NULL);
+	if ((rc = load_config(e, &cfg, err)) < 0) {
+		ext_scrape_stop(e);
+		return rc;
+	}
 	struct scrape_manager_options o = {
 	    .ingest = ingest_to_store,
 	    .ingest_ctx = e,
@@ -138,8 +193,13 @@ int ext_scrape_start(struct server *s, const char *config_path, void **state,
 	set_self_auth(e, &o);
 	if ((rc = scrape_manager_new(&o, cfg, &e->manager, err)) < 0) {
 		scrape_config_free(cfg);
-		free(e->config_path);
-		free(e);
+		ext_scrape_stop(e);
+		return rc;
+	}
+	/* file_sd / http_sd: the first round is applied before we return. */
+	if ((rc = scrape_discovery_start(config_as_written, e, e->manager, &e->discovery, err)) <
+	    0) {
+		ext_scrape_stop(e);
 		return rc;
 	}
 	*state = e;
@@ -151,7 +211,10 @@ void ext_scrape_stop(void *state)
 	struct scrape_ext *e = state;
 	if (!e)
 		return;
+	scrape_discovery_stop(e->discovery); /* it applies to the manager */
 	scrape_manager_free(e->manager);
+	pthread_mutex_destroy(&e->text_mu);
+	buf_free(&e->config_text);
 	free(e->config_path);
 	free(e);
 }

@@ -49,9 +49,15 @@ static void usage(FILE *f, const struct server_config *d)
 	    "                               bodies (default 64MiB)\n"
 	    "  --max-profile-size=N         largest decompressed pprof accepted (default 256MiB)\n"
 	    "  --ui-path=DIR                built web UI to serve at / (default: the first of\n"
-	    "                               <exe>/../ui and <exe>/../../ui that exists)\n"
+	    "                               <exe>/../ui, <exe>/../../ui and\n"
+	    "                               <exe>/../share/kiln/ui that exists)\n"
 	    "  --tls-cert-file=FILE         serve TLS with this certificate chain (PEM)\n"
 	    "  --tls-key-file=FILE          and this private key (PEM)\n"
+	    "  --tls-client-ca-file=FILE    require client certificates (mTLS) signed by\n"
+	    "                               these CAs (PEM); with TLS only\n"
+	    "  --tls-client-auth=MODE       require (default) or optional: clients without\n"
+	    "                               a certificate are served too (browsers; tokens\n"
+	    "                               still apply); one they present must verify\n"
 	    "  --debuginfod-upstream-servers=URLS  debuginfod servers to fetch missing\n"
 	    "                               debuginfo from by build ID, comma-separated or\n"
 	    "                               repeated (default none)\n"
@@ -176,7 +182,9 @@ static int parse_size(const char *s, size_t *out)
 	return 0;
 }
 
-/* The default UI directory: next to the binary's build tree. */
+/* The default UI directory: next to the binary's build tree (build/bin/..
+ * /ui, `make install`'s PREFIX/ui) or where the package puts it
+ * (/usr/bin/../share/kiln/ui). */
 static char *default_ui_path(void)
 {
 	char exe[PATH_MAX];
@@ -188,8 +196,8 @@ static char *default_ui_path(void)
 	if (!slash)
 		return NULL;
 	*slash = '\0';
-	static const char *const rel[] = {"/../ui", "/../../ui"};
-	for (size_t i = 0; i < 2; i++) {
+	static const char *const rel[] = {"/../ui", "/../../ui", "/../share/kiln/ui"};
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		char cand[PATH_MAX + 16], real[PATH_MAX];
 		snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
 		struct stat st;
@@ -211,6 +219,8 @@ enum {
 	OPT_UI,
 	OPT_CERT,
 	OPT_KEY,
+	OPT_CLIENT_CA,
+	OPT_CLIENT_AUTH,
 	OPT_DEBUGINFOD,
 	OPT_DEBUGINFOD_TIMEOUT,
 	OPT_DEBUGINFOD_NEGATIVE_TTL,
@@ -269,6 +279,8 @@ int main(int argc, char **argv)
 	    {"ui-path", required_argument, NULL, OPT_UI},
 	    {"tls-cert-file", required_argument, NULL, OPT_CERT},
 	    {"tls-key-file", required_argument, NULL, OPT_KEY},
+	    {"tls-client-ca-file", required_argument, NULL, OPT_CLIENT_CA},
+	    {"tls-client-auth", required_argument, NULL, OPT_CLIENT_AUTH},
 	    {"debuginfod-upstream-servers", required_argument, NULL, OPT_DEBUGINFOD},
 	    {"debuginfod-http-request-timeout", required_argument, NULL, OPT_DEBUGINFOD_TIMEOUT},
 	    {"debuginfod-negative-cache-ttl", required_argument, NULL, OPT_DEBUGINFOD_NEGATIVE_TTL},
@@ -355,6 +367,19 @@ int main(int argc, char **argv)
 			break;
 		case OPT_KEY:
 			cfg.tls_key_file = optarg;
+			break;
+		case OPT_CLIENT_CA:
+			cfg.tls_client_ca_file = optarg;
+			break;
+		case OPT_CLIENT_AUTH:
+			if (strcmp(optarg, "require") != 0 && strcmp(optarg, "optional") != 0) {
+				fprintf(
+				    stderr,
+				    "kiln: --tls-client-auth=%s: expected require or optional\n",
+				    optarg);
+				return 2;
+			}
+			cfg.tls_client_auth_optional = strcmp(optarg, "optional") == 0;
 			break;
 		case OPT_DEBUGINFOD:
 			/* Comma-separated, and repeatable. */
@@ -546,6 +571,11 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.tls_cert_file != !cfg.tls_key_file) {
 		fprintf(stderr, "kiln: --tls-cert-file and --tls-key-file go together\n");
+		return 2;
+	}
+	if (cfg.tls_client_ca_file && !cfg.tls_cert_file) {
+		fprintf(stderr, "kiln: --tls-client-ca-file needs TLS: pass --tls-cert-file and "
+				"--tls-key-file too\n");
 		return 2;
 	}
 	if (!cfg.ui_path)

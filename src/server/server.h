@@ -49,6 +49,11 @@ struct server_config {
 	const char *config_path;    /* for extensions (scrape config); may be NULL */
 	const char *tls_cert_file;  /* both set = TLS on the port */
 	const char *tls_key_file;
+	/* Client certificates (mTLS): set = a client must present one that
+	 * this CA bundle verifies, or with tls_client_auth_optional may present
+	 * none (a certificate it does present must still verify). */
+	const char *tls_client_ca_file;
+	bool tls_client_auth_optional;
 	int ingest_threads; /* worker pool sizes */
 	int query_threads;
 	int max_connections;

@@ -5,6 +5,12 @@
  * object; "http/1.1" (or no ALPN) is relayed in plaintext to libmicrohttpd
  * through a socketpair, since libmicrohttpd here is built against GnuTLS
  * rather than OpenSSL and is simplest fed decrypted bytes.
+ *
+ * Client certificates (--tls-client-ca-file): verified by OpenSSL during
+ * the handshake against that bundle only (not the system's CAs: anyone can
+ * get a certificate from a public CA), so a client without a valid one
+ * never reaches HTTP or gRPC. They authenticate the connection, not a
+ * role: bearer tokens still decide what a request may do.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +58,28 @@ int tls_init(struct server *s, struct kiln_error *err)
 		SSL_CTX_free(ctx);
 		return kiln_error_set(err, EINVAL, "--tls-key-file=%s: %s", s->cfg.tls_key_file,
 				      ERR_reason_error_string(ERR_get_error()));
+	}
+	if (s->cfg.tls_client_ca_file) {
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(s->cfg.tls_client_ca_file);
+
+		if (!names ||
+		    SSL_CTX_load_verify_locations(ctx, s->cfg.tls_client_ca_file, NULL) != 1) {
+			if (names)
+				sk_X509_NAME_pop_free(names, X509_NAME_free);
+			SSL_CTX_free(ctx);
+			return kiln_error_set(err, EINVAL,
+					      "--tls-client-ca-file=%s: no CA certificate could "
+					      "be read from it (PEM expected)",
+					      s->cfg.tls_client_ca_file);
+		}
+		/* The CAs are sent in the CertificateRequest, so clients with
+		 * several certificates pick the right one. */
+		SSL_CTX_set_client_CA_list(ctx, names);
+		SSL_CTX_set_verify(
+		    ctx,
+		    SSL_VERIFY_PEER |
+			(s->cfg.tls_client_auth_optional ? 0 : SSL_VERIFY_FAIL_IF_NO_PEER_CERT),
+		    NULL);
 	}
 	SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
 	s->tls = ctx;

@@ -48,14 +48,15 @@ free_port() {
 }
 
 # agent_start DIR [FLAGS...]: starts the agent writing to DIR and waits until
-# it samples.
+# it samples. The array AGENT_PREFIX, when set, is the command it runs under.
 agent_start() {
 	local dir=$1; shift
 	AGENT_LOG="$AGENT_TMP/agent.log"
 	# The window layout (one file per window), split by agent_split below;
 	# a test may pass --local-store-layout=process, the default, to override.
-	"$KILN_BIN/kiln-agent" --local-store-directory="$dir" --local-store-layout=window "$@" \
-		>"$AGENT_LOG" 2>&1 &
+	# AGENT_PREFIX: a command the agent runs under (setpriv, capsh...).
+	${AGENT_PREFIX[@]+"${AGENT_PREFIX[@]}"} "$KILN_BIN/kiln-agent" \
+		--local-store-directory="$dir" --local-store-layout=window "$@" >"$AGENT_LOG" 2>&1 &
 	AGENT_PID=$!
 	for _ in $(seq 1 200); do
 		grep -q "profiling every CPU" "$AGENT_LOG" && return 0

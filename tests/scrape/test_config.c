@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "scrape/scrape.h"
@@ -279,6 +280,104 @@ static void test_load_file_missing(void **state)
 	assert_non_null(strstr(err.msg, "/nonexistent/kiln.yaml"));
 }
 
+/* file_sd_configs and http_sd_configs: defaults, relative paths resolved
+ * against the config's directory, the checks Prometheus makes, and a round
+ * trip through the dump. */
+static void test_sd_configs(void **state)
+{
+	const char *text = "scrape_configs:\n"
+			   "  - job_name: a\n"
+			   "    file_sd_configs:\n"
+			   "      - files: ['t/*.json', '/abs/x.yml']\n"
+			   "    http_sd_configs:\n"
+			   "      - url: http://sd:8080/targets\n"
+			   "        refresh_interval: 15s\n";
+	struct scrape_config *c = NULL, *c2 = NULL;
+	struct kiln_error err = {0};
+	struct buf d1 = {0}, d2 = {0};
+
+	(void)state;
+	assert_int_equal(scrape_config_parse(text, strlen(text), "/etc/kiln/kiln.yaml", &c, &err),
+			 0);
+	assert_int_equal(c->jobs[0].n_file_sd, 1);
+	assert_string_equal(c->jobs[0].file_sd[0].files[0], "/etc/kiln/t/*.json");
+	assert_string_equal(c->jobs[0].file_sd[0].files[1], "/abs/x.yml");
+	assert_int_equal(c->jobs[0].file_sd[0].refresh_ms, 300000);
+	assert_string_equal(c->jobs[0].http_sd[0].url, "http://sd:8080/targets");
+	assert_int_equal(c->jobs[0].http_sd[0].refresh_ms, 15000);
+	assert_int_equal(scrape_config_dump(c, &d1), 0);
+	assert_int_equal(scrape_config_parse((const char *)d1.data, d1.len, "d.yaml", &c2, &err),
+			 0);
+	assert_int_equal(scrape_config_dump(c2, &d2), 0);
+	assert_int_equal(d1.len, d2.len);
+	assert_memory_equal(d1.data, d2.data, d1.len);
+	scrape_config_free(c);
+	scrape_config_free(c2);
+	buf_free(&d1);
+	buf_free(&d2);
+	expect_error("scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: "
+		     "['t/x.txt']\n",
+		     "t.yaml:4:17:", "must end in .json, .yml or .yaml");
+	expect_error("scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: "
+		     "['*/x.json']\n",
+		     "t.yaml:4:17:", "only be in the last path element");
+	expect_error("scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - {}\n",
+		     "t.yaml:4:9:", "files is required");
+	expect_error("scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - url: "
+		     "ftp://x/y\n",
+		     "t.yaml:4:14:", "not an http or https URL");
+	expect_error("scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - url: "
+		     "http://x/\n        refresh_interval: 10ms\n",
+		     "t.yaml:5:27:", "at least 1s");
+}
+
+/* Target groups as files and HTTP bodies hold them, JSON and YAML. */
+static void test_target_groups(void **state)
+{
+	const char *json = "[{\"targets\": [\"a:1\", \"b:2\"], \"labels\": {\"env\": \"x\"}},"
+			   " {\"targets\": [\"c:3\"]}]";
+	const char *yaml = "- targets: ['d:4']\n  labels: {zone: z}\n";
+	static const struct {
+		const char *text, *msg;
+	} bad[] = {
+	    {"{\"targets\": []}", "b.json:1:1:"},
+	    {"[{\"targets\": [\"http://x/\"]}]", "not a valid host:port"},
+	    {"[{\"targets\": [\"a:1\"", "b.json:"},
+	    {"[{\"targets\": [\"a:1\"], \"labels\": {\"1x\": \"v\"}}]", "not a valid label name"},
+	    {"[{\"targetz\": [\"a:1\"]}]", "unknown field"},
+	};
+	struct static_config *g = NULL;
+	struct kiln_error err = {0};
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(scrape_target_groups_parse(json, strlen(json), "g.json", &g, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(g[0].n_targets, 2);
+	assert_string_equal(g[0].targets[1], "b:2");
+	assert_string_equal(scrape_labels_get(&g[0].labels, "env"), "x");
+	assert_string_equal(g[1].targets[0], "c:3");
+	for (size_t i = 0; i < n; i++)
+		scrape_static_config_release(&g[i]);
+	free(g);
+	assert_int_equal(scrape_target_groups_parse(yaml, strlen(yaml), "g.yaml", &g, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(scrape_labels_get(&g[0].labels, "zone"), "z");
+	scrape_static_config_release(&g[0]);
+	free(g);
+	assert_int_equal(scrape_target_groups_parse("", 0, "e.json", &g, &n, &err), 0);
+	assert_int_equal(n, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err = (struct kiln_error){0}; /* the first error set is kept */
+		assert_int_equal(scrape_target_groups_parse(bad[i].text, strlen(bad[i].text),
+							    "b.json", &g, &n, &err),
+				 -EINVAL);
+		if (!strstr(err.msg, bad[i].msg))
+			fail_msg("\"%s\": error \"%s\" lacks \"%s\"", bad[i].text, err.msg,
+				 bad[i].msg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -289,6 +388,8 @@ int main(void)
 	    cmocka_unit_test(test_every_field_round_trips),
 	    cmocka_unit_test(test_durations),
 	    cmocka_unit_test(test_load_file_missing),
+	    cmocka_unit_test(test_sd_configs),
+	    cmocka_unit_test(test_target_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
