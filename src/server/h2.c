@@ -23,7 +23,12 @@
  *
  * Deadlines: a stream whose grpc-timeout expires before its job finishes is
  * answered DEADLINE_EXCEEDED by the connection thread; the late result is
- * dropped. The connection thread never exits while jobs are in flight (they
+ * dropped. A request whose body arrives slower than --request-body-min-rate
+ * is answered and reset; the client's SETTINGS must come within
+ * --handshake-timeout; a connection with no stream open for
+ * --connection-idle-timeout gets GOAWAY (PINGs do not count). DATA reserves
+ * its bytes in --max-inflight-request-bytes (conn_limits.h) until the
+ * stream closes. The connection thread never exits while jobs are in flight (they
  * point at the connection), so no reference counting is needed.
  */
 #include <errno.h>
@@ -54,8 +59,15 @@ struct h2_stream {
 	bool authorization_overlong;
 	bool authorized; /* passed the gate (server_authorize_*) at HEADERS */
 	struct buf body;
-	bool dispatched; /* a job is running */
-	bool answered;	 /* a response has been submitted */
+	uint64_t reserved; /* bytes of --max-inflight-request-bytes held */
+	int64_t begin_ns;  /* HEADERS began: the body's rate counts from here */
+	bool dispatched;   /* a job is running */
+	bool answered;	   /* a response has been submitted */
+	/* Answered before the client finished sending: once the response's
+	 * last frame is out, RST_STREAM(NO_ERROR) asks it to stop (RFC 9113
+	 * section 8.1), which closes the stream. Sent earlier, the reset could
+	 * overtake the response. */
+	bool reset_when_sent;
 	/* response */
 	struct buf out; /* prefix + message */
 	size_t out_off;
@@ -93,8 +105,8 @@ struct h2_conn {
 	struct h2_job *done; /* finished jobs, guarded by lock */
 	int inflight;	     /* jobs queued or running (connection thread only) */
 	struct h2_stream *streams;
-	int64_t last_activity_ns;
-	int watching; /* Watch streams open */
+	int watching;	    /* Watch streams open */
+	bool settings_seen; /* the client's SETTINGS (after its preface) */
 };
 
 int64_t mono_ns(void)
@@ -608,6 +620,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 	if (!st)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	st->id = frame->hd.stream_id;
+	st->begin_ns = mono_ns();
 	st->next = c->streams;
 	if (c->streams)
 		c->streams->prev = st;
@@ -667,7 +680,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
 	if (!st || st->answered)
 		return 0;
-	size_t max = server_config(c->srv)->grpc_max_msg_bytes;
+	const struct server_config *cfg = server_config(c->srv);
+	size_t max = cfg->grpc_max_msg_bytes;
 	if (st->body.len + len > max + 5) {
 		size_t idx = 0;
 		const struct grpc_method *m = server_find_grpc(st->path, &idx);
@@ -684,6 +698,26 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 			     "request message larger than --grpc-max-message-size=%zu bytes", max);
 		return 0;
 	}
+	if (!inflight_reserve(&c->srv->inflight_bytes, cfg->max_inflight_request_bytes, len)) {
+		atomic_fetch_add(&server_metrics(c->srv)->requests_over_budget, 1);
+		/* What this request held goes back at once, so that the others
+		 * can finish: of several big requests at once, some complete. */
+		buf_free(&st->body);
+		inflight_release(&c->srv->inflight_bytes, st->reserved);
+		st->reserved = 0;
+		if (!st->grpc_content_type)
+			submit_http_error(c, st, 503,
+					  "the server holds --max-inflight-request-bytes of "
+					  "request bodies already; retry in a few seconds");
+		else
+			submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
+				     "the server holds --max-inflight-request-bytes=%llu bytes of "
+				     "request bodies already; retry in a few seconds",
+				     (unsigned long long)cfg->max_inflight_request_bytes);
+		st->reset_when_sent = true;
+		return 0;
+	}
+	st->reserved += len;
 	if (buf_append(&st->body, data, len))
 		submit_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
 			     "out of memory for the request");
@@ -732,6 +766,8 @@ static bool authorize_stream(struct h2_conn *c, struct h2_stream *st)
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
 	struct h2_conn *c = user_data;
+	if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK))
+		c->settings_seen = true;
 	if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
 		struct h2_stream *st =
 		    nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
@@ -748,6 +784,19 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 		dispatch(c, st);
 	else
 		dispatch_http(c, st);
+	return 0;
+}
+
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+	if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+		return 0;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+	if (st && st->reset_when_sent) {
+		st->reset_when_sent = false;
+		nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+	}
 	return 0;
 }
 
@@ -771,6 +820,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 		st->status = GRPC_STATUS_CANCELLED;
 		stream_finish_metrics(st);
 	}
+	inflight_release(&c->srv->inflight_bytes, st->reserved);
 	buf_free(&st->body);
 	buf_free(&st->out);
 	free(st);
@@ -781,7 +831,38 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 
 static void check_deadlines(struct h2_conn *c, int64_t now, int64_t *next)
 {
+	const struct server_config *cfg = server_config(c->srv);
+	const struct h2_stream *slowest = NULL;
+	double slowest_rate = 0;
 	for (struct h2_stream *st = c->streams; st; st = st->next) {
+		if (!st->answered && !st->dispatched && now > st->begin_ns) {
+			double rate = (double)st->body.len / (double)(now - st->begin_ns);
+			if (!slowest || rate < slowest_rate) {
+				slowest = st;
+				slowest_rate = rate;
+			}
+		}
+	}
+	/* The table may close this connection to make room if that is slow. */
+	conn_entry_body_progress(c->io.entry, slowest ? slowest->begin_ns : 0,
+				 slowest ? slowest->body.len : 0);
+	for (struct h2_stream *st = c->streams; st; st = st->next) {
+		/* A request that trickles in holds memory and a stream slot. */
+		if (!st->answered && !st->dispatched &&
+		    conn_body_too_slow(cfg, st->begin_ns, st->body.len, now)) {
+			buf_free(&st->body);
+			if (st->grpc_content_type)
+				submit_error(c, st, GRPC_STATUS_DEADLINE_EXCEEDED,
+					     "request arrived slower than "
+					     "--request-body-min-rate=%zu bytes/s",
+					     cfg->body_min_rate);
+			else
+				submit_http_error(c, st, 408,
+						  "request arrived slower than "
+						  "--request-body-min-rate");
+			st->reset_when_sent = true;
+			continue;
+		}
 		if (!st->deadline_ns || st->answered)
 			continue;
 		if (st->deadline_ns <= now)
@@ -810,6 +891,7 @@ static int open_session(struct h2_conn *c)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	int rv = nghttp2_session_server_new(&c->session, cb, c);
 	nghttp2_session_callbacks_del(cb);
 	if (rv)
@@ -831,7 +913,8 @@ void h2_serve(struct server *s, struct conn_io *io)
 {
 	struct h2_conn c = {.srv = s, .io = *io};
 	bool read_closed = false, goaway = false, terminated = false;
-	int64_t stop_seen_ns = 0, start_ns = mono_ns();
+	int64_t stop_seen_ns = 0, start_ns = mono_ns(), idle_since_ns = start_ns;
+	const struct server_config *cfg = server_config(s);
 	uint8_t rbuf[16384];
 
 	pthread_mutex_init(&c.lock, NULL);
@@ -840,7 +923,6 @@ void h2_serve(struct server *s, struct conn_io *io)
 		log_warn("h2: cannot set up a session");
 		goto out;
 	}
-	c.last_activity_ns = mono_ns();
 
 	for (;;) {
 		int64_t now = mono_ns();
@@ -906,7 +988,6 @@ void h2_serve(struct server *s, struct conn_io *io)
 					read_closed = true;
 					break;
 				}
-				c.last_activity_ns = mono_ns();
 				ssize_t rv = nghttp2_session_mem_recv(c.session, rbuf, (size_t)r);
 				if (rv < 0) {
 					log_debug("h2: protocol error: %s",
@@ -920,12 +1001,24 @@ void h2_serve(struct server *s, struct conn_io *io)
 					break;
 			}
 		}
-		if (c.inflight == 0 && c.streams == NULL &&
-		    mono_ns() - c.last_activity_ns >
-			(int64_t)server_config(s)->idle_timeout_s * 1000000000LL &&
-		    !goaway) {
+		/* Idle means no stream open and no job running: PINGs, SETTINGS
+		 * and WINDOW_UPDATEs do not keep a connection alive, or a client
+		 * could hold a slot forever for one frame every few seconds. */
+		bool busy = c.inflight > 0 || c.streams != NULL;
+		conn_entry_set_busy(c.io.entry, busy);
+		now = mono_ns();
+		if (busy)
+			idle_since_ns = now;
+		if (!goaway && !busy &&
+		    now - idle_since_ns > (int64_t)cfg->idle_timeout_s * 1000000000LL) {
 			nghttp2_session_terminate_session(c.session, NGHTTP2_NO_ERROR);
 			goaway = terminated = true;
+		}
+		/* The client's SETTINGS must follow its preface promptly. */
+		if (!c.settings_seen && !read_closed &&
+		    now - start_ns > (int64_t)cfg->handshake_timeout_s * 1000000000LL) {
+			log_debug("h2: no SETTINGS within --handshake-timeout; closing");
+			break;
 		}
 	}
 out:

@@ -3,12 +3,19 @@
  *
  * The daemon has no listen socket of its own (MHD_USE_NO_LISTEN_SOCKET): the
  * listener hands it connections that turned out not to be HTTP/2, with
- * MHD_add_connection. Thread-per-connection mode, so a handler computing a
- * large merge only occupies its own connection's thread; the connection
- * timeout reaps clients that stall mid-request.
+ * MHD_add_connection, after the listener checked the first request's header
+ * (http1_head.c). Thread-per-connection mode, so a handler computing a large
+ * merge only occupies its own connection's thread. Each connection's entry
+ * in the connection table (conn_limits.h) is found by fd when libmicrohttpd
+ * starts it and marked busy from a request's first callback to its
+ * completion: the accept loop's reaper closes the connection when no next
+ * request comes within --request-header-timeout or a body is too slow. A
+ * kept-alive connection's later requests are size-checked here
+ * (check_head_size) with libmicrohttpd's memory limit set above ours, so
+ * that 414 and 431 are Kiln's JSON and never libmicrohttpd's HTML.
  *
- * Request bodies are buffered up to --grpc-max-message-size (the one
- * request-size limit of the server); larger ones get 413. Dispatch goes
+ * Request bodies are buffered up to --grpc-max-message-size; larger ones get
+ * 413, and one that does not fit --max-inflight-request-bytes gets 503. Dispatch goes
  * through server_http_routes[] (routes.c); the route's token role is checked
  * (server_authorize_http) on the first call, when only the headers are in,
  * so a refused request's body is never buffered. CORS headers follow
@@ -30,9 +37,66 @@
 struct http_conn_state {
 	struct buf body;
 	bool too_large;
-	bool refused; /* the gate answered 401/403 already */
+	bool over_budget; /* --max-inflight-request-bytes was full */
+	bool refused;	  /* the gate answered 401/403 already */
 	int64_t start_ns;
+	uint64_t received; /* body bytes so far */
+	uint64_t reserved; /* of --max-inflight-request-bytes */
+	struct conn_entry *entry;
 };
+
+/* The connection's entry in the table (conn_limits.h), NULL if untracked. */
+static struct conn_entry *conn_entry_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+struct head_size {
+	size_t headers, query;
+};
+
+static enum MHD_Result head_size_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	struct head_size *hs = cls;
+	size_t n = (key ? strlen(key) : 0) + (value ? strlen(value) : 0);
+	/* As on the wire: "name: value\r\n", "key=value&" (decoded, so at
+	 * most the wire's size). */
+	if (kind == MHD_HEADER_KIND)
+		hs->headers += n + 4;
+	else
+		hs->query += n + 2;
+	return MHD_YES;
+}
+
+/* A later request on a kept-alive connection never passed the listener's
+ * check of the header (http1_head.c): refuse what it would have, with the
+ * same JSON. Returns 0 or the status. */
+static int check_head_size(struct server *s, struct MHD_Connection *conn, const char *url,
+			   struct http_response *resp)
+{
+	struct head_size hs = {0};
+	size_t max = s->cfg.max_header_bytes;
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, head_size_cb, &hs);
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, head_size_cb, &hs);
+	if (strlen(url) + hs.query > max) {
+		http_error(resp, 414, -1,
+			   "request target longer than --max-request-header-size=%zu "
+			   "bytes",
+			   max);
+		return 414;
+	}
+	if (strlen(url) + hs.query + hs.headers > max) {
+		http_error(resp, 431, -1,
+			   "request header larger than --max-request-header-size=%zu "
+			   "bytes",
+			   max);
+		return 431;
+	}
+	return 0;
+}
 
 const char *http_arg(const struct http_request *req, const char *name)
 {
@@ -169,6 +233,8 @@ static enum MHD_Result send_response(struct server *s, struct MHD_Connection *co
 		MHD_add_response_header(mr, "Server-Timing", r->timing);
 	if (r->www_authenticate)
 		MHD_add_response_header(mr, "WWW-Authenticate", r->www_authenticate);
+	if (r->retry_after)
+		MHD_add_response_header(mr, "Retry-After", r->retry_after);
 	const char *origin = cors_origin(s, conn);
 	if (origin) {
 		MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
@@ -191,7 +257,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!st)
 			return MHD_NO;
 		st->start_ns = mono_ns();
+		st->entry = conn_entry_of(conn);
+		conn_entry_set_busy(st->entry, true);
+		/* Until the last call, a body may be on its way: its rate counts
+		 * from here (a client that sends none is as slow as can be). */
+		conn_entry_body_progress(st->entry, st->start_ns, 0);
 		*con_cls = st;
+		struct http_response big = {0};
+		if (check_head_size(s, conn, url, &big)) {
+			metrics_observe(&s->metrics.unknown_http,
+					(uint64_t)(mono_ns() - st->start_ns), false);
+			enum MHD_Result ret = send_response(s, conn, &big);
+			buf_free(&big.body);
+			st->refused = true;
+			return ret;
+		}
 		/* The authorization gate, before any body is read. */
 		size_t idx = 0;
 		const struct http_route *r =
@@ -216,16 +296,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (*upload_size) {
 		size_t max = s->cfg.grpc_max_msg_bytes;
+		st->received += *upload_size;
+		conn_entry_body_progress(st->entry, st->start_ns, st->received);
 		if (!st->too_large && st->body.len + *upload_size > max) {
 			st->too_large = true;
 			buf_free(&st->body);
 		}
+		if (!st->too_large && !st->over_budget &&
+		    !inflight_reserve(&s->inflight_bytes, s->cfg.max_inflight_request_bytes,
+				      *upload_size)) {
+			st->over_budget = true;
+			buf_free(&st->body);
+		}
+		if (st->too_large || st->over_budget) {
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		st->reserved += *upload_size;
 		if (!st->too_large && buf_append(&st->body, upload_data, *upload_size))
 			st->too_large = true;
 		*upload_size = 0;
 		return MHD_YES;
 	}
 
+	conn_entry_body_progress(st->entry, 0, 0);
 	struct http_response resp = {.status = 200, .content_type = "text/plain; charset=utf-8"};
 	struct http_request req = {.srv = s,
 				   .method = method,
@@ -260,6 +354,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		http_error(&resp, 413, -1,
 			   "request body larger than --grpc-max-message-size=%zu bytes",
 			   s->cfg.grpc_max_msg_bytes);
+	} else if (st->over_budget) {
+		atomic_fetch_add(&s->metrics.requests_over_budget, 1);
+		http_error(&resp, 503, -1,
+			   "the server holds --max-inflight-request-bytes=%llu bytes of request "
+			   "bodies already; retry in a few seconds",
+			   (unsigned long long)s->cfg.max_inflight_request_bytes);
+		resp.retry_after = "5";
 	} else if ((route = server_find_http(method, url, &idx)) != NULL) {
 		rm = &s->metrics.http[idx];
 		route->handler(&req, &resp);
@@ -277,11 +378,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
+	struct server *s = cls;
 	struct http_conn_state *st = *con_cls;
 	if (st) {
+		conn_entry_body_progress(st->entry, 0, 0);
+		conn_entry_set_busy(st->entry, false);
+		inflight_release(&s->inflight_bytes, st->reserved);
 		buf_free(&st->body);
 		free(st);
 		*con_cls = NULL;
+	}
+}
+
+/* libmicrohttpd's connections find their entry (conn_limits.h) by fd when
+ * they start, and give it back before closing the socket. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct server *s = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		*socket_context = ci ? conn_table_mhd_started(s->conns, ci->connect_fd) : NULL;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		conn_table_mhd_closed(s->conns, *socket_context);
+		*socket_context = NULL;
 	}
 }
 
@@ -301,8 +422,15 @@ int http1_start(struct server *s, struct kiln_error *err)
 			 MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_POLL;
 	struct MHD_Daemon *d = MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)CONNECTION_TIMEOUT_S,
+	    /* The table (conn_limits.c) enforces the limits; libmicrohttpd's
+	     * own would refuse without a word. */
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections * 2 + 16,
+	    /* Room for a header of --max-request-header-size and more, so
+	     * that check_head_size answers with JSON before libmicrohttpd's
+	     * own HTML 414/431 would. */
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->cfg.max_header_bytes * 2 + (size_t)(64 << 10),
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
 	if (!d)
 		return kiln_error_set(err, EIO, "libmicrohttpd: cannot start the HTTP/1.1 daemon");
@@ -317,14 +445,28 @@ void http1_stop(struct server *s)
 	s->mhd = NULL;
 }
 
-int http1_add_connection(struct server *s, int fd)
+int http1_add_connection(struct server *s, int fd, struct conn_entry *entry)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	if (!s->mhd || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) {
+		conn_table_remove(s->conns, entry);
 		close(fd);
 		return -EINVAL;
 	}
-	/* On failure libmicrohttpd closes the socket itself. */
-	return MHD_add_connection(s->mhd, fd, (struct sockaddr *)&ss, sl) == MHD_YES ? 0 : -EIO;
+	if (entry) {
+		conn_entry_set_mhd_fd(s->conns, entry, fd, true);
+		/* A whole request header is waiting: busy (not to be evicted)
+		 * until its completion, as if on_request had run. Should
+		 * libmicrohttpd answer it without calling on_request, its own
+		 * connection timeout ends the connection. */
+		conn_entry_set_busy(entry, true);
+	}
+	/* On failure libmicrohttpd closes the socket itself (and gave the
+	 * entry back if it had taken it). */
+	if (MHD_add_connection(s->mhd, fd, (struct sockaddr *)&ss, sl) != MHD_YES) {
+		conn_table_remove(s->conns, entry);
+		return -EIO;
+	}
+	return 0; /* the reference went with the socket (conn_table_mhd_started) */
 }

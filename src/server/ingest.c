@@ -178,11 +178,23 @@ static bool profile_is_delta(const struct pprof_profile *p)
 }
 
 static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries *rs, size_t si,
-			   size_t max_labels, struct arena *a, struct ingest_series *out,
-			   struct kiln_error *err)
+			   size_t max_labels, size_t max_label_bytes, struct arena *a,
+			   struct ingest_series *out, struct kiln_error *err)
 {
 	size_t n = rs->labels ? rs->labels->n_labels : 0;
 	const char *name = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const Parca__Profilestore__V1alpha1__Label *l = rs->labels->labels[i];
+		size_t nl = strlen(l->name), vl = strlen(l->value);
+		if (nl > max_label_bytes || vl > max_label_bytes)
+			return kiln_error_set(
+			    err, EINVAL,
+			    "series[%zu]: label \"%.60s\": %s of %zu bytes, at most %zu allowed "
+			    "(--ingest-max-label-size)",
+			    si, l->name, nl > max_label_bytes ? "name" : "value",
+			    nl > max_label_bytes ? nl : vl, max_label_bytes);
+	}
 
 	if (n > max_labels + 1)
 		return kiln_error_set(
@@ -246,6 +258,24 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 	return 0;
 }
 
+/* What one decoded profile may hold beyond pprof's own validity. */
+static int check_profile_shape(const pprof_msg *m, size_t max_types, size_t max_depth,
+			       struct kiln_error *err)
+{
+	if (m->n_sample_type > max_types)
+		return kiln_error_set(err, EINVAL,
+				      "%zu sample types, at most %zu allowed "
+				      "(--ingest-max-sample-types)",
+				      m->n_sample_type, max_types);
+	for (size_t i = 0; i < m->n_sample; i++)
+		if (m->sample[i]->n_location_id > max_depth)
+			return kiln_error_set(err, EINVAL,
+					      "sample[%zu]: stack of %zu locations, at most %zu "
+					      "allowed (--ingest-max-stack-depth)",
+					      i, m->sample[i]->n_location_id, max_depth);
+	return 0;
+}
+
 /* Copies a RawSample's executable_info (Parca's: one per pprof mapping, in
  * mapping order; the symbolizer normalizes addresses with it). An entry
  * without a load segment or with an ELF type other than ET_EXEC/ET_DYN
@@ -281,11 +311,17 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 {
 	ProtobufCAllocator alloc;
 	size_t max_labels = lim->max_labels ? lim->max_labels : INGEST_MAX_LABELS;
+	size_t max_series = lim->max_series ? lim->max_series : INGEST_MAX_SERIES;
+	size_t max_label_bytes =
+	    lim->max_label_bytes ? lim->max_label_bytes : INGEST_MAX_LABEL_BYTES;
+	size_t max_depth = lim->max_stack_depth ? lim->max_stack_depth : INGEST_MAX_STACK_DEPTH;
+	size_t max_types = lim->max_sample_types ? lim->max_sample_types : INGEST_MAX_SAMPLE_TYPES;
 	struct pprof_decode_opts dopts = {.max_inflated_bytes = lim->max_inflate};
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->decoder = lim->decoder;
+	out->dopts = dopts;
 	arena_protobuf_allocator(a, &alloc);
 	int64_t skew_ms =
 	    lim->max_future_skew_ms > 0 ? lim->max_future_skew_ms : INGEST_DEFAULT_FUTURE_SKEW_MS;
@@ -298,6 +334,12 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 	if (rc)
 		return rc;
 
+	if (r->n_series > max_series)
+		return kiln_error_set(
+		    err, EINVAL,
+		    "WriteRawRequest: %zu series, at most %zu allowed in one request "
+		    "(--ingest-max-series-per-request): split it",
+		    r->n_series, max_series);
 	size_t n_profiles = 0;
 	for (size_t i = 0; i < r->n_series; i++)
 		n_profiles += r->series[i]->n_samples;
@@ -310,7 +352,8 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 	}
 	out->n_series = r->n_series;
 	for (size_t i = 0; i < r->n_series; i++) {
-		rc = validate_series(r->series[i], i, max_labels, a, &out->series[i], err);
+		rc = validate_series(r->series[i], i, max_labels, max_label_bytes, a,
+				     &out->series[i], err);
 		if (rc)
 			goto fail;
 	}
@@ -345,6 +388,11 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 				    (long long)(skew_ms / 1000));
 				goto fail;
 			}
+			rc = check_profile_shape(m, max_types, max_depth, err);
+			if (rc) {
+				kiln_error_prefix(err, "series[%zu].samples[%zu]: ", i, j);
+				goto fail;
+			}
 			ip->delta = profile_is_delta(ip->profile);
 			rc = exec_infos(rs->samples[j], a, ip, err);
 			if (rc) {
@@ -353,6 +401,11 @@ int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *l
 			}
 			out->total_samples += (uint64_t)m->n_sample * m->n_sample_type;
 			out->total_bytes += raw->len;
+			ip->raw = raw->data;
+			if (lim->decode_at_commit) {
+				pprof_decoder_recycle(out->decoder, ip->profile);
+				ip->profile = NULL;
+			}
 		}
 	}
 	return 0;

@@ -17,6 +17,10 @@
  *     over NUL-terminated, so "a\0b" would silently become "a" (and
  *     "a\0b", "a\0c" and "a" one series); the request is refused instead
  *     (ingest_check_label_bytes, on the wire bytes);
+ *   - at most max_series series, label names and values of at most
+ *     max_label_bytes bytes, profiles with at most max_sample_types sample
+ *     types and stacks at most max_stack_depth locations deep: what one
+ *     request may make the server hold and store (docs/SECURITY.md);
  *   - a profile's time (time_nanos, when set) lies between 2000-01-01 and
  *     now_ms + max_future_skew_ms;
  *   - every raw sample decodes as pprof (pprof_decode: validated, gzip
@@ -37,13 +41,21 @@
 #include "store/store.h"
 
 #define INGEST_MAX_LABELS 64
+/* The other per-request limits' defaults (ingest_limits, 0 = these). */
+#define INGEST_MAX_SERIES	100000
+#define INGEST_MAX_LABEL_BYTES	4096
+#define INGEST_MAX_STACK_DEPTH	4096
+#define INGEST_MAX_SAMPLE_TYPES 32
 /* 2000-01-01T00:00:00Z: no profile is older (the window's lower end). */
 #define INGEST_MIN_TIME_MS	      946684800000LL
 #define INGEST_DEFAULT_FUTURE_SKEW_MS (3600LL * 1000)
 
 struct ingest_profile {
 	size_t series; /* index into the request's series */
+	/* NULL when the batch decodes at commit (ingest_limits): then raw is
+	 * decoded again, one profile at a time, by ingest_commit. */
 	struct pprof_profile *profile;
+	const uint8_t *raw; /* the RawSample's bytes (in the arena) */
 	int64_t timestamp_ms;
 	bool delta;
 	size_t raw_bytes;
@@ -65,18 +77,29 @@ struct ingest_batch {
 	uint64_t total_samples; /* sample rows: samples x sample types */
 	uint64_t total_bytes;
 	struct pprof_decoder *decoder; /* from ingest_limits; gets the profiles back */
+	struct pprof_decode_opts dopts;
 };
 
 struct ingest_limits {
-	size_t max_inflate; /* per profile; 0 = pprof's default */
-	size_t max_labels;  /* 0 = INGEST_MAX_LABELS */
-	int64_t now_ms;	    /* used when a profile has no time_nanos */
+	size_t max_inflate;	 /* per profile; 0 = pprof's default */
+	size_t max_labels;	 /* 0 = INGEST_MAX_LABELS */
+	size_t max_series;	 /* 0 = INGEST_MAX_SERIES */
+	size_t max_label_bytes;	 /* 0 = INGEST_MAX_LABEL_BYTES */
+	size_t max_stack_depth;	 /* 0 = INGEST_MAX_STACK_DEPTH */
+	size_t max_sample_types; /* 0 = INGEST_MAX_SAMPLE_TYPES */
+	int64_t now_ms;		 /* used when a profile has no time_nanos */
 	/* How far past now_ms a profile's time may lie; 0 = 1 h. */
 	int64_t max_future_skew_ms;
 	/* Optional: decodes with (and ingest_batch_release recycles into)
 	 * this decoder, which the caller owns and must not share with another
 	 * thread until the batch is released. NULL: plain pprof_decode. */
 	struct pprof_decoder *decoder;
+	/* Keep no decoded profile past its validation: ingest_commit decodes
+	 * each again just before writing it. A decoded profile takes several
+	 * times its wire size, so holding a whole big request's (10k series)
+	 * took ~10x the request; this way the peak is the request plus one
+	 * profile, for twice the decoding. */
+	bool decode_at_commit;
 };
 
 /* Decoders for the ingest threads to borrow, one per request, so that each
@@ -99,8 +122,8 @@ int ingest_check_label_bytes(const uint8_t *req, size_t len, struct kiln_error *
  * (release with ingest_batch_release). */
 int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
 		   struct ingest_batch *out, struct kiln_error *err);
-/* Writes every profile; stops at the first failure (-ENOSPC, -ESHUTDOWN,
- * ...). */
+/* Writes every profile (decoding it first under decode_at_commit); stops
+ * at the first failure (-ENOSPC, -ESHUTDOWN, ...). */
 int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_error *err);
 void ingest_batch_release(struct ingest_batch *b);
 

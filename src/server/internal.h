@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 
+#include "server/conn_limits.h"
 #include "server/server.h"
 
 /* ---- worker pool (pool.c) ---------------------------------------------------- */
@@ -45,8 +46,12 @@ struct server_metrics {
 	_Atomic uint64_t ingest_errors;
 	_Atomic uint64_t connections_total;
 	_Atomic int64_t connections_open;
-	struct route_metrics *grpc; /* by index in server_grpc_methods */
-	struct route_metrics *http; /* by index in server_http_routes */
+	_Atomic uint64_t connections_refused;	/* per-client or total limit */
+	_Atomic uint64_t connections_evicted;	/* idlest closed to make room */
+	_Atomic uint64_t connections_timed_out; /* a deadline of conn_limits.h */
+	_Atomic uint64_t requests_over_budget;	/* --max-inflight-request-bytes */
+	struct route_metrics *grpc;		/* by index in server_grpc_methods */
+	struct route_metrics *http;		/* by index in server_http_routes */
 	struct route_metrics unknown_grpc, unknown_http;
 };
 
@@ -80,7 +85,9 @@ struct server {
 
 	pthread_mutex_t conn_lock;
 	pthread_cond_t conn_cond;
-	int n_conns; /* live connection threads */
+	int n_conns;			 /* live connection threads */
+	struct conn_table *conns;	 /* every client connection (conn_limits.h) */
+	_Atomic uint64_t inflight_bytes; /* request bodies held (conn_limits.h) */
 };
 
 int64_t mono_ns(void);
@@ -106,6 +113,10 @@ int64_t grpc_timeout_parse(const char *v, size_t len);
 struct conn_io {
 	int fd;
 	SSL *ssl; /* NULL = plain */
+	/* The connection's entry in the table, removed by conn_close before
+	 * the socket closes; NULL = untracked. */
+	struct conn_table *table;
+	struct conn_entry *entry;
 };
 /* Non-blocking-aware read/write: >0 bytes, 0 EOF (read), -EAGAIN, or -errno. */
 ssize_t conn_read(struct conn_io *io, void *buf, size_t len);
@@ -129,13 +140,15 @@ void h2_serve(struct server *s, struct conn_io *io);
 /* Starts/stops libmicrohttpd without a listen socket. */
 int http1_start(struct server *s, struct kiln_error *err);
 void http1_stop(struct server *s);
-/* Hands a plaintext HTTP/1.x socket to libmicrohttpd (which owns it after). */
-int http1_add_connection(struct server *s, int fd);
+/* Hands a plaintext HTTP/1.x socket to libmicrohttpd (which owns it and
+ * its table entry after, unless this fails). */
+int http1_add_connection(struct server *s, int fd, struct conn_entry *entry);
 
 /* TLS (tls.c). */
 int tls_init(struct server *s, struct kiln_error *err);
-/* Handshakes on fd (blocking with a timeout); *h2 says ALPN chose "h2". */
-int tls_accept(struct server *s, int fd, SSL **out, bool *h2);
+/* Handshakes on fd (made non-blocking) by deadline_ns (CLOCK_MONOTONIC);
+ * *h2 says ALPN chose "h2". */
+int tls_accept(struct server *s, int fd, int64_t deadline_ns, SSL **out, bool *h2);
 /* Relays a TLS HTTP/1.1 connection to libmicrohttpd through a socketpair;
  * returns when either side closes. Owns io. */
 void tls_relay_http1(struct server *s, struct conn_io *io);

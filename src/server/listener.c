@@ -6,10 +6,19 @@
  * consumed) at the first bytes. The 24-byte HTTP/2 client preface
  * "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" means gRPC and the thread becomes the
  * connection's nghttp2 loop; the first byte that differs from the preface
- * means HTTP/1.x and the socket goes to libmicrohttpd. A client that sends
- * nothing (or a strict prefix of the preface) and stalls only holds its own
- * thread until the peek timeout. With TLS, the handshake runs in the
- * connection thread too and ALPN ("h2" or "http/1.1") decides instead.
+ * means HTTP/1.x: the thread then waits, still peeking, for the whole
+ * request header and checks it (http1_head.c) before the socket goes to
+ * libmicrohttpd, so that a malformed or oversized header is answered with
+ * Kiln's JSON error (400, 414, 431) and a header that trickles in is cut
+ * off at --request-header-timeout (408). With TLS, the handshake runs in
+ * the connection thread too and ALPN ("h2" or "http/1.1") decides instead.
+ *
+ * Every accepted socket is admitted by the connection table first
+ * (conn_limits.h: per-client and total limits, eviction of the idlest);
+ * the accept loop also runs the table's reaper a few times a second.
+ * Deadlines: the TLS handshake and the protocol sniff within
+ * --handshake-timeout of the accept, the first request's header within
+ * --request-header-timeout of it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,14 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/http1_head.h"
 #include "server/internal.h"
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-#define H2_PREFACE_LEN	24
-#define PEEK_TIMEOUT_MS 10000
+#define H2_PREFACE_LEN 24
 
 ssize_t conn_read(struct conn_io *io, void *buf, size_t len)
 {
@@ -77,6 +87,9 @@ ssize_t conn_write(struct conn_io *io, const void *buf, size_t len)
 
 void conn_close(struct conn_io *io)
 {
+	if (io->entry)
+		conn_table_remove(io->table, io->entry);
+	io->entry = NULL;
 	if (io->ssl) {
 		SSL_shutdown(io->ssl);
 		SSL_free(io->ssl);
@@ -176,10 +189,9 @@ bool listener_loopback_only(const struct server *s)
 
 /* Waits until the peer has sent enough to decide. Returns 1 for HTTP/2, 0
  * for HTTP/1.x, -1 to drop the connection (closed, error, or stalled). */
-static int sniff_protocol(struct server *s, int fd)
+static int sniff_protocol(struct server *s, int fd, int64_t deadline)
 {
 	char b[H2_PREFACE_LEN];
-	int64_t deadline = mono_ns() + (int64_t)PEEK_TIMEOUT_MS * 1000000;
 
 	for (;;) {
 		ssize_t n = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
@@ -210,9 +222,119 @@ static int sniff_protocol(struct server *s, int fd)
 	}
 }
 
+/* Answers a request the listener refuses itself, in the JSON every other
+ * HTTP error has, then closes: the write side first, then whatever the
+ * client still sends is read and dropped for a moment, so that the kernel
+ * does not reset the connection (losing the answer) over unread bytes. */
+static void refuse_http1(struct conn_io *io, int status, const char *reason, const char *msg)
+{
+	struct http_response r = {0};
+	char head[256];
+
+	http_error(&r, status, -1, "%s", msg);
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			 status, reason, r.body.len);
+	struct iovec iov[2] = {{head, (size_t)n}, {r.body.data, r.body.len}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	if (sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("connection: answer %d not sent: %s", status, strerror(errno));
+	buf_free(&r.body);
+	shutdown(io->fd, SHUT_WR);
+	char sink[4096];
+	int64_t until = mono_ns() + 1000000000LL;
+	for (size_t total = 0; total < (256u << 10);) {
+		struct pollfd p = {.fd = io->fd, .events = POLLIN};
+		int64_t left = (until - mono_ns()) / 1000000;
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		ssize_t got = recv(io->fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (got <= 0)
+			break;
+		total += (size_t)got;
+	}
+	conn_close(io);
+}
+
+/* Waits, peeking, for the whole first request header and checks it.
+ * Returns 0 to hand the socket to libmicrohttpd; otherwise the connection
+ * was answered (400, 408, 414, 431) or dropped, and closed. */
+static int await_http1_head(struct server *s, struct conn_io *io, int64_t deadline)
+{
+	size_t max = s->cfg.max_header_bytes;
+	uint8_t *b = malloc(max);
+	char why[200];
+	int rc = -1;
+
+	if (!b) {
+		conn_close(io);
+		return -1;
+	}
+	for (;;) {
+		ssize_t n = recv(io->fd, b, max, MSG_PEEK | MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (n < 0 && errno != EAGAIN)) {
+			conn_close(io); /* the client left */
+			break;
+		}
+		size_t have = n > 0 ? (size_t)n : 0, head_len = 0;
+		enum http1_head_verdict v =
+		    http1_head_check(b, have, max, &head_len, why, sizeof(why));
+		if (v == HTTP1_HEAD_OK) {
+			rc = 0;
+			break;
+		}
+		if (v != HTTP1_HEAD_MORE) {
+			atomic_fetch_add(&s->metrics.connections_refused, 1);
+			refuse_http1(io, (int)v,
+				     v == HTTP1_HEAD_BAD ? "Bad Request"
+				     : v == HTTP1_HEAD_URI_TOO_LONG
+					 ? "URI Too Long"
+					 : "Request Header Fields Too Large",
+				     why);
+			break;
+		}
+		int64_t left = (deadline - mono_ns()) / 1000000;
+		if (left <= 0) {
+			atomic_fetch_add(&s->metrics.connections_timed_out, 1);
+			char msg[160];
+			snprintf(msg, sizeof(msg),
+				 "the request header did not arrive within "
+				 "--request-header-timeout=%ds",
+				 s->cfg.header_timeout_s);
+			refuse_http1(io, 408, "Request Timeout", msg);
+			break;
+		}
+		if (server_stopping(s)) {
+			conn_close(io);
+			break;
+		}
+		/* Sleep until more than what was peeked is there (the peeked
+		 * bytes stay readable, so a plain poll would return at once). */
+		int lowat = (int)have + 1;
+		setsockopt(io->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+		struct pollfd p = {.fd = io->fd, .events = POLLIN};
+		if (poll(&p, 1, left > 250 ? 250 : (int)left) < 0 && errno != EINTR) {
+			conn_close(io);
+			break;
+		}
+		usleep(1000); /* a byte-at-a-time client costs one re-check per ms at most */
+	}
+	if (rc == 0) {
+		int one = 1;
+		setsockopt(io->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	}
+	free(b);
+	return rc;
+}
+
 struct conn_start {
 	struct server *s;
 	int fd;
+	struct conn_entry *entry;
+	int64_t accepted_ns;
 };
 
 static void conn_thread_done(struct server *s)
@@ -228,12 +350,14 @@ static void *conn_thread(void *arg)
 {
 	struct conn_start cs = *(struct conn_start *)arg;
 	struct server *s = cs.s;
-	struct conn_io io = {.fd = cs.fd};
+	struct conn_io io = {.fd = cs.fd, .table = s->conns, .entry = cs.entry};
+	int64_t handshake_deadline =
+	    cs.accepted_ns + (int64_t)s->cfg.handshake_timeout_s * 1000000000LL;
 	free(arg);
 
 	if (s->tls) {
 		bool h2 = false;
-		if (tls_accept(s, io.fd, &io.ssl, &h2) != 0) {
+		if (tls_accept(s, io.fd, handshake_deadline, &io.ssl, &h2) != 0) {
 			conn_close(&io);
 			goto done;
 		}
@@ -245,7 +369,7 @@ static void *conn_thread(void *arg)
 		goto done;
 	}
 	int64_t t0 = mono_ns();
-	int proto = sniff_protocol(s, io.fd);
+	int proto = sniff_protocol(s, io.fd, handshake_deadline);
 	log_debug("connection: %s after %lld ms",
 		  proto < 0 ? "dropped"
 		  : proto   ? "HTTP/2"
@@ -256,9 +380,12 @@ static void *conn_thread(void *arg)
 	} else if (proto == 1) {
 		fcntl(io.fd, F_SETFL, fcntl(io.fd, F_GETFL) | O_NONBLOCK);
 		h2_serve(s, &io);
-	} else {
-		/* libmicrohttpd owns the socket now, and closes it if it refuses. */
-		http1_add_connection(s, io.fd);
+	} else if (await_http1_head(
+		       s, &io, cs.accepted_ns + (int64_t)s->cfg.header_timeout_s * 1000000000LL) ==
+		   0) {
+		/* libmicrohttpd owns the socket and its entry now, and closes it
+		 * if it refuses. */
+		http1_add_connection(s, io.fd, io.entry);
 	}
 done:
 	conn_thread_done(s);
@@ -269,43 +396,64 @@ done:
  * runs here, between accepts (it reads two small files). */
 void listener_run(struct server *s)
 {
+	int64_t last_reap = 0;
 	while (!s->stop_requested) {
 		struct pollfd p = {.fd = s->listen_fd, .events = POLLIN};
 		if (s->reload_requested) {
 			s->reload_requested = 0;
 			server_reload(s);
 		}
+		int64_t now = mono_ns();
+		if (now - last_reap > 200000000LL) {
+			last_reap = now;
+			atomic_fetch_add(&s->metrics.connections_timed_out,
+					 conn_table_reap(s->conns, now));
+		}
 		int n = poll(&p, 1, 200);
 		if (n <= 0)
 			continue;
-		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		struct sockaddr_storage peer = {0};
+		socklen_t peer_len = sizeof(peer);
+		int fd = accept4(s->listen_fd, (struct sockaddr *)&peer, &peer_len, SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
+			if (errno == EMFILE || errno == ENFILE) {
+				/* Out of descriptors: make room as at --max-connections. */
+				if (conn_table_evict_idlest(s->conns))
+					atomic_fetch_add(&s->metrics.connections_evicted, 1);
 				usleep(50000); /* let connections close */
+			}
 			continue;
 		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		atomic_fetch_add(&s->metrics.connections_total, 1);
-		pthread_mutex_lock(&s->conn_lock);
-		bool full = s->n_conns >= s->cfg.max_connections;
-		if (!full)
-			s->n_conns++;
-		pthread_mutex_unlock(&s->conn_lock);
-		if (full) {
-			log_warn("connection limit (%d) reached; closing a new connection",
-				 s->cfg.max_connections);
+		char why[160];
+		uint64_t evicted = 0;
+		struct conn_entry *entry =
+		    conn_table_admit(s->conns, fd, &peer, &evicted, why, sizeof(why));
+		atomic_fetch_add(&s->metrics.connections_evicted, evicted);
+		if (!entry) {
+			char host[INET6_ADDRSTRLEN] = "?";
+			getnameinfo((struct sockaddr *)&peer, peer_len, host, sizeof(host), NULL, 0,
+				    NI_NUMERICHOST);
+			log_debug("connection from %s refused: %s", host, why);
+			atomic_fetch_add(&s->metrics.connections_refused, 1);
 			close(fd);
 			continue;
 		}
+		pthread_mutex_lock(&s->conn_lock);
+		s->n_conns++;
+		pthread_mutex_unlock(&s->conn_lock);
 		atomic_fetch_add(&s->metrics.connections_open, 1);
 		struct conn_start *cs = malloc(sizeof(*cs));
 		pthread_t t;
 		pthread_attr_t attr;
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (!cs || (cs->s = s, cs->fd = fd, pthread_create(&t, &attr, conn_thread, cs))) {
+		if (!cs || (cs->s = s, cs->fd = fd, cs->entry = entry, cs->accepted_ns = mono_ns(),
+			    pthread_create(&t, &attr, conn_thread, cs))) {
 			free(cs);
+			conn_table_remove(s->conns, entry);
 			close(fd);
 			conn_thread_done(s);
 		}

@@ -84,9 +84,46 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --auth-disable               serve without tokens on a non-loopback address\n"
 	    "                               (anyone who connects may read, write, delete)\n"
 	    "  --auth-metrics-open          /metrics without a token (default: read role)\n"
+	    "  --max-connections=N          client connections at once; when full, the one\n"
+	    "                               idle the longest is closed to make room (default %d)\n"
+	    "  --max-connections-per-client=N  connections one client address may hold;\n"
+	    "                               0 = no limit (default %d)\n"
+	    "  --handshake-timeout=DUR      TLS handshake, protocol detection and the HTTP/2\n"
+	    "                               preface and SETTINGS, from the accept (default %ds)\n"
+	    "  --request-header-timeout=DUR a whole HTTP/1.1 request header, from the accept\n"
+	    "                               or the end of the previous request (default %ds)\n"
+	    "  --request-body-min-rate=N    bytes/s a request body must average once that\n"
+	    "                               time has passed; 0 = no minimum (default %zu)\n"
+	    "  --connection-idle-timeout=DUR  an HTTP/2 connection with no stream open is\n"
+	    "                               closed after this; PINGs do not count (default %ds)\n"
+	    "  --max-request-header-size=N  HTTP/1.1 request line and headers (default %zuKiB)\n"
+	    "  --max-inflight-request-bytes=N  request bodies held at once, server-wide;\n"
+	    "                               past it RESOURCE_EXHAUSTED or 503 (default %lluMiB)\n"
+	    "  --ingest-max-series-per-request=N  series in one WriteRaw (default %zu)\n"
+	    "  --ingest-max-labels-per-series=N  labels besides __name__ (default %zu)\n"
+	    "  --ingest-max-label-size=N    bytes of a label name or value (default %zu)\n"
+	    "  --ingest-max-stack-depth=N   locations in one pushed sample's stack\n"
+	    "                               (default %zu)\n"
+	    "  --ingest-max-sample-types=N  sample types in one pushed profile (default %zu)\n"
 	    "  --version                    print the version and exit\n"
 	    "  --help                       this text\n",
-	    d->http_address, d->storage_path);
+	    d->http_address, d->storage_path, d->max_connections, d->max_connections_per_client,
+	    d->handshake_timeout_s, d->header_timeout_s, d->body_min_rate, d->idle_timeout_s,
+	    d->max_header_bytes >> 10, (unsigned long long)(d->max_inflight_request_bytes >> 20),
+	    d->ingest_max_series, d->ingest_max_labels, d->ingest_max_label_bytes,
+	    d->ingest_max_stack_depth, d->ingest_max_sample_types);
+}
+
+/* A count flag: 0..max. */
+static int parse_count(const char *s, long max, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 0 || v > max)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
 }
 
 /* "15d", "12h", "30m", "45s", "500ms", or "0". */
@@ -197,6 +234,19 @@ enum {
 	OPT_AUTH_METRICS_OPEN,
 	OPT_HELP,
 	OPT_VERSION,
+	OPT_MAX_CONNECTIONS,
+	OPT_MAX_CONNECTIONS_PER_CLIENT,
+	OPT_HANDSHAKE_TIMEOUT,
+	OPT_HEADER_TIMEOUT,
+	OPT_BODY_MIN_RATE,
+	OPT_IDLE_TIMEOUT,
+	OPT_MAX_HEADER_SIZE,
+	OPT_MAX_INFLIGHT,
+	OPT_INGEST_MAX_SERIES,
+	OPT_INGEST_MAX_LABELS,
+	OPT_INGEST_MAX_LABEL_SIZE,
+	OPT_INGEST_MAX_STACK_DEPTH,
+	OPT_INGEST_MAX_SAMPLE_TYPES,
 };
 
 /* Parca server flags with no Kiln equivalent (compat_flags.h); --port and
@@ -277,6 +327,19 @@ int main(int argc, char **argv)
 	    {"auth-tokens-file", required_argument, NULL, OPT_AUTH_TOKENS_FILE},
 	    {"auth-disable", no_argument, NULL, OPT_AUTH_DISABLE},
 	    {"auth-metrics-open", no_argument, NULL, OPT_AUTH_METRICS_OPEN},
+	    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+	    {"max-connections-per-client", required_argument, NULL, OPT_MAX_CONNECTIONS_PER_CLIENT},
+	    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT},
+	    {"request-header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+	    {"request-body-min-rate", required_argument, NULL, OPT_BODY_MIN_RATE},
+	    {"connection-idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+	    {"max-request-header-size", required_argument, NULL, OPT_MAX_HEADER_SIZE},
+	    {"max-inflight-request-bytes", required_argument, NULL, OPT_MAX_INFLIGHT},
+	    {"ingest-max-series-per-request", required_argument, NULL, OPT_INGEST_MAX_SERIES},
+	    {"ingest-max-labels-per-series", required_argument, NULL, OPT_INGEST_MAX_LABELS},
+	    {"ingest-max-label-size", required_argument, NULL, OPT_INGEST_MAX_LABEL_SIZE},
+	    {"ingest-max-stack-depth", required_argument, NULL, OPT_INGEST_MAX_STACK_DEPTH},
+	    {"ingest-max-sample-types", required_argument, NULL, OPT_INGEST_MAX_SAMPLE_TYPES},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
@@ -409,6 +472,101 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.debuginfod_negative_ttl_s = (int)(ms / 1000);
+			break;
+		}
+		case OPT_MAX_CONNECTIONS:
+			if (parse_count(optarg, 1000000, &cfg.max_connections) ||
+			    cfg.max_connections < 1) {
+				fprintf(stderr, "kiln: --max-connections=%s: expected 1..1000000\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_MAX_CONNECTIONS_PER_CLIENT:
+			if (parse_count(optarg, 1000000, &cfg.max_connections_per_client)) {
+				fprintf(stderr,
+					"kiln: --max-connections-per-client=%s: expected 0 (no "
+					"limit) ..1000000\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_HANDSHAKE_TIMEOUT:
+		case OPT_HEADER_TIMEOUT:
+		case OPT_IDLE_TIMEOUT: {
+			int64_t ms = 0;
+			if (parse_duration_ms(optarg, &ms) || ms < 1000 ||
+			    ms > 24 * 3600 * 1000LL) {
+				fprintf(stderr,
+					"kiln: --%s=%s: expected a duration from 1s to 24h, e.g. "
+					"10s\n",
+					o == OPT_HANDSHAKE_TIMEOUT ? "handshake-timeout"
+					: o == OPT_HEADER_TIMEOUT  ? "request-header-timeout"
+								   : "connection-idle-timeout",
+					optarg);
+				return 2;
+			}
+			*(o == OPT_HANDSHAKE_TIMEOUT ? &cfg.handshake_timeout_s
+			  : o == OPT_HEADER_TIMEOUT  ? &cfg.header_timeout_s
+						     : &cfg.idle_timeout_s) = (int)(ms / 1000);
+			break;
+		}
+		case OPT_BODY_MIN_RATE:
+			if (strcmp(optarg, "0") == 0) {
+				cfg.body_min_rate = 0;
+			} else if (parse_size(optarg, &cfg.body_min_rate)) {
+				fprintf(stderr,
+					"kiln: --request-body-min-rate=%s: expected bytes per "
+					"second, e.g. 4KiB, or 0\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_MAX_HEADER_SIZE:
+			if (parse_size(optarg, &cfg.max_header_bytes) ||
+			    cfg.max_header_bytes < 1024 || cfg.max_header_bytes > (1u << 20)) {
+				fprintf(stderr,
+					"kiln: --max-request-header-size=%s: expected 1KiB..1MiB\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_MAX_INFLIGHT: {
+			size_t v = 0;
+			if (parse_size(optarg, &v)) {
+				fprintf(stderr,
+					"kiln: --max-inflight-request-bytes=%s: expected bytes, "
+					"e.g. 256MiB (at most 2GiB)\n",
+					optarg);
+				return 2;
+			}
+			cfg.max_inflight_request_bytes = v;
+			break;
+		}
+		case OPT_INGEST_MAX_SERIES:
+		case OPT_INGEST_MAX_LABELS:
+		case OPT_INGEST_MAX_LABEL_SIZE:
+		case OPT_INGEST_MAX_STACK_DEPTH:
+		case OPT_INGEST_MAX_SAMPLE_TYPES: {
+			int v = 0;
+			const char *name =
+			    o == OPT_INGEST_MAX_SERIES	      ? "ingest-max-series-per-request"
+			    : o == OPT_INGEST_MAX_LABELS      ? "ingest-max-labels-per-series"
+			    : o == OPT_INGEST_MAX_LABEL_SIZE  ? "ingest-max-label-size"
+			    : o == OPT_INGEST_MAX_STACK_DEPTH ? "ingest-max-stack-depth"
+							      : "ingest-max-sample-types";
+			if (parse_count(optarg, 10000000, &v) || v < 1) {
+				fprintf(stderr,
+					"kiln: --%s=%s: expected a count from 1 to 10000000\n",
+					name, optarg);
+				return 2;
+			}
+			*(o == OPT_INGEST_MAX_SERIES	    ? &cfg.ingest_max_series
+			  : o == OPT_INGEST_MAX_LABELS	    ? &cfg.ingest_max_labels
+			  : o == OPT_INGEST_MAX_LABEL_SIZE  ? &cfg.ingest_max_label_bytes
+			  : o == OPT_INGEST_MAX_STACK_DEPTH ? &cfg.ingest_max_stack_depth
+							    : &cfg.ingest_max_sample_types) =
+			    (size_t)v;
 			break;
 		}
 		case OPT_INGEST_MAX_FUTURE_SKEW:

@@ -142,6 +142,23 @@ int metrics_render(struct server *s, struct buf *out)
 	help(out, "kiln_connections_total", "counter", "TCP connections accepted.");
 	buf_printf(out, "kiln_connections_total %lu\n",
 		   (unsigned long)atomic_load(&m->connections_total));
+	help(out, "kiln_connections_refused_total", "counter",
+	     "Connections closed at once: over --max-connections-per-client, or at "
+	     "--max-connections with every connection busy; or a request header refused.");
+	buf_printf(out, "kiln_connections_refused_total %lu\n",
+		   (unsigned long)atomic_load(&m->connections_refused));
+	help(out, "kiln_connections_evicted_total", "counter",
+	     "Idle connections closed to make room at --max-connections.");
+	buf_printf(out, "kiln_connections_evicted_total %lu\n",
+		   (unsigned long)atomic_load(&m->connections_evicted));
+	help(out, "kiln_connections_timed_out_total", "counter",
+	     "Connections closed for a missed deadline (header, body rate, idle HTTP/1.1).");
+	buf_printf(out, "kiln_connections_timed_out_total %lu\n",
+		   (unsigned long)atomic_load(&m->connections_timed_out));
+	help(out, "kiln_requests_over_inflight_budget_total", "counter",
+	     "Requests refused because --max-inflight-request-bytes was full.");
+	buf_printf(out, "kiln_requests_over_inflight_budget_total %lu\n",
+		   (unsigned long)atomic_load(&m->requests_over_budget));
 
 	help(out, "kiln_grpc_requests_total", "counter", "gRPC calls by method.");
 	render_grpc_family(out, m, ROUTE_REQUESTS);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +49,17 @@ void server_config_defaults(struct server_config *c)
 	c->debuginfod_timeout_s = 30;
 	c->debuginfod_negative_ttl_s = 600;
 	c->ingest_max_future_skew_ms = 3600 * 1000;
+	c->max_connections_per_client = 64;
+	c->handshake_timeout_s = 10;
+	c->header_timeout_s = 10;
+	c->body_min_rate = 4096;
+	c->max_header_bytes = 32u << 10;
+	c->max_inflight_request_bytes = 256u << 20;
+	c->ingest_max_series = INGEST_MAX_SERIES;
+	c->ingest_max_labels = INGEST_MAX_LABELS;
+	c->ingest_max_label_bytes = INGEST_MAX_LABEL_BYTES;
+	c->ingest_max_stack_depth = INGEST_MAX_STACK_DEPTH;
+	c->ingest_max_sample_types = INGEST_MAX_SAMPLE_TYPES;
 }
 
 struct store *server_store(struct server *s)
@@ -174,6 +186,29 @@ void server_reload(struct server *s)
 			server_extensions[i].reload(s->ext_state[i]);
 }
 
+/* Each connection takes up to three descriptors (the socket; an HTTP/2
+ * connection's eventfd; a TLS relay's socketpair): lift the soft limit to
+ * the hard one, as the Go runtime does, and say so when --max-connections
+ * still cannot be reached (accept would fail first, and the accept loop
+ * would have to evict idle connections for lack of descriptors). */
+static void check_fd_limit(const struct server_config *c)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	rlim_t need = (rlim_t)c->max_connections * 3 + 256;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		log_warn("--max-connections=%d needs about %llu file descriptors, the limit is "
+			 "%llu: raise it (ulimit -n, systemd LimitNOFILE=) or lower "
+			 "--max-connections",
+			 c->max_connections, (unsigned long long)need,
+			 (unsigned long long)rl.rlim_cur);
+}
+
 int server_new(const struct server_config *c, struct server **out, struct kiln_error *err)
 {
 	struct server *s = calloc(1, sizeof(*s));
@@ -185,6 +220,11 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	s->listen_fd = -1;
 	pthread_mutex_init(&s->conn_lock, NULL);
 	pthread_cond_init(&s->conn_cond, NULL);
+	s->conns = conn_table_new(&s->cfg);
+	if (!s->conns) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
 	rc = metrics_init(&s->metrics);
 	if (rc) {
 		kiln_error_set(err, -rc, "out of memory for metrics");
@@ -194,6 +234,7 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 	rc = listener_open(s, err);
 	if (rc)
 		goto fail;
+	check_fd_limit(c);
 	rc = setup_auth(s, err);
 	if (rc)
 		goto fail;
@@ -202,8 +243,10 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 				       .resolve = server_symbolize_resolve,
 				       .resolve_batch = server_symbolize_resolve_batch,
 				       .unresolved = server_symbolize_unresolved};
-	struct store_options so = {
-	    .path = c->storage_path, .retention_ms = c->retention_ms, .symbolizer = &sym};
+	struct store_options so = {.path = c->storage_path,
+				   .retention_ms = c->retention_ms,
+				   .max_labels_per_series = c->ingest_max_labels,
+				   .symbolizer = &sym};
 	rc = store_open(&so, &s->store, err);
 	if (rc) {
 		kiln_error_prefix(err, "--storage-path=%s: ", c->storage_path);
@@ -318,6 +361,7 @@ void server_free(struct server *s)
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	metrics_release(&s->metrics);
+	conn_table_free(s->conns);
 	auth_free(s->auth);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->conn_cond);

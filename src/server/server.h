@@ -57,7 +57,7 @@ struct server_config {
 	int ingest_threads; /* worker pool sizes */
 	int query_threads;
 	int max_connections;
-	int idle_timeout_s; /* a connection with nothing in flight is closed after this */
+	int idle_timeout_s; /* an HTTP/2 connection with no stream open is closed after this */
 	const char *const *debuginfod_upstreams; /* NULL-terminated URLs; NULL = none */
 	int debuginfod_timeout_s;		 /* per debuginfod request */
 	int debuginfod_negative_ttl_s;		 /* how long "not found" is remembered */
@@ -73,6 +73,21 @@ struct server_config {
 	const char *auth_tokens_file;
 	bool auth_disable;	/* no tokens even on a non-loopback address */
 	bool auth_metrics_open; /* /metrics without a token */
+	/* What one client may hold (conn_limits.h, docs/SECURITY.md). */
+	int max_connections_per_client; /* per client address; 0 = no limit */
+	int handshake_timeout_s;	/* TLS handshake, protocol sniff, HTTP/2 SETTINGS */
+	int header_timeout_s;		/* a whole HTTP/1.1 request header */
+	size_t body_min_rate;		/* bytes/s a body must average after that */
+	size_t max_header_bytes;	/* HTTP/1.1 request line and headers */
+	/* Request bodies held at once, server-wide; past it RESOURCE_EXHAUSTED
+	 * or 503. */
+	uint64_t max_inflight_request_bytes;
+	/* What one WriteRaw may hold (ingest.h); 0 = the INGEST_MAX_* default. */
+	size_t ingest_max_series;
+	size_t ingest_max_labels; /* besides __name__ */
+	size_t ingest_max_label_bytes;
+	size_t ingest_max_stack_depth;
+	size_t ingest_max_sample_types;
 };
 
 /* Fills defaults (the values documented above). */
@@ -161,6 +176,7 @@ struct http_response {
 	char disposition[128];	      /* Content-Disposition when not empty */
 	char timing[128];	      /* Server-Timing when not empty ("merge;dur=1.2, ...") */
 	const char *www_authenticate; /* WWW-Authenticate (static string) when set */
+	const char *retry_after;      /* Retry-After (static string) when set */
 };
 
 typedef void (*http_handler_fn)(const struct http_request *req, struct http_response *resp);

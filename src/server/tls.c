@@ -24,8 +24,6 @@
 #include "common/log.h"
 #include "server/internal.h"
 
-#define HANDSHAKE_TIMEOUT_S 10
-
 static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 		       const unsigned char *in, unsigned int inlen, void *arg)
 {
@@ -88,23 +86,35 @@ int tls_init(struct server *s, struct kiln_error *err)
 	return 0;
 }
 
-int tls_accept(struct server *s, int fd, SSL **out, bool *h2)
+int tls_accept(struct server *s, int fd, int64_t deadline_ns, SSL **out, bool *h2)
 {
-	struct timeval tv = {.tv_sec = HANDSHAKE_TIMEOUT_S};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	SSL *ssl = SSL_new(s->tls);
 	if (!ssl)
 		return -ENOMEM;
+	/* Non-blocking, so that the deadline bounds the whole handshake and not
+	 * each read: a client sending a byte every few seconds is cut off. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	SSL_set_fd(ssl, fd);
-	if (SSL_accept(ssl) != 1) {
-		log_debug("TLS handshake failed: %s", ERR_reason_error_string(ERR_get_error()));
-		SSL_free(ssl);
-		return -EPROTO;
+	for (;;) {
+		int r = SSL_accept(ssl);
+		if (r == 1)
+			break;
+		int e = SSL_get_error(ssl, r);
+		int64_t left = (deadline_ns - mono_ns()) / 1000000;
+		if ((e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) || left <= 0 ||
+		    server_stopping(s)) {
+			log_debug("TLS handshake failed: %s",
+				  left <= 0 ? "not done within --handshake-timeout"
+					    : ERR_reason_error_string(ERR_get_error()));
+			SSL_free(ssl);
+			return -EPROTO;
+		}
+		struct pollfd p = {.fd = fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+		if (poll(&p, 1, left > 250 ? 250 : (int)left) < 0 && errno != EINTR) {
+			SSL_free(ssl);
+			return -EPROTO;
+		}
 	}
-	struct timeval zero = {0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof(zero));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero));
 	const unsigned char *proto = NULL;
 	unsigned len = 0;
 	SSL_get0_alpn_selected(ssl, &proto, &len);
@@ -141,7 +151,11 @@ void tls_relay_http1(struct server *s, struct conn_io *io)
 		conn_close(io);
 		return;
 	}
-	if (http1_add_connection(s, sv[1]) != 0) { /* it closed sv[1] */
+	/* The entry stays this thread's; libmicrohttpd's side of the pair
+	 * reports the requests on it (conn_limits.h). */
+	if (io->entry)
+		conn_entry_set_mhd_fd(io->table, io->entry, sv[1], false);
+	if (http1_add_connection(s, sv[1], NULL) != 0) { /* it closed sv[1] */
 		close(sv[0]);
 		conn_close(io);
 		return;

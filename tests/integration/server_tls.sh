@@ -17,7 +17,7 @@ out=$(curl -s --http2-prior-knowledge -w ' %{http_version}' "http://$ADDR/health
 server_stop
 
 SERVER_SCHEME=https SERVER_CURL_ARGS="--cacert $T/cert.pem" \
-	server_start --tls-cert-file="$T/cert.pem" --tls-key-file="$T/key.pem"
+	server_start --tls-cert-file="$T/cert.pem" --tls-key-file="$T/key.pem" --handshake-timeout=2s
 v2=$(curl -s --http2 --cacert "$T/cert.pem" -o "$T/h2.txt" -w '%{http_version} %{http_code}' "https://$ADDR/healthy")
 [ "$v2" = "2 200" ] && grep -q ok "$T/h2.txt" || die "TLS h2 /healthy: $v2"
 v1=$(curl -s --http1.1 --cacert "$T/cert.pem" -o "$T/h1.txt" -w '%{http_version} %{http_code}' "https://$ADDR/api/v1/profile-types")
@@ -39,6 +39,27 @@ psg.ProfileStoreServiceStub(ch).WriteRaw(req, timeout=20)
 types = [t.name for t in qg.QueryServiceStub(ch).ProfileTypes(q.ProfileTypesRequest(), timeout=20).types]
 assert "kiln_tls" in types, types
 print("gRPC over TLS ok")
+PYEOF
+# A TLS handshake dribbled a byte a second is cut off at --handshake-timeout
+# (2 s), not kept while bytes arrive (it used to be a per-read timeout).
+$PY - "${ADDR%:*}" "${ADDR##*:}" <<'PYEOF' || die "slow TLS handshake not cut off"
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+hello = b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03" + bytes(200)
+t0 = time.monotonic()
+for b in hello:
+    if time.monotonic() - t0 > 10:
+        sys.exit("still open after 10 s of a byte a second")
+    try:
+        s.send(bytes([b]))
+        s.settimeout(1)
+        if s.recv(1) == b"":
+            break
+    except socket.timeout:
+        continue
+    except OSError:
+        break
+print(f"slow handshake closed after {time.monotonic() - t0:.1f} s")
 PYEOF
 # A plaintext client on the TLS port is refused without harming the server.
 curl -s -m 5 "http://$ADDR/healthy" >/dev/null && die "plaintext accepted on the TLS port"

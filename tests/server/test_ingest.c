@@ -456,6 +456,59 @@ static void test_writeraw_bad_profiles(void **state)
 	buf_free(&req);
 }
 
+static void expect_limit(const struct buf *req, const struct ingest_limits *lim0,
+			 const char *needle)
+{
+	struct arena *a = arena_new(0);
+	struct ingest_batch b;
+	struct kiln_error err = {0};
+	struct ingest_limits lim = *lim0;
+	lim.now_ms = TEST_NOW_MS;
+	assert_int_equal(ingest_prepare(req->data, req->len, &lim, a, &b, &err), -EINVAL);
+	if (!strstr(err.msg, needle))
+		fail_msg("error \"%s\" lacks \"%s\"", err.msg, needle);
+	arena_free(a);
+}
+
+/* Each per-request limit refuses, naming its flag; under the defaults the
+ * same request passes, and decode_at_commit keeps no decoded profile. */
+static void test_writeraw_request_limits(void **state)
+{
+	struct buf prof = {0}, req = {0}, two = {0};
+	const char *labels[] = {"__name__=parca_agent", "job=abcd"};
+	(void)state;
+
+	make_profile(&prof, true);
+	make_request(&req, labels, 2, &prof);
+	/* Two serialized requests back to back are one with both series. */
+	buf_append(&two, req.data, req.len);
+	buf_append(&two, req.data, req.len);
+	expect_limit(&two, &(struct ingest_limits){.max_series = 1},
+		     "--ingest-max-series-per-request");
+	expect_limit(&req, &(struct ingest_limits){.max_label_bytes = 3},
+		     "--ingest-max-label-size");
+	expect_limit(&req, &(struct ingest_limits){.max_sample_types = 1},
+		     "--ingest-max-sample-types");
+	expect_limit(&req, &(struct ingest_limits){.max_stack_depth = 1},
+		     "--ingest-max-stack-depth");
+
+	struct arena *a = arena_new(0);
+	struct ingest_batch b;
+	struct kiln_error err = {0};
+	struct ingest_limits lim = {.now_ms = TEST_NOW_MS, .decode_at_commit = true};
+	assert_int_equal(ingest_prepare(two.data, two.len, &lim, a, &b, &err), 0);
+	assert_int_equal(b.n_profiles, 2);
+	assert_null(b.profiles[0].profile);
+	assert_non_null(b.profiles[0].raw);
+	assert_int_equal(b.profiles[0].raw_bytes, prof.len);
+	assert_int_equal(b.total_samples, 8);
+	ingest_batch_release(&b);
+	arena_free(a);
+	buf_free(&prof);
+	buf_free(&req);
+	buf_free(&two);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -469,6 +522,7 @@ int main(void)
 	    cmocka_unit_test(test_writeraw_bad_profiles),
 	    cmocka_unit_test(test_writeraw_label_nul),
 	    cmocka_unit_test(test_writeraw_time_window),
+	    cmocka_unit_test(test_writeraw_request_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
