@@ -52,6 +52,7 @@ enum {
 	OPT_UNWIND_BYTES,
 	OPT_DEBUGINFO_DIRS,
 	OPT_VERSION,
+	OPT_PYTHON_FRAMES,
 };
 
 static const struct option long_options[] = {
@@ -84,6 +85,7 @@ static const struct option long_options[] = {
     {"debuginfo-strip", optional_argument, NULL, OPT_DEBUGINFO_STRIP},
     {"unwind-table-max-bytes", required_argument, NULL, OPT_UNWIND_BYTES},
     {"debuginfo-directories", required_argument, NULL, OPT_DEBUGINFO_DIRS},
+    {"python-frames", optional_argument, NULL, OPT_PYTHON_FRAMES},
     {NULL, 0, NULL, 0},
 };
 
@@ -159,6 +161,13 @@ static void usage(FILE *f)
 	    "                                          by build ID, for binaries with no\n"
 	    "                                          unwind information of their own\n"
 	    "                                          (default: /usr/lib/debug)\n"
+	    "      --python-frames[=BOOL]              name the Python functions CPython\n"
+	    "                                          3.9-3.13 processes run, read from the\n"
+	    "                                          interpreter in the kernel, in place\n"
+	    "                                          of its eval loop's native frames\n"
+	    "                                          (needs the unwind tables; other\n"
+	    "                                          versions keep native frames, counted\n"
+	    "                                          in /metrics) (default: true)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
@@ -200,6 +209,7 @@ int main(int argc, char **argv)
 	struct agent_config cfg = {.frequency_hz = 19,
 				   .unwind_table_bytes = 16u << 20,
 				   .debug_dir = "/usr/lib/debug",
+				   .python_frames = true,
 				   .duration_ns = 10ull * 1000000000,
 				   .http_address = "127.0.0.1:7071",
 				   .proc_root = "/proc"};
@@ -329,6 +339,14 @@ int main(int argc, char **argv)
 				dcfg.no_strip = true;
 			else
 				die("--debuginfo-strip=%s: expected true or false", optarg);
+			break;
+		case OPT_PYTHON_FRAMES:
+			if (!optarg || strcmp(optarg, "true") == 0)
+				cfg.python_frames = true;
+			else if (strcmp(optarg, "false") == 0)
+				cfg.python_frames = false;
+			else
+				die("--python-frames=%s: expected true or false", optarg);
 			break;
 		case OPT_EXTERNAL_LABELS:
 			if (labels_parse_list(&cfg.external, optarg, &err) != 0)

@@ -315,6 +315,11 @@ int sampler_drain(struct sampler *s)
 	return ring_buffer__consume(s->rb);
 }
 
+int sampler_python_map_fd(struct sampler *s)
+{
+	return s->unwind_rows ? bpf_map__fd(s->skel->maps.python_procs) : -1;
+}
+
 bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
 {
 	if (!s->unwind_rows)
