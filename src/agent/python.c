@@ -405,7 +405,7 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 		version = (uint16_t)(syms.py_version >> 16);
 	if (!python_offsets_for(version, &entry.off, &entry.layout)) {
 		ADD(python_unsupported, 1);
-		log_debug("pid %u: CPython %x.%x has no offset table: native frames only", pid,
+		log_debug("pid %u: CPython %d.%d has no offset table: native frames only", pid,
 			  version >> 8, version & 0xff);
 		goto out;
 	}
@@ -453,7 +453,7 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 		goto out;
 	}
 	ADD(python_processes, 1);
-	log_debug("pid %u: CPython %x.%x, frames walked", pid, version >> 8, version & 0xff);
+	log_debug("pid %u: CPython %d.%d, frames walked", pid, version >> 8, version & 0xff);
 out:
 	procmaps_free(&maps);
 	return rc;
@@ -562,8 +562,8 @@ static void code_read(const struct python_process *p, uint64_t addr, struct pyth
 	memcpy(&type, buf + 8, 8); /* ob_type */
 	if (p->code_type && type != p->code_type)
 		return; /* not a code object: a stale frame */
-	if ((size_t)o->code_qualname + 8 > sizeof(buf) || (size_t)o->code_name + 8 > sizeof(buf) ||
-	    (size_t)o->code_filename + 8 > sizeof(buf) ||
+	if ((o->code_qualname != 0xffff && (size_t)o->code_qualname + 8 > sizeof(buf)) ||
+	    (size_t)o->code_name + 8 > sizeof(buf) || (size_t)o->code_filename + 8 > sizeof(buf) ||
 	    (size_t)o->code_linetable + 8 > sizeof(buf) ||
 	    (size_t)o->code_firstlineno + 4 > sizeof(buf))
 		return;

@@ -2,7 +2,9 @@
 outer -> middle -> hot), a thread with its own hot function (worker ->
 thread_hot), a generator driven by a C function (consume_gen -> sum ->
 gen_values) and a C function calling back into Python (sort_cb ->
-sorted -> sort_key). Runs for argv[1] seconds."""
+sorted -> sort_key). Runs for argv[1] seconds; with argv[2] == "exec",
+then replaces itself with a shell loop of a second (an exec mid-run)."""
+import os
 import sys
 import threading
 import time
@@ -67,3 +69,6 @@ def main(secs):
 
 if __name__ == "__main__":
     main(float(sys.argv[1]))
+    if len(sys.argv) > 2 and sys.argv[2] == "exec":
+        os.execv("/bin/sh", ["sh", "-c", "end=$(($(date +%s) + 1)); "
+                             "while [ $(date +%s) -lt $end ]; do :; done"])

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Python frames in the agent's profiles: the same program with known call
+# paths (agent_progs/python_paths.py: nested functions, a thread with its
+# own hot function, a generator driven by sum(), sorted() calling a key
+# function back) on Debian's /usr/bin/python3 and on every pyenv build of
+# 3.9-3.13 present, all at once. python_check.py reads the agent's files
+# (nothing symbolized afterwards: the names, files and lines are the
+# agent's) and requires, in >= 95% of each function's samples, the whole
+# Python path with the right names, file and lines, the C function's
+# native frames between sort_key and sort_cb, and each hot function on its
+# own thread. Also: an unsupported version (pyenv's 3.8, else 3.7) gets
+# native frames and a counted reason in /metrics; a Python process that
+# execs mid-run, and short ones that exit, break nothing (and the one that
+# exec'd keeps its Python names in the window it ran in).
+source "$(dirname "$0")/../lib/agent_test.bash"
+agent_setup
+[ -x /usr/bin/python3 ] || fail "precondition: Debian's /usr/bin/python3 missing"
+script="$AGENT_PROGS/python_paths.py"
+root="${PYENV_ROOT:-$HOME/.pyenv}/versions"
+declare -A interp
+interp[debian]=/usr/bin/python3
+for v in 3.9 3.10 3.11 3.12 3.13; do
+	d=$(ls -d "$root/$v".* 2>/dev/null | sort -V | tail -1) || true
+	[ -n "$d" ] && [ -x "$d/bin/python$v" ] && interp[$v]="$d/bin/python$v"
+done
+[ ${#interp[@]} -ge 2 ] || fail "precondition: no pyenv build of 3.9-3.13 under $root"
+old=""
+for v in 3.8 3.7; do
+	d=$(ls -d "$root/$v".* 2>/dev/null | sort -V | tail -1) || true
+	if [ -n "$d" ] && [ -x "$d/bin/python$v" ]; then old="$d/bin/python$v"; break; fi
+done
+echo "interpreters: ${interp[*]} (unsupported: ${old:-none})"
+
+out="$AGENT_TMP/profiles"
+port=$(free_port)
+agent_start "$out" --local-store-layout=process --profiling-duration=3s \
+	--profiling-cpu-sampling-frequency=99 --http-address=127.0.0.1:$port
+secs=10
+declare -A pids
+for k in "${!interp[@]}"; do
+	"${interp[$k]}" "$script" $secs & pids[$k]=$!
+done
+if [ -n "$old" ]; then "$old" "$script" 4 & oldpid=$!; fi
+# One that execs a shell mid-run, and short ones that exit while sampled.
+/usr/bin/python3 "$script" 4 exec & execpid=$!
+(for _ in $(seq 1 15); do /usr/bin/python3 "$script" 0.2; done) & shortloop=$!
+wait "${pids[@]}" $execpid $shortloop ${oldpid:-}
+sleep 0.5
+metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics not served"
+agent_stop
+
+bad=()
+check() { # NAME PID [checks]
+	local name=$1 pid=$2; shift 2
+	local files
+	files=$(ls "$out"/*_"$pid"_python*.pb.gz 2>/dev/null) || true
+	[ -n "$files" ] || fail "$name: no profile for pid $pid ($(ls "$out" | head))"
+	python3 "$AGENT_PROGS/python_check.py" --name "$name" --script "$script" --pid "$pid" \
+		--min 0.95 "$@" $files || bad+=("$name")
+}
+for k in "${!interp[@]}"; do
+	check "$k" "${pids[$k]}" --path hot:middle,outer,main --path thread_hot:worker \
+		--path gen_values:consume_gen,main --path sort_key:sort_cb,main \
+		--native-between sort_key --native-between gen_values \
+		--thread hot=main --thread thread_hot=other
+done
+check exec "$execpid" --path hot:middle,outer,main
+
+echo "$metrics" | grep -E '^kiln_agent_python'
+metric() { echo "$metrics" | awk -v k="$1" '$1 == k {print $2}'; }
+frames=$(metric kiln_agent_python_frames_total)
+[ "${frames:-0}" -gt 1000 ] || fail "/metrics counts ${frames:-0} Python frames"
+if [ -n "$old" ]; then
+	unsup=$(metric 'kiln_agent_python_walk_failures_total{reason="unsupported_version"}')
+	[ "${unsup:-0}" -ge 1 ] || fail "$old: no unsupported_version counted in /metrics"
+	files=$(ls "$out"/*_"$oldpid"_python*.pb.gz 2>/dev/null) || true
+	[ -n "$files" ] || fail "$old: no profile (native frames expected)"
+	if go tool pprof -symbolize=none -raw $files 2>/dev/null | grep -q '\[python\]'; then
+		fail "$old: Python frames from a version without offsets"
+	fi
+fi
+[ ${#bad[@]} -eq 0 ] || fail "Python paths wrong or missing: ${bad[*]}"
+echo "PASS"
