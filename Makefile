@@ -198,6 +198,10 @@ build/fuzz/fuzz_mmap_record: fuzz/fuzz_mmap_record.c build/fuzz/obj/agent/mmapwa
 		build/fuzz/libkiln-fuzz.a
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/obj/agent/mmapwatch.o build/fuzz/libkiln-fuzz.a \
 		$(PKG_LIBS) -liberty -lpthread -lm
+build/fuzz/fuzz_python_parse: fuzz/fuzz_python_parse.c build/fuzz/obj/agent/python_parse.o \
+		build/fuzz/libkiln-fuzz.a
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/obj/agent/python_parse.o \
+		build/fuzz/libkiln-fuzz.a $(PKG_LIBS) -liberty -lpthread -lm
 
 FUZZ_SECONDS ?= 600
 fuzz: deps fuzz-build
