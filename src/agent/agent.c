@@ -141,8 +141,14 @@ static void release_held(struct agent *a, struct sample_event *e)
 	uint8_t status;
 	int n = unwinder_walk(a->unwinder, e->pid, regs, e->stack, e->stack_len, frames,
 			      PROFILER_MAX_USER_FRAMES, &status, a->now_ns);
+	bool python = false;
 
-	if (n > 0) {
+	/* Python frames come from the kernel's walk only (a stack copy has
+	 * none of the interpreter's memory): such a sample keeps its frames,
+	 * the walk above having built the tables its code lacked. */
+	for (size_t i = e->n_kernel; i < (size_t)e->n_kernel + e->n_user && !python; i++)
+		python = PYFRAME_IS(e->frames[i]);
+	if (n > 0 && !python) {
 		for (int f = 0; f < n && e->n_kernel + f < PROFILER_MAX_FRAMES; f++)
 			e->frames[e->n_kernel + f] = frames[f];
 		e->n_user = (uint16_t)n;

@@ -33,16 +33,19 @@ echo "interpreters: ${interp[*]} (unsupported: ${old:-none})"
 
 out="$AGENT_TMP/profiles"
 port=$(free_port)
+# Room for the tables of whatever else the host runs meanwhile: Python
+# frames need the eval loop's native frames walked by table.
 agent_start "$out" --local-store-layout=process --profiling-duration=3s \
-	--profiling-cpu-sampling-frequency=99 --http-address=127.0.0.1:$port
+	--profiling-cpu-sampling-frequency=99 --http-address=127.0.0.1:$port \
+	--unwind-table-max-bytes=134217728
 secs=10
 declare -A pids
 for k in "${!interp[@]}"; do
 	"${interp[$k]}" "$script" $secs & pids[$k]=$!
 done
-if [ -n "$old" ]; then "$old" "$script" 4 & oldpid=$!; fi
+if [ -n "$old" ]; then "$old" "$script" $secs & oldpid=$!; fi
 # One that execs a shell mid-run, and short ones that exit while sampled.
-/usr/bin/python3 "$script" 4 exec & execpid=$!
+/usr/bin/python3 "$script" 6 exec & execpid=$!
 (for _ in $(seq 1 15); do /usr/bin/python3 "$script" 0.2; done) & shortloop=$!
 wait "${pids[@]}" $execpid $shortloop ${oldpid:-}
 sleep 0.5

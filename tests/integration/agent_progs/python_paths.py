@@ -43,7 +43,7 @@ def gen_values(n):
 
 
 def consume_gen():
-    return sum(gen_values(5000))
+    return sum(gen_values(20000))
 
 
 def sort_key(x):
@@ -51,7 +51,7 @@ def sort_key(x):
 
 
 def sort_cb():
-    return sorted(range(3000), key=sort_key)
+    return sorted(range(10000), key=sort_key)
 
 
 def main(secs):
