@@ -160,9 +160,13 @@ static __always_inline __u64 python_thread_state(struct python_walk *pw, __u32 t
 	return pw->found;
 }
 
+/* The three entry points below are global functions: the verifier checks
+ * each once, on its own, rather than within every state of the native
+ * step that calls them (which would add to the agent's start-up). */
+
 /* Before the native walk: is pid a CPython process, and where is the
  * sampled thread's innermost Python frame. */
-static __always_inline void python_begin(__u32 pid, __u32 tid)
+__noinline int python_begin(__u32 pid, __u32 tid)
 {
 	struct python_proc *p = bpf_map_lookup_elem(&python_procs, &pid);
 	struct python_walk *pw;
@@ -171,33 +175,34 @@ static __always_inline void python_begin(__u32 pid, __u32 tid)
 
 	pw = bpf_map_lookup_elem(&python_walks, &zero);
 	if (!pw)
-		return;
+		return 0;
 	pw->active = 0;
 	pw->in_group = 0;
 	pw->frame = 0;
 	pw->python = p != NULL;
 	if (!p)
-		return;
+		return 0;
 	__builtin_memcpy(&pw->p, p, sizeof(pw->p));
 	stat_inc(STAT_PY_WALKS);
 	tstate = python_thread_state(pw, tid);
 	if (!tstate) {
 		python_fail(PYTHON_FAIL_NO_THREAD_STATE);
-		return;
+		return 0;
 	}
 	if (read_user_u64(tstate + pw->p.off.tstate_frame, &frame)) {
 		python_fail(PYTHON_FAIL_READ_FAULT);
-		return;
+		return 0;
 	}
 	if (frame &&
 	    (pw->p.layout == PYTHON_LAYOUT_IS_ENTRY ||
 	     pw->p.layout == PYTHON_LAYOUT_CSTACK_OWNER) &&
 	    read_user_u64(frame + pw->p.off.cframe_current_frame, &frame)) {
 		python_fail(PYTHON_FAIL_READ_FAULT);
-		return;
+		return 0;
 	}
 	pw->frame = frame;
 	pw->active = 1;
+	return 1;
 }
 
 /* Whether the last walk was of a CPython process's stack. */
@@ -212,34 +217,41 @@ static __always_inline bool python_walked(void)
 
 /* Called for each native frame at lookup_pc: true if it is a call of the
  * eval loop that Python frames replace (they come in the next steps). */
-static __always_inline bool python_eval_call(__u64 lookup_pc)
+__noinline int python_eval_call(__u64 lookup_pc)
 {
 	struct python_walk *pw;
 	__u32 zero = 0;
 
 	pw = bpf_map_lookup_elem(&python_walks, &zero);
 	if (!pw || !pw->active || lookup_pc < pw->p.eval_start || lookup_pc >= pw->p.eval_end)
-		return false;
+		return 0;
 	if (!pw->frame) {
 		python_fail(PYTHON_FAIL_NO_FRAME);
-		return false;
+		return 0;
 	}
 	pw->in_group = 1;
-	return true;
+	return 1;
 }
 
-/* One step of an eval call's Python frames: 0 when there is none to take
- * (the native walk goes on), 1 when this step took one, 2 when the walk
- * must stop (w->status set). */
-static __always_inline int python_emit(struct sample_event *e, struct unwind_walk *w)
+/* One step of an eval call's Python frames into the sample (scratch) and
+ * the walk (walks): 0 when there is none to take (the native walk goes
+ * on), 1 when this step took one, 2 when the walk must stop (its status
+ * set). */
+__noinline int python_emit(void)
 {
 	struct python_walk *pw;
+	struct unwind_walk *w;
+	struct sample_event *e;
 	__u32 zero = 0, idx;
 	__u64 code, at, base;
 	__s32 lasti;
 
 	pw = bpf_map_lookup_elem(&python_walks, &zero);
 	if (!pw || !pw->in_group)
+		return 0;
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	w = bpf_map_lookup_elem(&walks, &zero);
+	if (!e || !w)
 		return 0;
 	if (!pw->frame) {
 		pw->in_group = 0;

@@ -270,7 +270,7 @@ static long unwind_step(__u32 i, void *ctx)
 		return 1;
 	/* The Python frames of the eval call the last step left, if any,
 	 * before the next native frame. */
-	switch (python_emit(e, w)) {
+	switch (python_emit()) {
 	case 1:
 		return 0;
 	case 2:
