@@ -11,7 +11,9 @@
 # own thread. Also: an unsupported version (pyenv's 3.8, else 3.7) gets
 # native frames and a counted reason in /metrics; a Python process that
 # execs mid-run, and short ones that exit, break nothing (and the one that
-# exec'd keeps its Python names in the window it ran in).
+# exec'd keeps its Python names in the window it ran in). The same windows
+# pushed to a real `kiln` come back from its query API with the agent's
+# names, files and lines (the server does not symbolize them again).
 source "$(dirname "$0")/../lib/agent_test.bash"
 agent_setup
 [ -x /usr/bin/python3 ] || fail "precondition: Debian's /usr/bin/python3 missing"
@@ -31,13 +33,23 @@ for v in 3.8 3.7; do
 done
 echo "interpreters: ${interp[*]} (unsupported: ${old:-none})"
 
+[ -x "$KILN_BIN/kiln" ] || fail "precondition: $KILN_BIN/kiln not built"
+kport=$(free_port)
+"$KILN_BIN/kiln" --http-address=127.0.0.1:$kport --storage-path="$AGENT_TMP/data" \
+	>"$AGENT_TMP/kiln.log" 2>&1 &
+kiln_pid=$!
+AGENT_CLEANUP+=("kill $kiln_pid; wait $kiln_pid")
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$kport/ready" >/dev/null && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$kport/ready" >/dev/null || fail "kiln not ready: $(cat "$AGENT_TMP/kiln.log")"
+
 out="$AGENT_TMP/profiles"
 port=$(free_port)
 # Room for the tables of whatever else the host runs meanwhile: Python
 # frames need the eval loop's native frames walked by table.
 agent_start "$out" --local-store-layout=process --profiling-duration=3s \
 	--profiling-cpu-sampling-frequency=99 --http-address=127.0.0.1:$port \
-	--unwind-table-max-bytes=134217728
+	--unwind-table-max-bytes=134217728 \
+	--remote-store-address=127.0.0.1:$kport --remote-store-insecure
 secs=10
 declare -A pids
 for k in "${!interp[@]}"; do
@@ -82,5 +94,19 @@ if [ -n "$old" ]; then
 		fail "$old: Python frames from a version without offsets"
 	fi
 fi
+T="parca_agent:samples:count:cpu:nanoseconds:delta"
+sel="%7Bpid=%22${pids[debian]}%22%7D"
+top=$(curl -sf "http://127.0.0.1:$kport/api/v1/query?mode=merge&query=$T$sel&start=0&end=9999999999999&report=top") ||
+	fail "kiln query failed"
+echo "$top" | python3 -c '
+import json, os, sys
+rows = json.load(sys.stdin)["rows"]
+want = {"hot", "middle", "outer", "main", "thread_hot", "worker"}
+got = {r["name"] for r in rows if r["binary"] == "[python]" and
+       os.path.realpath(r["file"]) == os.path.realpath(sys.argv[1]) and r["line"] > 0}
+missing = want - got
+print("kiln names %d Python functions of the script" % len(got))
+sys.exit("kiln lost Python names: %s (rows: %s)" % (sorted(missing), rows[:5]) if missing else 0)
+' "$script" || bad+=("kiln")
 [ ${#bad[@]} -eq 0 ] || fail "Python paths wrong or missing: ${bad[*]}"
 echo "PASS"
