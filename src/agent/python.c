@@ -60,6 +60,11 @@ struct python_code {
 	char *name, *file;
 	uint8_t *linetable;
 	size_t linetable_len;
+	/* What tells this code object from another later made at the same
+	 * address (name, file and line table pointers, first line), checked
+	 * again on the first use in each drain (epoch). */
+	uint64_t ident[4];
+	uint64_t epoch;
 };
 
 struct python_code_key {
@@ -79,6 +84,7 @@ struct python {
 	size_t bytes;
 	/* thread.fsbase in task_struct: 0 not looked up yet, -1 not found */
 	long fsbase_off;
+	uint64_t epoch; /* drains so far (python_new_drain) */
 };
 
 #define ADD(f, v) atomic_fetch_add_explicit(&py->m->f, (v), memory_order_relaxed)
@@ -548,40 +554,84 @@ static uint8_t *read_bytes(uint32_t pid, const struct python_offsets *o, uint64_
 	return data;
 }
 
-static void code_read(const struct python_process *p, uint64_t addr, struct python_code *c)
+/* The identity of the code object at addr (struct python_code.ident):
+ * 0, or -1 when it cannot be read or is not a code object. */
+static int code_ident(const struct python_process *p, uint64_t addr, uint64_t ident[4])
 {
 	const struct python_offsets *o = &p->off;
 	uint8_t buf[CODE_READ_BYTES];
-	uint64_t type, name_at, file_at, table_at;
+	uint64_t type;
 	int32_t first;
 
-	memset(c, 0, sizeof(*c));
-	c->version = p->version;
 	if (read_process(p->pid, addr, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-		return;
+		return -1;
 	memcpy(&type, buf + 8, 8); /* ob_type */
 	if (p->code_type && type != p->code_type)
-		return; /* not a code object: a stale frame */
+		return -1; /* not a code object: a stale frame */
 	if ((o->code_qualname != 0xffff && (size_t)o->code_qualname + 8 > sizeof(buf)) ||
 	    (size_t)o->code_name + 8 > sizeof(buf) || (size_t)o->code_filename + 8 > sizeof(buf) ||
 	    (size_t)o->code_linetable + 8 > sizeof(buf) ||
 	    (size_t)o->code_firstlineno + 4 > sizeof(buf))
-		return;
-	memcpy(&name_at, buf + (o->code_qualname != 0xffff ? o->code_qualname : o->code_name), 8);
-	memcpy(&file_at, buf + o->code_filename, 8);
-	memcpy(&table_at, buf + o->code_linetable, 8);
+		return -1;
+	memcpy(&ident[0], buf + (o->code_qualname != 0xffff ? o->code_qualname : o->code_name), 8);
+	memcpy(&ident[1], buf + o->code_filename, 8);
+	memcpy(&ident[2], buf + o->code_linetable, 8);
 	memcpy(&first, buf + o->code_firstlineno, 4);
-	c->name = read_string(p->pid, o, name_at);
-	c->file = read_string(p->pid, o, file_at);
+	ident[3] = (uint64_t)(int64_t)first;
+	return 0;
+}
+
+static void code_read(const struct python_process *p, uint64_t addr, struct python_code *c)
+{
+	const struct python_offsets *o = &p->off;
+
+	memset(c, 0, sizeof(*c));
+	c->version = p->version;
+	if (code_ident(p, addr, c->ident))
+		return;
+	c->name = read_string(p->pid, o, c->ident[0]);
+	c->file = read_string(p->pid, o, c->ident[1]);
 	if (!c->name || !c->file) {
 		free(c->name);
 		free(c->file);
 		c->name = c->file = NULL;
 		return;
 	}
-	c->first_line = first;
-	c->linetable = read_bytes(p->pid, o, table_at, &c->linetable_len);
+	c->first_line = (int)(int64_t)c->ident[3];
+	c->linetable = read_bytes(p->pid, o, c->ident[2], &c->linetable_len);
 	c->ok = true;
+}
+
+static size_t code_bytes(const struct python_code *c)
+{
+	return sizeof(*c) + sizeof(struct python_code_key) + 32 + c->linetable_len +
+	       (c->name ? strlen(c->name) + strlen(c->file) + 2 : 0);
+}
+
+/* A code object named in an earlier drain: still the same one? (Memory
+ * of a freed code object gets reused, by another code object too.) If
+ * not, it is read again. */
+static void code_revalidate(struct python *py, const struct python_process *p, uint64_t addr,
+			    struct python_code *c)
+{
+	uint64_t ident[4];
+
+	c->epoch = py->epoch;
+	if (p->forgotten_ns || code_ident(p, addr, ident) ||
+	    memcmp(ident, c->ident, sizeof(ident)) == 0)
+		return;
+	py->bytes -= py->bytes > code_bytes(c) ? code_bytes(c) : py->bytes;
+	free(c->name);
+	free(c->file);
+	free(c->linetable);
+	code_read(p, addr, c);
+	c->epoch = py->epoch;
+	py->bytes += code_bytes(c);
+}
+
+void python_new_drain(struct python *py)
+{
+	py->epoch++;
 }
 
 void python_note_frames(struct python *py, uint32_t pid, const uint64_t *frames, size_t n)
@@ -597,8 +647,12 @@ void python_note_frames(struct python *py, uint32_t pid, const uint64_t *frames,
 		if (!PYFRAME_IS(frames[i]))
 			continue;
 		key.code = PYFRAME_CODE(frames[i]);
-		if (htab_get(py->names, &key, sizeof(key), &idx))
+		if (htab_get(py->names, &key, sizeof(key), &idx)) {
+			if (idx < py->ncodes && py->codes[idx].epoch != py->epoch &&
+			    (p || (p = process_find_any(py, pid))))
+				code_revalidate(py, p, key.code, &py->codes[idx]);
 			continue;
+		}
 		if (!p && !(p = process_find_any(py, pid)))
 			return;
 		if (py->ncodes == py->codes_cap) {
@@ -615,10 +669,10 @@ void python_note_frames(struct python *py, uint32_t pid, const uint64_t *frames,
 			return;
 		c = &py->codes[py->ncodes++];
 		code_read(p, key.code, c);
+		c->epoch = py->epoch;
 		if (!c->ok)
 			ADD(python_code_unreadable, 1);
-		py->bytes += sizeof(*c) + sizeof(key) + 32 + c->linetable_len +
-			     (c->name ? strlen(c->name) + strlen(c->file) + 2 : 0);
+		py->bytes += code_bytes(c);
 	}
 }
 
@@ -705,6 +759,8 @@ void python_reap_names(struct python *py, uint64_t cutoff_ns)
 {
 	uint32_t gone[64];
 	size_t ngone = 0, out = 0;
+
+	py->epoch++; /* if no drain hook bumps it */
 
 	for (size_t i = 0; i < py->nprocs; i++) {
 		if (py->procs[i].forgotten_ns && py->procs[i].forgotten_ns < cutoff_ns &&

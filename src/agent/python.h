@@ -79,8 +79,13 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid);
 void python_forget(struct python *py, uint32_t pid, uint64_t now_ns);
 
 /* Names the Python frames among frames[0..n) of a sample of pid (reads
- * each code object not seen yet while the process lives). */
+ * each code object not seen yet while the process lives; one named in an
+ * earlier drain is checked to be the same object on its first use in
+ * this one, since a freed code object's memory may hold another). */
 void python_note_frames(struct python *py, uint32_t pid, const uint64_t *frames, size_t n);
+
+/* A new drain of the ring begins (see python_note_frames). */
+void python_new_drain(struct python *py);
 
 /* What a Python frame of pid is: qualified name, file and line (0 when
  * unknown). False when its code object could not be read. The strings
