@@ -392,6 +392,10 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 	char path[4352];
 	int rc;
 
+	/* Loaded again (the unwinder reloads a process that maps new code):
+	 * its interpreter is still the one found, walked or not. */
+	if (process_find(py, pid))
+		return 0;
 	rc = read_maps(proc_root, pid, &maps);
 	if (rc)
 		goto out;
@@ -411,6 +415,7 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 		version = (uint16_t)(syms.py_version >> 16);
 	if (!python_offsets_for(version, &entry.off, &entry.layout)) {
 		ADD(python_unsupported, 1);
+		process_add(py, &proc); /* version 0: known, not walked */
 		log_debug("pid %u: CPython %d.%d has no offset table: native frames only", pid,
 			  version >> 8, version & 0xff);
 		goto out;
@@ -428,6 +433,7 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 		if (python_debug_offsets_parse(dbg, sizeof(dbg), &entry.off, &hex, err,
 					       sizeof(err))) {
 			ADD(python_unsupported, 1);
+			process_add(py, &proc); /* version 0: known, not walked */
 			log_debug("pid %u: %s: native frames only", pid, err);
 			goto out;
 		}
@@ -437,6 +443,7 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 			py->fsbase_off = task_fsbase_offset();
 		if (py->fsbase_off < 0) {
 			ADD(python_unsupported, 1);
+			process_add(py, &proc); /* version 0: known, not walked */
 			log_debug("pid %u: no thread.fsbase in the kernel's BTF: native frames "
 				  "only",
 				  pid);
