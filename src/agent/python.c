@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAMES_MAX_BYTES (32u << 20)
@@ -439,8 +440,17 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 		}
 	}
 	if (version < 0x030b) {
-		if (!py->fsbase_off)
+		if (!py->fsbase_off) {
+			struct timespec t0, t1;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
 			py->fsbase_off = task_fsbase_offset();
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			log_debug("kernel BTF: task_struct.thread.fsbase at %ld (%.1f ms)",
+				  py->fsbase_off,
+				  (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+				      (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+		}
 		if (py->fsbase_off < 0) {
 			ADD(python_unsupported, 1);
 			process_add(py, &proc); /* version 0: known, not walked */
