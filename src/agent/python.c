@@ -137,12 +137,15 @@ static struct python_process *process_find(struct python *py, uint32_t pid)
 	return NULL;
 }
 
+/* The entry whose offsets name pid's frames: the live one, else the last
+ * forgotten (its samples may still be drained); never an unwalked one. */
 static const struct python_process *process_find_any(const struct python *py, uint32_t pid)
 {
 	const struct python_process *found = NULL;
 
 	for (size_t i = 0; i < py->nprocs; i++)
-		if (py->procs[i].pid == pid && (!found || !py->procs[i].forgotten_ns))
+		if (py->procs[i].pid == pid && py->procs[i].version &&
+		    (!found || !py->procs[i].forgotten_ns))
 			found = &py->procs[i];
 	return found;
 }
@@ -249,7 +252,8 @@ out:
 	return rc;
 }
 
-/* thread.fsbase's offset in the kernel's task_struct, from its BTF. */
+/* The byte offset of member name in struct or union type_id, looking
+ * into anonymous members; -1 when there is none. */
 static long btf_member_offset(const struct btf *btf, __u32 type_id, const char *name)
 {
 	const struct btf_type *t = btf__type_by_id(btf, type_id);
@@ -274,29 +278,24 @@ static long btf_member_offset(const struct btf *btf, __u32 type_id, const char *
 	return -1;
 }
 
+/* thread.fsbase's offset in the kernel's task_struct, from its BTF. */
 static long task_fsbase_offset(void)
 {
 	struct btf *btf = btf__load_vmlinux_btf();
-	const struct btf_type *t;
-	long thread, fsbase = -1;
-	__s32 task;
+	long thread = -1, fsbase = -1;
+	__s32 task, thread_type;
 
 	if (!btf)
 		return -1;
 	task = btf__find_by_name_kind(btf, "task_struct", BTF_KIND_STRUCT);
-	thread = task > 0 ? btf_member_offset(btf, (__u32)task, "thread") : -1;
+	thread_type = btf__find_by_name_kind(btf, "thread_struct", BTF_KIND_STRUCT);
+	if (task > 0 && thread_type > 0)
+		thread = btf_member_offset(btf, (__u32)task, "thread");
 	if (thread >= 0) {
-		const struct btf_member *mem = btf_members(btf__type_by_id(btf, (__u32)task));
-		__s32 thread_type = btf__find_by_name_kind(btf, "thread_struct", BTF_KIND_STRUCT);
+		long off = btf_member_offset(btf, (__u32)thread_type, "fsbase");
 
-		(void)mem;
-		t = thread_type > 0 ? btf__type_by_id(btf, (__u32)thread_type) : NULL;
-		if (t) {
-			long off = btf_member_offset(btf, (__u32)thread_type, "fsbase");
-
-			if (off >= 0)
-				fsbase = thread + off;
-		}
+		if (off >= 0)
+			fsbase = thread + off;
 	}
 	btf__free(btf);
 	return fsbase;
@@ -580,7 +579,7 @@ static int code_ident(const struct python_process *p, uint64_t addr, uint64_t id
 	uint64_t type;
 	int32_t first;
 
-	if (read_process(p->pid, addr, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+	if (!p->version || read_process(p->pid, addr, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 		return -1;
 	memcpy(&type, buf + 8, 8); /* ob_type */
 	if (p->code_type && type != p->code_type)
