@@ -50,15 +50,38 @@ agent_start "$out" --local-store-layout=process --profiling-duration=3s \
 	--profiling-cpu-sampling-frequency=99 --http-address=127.0.0.1:$port \
 	--unwind-table-max-bytes=134217728 \
 	--remote-store-address=127.0.0.1:$kport --remote-store-insecure
-secs=10
+# The programs run until PY_STOP_FILE appears: 8 s after the agent has
+# found every interpreter and walked a few thousand Python frames (a
+# loaded host may take a while to get there; samples before carry no
+# Python frames and are not counted).
+export PY_STOP_FILE="$AGENT_TMP/stop"
 declare -A pids
 for k in "${!interp[@]}"; do
-	"${interp[$k]}" "$script" $secs & pids[$k]=$!
+	"${interp[$k]}" "$script" 120 & pids[$k]=$!
 done
-if [ -n "$old" ]; then "$old" "$script" $secs & oldpid=$!; fi
-# One that execs a shell mid-run, and short ones that exit while sampled.
-/usr/bin/python3 "$script" 6 exec & execpid=$!
-(for _ in $(seq 1 15); do /usr/bin/python3 "$script" 0.2; done) & shortloop=$!
+if [ -n "$old" ]; then "$old" "$script" 120 & oldpid=$!; fi
+# One that execs a shell when stopped, and short ones that exit while sampled.
+/usr/bin/python3 "$script" 120 exec & execpid=$!
+(for _ in $(seq 1 15); do PY_STOP_FILE= /usr/bin/python3 "$script" 0.2; done) & shortloop=$!
+want=$((${#interp[@]} + 1))
+for _ in $(seq 1 600); do
+	n=$(curl -sf "http://127.0.0.1:$port/metrics" |
+		awk '$1 == "kiln_agent_python_processes_total" {print $2}') || true
+	[ "${n:-0}" -ge $want ] && break
+	sleep 0.1
+done
+echo "the agent walks ${n:-0} CPython processes (want $want)"
+# Then until their frames flow (their eval loop's unwind tables built),
+# and some more.
+for _ in $(seq 1 400); do
+	n=$(curl -sf "http://127.0.0.1:$port/metrics" |
+		awk '$1 == "kiln_agent_python_frames_total" {print $2}') || true
+	[ "${n:-0}" -ge 3000 ] && break
+	sleep 0.1
+done
+echo "${n:-0} Python frames so far"
+sleep 8
+touch "$PY_STOP_FILE"
 wait "${pids[@]}" $execpid $shortloop ${oldpid:-}
 sleep 0.5
 metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics not served"

@@ -2,8 +2,9 @@
 outer -> middle -> hot), a thread with its own hot function (worker ->
 thread_hot), a generator driven by a C function (consume_gen -> sum ->
 gen_values) and a C function calling back into Python (sort_cb ->
-sorted -> sort_key). Runs for argv[1] seconds; with argv[2] == "exec",
-then replaces itself with a shell loop of a second (an exec mid-run)."""
+sorted -> sort_key). Runs for argv[1] seconds at most, less if the file
+named by $PY_STOP_FILE appears; with argv[2] == "exec", then replaces
+itself with a shell loop of a second (an exec mid-run)."""
 import os
 import sys
 import threading
@@ -59,7 +60,8 @@ def main(secs):
     t = threading.Thread(target=worker, args=(stop,))
     t.start()
     end = time.time() + secs
-    while time.time() < end:
+    stop_file = os.environ.get("PY_STOP_FILE", "")
+    while time.time() < end and not (stop_file and os.path.exists(stop_file)):
         outer()
         consume_gen()
         sort_cb()
