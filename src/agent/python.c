@@ -137,8 +137,8 @@ static struct python_process *process_find(struct python *py, uint32_t pid)
 	return NULL;
 }
 
-/* The entry whose offsets name pid's frames: the live one, else the last
- * forgotten (its samples may still be drained); never an unwalked one. */
+/* The entry whose offsets name pid's frames: the live one, else a
+ * forgotten one (its samples may still be drained); never an unwalked one. */
 static const struct python_process *process_find_any(const struct python *py, uint32_t pid)
 {
 	const struct python_process *found = NULL;
