@@ -198,6 +198,10 @@ build/fuzz/fuzz_mmap_record: fuzz/fuzz_mmap_record.c build/fuzz/obj/agent/mmapwa
 		build/fuzz/libkiln-fuzz.a
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/obj/agent/mmapwatch.o build/fuzz/libkiln-fuzz.a \
 		$(PKG_LIBS) -liberty -lpthread -lm
+build/fuzz/fuzz_python_parse: fuzz/fuzz_python_parse.c build/fuzz/obj/agent/python_parse.o \
+		build/fuzz/libkiln-fuzz.a
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/obj/agent/python_parse.o \
+		build/fuzz/libkiln-fuzz.a $(PKG_LIBS) -liberty -lpthread -lm
 
 # The off-CPU kprobe's kallsyms matcher, likewise.
 build/fuzz/fuzz_offcpu_kallsyms: fuzz/fuzz_offcpu_kallsyms.c build/fuzz/obj/agent/offcpu_ksym.o \

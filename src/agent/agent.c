@@ -12,6 +12,7 @@
  * take, and those drops are reported).
  */
 #include "agent/agent.h"
+#include "agent/python.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "pprof/pprof.h"
@@ -76,6 +77,8 @@ struct agent {
 	struct unwinder *unwinder;
 	uint32_t *unwind_queue;
 	size_t unwind_queued, unwind_queue_cap;
+	/* Python frames (NULL: off, or no unwinder to walk them with). */
+	struct python *python;
 	/* Samples that carry a copy of their stack (their process had no
 	 * tables yet), held until the loads after this drain. */
 	struct sample_event **held;
@@ -138,8 +141,14 @@ static void release_held(struct agent *a, struct sample_event *e)
 	uint8_t status;
 	int n = unwinder_walk(a->unwinder, e->pid, regs, e->stack, e->stack_len, frames,
 			      PROFILER_MAX_USER_FRAMES, &status, a->now_ns);
+	bool python = false;
 
-	if (n > 0) {
+	/* Python frames come from the kernel's walk only (a stack copy has
+	 * none of the interpreter's memory): such a sample keeps its frames,
+	 * the walk above having built the tables its code lacked. */
+	for (size_t i = e->n_kernel; i < (size_t)e->n_kernel + e->n_user && !python; i++)
+		python = PYFRAME_IS(e->frames[i]);
+	if (n > 0 && !python) {
 		for (int f = 0; f < n && e->n_kernel + f < PROFILER_MAX_FRAMES; f++)
 			e->frames[e->n_kernel + f] = frames[f];
 		e->n_user = (uint16_t)n;
@@ -171,7 +180,10 @@ static void release_held_of(struct agent *a, uint32_t pid)
 static void unwind_after_drain(struct agent *a)
 {
 	for (size_t i = 0; i < a->unwind_queued; i++)
-		unwinder_load(a->unwinder, a->cfg->proc_root, a->unwind_queue[i], a->now_ns);
+		if (unwinder_load(a->unwinder, a->cfg->proc_root, a->unwind_queue[i], a->now_ns) ==
+			0 &&
+		    a->python)
+			python_load(a->python, a->cfg->proc_root, a->unwind_queue[i]);
 	a->unwind_queued = 0;
 	for (size_t i = 0; i < a->nheld; i++)
 		release_held(a, a->held[i]);
@@ -262,12 +274,19 @@ static void add_sample(struct agent *a, const struct sample_event *e)
 	 * yet (lazy entries), or the process mapped new code since we read
 	 * its maps (dlopen, JIT). Ask while it lives. */
 	for (size_t i = e->n_kernel; i < nf; i++) {
+		if (PYFRAME_IS(e->frames[i]))
+			continue;
 		if (!procmaps_find(&p->maps, e->frames[i])) {
 			proc_cache_resolve(a->procs, p, e->frames[i], a->now_ns, MAPS_REFRESH_NS);
 			if (!p->lazy)
 				break;
 		}
 	}
+	/* Named now, while the process lives (it may be gone when its
+	 * window's profile is built). */
+	if (a->python)
+		python_note_frames(a->python, e->pid, (const uint64_t *)&e->frames[e->n_kernel],
+				   e->n_user);
 	w = e->ktime_ns >= a->cur->end_mono_ns ? a->next : a->cur;
 	if (window_add(w, p, e) != 0)
 		ADD(drops_oom, 1);
@@ -293,6 +312,8 @@ static void on_record(void *ctx, const void *data, size_t len)
 		 * now rather than at its next sample. */
 		if (a->unwinder && unwinder_forget(a->unwinder, e->pid, a->now_ns))
 			unwind_request(a, e->pid);
+		if (a->python)
+			python_forget(a->python, e->pid, a->now_ns);
 		ADD(exec_events, 1);
 	} else if (kind == PROFILER_EVENT_EXIT && len >= sizeof(struct exec_event)) {
 		const struct exec_event *e = data;
@@ -302,6 +323,8 @@ static void on_record(void *ctx, const void *data, size_t len)
 		proc_cache_mark_exited(a->procs, e->pid, a->now_ns);
 		if (a->unwinder)
 			unwinder_forget(a->unwinder, e->pid, a->now_ns);
+		if (a->python)
+			python_forget(a->python, e->pid, a->now_ns);
 		ADD(exit_events, 1);
 	}
 }
@@ -319,6 +342,8 @@ static void drain_mmap_records(void *ctx)
 	struct agent *a = ctx;
 	uint64_t lost = mmap_watch_drain(a->mmaps, on_mmap_event, a);
 
+	if (a->python)
+		python_new_drain(a->python);
 	if (lost)
 		ADD(mmap_records_lost, lost);
 }
@@ -344,6 +369,8 @@ static void update_kernel_stats(struct agent *a)
 	SET(offcpu_drops_ringbuf, st[STAT_OFFCPU_DROP_RINGBUF_FULL]);
 	SET(offcpu_kernel_threads, st[STAT_OFFCPU_KERNEL_THREAD]);
 	SET(offcpu_nested, st[STAT_OFFCPU_NESTED]);
+	if (a->python)
+		python_update_metrics(a->python, st);
 }
 
 static int symbolize_batch(void *ctx, const uint64_t *addrs, size_t n,
@@ -383,6 +410,10 @@ static void window_name_kernel_frames(struct agent *a, struct window *w)
 
 			for (size_t f = 0; f < k->n_kernel && !rc; f++)
 				rc = ksym_cache_want(a->ksyms, ksym_frame_addr(frames[f], f == 0));
+			/* names dropped since the drain (the cache's bound) */
+			if (a->python)
+				python_note_frames(a->python, w->procs[t % w->n].info->pid,
+						   frames + k->n_kernel, k->n_user);
 		}
 	}
 	if (!rc)
@@ -403,6 +434,7 @@ static void window_emit(struct agent *a, struct window *w)
 	const struct agent_config *cfg = a->cfg;
 	struct profile_env env = {
 	    .ksyms = a->ksyms,
+	    .python = a->python,
 	    .frequency_hz = cfg->frequency_hz,
 	    .host_labels = &a->host_labels,
 	    .gz = a->gz,
@@ -606,6 +638,8 @@ static void window_finish(struct agent *a, struct window *w)
 	if (a->now_ns > PROC_EXIT_LINGER_NS)
 		proc_cache_reap_exited(a->procs, a->now_ns - PROC_EXIT_LINGER_NS);
 	proc_cache_expire_notes(a->procs, a->now_ns);
+	if (a->python && a->now_ns > PROC_EXIT_LINGER_NS)
+		python_reap_names(a->python, a->now_ns - PROC_EXIT_LINGER_NS);
 	SET(processes_tracked, proc_cache_count(a->procs));
 	a->cpu_mark_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	dt = clock_ns(CLOCK_MONOTONIC) - t0;
@@ -696,7 +730,9 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 
 		if (sampler_unwind_maps(a.sampler, &um)) {
 			a.unwinder = unwinder_new(&um, cfg->debug_dir, a.m);
-			if (!a.unwinder) {
+			if (cfg->python_frames && a.unwinder)
+				a.python = python_new(sampler_python_map_fd(a.sampler), a.m);
+			if (!a.unwinder || (cfg->python_frames && !a.python)) {
 				rc = kiln_error_set(err, ENOMEM, "out of memory");
 				goto out;
 			}
@@ -792,6 +828,7 @@ out:
 		free(a.held[i]);
 	free(a.held);
 	unwinder_free(a.unwinder);
+	python_free(a.python);
 	free(a.unwind_queue);
 	sampler_close(a.sampler);
 	mmap_watch_close(a.mmaps);

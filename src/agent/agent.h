@@ -8,6 +8,7 @@
  *   unwinder.c     which files' tables are in the kernel, which process maps which
  *   offcpu.bpf.h   kernel side: off-CPU samples (where threads block, how long)
  *   offcpu.c       attach those programs (finish_task_switch by its real name)
+ *   python*.c      Python frames: CPython processes, code object names (python.h)
  *   window.c       aggregate records into per-process windows
  *   profile.c      turn one process's window into a pprof profile
  *   procinfo.c     per-process cache: /proc/PID/{stat,maps,cgroup,exe}, labels
@@ -397,10 +398,14 @@ void window_free(struct window *w);
 
 /* ---- profiles (profile.c) ------------------------------------------------- */
 
+struct python; /* python.h */
+
 struct profile_env {
 	/* Kernel frame names, resolved for this window's frames (see
 	 * ksym_cache_want); NULL: kernel frames stay addresses. */
 	const struct ksym_cache *ksyms;
+	/* Python frame names (python_frame_name); NULL: none */
+	const struct python *python;
 	unsigned frequency_hz;
 	const struct agent_labels *host_labels; /* node, kernel_release, external */
 	/* Optional, reused across profiles (NULL: allocated per profile): a
@@ -522,6 +527,14 @@ struct agent_metrics {
 	atomic_uint_least64_t offcpu_nested;  /* CPU samples not taken */
 	atomic_uint_least64_t offcpu_samples; /* received */
 	atomic_uint_least64_t offcpu_profiles;
+	/* Python frames (python.c, python.bpf.h) */
+	atomic_uint_least64_t python_processes;	      /* CPython processes walked */
+	atomic_uint_least64_t python_unsupported;     /* ... left native: version */
+	atomic_uint_least64_t python_walks;	      /* kernel walks of their stacks */
+	atomic_uint_least64_t python_walk_ns;	      /* time of those walks */
+	atomic_uint_least64_t python_kernel_frames;   /* Python frames emitted */
+	atomic_uint_least64_t python_code_unreadable; /* code objects not named */
+	atomic_uint_least64_t python_fail[PYTHON_FAIL_NR];
 };
 
 struct metrics_server;
@@ -678,6 +691,7 @@ struct agent_config {
 	 * 0: frame pointers only (the kernel's walker, as perf -g). */
 	size_t unwind_table_bytes;
 	const char *debug_dir; /* separate debug files, for tables */
+	bool python_frames;    /* --python-frames: walk CPython's frames */
 	struct agent_sink **sinks;
 	size_t n_sinks;
 	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
@@ -726,6 +740,8 @@ int sampler_open_ex(unsigned freq, size_t ringbuf_bytes, uint32_t unwind_rows,
 bool sampler_offcpu_active(const struct sampler *s);
 /* The unwinder's maps: false when it is off. */
 bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out);
+/* python_procs (see python.bpf.h): -1 when the unwinder is off. */
+int sampler_python_map_fd(struct sampler *s);
 /* Waits up to timeout_ms for the kernel to signal a record worth prompt
  * attention (a process not seen before, a ring a quarter full) or a
  * signal, then delivers every record in the ring. Returns the count or a

@@ -56,6 +56,7 @@ enum {
 	OPT_UNWIND_BYTES,
 	OPT_DEBUGINFO_DIRS,
 	OPT_VERSION,
+	OPT_PYTHON_FRAMES,
 	OPT_OFFCPU_THRESHOLD,
 	OPT_OFFCPU_PROBABILITY,
 	OPT_LOG_FORMAT,
@@ -131,6 +132,7 @@ static const struct option long_options[] = {
     {"debuginfo-directories", required_argument, NULL, OPT_DEBUGINFO_DIRS},
     {"off-cpu-threshold", optional_argument, NULL, OPT_OFFCPU_THRESHOLD},
     {"off-cpu-probability", required_argument, NULL, OPT_OFFCPU_PROBABILITY},
+    {"python-frames", optional_argument, NULL, OPT_PYTHON_FRAMES},
     {NULL, 0, NULL, 0},
 };
 
@@ -227,6 +229,13 @@ static void usage(FILE *f)
 	    "                                          P times the true off-CPU time\n"
 	    "                                          (OpenTelemetry's and Parca's\n"
 	    "                                          --off-cpu-threshold) (default: 0.1)\n"
+	    "      --python-frames[=BOOL]              name the Python functions CPython\n"
+	    "                                          3.9-3.13 processes run, read from the\n"
+	    "                                          interpreter in the kernel, in place\n"
+	    "                                          of its eval loop's native frames\n"
+	    "                                          (needs the unwind tables; other\n"
+	    "                                          versions keep native frames, counted\n"
+	    "                                          in /metrics) (default: true)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
@@ -272,6 +281,7 @@ int main(int argc, char **argv)
 				   .unwind_table_bytes = 16u << 20,
 				   .debug_dir = "/usr/lib/debug",
 				   .offcpu_probability = OFFCPU_DEFAULT_PROBABILITY,
+				   .python_frames = true,
 				   .duration_ns = 10ull * 1000000000,
 				   .http_address = "127.0.0.1:7071",
 				   .proc_root = "/proc"};
@@ -448,6 +458,14 @@ int main(int argc, char **argv)
 				dcfg.no_strip = true;
 			else
 				die("--debuginfo-strip=%s: expected true or false", optarg);
+			break;
+		case OPT_PYTHON_FRAMES:
+			if (!optarg || strcmp(optarg, "true") == 0)
+				cfg.python_frames = true;
+			else if (strcmp(optarg, "false") == 0)
+				cfg.python_frames = false;
+			else
+				die("--python-frames=%s: expected true or false", optarg);
 			break;
 		case OPT_EXTERNAL_LABELS:
 			if (labels_parse_list(&cfg.external, optarg, &err) != 0)

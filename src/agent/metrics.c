@@ -157,6 +157,48 @@ static int render_offcpu(const struct agent_metrics *m, struct buf *out)
 	    LOAD(offcpu_drops_slot_taken), LOAD(offcpu_drops_ringbuf), LOAD(offcpu_kernel_threads));
 }
 
+/* Python frames (python.c): what was walked, what failed and why. */
+static int render_python(const struct agent_metrics *m, struct buf *out)
+{
+	static const char *const reasons[PYTHON_FAIL_NR] = {
+	    [PYTHON_FAIL_NO_THREAD_STATE] = "no_thread_state",
+	    [PYTHON_FAIL_READ_FAULT] = "read_fault",
+	    [PYTHON_FAIL_NO_FRAME] = "no_frame",
+	    [PYTHON_FAIL_DEPTH] = "depth",
+	};
+	int rc = buf_printf(
+	    out,
+	    "# HELP kiln_agent_python_processes_total CPython processes whose frames the BPF "
+	    "program walks.\n"
+	    "# TYPE kiln_agent_python_processes_total counter\n"
+	    "kiln_agent_python_processes_total %llu\n"
+	    "# HELP kiln_agent_python_walks_total Samples of those processes walked.\n"
+	    "# TYPE kiln_agent_python_walks_total counter\n"
+	    "kiln_agent_python_walks_total %llu\n"
+	    "# HELP kiln_agent_python_walk_seconds_total Time the BPF program spent in those "
+	    "walks (native and Python frames).\n"
+	    "# TYPE kiln_agent_python_walk_seconds_total counter\n"
+	    "kiln_agent_python_walk_seconds_total %.9f\n"
+	    "# HELP kiln_agent_python_frames_total Python frames emitted.\n"
+	    "# TYPE kiln_agent_python_frames_total counter\n"
+	    "kiln_agent_python_frames_total %llu\n"
+	    "# HELP kiln_agent_python_code_unreadable_total Code objects that could not be "
+	    "read (their frames stay unnamed).\n"
+	    "# TYPE kiln_agent_python_code_unreadable_total counter\n"
+	    "kiln_agent_python_code_unreadable_total %llu\n"
+	    "# HELP kiln_agent_python_walk_failures_total Python walks that stopped, by "
+	    "reason; unsupported_version counts processes left with native frames.\n"
+	    "# TYPE kiln_agent_python_walk_failures_total counter\n"
+	    "kiln_agent_python_walk_failures_total{reason=\"unsupported_version\"} %llu\n",
+	    LOAD(python_processes), LOAD(python_walks), (double)LOAD(python_walk_ns) / 1e9,
+	    LOAD(python_kernel_frames), LOAD(python_code_unreadable), LOAD(python_unsupported));
+
+	for (int i = 0; i < PYTHON_FAIL_NR; i++)
+		rc |= buf_printf(out, "kiln_agent_python_walk_failures_total{reason=\"%s\"} %llu\n",
+				 reasons[i], LOAD(python_fail[i]));
+	return rc;
+}
+
 int metrics_render(const struct agent_metrics *m, struct buf *out)
 {
 	int rc = 0;
@@ -250,6 +292,7 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 LOAD(processes_tracked));
 	rc |= render_unwind(m, out);
 	rc |= render_offcpu(m, out);
+	rc |= render_python(m, out);
 	rc |= process_metrics_render(out);
 	return rc ? -ENOMEM : 0;
 }

@@ -22,8 +22,13 @@
  * User frames are left as addresses with the exact mapping (start, limit,
  * file offset, path, build ID) so that the server, or `go tool pprof
  * -symbolize=local` on the same host, can symbolize them from the binary.
+ *
+ * Python frames (python.h) carry their names too, under one "[python]"
+ * mapping with has_functions: function = qualified name, file = the .py
+ * file, with the line of the instruction the frame was at.
  */
 #include "agent/agent.h"
+#include "agent/python.h"
 #include "common/htab.h"
 #include "pprof/pprof.h"
 
@@ -66,6 +71,29 @@ static uint64_t kernel_location(struct pprof_builder *b, const struct profile_en
 	return pprof_builder_location(b, kmapping, addr, &line, 1);
 }
 
+/* The "[python]" mapping: the range of the encoded frames (python_frames.h),
+ * which no native address reaches; created on first use. */
+static uint64_t python_mapping(struct pprof_builder *b, struct agent_exec_infos *exec,
+			       uint64_t *pymapping);
+
+static uint64_t python_location(struct pprof_builder *b, const struct profile_env *env,
+				uint32_t pid, uint64_t frame, struct agent_exec_infos *exec,
+				uint64_t *pymapping)
+{
+	struct pprof_line_desc line = {0};
+	const char *name, *file;
+	uint64_t mid = python_mapping(b, exec, pymapping);
+
+	if (!mid)
+		return 0;
+	if (!python_frame_name(env->python, pid, frame, &name, &file, &line.line))
+		return pprof_builder_location(b, mid, frame, NULL, 0);
+	line.function_id = pprof_builder_function(b, name, name, file, 0);
+	if (!line.function_id)
+		return 0;
+	return pprof_builder_location(b, mid, frame, &line, 1);
+}
+
 void agent_exec_infos_free(struct agent_exec_infos *e)
 {
 	free(e->v);
@@ -99,6 +127,24 @@ static int exec_info_note(struct agent_exec_infos *e, uint64_t mid, const struct
 		ei->load_vaddr = m->load_vaddr;
 	}
 	return 0;
+}
+
+static uint64_t python_mapping(struct pprof_builder *b, struct agent_exec_infos *exec,
+			       uint64_t *pymapping)
+{
+	struct pprof_mapping_desc pm = {.filename = "[python]",
+					.memory_start = PYFRAME_TAG,
+					.memory_limit = PYFRAME_TAG << 1,
+					.has_functions = true,
+					.has_filenames = true,
+					.has_line_numbers = true};
+
+	if (*pymapping)
+		return *pymapping;
+	*pymapping = pprof_builder_mapping(b, &pm);
+	if (*pymapping && exec_info_note(exec, *pymapping, NULL) != 0)
+		*pymapping = 0;
+	return *pymapping;
 }
 
 static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping *m,
@@ -256,6 +302,7 @@ static int add_process_samples(struct pprof_builder *b, const struct profile_env
 	size_t nlab = 2 + (series_labels ? series_labels->n : 0), iter = 0, klen;
 	struct pprof_label_desc labels[64];
 	int64_t period = period_ns(env);
+	uint64_t pymapping = 0;
 	const void *key;
 	uint64_t count;
 	int rc;
@@ -281,6 +328,9 @@ static int add_process_samples(struct pprof_builder *b, const struct profile_env
 		for (size_t i = 0; i < nf; i++) {
 			if (i < k->n_kernel)
 				locs[i] = kernel_location(b, env, kmapping, frames[i], i == 0);
+			else if (PYFRAME_IS(frames[i]))
+				locs[i] = python_location(b, env, wp->info->pid, frames[i], exec,
+							  &pymapping);
 			else
 				locs[i] =
 				    user_location(b, wp->info, frames[i], i == k->n_kernel, exec);

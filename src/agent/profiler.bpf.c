@@ -167,6 +167,7 @@ static __always_inline void copy_user_stack(void *ctx, struct sample_event *e)
 static __always_inline void forget_unwind_proc(__u32 pid)
 {
 	bpf_map_delete_elem(&unwind_procs, &pid);
+	bpf_map_delete_elem(&python_procs, &pid);
 }
 #else
 static __always_inline void forget_unwind_proc(__u32 pid)
@@ -180,6 +181,11 @@ static __always_inline void copy_user_stack(void *ctx, struct sample_event *e)
 static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32 pid, __u32 base)
 {
 	return -1;
+}
+
+static __always_inline bool python_walked(void)
+{
+	return false;
 }
 #endif
 
@@ -216,8 +222,12 @@ static __always_inline long submit_stacks(void *ctx, void *regs, struct sample_e
 
 		ulen = unwind_user(regs, e, pid, (__u32)klen);
 		if (ulen >= 0) {
+			__u64 dt = bpf_ktime_get_ns() - t0;
+
 			stat_inc(STAT_UNWIND_WALKS);
-			stat_add(STAT_UNWIND_NS, bpf_ktime_get_ns() - t0);
+			stat_add(STAT_UNWIND_NS, dt);
+			if (python_walked())
+				stat_add(STAT_PY_NS, dt);
 			stat_add(STAT_UNWIND_FRAMES, ulen);
 			/* Code whose table is not built yet: the stack goes to
 			 * user space, which builds it and walks the copy. */

@@ -28,6 +28,7 @@
 #define PROFILER_STACK_COPY 8192
 #define STACK_COPY_CHUNK    1024
 
+#include "agent/python_frames.h"
 #include "unwind/unwind_row.h"
 
 enum profiler_event_kind {
@@ -64,7 +65,11 @@ enum profiler_stat {
 	STAT_OFFCPU_KERNEL_THREAD,     /* a kernel thread's wait: skipped */
 	STAT_OFFCPU_NESTED,	       /* CPU samples that interrupted an off-CPU
 					* walk on their CPU: not taken */
-	STAT_NR,
+	STAT_PY_WALKS,		       /* walks of a CPython process's stack */
+	STAT_PY_NS,		       /* time those walks took (ns) */
+	STAT_PY_FRAMES,		       /* Python frames emitted */
+	STAT_PY_FAIL_FIRST,	       /* + enum python_fail: Python walks that failed */
+	STAT_NR = STAT_PY_FAIL_FIRST + PYTHON_FAIL_NR,
 };
 
 /* How a sample's user stack ended (sample_event.user_status). COMPLETE

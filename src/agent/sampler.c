@@ -367,6 +367,11 @@ bool sampler_offcpu_active(const struct sampler *s)
 	return s->offcpu_resume_link != NULL;
 }
 
+int sampler_python_map_fd(struct sampler *s)
+{
+	return s->unwind_rows ? bpf_map__fd(s->skel->maps.python_procs) : -1;
+}
+
 bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
 {
 	if (!s->unwind_rows)

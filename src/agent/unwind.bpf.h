@@ -252,6 +252,8 @@ static __always_inline void put_frame(struct sample_event *e, __u32 idx, __u64 p
 		e->frames[idx] = pc;
 }
 
+#include "python.bpf.h"
+
 static long unwind_step(__u32 i, void *ctx)
 {
 	const struct unwind_proc *proc = ((struct unwind_ctx *)ctx)->proc;
@@ -267,6 +269,16 @@ static long unwind_step(__u32 i, void *ctx)
 	w = bpf_map_lookup_elem(&walks, &zero);
 	if (!e || !w || !proc)
 		return 1;
+	/* The Python frames of the eval call the last step left, if any,
+	 * before the next native frame. */
+	switch (python_emit()) {
+	case 1:
+		return 0;
+	case 2:
+		return 1;
+	default:
+		break;
+	}
 	if (w->pc == 0) { /* the conventional end of a stack */
 		w->status = UNWIND_STATUS_COMPLETE;
 		return 1;
@@ -291,8 +303,10 @@ static long unwind_step(__u32 i, void *ctx)
 		w->status = UNWIND_STATUS_NO_MAPPING;
 		return 1;
 	}
-	put_frame(e, idx, w->pc);
-	w->n++;
+	if (!python_eval_call(lookup_pc)) {
+		put_frame(e, idx, w->pc);
+		w->n++;
+	}
 	if (m->n == 0) {
 		/* No table built yet: on by frame pointer for now (as good
 		 * as perf -g), and the sample is marked so that it carries
@@ -405,7 +419,10 @@ static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32
 	w->exact = 1;
 	w->pending = 0;
 	w->status = UNWIND_STATUS_DEPTH;
-	bpf_loop(PROFILER_MAX_USER_FRAMES + 1, unwind_step, &c, 0);
+	python_begin(pid, (__u32)bpf_get_current_pid_tgid());
+	/* Python frames take steps of their own (and the end of each eval
+	 * call one more): room for both; w->n bounds the frames. */
+	bpf_loop(2 * (PROFILER_MAX_USER_FRAMES + 1), unwind_step, &c, 0);
 	e->user_status = w->pending ? UNWIND_STATUS_TABLE_PENDING : w->status;
 	return w->n;
 }

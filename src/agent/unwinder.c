@@ -388,12 +388,16 @@ static struct unwind_file *file_get(struct unwinder *u, const char *proc_root, u
 		}
 		fd = open_mapped(proc_root, pid, m);
 		if (fd < 0) {
-			f->failed = true;
-			f->failed_ns = now;
-		} else {
-			file_build(u, f, fd, m->path, now);
-			close(fd);
+			/* This process is gone (a short one), not the file:
+			 * nothing is remembered, so that the next process
+			 * mapping it gets its table (a failure would stand
+			 * for as long as any process holds the file). */
+			htab_put(u->files, &key, sizeof(key), 0);
+			free(f);
+			return NULL;
 		}
+		file_build(u, f, fd, m->path, now);
+		close(fd);
 	}
 	if (f->refs++ == 0 && (f->lru_prev || f->lru_next || u->lru_head == f))
 		lru_unlink(u, f);
