@@ -35,6 +35,7 @@
 
 #include <linux/types.h>
 
+#include "agent/perfmap.h"
 #include "agent/profiler.h"
 #include "common/buf.h"
 #include "common/error.h"
@@ -284,6 +285,7 @@ struct proc_info {
 	bool cached;		     /* linked in the cache (else owned by its holders) */
 	unsigned refs;		     /* windows holding this entry */
 	struct proc_info *next;	     /* hash chain */
+	struct perfmap_proc *perfmap; /* JIT names (perfmap.h), NULL until needed */
 };
 
 struct proc_cache;
@@ -478,6 +480,7 @@ struct agent_metrics {
 	atomic_uint_least64_t unwind_tables_evicted;
 	atomic_uint_least64_t unwind_process_loads;
 	atomic_uint_least64_t unwind_mappings_dropped;
+	struct perfmap_metrics perfmap; /* perfmap.h */
 };
 
 struct metrics_server;
@@ -631,6 +634,9 @@ struct agent_config {
 	struct agent_sink **sinks;
 	size_t n_sinks;
 	struct debuginfo_uploader *uploader; /* NULL: no debuginfo upload */
+	/* Memory for JIT names read from perf maps (--perf-map-max-bytes);
+	 * 0: perf maps are not read. */
+	size_t perf_map_max_bytes;
 };
 
 /* Checks root, BTF and perf events before anything else and explains what

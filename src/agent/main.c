@@ -51,6 +51,7 @@ enum {
 	OPT_DEBUGINFO_STRIP,
 	OPT_UNWIND_BYTES,
 	OPT_DEBUGINFO_DIRS,
+	OPT_PERF_MAP_BYTES,
 	OPT_VERSION,
 };
 
@@ -84,6 +85,7 @@ static const struct option long_options[] = {
     {"debuginfo-strip", optional_argument, NULL, OPT_DEBUGINFO_STRIP},
     {"unwind-table-max-bytes", required_argument, NULL, OPT_UNWIND_BYTES},
     {"debuginfo-directories", required_argument, NULL, OPT_DEBUGINFO_DIRS},
+    {"perf-map-max-bytes", required_argument, NULL, OPT_PERF_MAP_BYTES},
     {NULL, 0, NULL, 0},
 };
 
@@ -159,6 +161,13 @@ static void usage(FILE *f)
 	    "                                          by build ID, for binaries with no\n"
 	    "                                          unwind information of their own\n"
 	    "                                          (default: /usr/lib/debug)\n"
+	    "      --perf-map-max-bytes=N              memory for the names of JIT code read\n"
+	    "                                          from perf maps (/tmp/perf-PID.map:\n"
+	    "                                          node --perf-basic-prof, Java, .NET\n"
+	    "                                          DOTNET_PerfMapEnabled=1, ...), all\n"
+	    "                                          processes together (16 MiB at most\n"
+	    "                                          each); 0: perf maps are not read\n"
+	    "                                          (default: 67108864)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
@@ -199,6 +208,7 @@ int main(int argc, char **argv)
 {
 	struct agent_config cfg = {.frequency_hz = 19,
 				   .unwind_table_bytes = 16u << 20,
+				   .perf_map_max_bytes = PERFMAP_DEFAULT_MAX_BYTES,
 				   .debug_dir = "/usr/lib/debug",
 				   .duration_ns = 10ull * 1000000000,
 				   .http_address = "127.0.0.1:7071",
@@ -295,6 +305,14 @@ int main(int argc, char **argv)
 				    "to 4294967296",
 				    optarg);
 			cfg.unwind_table_bytes = (size_t)v;
+			break;
+		case OPT_PERF_MAP_BYTES:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 0 || v > (1l << 32))
+				die("--perf-map-max-bytes=%s: expected a number of bytes from 0 to "
+				    "4294967296",
+				    optarg);
+			cfg.perf_map_max_bytes = (size_t)v;
 			break;
 		case OPT_DEBUGINFO_DIRS:
 			cfg.debug_dir = optarg[0] ? optarg : NULL;

@@ -203,6 +203,7 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 			 "kiln_agent_processes_tracked %llu\n",
 			 LOAD(processes_tracked));
 	rc |= render_unwind(m, out);
+	rc |= perfmap_metrics_render(&m->perfmap, out);
 	rc |= process_metrics_render(out);
 	return rc ? -ENOMEM : 0;
 }
