@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	/* One line alone: accepted means well formed. */
 	if (perfmap_parse_line(text, size, &l, &why)) {
-		if (l.size == 0 || l.start + l.size < l.start || l.name_len == 0 ||
-		    l.name < text || l.name + l.name_len > text + size)
+		if (l.size == 0 || l.start + l.size < l.start || l.name_len == 0 || l.name < text ||
+		    l.name + l.name_len > text + size)
 			abort();
 	}
 	pm = perfmap_new(&budget);

@@ -606,8 +606,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	a.gz_store = libdeflate_alloc_compressor(0);
 	a.builder = pprof_builder_new_sized(64);
 	if (cfg->perf_map_max_bytes)
-		a.perfmaps = perfmap_registry_new(cfg->proc_root, cfg->perf_map_max_bytes,
-						  &a.m->perfmap);
+		a.perfmaps =
+		    perfmap_registry_new(cfg->proc_root, cfg->perf_map_max_bytes, &a.m->perfmap);
 	if (!a.procs || !a.gz || !a.gz_store || !a.builder ||
 	    (cfg->perf_map_max_bytes && !a.perfmaps)) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");

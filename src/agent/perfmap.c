@@ -263,7 +263,8 @@ static int add_name(struct perfmap *pm, const char *name, size_t len, uint32_t *
 }
 
 /* One complete line (without its newline) into the unsorted tail. */
-static void add_line(struct perfmap *pm, const char *line, size_t len, struct perfmap_feed_stats *st)
+static void add_line(struct perfmap *pm, const char *line, size_t len,
+		     struct perfmap_feed_stats *st)
 {
 	struct perfmap_line l;
 	const char *why;
@@ -275,8 +276,8 @@ static void add_line(struct perfmap *pm, const char *line, size_t len, struct pe
 	if (!perfmap_parse_line(line, len, &l, &why)) {
 		st->lines_rejected++;
 		if (!pm->first_error[0])
-			snprintf(pm->first_error, sizeof(pm->first_error), "line %u: %s",
-				 pm->lines, why);
+			snprintf(pm->first_error, sizeof(pm->first_error), "line %u: %s", pm->lines,
+				 why);
 		return;
 	}
 	if (!charge(pm, ENTRY_BYTES + l.name_len + 1)) {
@@ -343,8 +344,7 @@ static int merge_new(struct perfmap *pm)
 	return 0;
 }
 
-size_t perfmap_feed(struct perfmap *pm, const char *data, size_t len,
-		    struct perfmap_feed_stats *st)
+size_t perfmap_feed(struct perfmap *pm, const char *data, size_t len, struct perfmap_feed_stats *st)
 {
 	const char *p = data, *end = data + len;
 

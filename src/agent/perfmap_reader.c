@@ -55,7 +55,7 @@
 #define BACKOFF_MAX_NS (60ull * 1000000000)
 /* One pread; a refresh reads at most READ_MAX_PER_REFRESH. */
 #define READ_CHUNK	     (256u << 10)
-#define READ_MAX_PER_REFRESH (8u << 20)
+#define READ_MAX_PER_REFRESH (4u << 20)
 
 struct perfmap_registry {
 	char *proc_root;
@@ -67,17 +67,17 @@ struct perfmap_registry {
 struct perfmap_proc {
 	struct perfmap_registry *reg;
 	struct perfmap *map;
-	bool ids_read;	      /* nspid and uids below are known */
-	uint32_t nspid;	      /* the pid in its own namespace */
-	uint32_t ruid, euid;  /* who may own the file */
-	char path[40];	      /* /tmp/perf-N.map */
-	bool have_file;	      /* dev/ino below name the file read */
+	bool ids_read;	     /* nspid and uids below are known */
+	uint32_t nspid;	     /* the pid in its own namespace */
+	uint32_t ruid, euid; /* who may own the file */
+	char path[40];	     /* /tmp/perf-N.map */
+	bool have_file;	     /* dev/ino below name the file read */
 	uint64_t dev, ino;
-	uint64_t consumed;    /* bytes of it parsed */
-	bool over;	      /* PERFMAP_FILE_MAX_BYTES consumed */
-	uint64_t next_ns;     /* no read before (monotonic) */
-	uint64_t backoff_ns;  /* while reads fail */
-	bool error_logged;    /* the first rejected line was logged */
+	uint64_t consumed;   /* bytes of it parsed */
+	bool over;	     /* PERFMAP_FILE_MAX_BYTES consumed */
+	uint64_t next_ns;    /* no read before (monotonic) */
+	uint64_t backoff_ns; /* while reads fail */
+	bool error_logged;   /* the first rejected line was logged */
 };
 
 #define ADD(f, v) atomic_fetch_add_explicit(&r->m->f, (v), memory_order_relaxed)
@@ -280,8 +280,9 @@ static int read_appended(struct perfmap_registry *r, struct perfmap_proc *pp, in
 		used = perfmap_feed(pp->map, r->chunk, (size_t)n, &fs);
 		taken += (size_t)n;
 		pp->consumed += used;
-		/* The rest is a line still being written. */
-		if (used < (size_t)n)
+		/* Nothing consumed: a last line still being written (a line
+		 * cut by the chunk's end is read again whole). */
+		if (used == 0)
 			break;
 	}
 	atomic_fetch_add_explicit(&r->m->symbols, perfmap_count(pp->map) - before,
@@ -291,8 +292,8 @@ static int read_appended(struct perfmap_registry *r, struct perfmap_proc *pp, in
 	ADD(lines_rejected, fs.lines_rejected);
 	publish(r);
 	if (fs.lines_rejected && !pp->error_logged) {
-		log_debug("perf map %s of pid %u: %s (such lines are skipped)", pp->path,
-			  pp->nspid, perfmap_first_error(pp->map));
+		log_debug("perf map %s of pid %u: %s (such lines are skipped)", pp->path, pp->nspid,
+			  perfmap_first_error(pp->map));
 		pp->error_logged = true;
 	}
 	return rc;
@@ -320,9 +321,8 @@ static int refresh(struct perfmap_registry *r, struct proc_info *p, struct perfm
 	fd = open_checked(r, p->pid, pp, &st);
 	if (fd < 0)
 		return fd;
-	if (pp->have_file &&
-	    (pp->dev != (uint64_t)st.st_dev || pp->ino != (uint64_t)st.st_ino ||
-	     (uint64_t)st.st_size < pp->consumed))
+	if (pp->have_file && (pp->dev != (uint64_t)st.st_dev || pp->ino != (uint64_t)st.st_ino ||
+			      (uint64_t)st.st_size < pp->consumed))
 		forget_file(r, pp);
 	pp->have_file = true;
 	pp->dev = (uint64_t)st.st_dev;
@@ -455,9 +455,12 @@ void perfmap_window_prepare(struct perfmap_registry *r, const struct window *w, 
 int perfmap_metrics_render(const struct perfmap_metrics *m, struct buf *out)
 {
 	static const char *const reasons[PERFMAP_FAIL_NR] = {
-	    [PERFMAP_FAIL_NOT_FOUND] = "not_found", [PERFMAP_FAIL_SYMLINK] = "symlink",
-	    [PERFMAP_FAIL_NOT_REGULAR] = "not_regular", [PERFMAP_FAIL_OWNER] = "wrong_owner",
-	    [PERFMAP_FAIL_TOO_BIG] = "too_big",	    [PERFMAP_FAIL_PROC] = "process_gone",
+	    [PERFMAP_FAIL_NOT_FOUND] = "not_found",
+	    [PERFMAP_FAIL_SYMLINK] = "symlink",
+	    [PERFMAP_FAIL_NOT_REGULAR] = "not_regular",
+	    [PERFMAP_FAIL_OWNER] = "wrong_owner",
+	    [PERFMAP_FAIL_TOO_BIG] = "too_big",
+	    [PERFMAP_FAIL_PROC] = "process_gone",
 	    [PERFMAP_FAIL_IO] = "io",
 	};
 #define L(f) ((unsigned long long)atomic_load_explicit(&m->f, memory_order_relaxed))
@@ -494,8 +497,9 @@ int perfmap_metrics_render(const struct perfmap_metrics *m, struct buf *out)
 	    L(frames_named), L(frames_unnamed));
 
 	for (int i = 0; i < PERFMAP_FAIL_NR; i++)
-		rc |= buf_printf(out, "kiln_agent_perf_map_read_failures_total{reason=\"%s\"} %llu\n",
-				 reasons[i], L(failures[i]));
+		rc |=
+		    buf_printf(out, "kiln_agent_perf_map_read_failures_total{reason=\"%s\"} %llu\n",
+			       reasons[i], L(failures[i]));
 #undef L
 	return rc;
 }

@@ -250,8 +250,8 @@ static void test_per_table_cap(void **state)
 	assert_non_null(text);
 	/* More than PERFMAP_PROC_MAX_BYTES of valid lines. */
 	while (len + 300 < cap) {
-		len += (size_t)snprintf(text + len, cap - len, "%x 10 %0200u\n", 0x100000 + i * 0x10,
-					i);
+		len += (size_t)snprintf(text + len, cap - len, "%x 10 %0200u\n",
+					0x100000 + i * 0x10, i);
 		i++;
 	}
 	assert_int_equal(perfmap_feed(pm, text, len, &st), len);
