@@ -39,8 +39,11 @@ metric() { # NAME{LABELS} as printed
 }
 
 # Node first, alone (the C programs would take its CPU).
-/usr/bin/node --perf-basic-prof --allow-natives-syntax "$AGENT_PROGS/perfmap_hot.js" 5 \
-	>/dev/null & npid=$!
+# (In the scratch directory: with these flags V8 writes an isolate log to
+# the current one.)
+(cd "$AGENT_TMP" && exec /usr/bin/node --perf-basic-prof --allow-natives-syntax \
+	"$AGENT_PROGS/perfmap_hot.js" 5 >/dev/null) &
+npid=$!
 AGENT_CLEANUP+=("rm -f /tmp/perf-$npid.map")
 wait $npid || fail "node exited with $?"
 
