@@ -128,8 +128,10 @@ struct perfmap_metrics {
 	atomic_uint_least64_t symbols_read;    /* lines loaded, ever */
 	atomic_uint_least64_t symbols_dropped; /* over a cap */
 	atomic_uint_least64_t lines_rejected;  /* garbage */
-	atomic_uint_least64_t frames_named;    /* sampled JIT frames a perf map named */
-	atomic_uint_least64_t frames_unnamed;  /* ... that it did not */
+	/* Sampled frames in JIT regions of processes with a perf map loaded,
+	 * named by it or not. */
+	atomic_uint_least64_t frames_named;
+	atomic_uint_least64_t frames_unnamed;
 	atomic_uint_least64_t failures[PERFMAP_FAIL_NR];
 };
 

@@ -448,7 +448,10 @@ void perfmap_window_prepare(struct perfmap_registry *r, const struct window *w, 
 		if (!p->perfmap)
 			continue;
 		refresh_due(r, p, now_ns, true);
-		count_frames(r, &w->procs[i]);
+		/* Only processes with a map: elsewhere a frame in no mapping
+		 * is mostly a frame-pointer walk's stray stack word. */
+		if (perfmap_count(p->perfmap->map))
+			count_frames(r, &w->procs[i]);
 	}
 }
 
@@ -485,8 +488,8 @@ int perfmap_metrics_render(const struct perfmap_metrics *m, struct buf *out)
 	    "\"START SIZE name\".\n"
 	    "# TYPE kiln_agent_perf_map_lines_rejected_total counter\n"
 	    "kiln_agent_perf_map_lines_rejected_total %llu\n"
-	    "# HELP kiln_agent_perf_map_frames_total Sampled frames in JIT code, by whether "
-	    "a perf map named them.\n"
+	    "# HELP kiln_agent_perf_map_frames_total Sampled frames in JIT code of processes "
+	    "with a perf map, by whether it named them.\n"
 	    "# TYPE kiln_agent_perf_map_frames_total counter\n"
 	    "kiln_agent_perf_map_frames_total{result=\"named\"} %llu\n"
 	    "kiln_agent_perf_map_frames_total{result=\"unnamed\"} %llu\n"
