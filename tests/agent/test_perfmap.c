@@ -3,7 +3,10 @@
  * (src/agent/perfmap.c): the line format and what it rejects, later
  * entries winning, a file fed as it grows (partial lines, over-long
  * lines), the per-table and shared caps; and for the reader
- * (perfmap_reader.c): which mappings count as JIT code.
+ * (perfmap_reader.c): which mappings count as JIT code, and reading a
+ * process's file in a fake /proc (only the appended part, a replaced or
+ * shrunk file from scratch, names kept when it vanishes, symlinks, FIFOs
+ * and foreign files refused, paths resolved inside the process's root).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,9 +14,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/perfmap.h"
@@ -279,6 +286,170 @@ static void test_jit_regions(void **state)
 	assert_false(perfmap_jit_region(&vdso));
 }
 
+static void write_file(const char *path, const char *text, int flags)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* A fake /proc with pid 4242 (7 in its own namespace) whose root is
+ * dir/root; a sample with one user frame in no mapping (JIT code). */
+struct reader_fixture {
+	char dir[64], proc[96], map[160], tmp[128];
+	struct perfmap_metrics m;
+	struct perfmap_registry *r;
+	struct proc_info *p;
+	struct sample_event *e;
+	uint64_t now;
+};
+
+static void fixture_read(struct reader_fixture *f)
+{
+	/* Past any back-off (a minute at most). */
+	f->now += 100ull * 1000000000;
+	perfmap_note_sample(f->r, f->p, f->e, f->now);
+}
+
+static const char *name_at(struct reader_fixture *f, uint64_t addr)
+{
+	const char *file = NULL, *name = perfmap_proc_lookup(f->p, addr, &file);
+
+	if (name)
+		assert_string_equal(file, "/tmp/perf-7.map");
+	return name;
+}
+
+static unsigned long long failures(struct reader_fixture *f, enum perfmap_failure why)
+{
+	return (unsigned long long)atomic_load(&f->m.failures[why]);
+}
+
+static void test_reader_follows_the_file(void **state)
+{
+	struct reader_fixture f = {0};
+	char path[256], status[128];
+
+	(void)state;
+	snprintf(f.dir, sizeof(f.dir), "/tmp/kiln-perfmap-XXXXXX");
+	assert_non_null(mkdtemp(f.dir));
+	snprintf(f.proc, sizeof(f.proc), "%s/proc", f.dir);
+	assert_int_equal(mkdir(f.proc, 0755), 0);
+	snprintf(path, sizeof(path), "%s/4242", f.proc);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/4242/status", f.proc);
+	snprintf(status, sizeof(status), "Name:\tjit\nUid:\t%u\t%u\t%u\t%u\nNSpid:\t4242\t7\n",
+		 getuid(), getuid(), getuid(), getuid());
+	write_file(path, status, O_TRUNC);
+	snprintf(path, sizeof(path), "%s/root", f.dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(f.tmp, sizeof(f.tmp), "%s/root/tmp", f.dir);
+	assert_int_equal(mkdir(f.tmp, 0755), 0);
+	snprintf(path, sizeof(path), "%s/4242/root", f.proc);
+	snprintf(status, sizeof(status), "%s/root", f.dir);
+	assert_int_equal(symlink(status, path), 0);
+	snprintf(f.map, sizeof(f.map), "%s/perf-7.map", f.tmp);
+
+	f.r = perfmap_registry_new(f.proc, 1 << 20, &f.m);
+	f.p = calloc(1, sizeof(*f.p));
+	f.e = calloc(1, sizeof(*f.e));
+	assert_non_null(f.r);
+	assert_non_null(f.p);
+	assert_non_null(f.e);
+	f.p->pid = 4242;
+	f.p->cached = true;
+	f.e->pid = 4242;
+	f.e->n_user = 1;
+	f.e->frames[0] = 0x7f0000001000ull;
+
+	/* No file yet: counted, nothing named. */
+	fixture_read(&f);
+	assert_int_equal(failures(&f, PERFMAP_FAIL_NOT_FOUND), 1);
+	assert_null(name_at(&f, 0x7f0000001000ull));
+	/* The file, as the runtime writes it: a last line not finished. */
+	write_file(f.map, "7f0000001000 100 first\n7f0000002000 100 sec", O_TRUNC);
+	fixture_read(&f);
+	assert_string_equal(name_at(&f, 0x7f0000001010ull), "first");
+	assert_null(name_at(&f, 0x7f0000002000ull));
+	/* Not again within a second of a read ... */
+	write_file(f.map, "ond\n", O_APPEND);
+	perfmap_note_sample(f.r, f.p, f.e, f.now + 500000000);
+	assert_null(name_at(&f, 0x7f0000002000ull));
+	/* ... then the appended part, the unfinished line whole. */
+	fixture_read(&f);
+	assert_string_equal(name_at(&f, 0x7f0000002000ull), "second");
+	assert_int_equal(atomic_load(&f.m.symbols), 2);
+	/* Shorter than what was read (truncated and rewritten): from
+	 * scratch. */
+	write_file(f.map, "7f0000001000 80 short\n", O_TRUNC);
+	fixture_read(&f);
+	assert_string_equal(name_at(&f, 0x7f0000001010ull), "short");
+	assert_null(name_at(&f, 0x7f0000002000ull));
+	/* Replaced by another file (another inode) of the same size or
+	 * more: from scratch too. */
+	snprintf(path, sizeof(path), "%s/new", f.tmp);
+	write_file(path, "7f0000001000 80 renamed\n7f0000004000 10 four\n", O_TRUNC);
+	assert_int_equal(rename(path, f.map), 0);
+	fixture_read(&f);
+	assert_string_equal(name_at(&f, 0x7f0000001010ull), "renamed");
+	assert_string_equal(name_at(&f, 0x7f0000004000ull), "four");
+	assert_int_equal(atomic_load(&f.m.symbols), 2);
+	/* Gone: the names stay (the code may still run). */
+	assert_int_equal(unlink(f.map), 0);
+	fixture_read(&f);
+	assert_int_equal(failures(&f, PERFMAP_FAIL_NOT_FOUND), 2);
+	assert_string_equal(name_at(&f, 0x7f0000001010ull), "renamed");
+	/* A symlink, even to a perf map the process could read: refused. */
+	snprintf(path, sizeof(path), "%s/other", f.tmp);
+	write_file(path, "7f0000001000 80 via_link\n", O_TRUNC);
+	assert_int_equal(symlink(path, f.map), 0);
+	fixture_read(&f);
+	assert_int_equal(failures(&f, PERFMAP_FAIL_SYMLINK), 1);
+	assert_string_equal(name_at(&f, 0x7f0000001010ull), "renamed");
+	assert_int_equal(unlink(f.map), 0);
+	assert_int_equal(unlink(path), 0);
+	/* A FIFO: refused without blocking (no writer ever comes). */
+	assert_int_equal(mkfifo(f.map, 0600), 0);
+	fixture_read(&f);
+	assert_int_equal(failures(&f, PERFMAP_FAIL_NOT_REGULAR), 1);
+	assert_int_equal(unlink(f.map), 0);
+	/* Another user's file. */
+	if (getuid() == 0) {
+		write_file(f.map, "7f0000001000 80 foreign\n", O_TRUNC);
+		assert_int_equal(chown(f.map, 65534, 65534), 0);
+		fixture_read(&f);
+		assert_int_equal(failures(&f, PERFMAP_FAIL_OWNER), 1);
+		assert_string_equal(name_at(&f, 0x7f0000001010ull), "renamed");
+		assert_int_equal(unlink(f.map), 0);
+	}
+	/* The process's /tmp is an absolute symlink: it is followed inside
+	 * the process's root, never on the host. */
+	assert_int_equal(rmdir(f.tmp), 0);
+	snprintf(path, sizeof(path), "%s/root/elsewhere", f.dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(symlink("/elsewhere", f.tmp), 0);
+	snprintf(path, sizeof(path), "%s/root/elsewhere/perf-7.map", f.dir);
+	write_file(path, "7f0000001000 80 inside_root\n", O_TRUNC);
+	fixture_read(&f);
+	assert_string_equal(name_at(&f, 0x7f0000001010ull), "inside_root");
+
+	/* An exited process is not read again (its pid may be another's). */
+	f.p->exited_ns = f.now;
+	write_file(path, "7f0000001000 80 later\n", O_TRUNC);
+	fixture_read(&f);
+	assert_string_equal(name_at(&f, 0x7f0000001010ull), "inside_root");
+
+	proc_info_free(f.p);
+	assert_int_equal(atomic_load(&f.m.symbols), 0);
+	assert_int_equal(atomic_load(&f.m.bytes), 0);
+	perfmap_registry_free(f.r);
+	free(f.e);
+	snprintf(path, sizeof(path), "rm -rf '%s'", f.dir);
+	assert_int_equal(system(path), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -290,6 +461,7 @@ int main(void)
 	    cmocka_unit_test(test_caps_drop_and_count),
 	    cmocka_unit_test(test_per_table_cap),
 	    cmocka_unit_test(test_jit_regions),
+	    cmocka_unit_test(test_reader_follows_the_file),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
