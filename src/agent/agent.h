@@ -276,16 +276,18 @@ struct proc_info {
 	 * pid (after exec or exit it fails with ESRCH). */
 	bool has_maps_fd;
 	int maps_fd;
-	uint64_t last_seen_ns;	      /* monotonic: last sample */
-	uint64_t maps_read_ns;	      /* monotonic: last (re)read of maps */
-	uint64_t refresh_backoff_ns;  /* grows while re-reads find nothing new */
-	bool stale;		      /* exec seen: re-read before next use */
-	bool gone;		      /* read after it exited: maps from mmap notes */
-	uint64_t exited_ns;	      /* monotonic: exit seen (0: alive) */
-	bool cached;		      /* linked in the cache (else owned by its holders) */
-	unsigned refs;		      /* windows holding this entry */
-	struct proc_info *next;	      /* hash chain */
-	struct perfmap_proc *perfmap; /* JIT names (perfmap.h), NULL until needed */
+	uint64_t last_seen_ns;	     /* monotonic: last sample */
+	uint64_t maps_read_ns;	     /* monotonic: last (re)read of maps */
+	uint64_t refresh_backoff_ns; /* grows while re-reads find nothing new */
+	bool stale;		     /* exec seen: re-read before next use */
+	bool gone;		     /* read after it exited: maps from mmap notes */
+	uint64_t exited_ns;	     /* monotonic: exit seen (0: alive) */
+	bool cached;		     /* linked in the cache (else owned by its holders) */
+	unsigned refs;		     /* windows holding this entry */
+	struct proc_info *next;	     /* hash chain */
+	/* JIT names from its perf map (perfmap.h), NULL until a frame needs
+	 * them. */
+	struct perfmap_proc *perfmap;
 };
 
 struct proc_cache;
