@@ -209,6 +209,11 @@ build/fuzz/fuzz_offcpu_kallsyms: fuzz/fuzz_offcpu_kallsyms.c build/fuzz/obj/agen
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/obj/agent/offcpu_ksym.o build/fuzz/libkiln-fuzz.a \
 		$(PKG_LIBS) -liberty -lpthread -lm
 
+build/fuzz/fuzz_perfmap: fuzz/fuzz_perfmap.c build/fuzz/obj/agent/perfmap.o \
+		build/fuzz/libkiln-fuzz.a
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< build/fuzz/obj/agent/perfmap.o build/fuzz/libkiln-fuzz.a \
+		$(PKG_LIBS) -liberty -lpthread -lm
+
 FUZZ_SECONDS ?= 600
 fuzz: deps fuzz-build
 	@for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build/fuzz/corpus/$$n build/fuzz/artifacts; \

@@ -83,6 +83,8 @@ struct agent {
 	 * tables yet), held until the loads after this drain. */
 	struct sample_event **held;
 	size_t nheld, held_cap;
+	/* JIT names from perf maps (NULL: not read, --perf-map-max-bytes=0). */
+	struct perfmap_registry *perfmaps;
 };
 
 /* How many held samples at most: beyond, a sample goes in with the
@@ -287,6 +289,8 @@ static void add_sample(struct agent *a, const struct sample_event *e)
 	if (a->python)
 		python_note_frames(a->python, e->pid, (const uint64_t *)&e->frames[e->n_kernel],
 				   e->n_user);
+	if (a->perfmaps)
+		perfmap_note_sample(a->perfmaps, p, e, a->now_ns);
 	w = e->ktime_ns >= a->cur->end_mono_ns ? a->next : a->cur;
 	if (window_add(w, p, e) != 0)
 		ADD(drops_oom, 1);
@@ -618,6 +622,7 @@ static void window_finish(struct agent *a, struct window *w)
 	a->cpu_build_ns = a->cpu_sinks_ns = 0;
 	update_kernel_stats(a);
 	window_name_kernel_frames(a, w);
+	perfmap_window_prepare(a->perfmaps, w, a->now_ns);
 	window_emit(a, w);
 	/* CPU: between windows (reading rings and /proc), profiles (kernel
 	 * names, build, gzip), sinks (files, or packing for the push). */
@@ -686,7 +691,11 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	a.gz = libdeflate_alloc_compressor(1);
 	a.gz_store = libdeflate_alloc_compressor(0);
 	a.builder = pprof_builder_new_sized(64);
-	if (!a.procs || !a.gz || !a.gz_store || !a.builder) {
+	if (cfg->perf_map_max_bytes)
+		a.perfmaps =
+		    perfmap_registry_new(cfg->proc_root, cfg->perf_map_max_bytes, &a.m->perfmap);
+	if (!a.procs || !a.gz || !a.gz_store || !a.builder ||
+	    (cfg->perf_map_max_bytes && !a.perfmaps)) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -835,6 +844,8 @@ out:
 	window_free(a.cur);
 	window_free(a.next);
 	proc_cache_free(a.procs);
+	/* After the cache: its entries give their perf maps' bytes back. */
+	perfmap_registry_free(a.perfmaps);
 	if (a.gz)
 		libdeflate_free_compressor(a.gz);
 	if (a.gz_store)

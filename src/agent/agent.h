@@ -38,6 +38,7 @@
 
 #include <linux/types.h>
 
+#include "agent/perfmap.h"
 #include "agent/profiler.h"
 #include "client/client.h"
 #include "common/buf.h"
@@ -288,6 +289,9 @@ struct proc_info {
 	bool cached;		     /* linked in the cache (else owned by its holders) */
 	unsigned refs;		     /* windows holding this entry */
 	struct proc_info *next;	     /* hash chain */
+	/* JIT names from its perf map (perfmap.h), NULL until a frame needs
+	 * them. */
+	struct perfmap_proc *perfmap;
 };
 
 struct proc_cache;
@@ -535,6 +539,7 @@ struct agent_metrics {
 	atomic_uint_least64_t python_kernel_frames;   /* Python frames emitted */
 	atomic_uint_least64_t python_code_unreadable; /* code objects not named */
 	atomic_uint_least64_t python_fail[PYTHON_FAIL_NR];
+	struct perfmap_metrics perfmap; /* perfmap.h */
 };
 
 struct metrics_server;
@@ -699,6 +704,9 @@ struct agent_config {
 	 * --off-cpu-probability (the share of switch-outs noted, 0..1). */
 	uint64_t offcpu_threshold_ns;
 	double offcpu_probability;
+	/* Memory for JIT names read from perf maps (--perf-map-max-bytes);
+	 * 0: perf maps are not read. */
+	size_t perf_map_max_bytes;
 };
 
 /* Checks capabilities, BTF and perf events before anything else and explains what

@@ -55,6 +55,7 @@ enum {
 	OPT_DEBUGINFO_STRIP,
 	OPT_UNWIND_BYTES,
 	OPT_DEBUGINFO_DIRS,
+	OPT_PERF_MAP_BYTES,
 	OPT_VERSION,
 	OPT_PYTHON_FRAMES,
 	OPT_OFFCPU_THRESHOLD,
@@ -133,6 +134,7 @@ static const struct option long_options[] = {
     {"off-cpu-threshold", optional_argument, NULL, OPT_OFFCPU_THRESHOLD},
     {"off-cpu-probability", required_argument, NULL, OPT_OFFCPU_PROBABILITY},
     {"python-frames", optional_argument, NULL, OPT_PYTHON_FRAMES},
+    {"perf-map-max-bytes", required_argument, NULL, OPT_PERF_MAP_BYTES},
     {NULL, 0, NULL, 0},
 };
 
@@ -236,6 +238,13 @@ static void usage(FILE *f)
 	    "                                          (needs the unwind tables; other\n"
 	    "                                          versions keep native frames, counted\n"
 	    "                                          in /metrics) (default: true)\n"
+	    "      --perf-map-max-bytes=N              memory for the names of JIT code read\n"
+	    "                                          from perf maps (/tmp/perf-PID.map:\n"
+	    "                                          node --perf-basic-prof, Java, .NET\n"
+	    "                                          DOTNET_PerfMapEnabled=1, ...), all\n"
+	    "                                          processes together (16 MiB at most\n"
+	    "                                          each); 0: perf maps are not read\n"
+	    "                                          (default: 67108864)\n"
 	    "\n"
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
@@ -279,6 +288,7 @@ int main(int argc, char **argv)
 {
 	struct agent_config cfg = {.frequency_hz = 19,
 				   .unwind_table_bytes = 16u << 20,
+				   .perf_map_max_bytes = PERFMAP_DEFAULT_MAX_BYTES,
 				   .debug_dir = "/usr/lib/debug",
 				   .offcpu_probability = OFFCPU_DEFAULT_PROBABILITY,
 				   .python_frames = true,
@@ -425,6 +435,14 @@ int main(int argc, char **argv)
 			cfg.offcpu_probability = p;
 			break;
 		}
+		case OPT_PERF_MAP_BYTES:
+			v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v < 0 || v > (1l << 32))
+				die("--perf-map-max-bytes=%s: expected a number of bytes from 0 to "
+				    "4294967296",
+				    optarg);
+			cfg.perf_map_max_bytes = (size_t)v;
+			break;
 		case OPT_DEBUGINFO_DIRS:
 			cfg.debug_dir = optarg[0] ? optarg : NULL;
 			break;

@@ -293,6 +293,7 @@ int metrics_render(const struct agent_metrics *m, struct buf *out)
 	rc |= render_unwind(m, out);
 	rc |= render_offcpu(m, out);
 	rc |= render_python(m, out);
+	rc |= perfmap_metrics_render(&m->perfmap, out);
 	rc |= process_metrics_render(out);
 	return rc ? -ENOMEM : 0;
 }

@@ -582,6 +582,7 @@ void proc_info_free(struct proc_info *p)
 	labels_free(&p->series);
 	procmaps_free(&p->maps);
 	procmaps_free(&p->gaps);
+	perfmap_proc_free(p->perfmap);
 	free(p);
 }
 

@@ -26,6 +26,9 @@
  * Python frames (python.h) carry their names too, under one "[python]"
  * mapping with has_functions: function = qualified name, file = the .py
  * file, with the line of the instruction the frame was at.
+ * Frames in JIT code that the process's perf map names (perfmap.h) are the
+ * exception: no binary describes them, so they carry their function (file:
+ * the perf map's path) under a "[jit]" mapping marked has_functions.
  */
 #include "agent/agent.h"
 #include "agent/python.h"
@@ -164,6 +167,38 @@ static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping 
 	return mid;
 }
 
+/* The location of a frame in JIT code (m: its anonymous mapping, or NULL)
+ * that p's perf map names: one "[jit]" mapping over m with has_functions,
+ * so that neither the server nor pprof tries to symbolize it from a file
+ * (without a mapping, the location has none). UINT64_MAX when the map does
+ * not name addr; 0 on out-of-memory. */
+static uint64_t jit_location(struct pprof_builder *b, const struct proc_info *p,
+			     const struct proc_mapping *m, uint64_t addr,
+			     struct agent_exec_infos *exec)
+{
+	struct pprof_line_desc line = {0};
+	const char *name, *file = NULL;
+	uint64_t mid = 0;
+
+	name = perfmap_proc_lookup(p, addr, &file);
+	if (!name)
+		return UINT64_MAX;
+	if (m) {
+		struct pprof_mapping_desc md = {.memory_start = m->start,
+						.memory_limit = m->limit,
+						.filename = "[jit]",
+						.has_functions = true};
+
+		mid = pprof_builder_mapping(b, &md);
+		if (!mid || exec_info_note(exec, mid, m) != 0)
+			return 0;
+	}
+	line.function_id = pprof_builder_function(b, name, name, file, 0);
+	if (!line.function_id)
+		return 0;
+	return pprof_builder_location(b, mid, addr, &line, 1);
+}
+
 /* A user frame's location. Every frame but the leaf is a return address,
  * the instruction after a call: its location is addr - 1, inside the call,
  * so that symbolizers (the server, go tool pprof) name the call site's
@@ -179,7 +214,12 @@ static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p
 	if (!leaf && addr > 0)
 		addr--;
 	m = procmaps_find(&p->maps, addr);
+	if (p->perfmap && perfmap_jit_region(m)) {
+		uint64_t jit_loc = jit_location(b, p, m, addr, exec);
 
+		if (jit_loc != UINT64_MAX)
+			return jit_loc;
+	}
 	if (!m)
 		return pprof_builder_location(b, 0, addr, NULL, 0);
 	mid = user_mapping(b, m, exec);
