@@ -41,10 +41,11 @@ expect_error "cannot read the token" --remote-store-address=127.0.0.1:1 \
 expect_error "--local-store-directory" --node=x
 expect_error "unexpected argument" --local-store-directory=/tmp/x extra
 
-# Not root: a clear message, before touching anything.
+# Without the capabilities (nobody, no ambient set): a clear message naming
+# them, before touching anything.
 err=$(timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups "$agent" \
 	--local-store-directory="$AGENT_TMP/p" 2>&1) && fail "agent ran as nobody"
-grep -q "must run as root" <<<"$err" || fail "as nobody: $err"
+grep -q "lacks CAP_BPF" <<<"$err" || fail "as nobody: $err"
 [ "$(echo "$err" | wc -l)" -eq 1 ] || fail "as nobody, not one line: $err"
 
 # The /metrics port in use: a clear message too.
