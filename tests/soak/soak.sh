@@ -24,7 +24,7 @@ ROOT=$PWD
 : "${SOAK_FAULT_RUNS:=30}" "${SOAK_FAULT_OPS:=}" "${SOAK_FUZZ_SECONDS:=60}" "${SOAK_FUZZ_MERGE:=0}"
 : "${SOAK_RESTART_SERIES:=400000}" "${SOAK_RESTART_STARTS:=3}"
 PY=/usr/bin/python3 # Debian's, with python3-grpcio and grpc_tools
-RESULTS=$SOAK_OUT/results.txt
+RESULTS=${SOAK_RESULTS:-$SOAK_OUT/results.txt}
 T=
 failed=0
 

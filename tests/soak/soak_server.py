@@ -273,7 +273,15 @@ def cmd_kill(args):
     if not start_or_count(server, stats, times):
         sys.exit("the server never started")
     t_begin = time.monotonic()
+    # SIGTERM or SIGINT ends the campaign after the current cycle, with its
+    # figures (the final full check still runs).
+    interrupted = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: interrupted.set())
     for c in range(args.cycles):
+        if interrupted.is_set():
+            print("kill: interrupted after %d cycles" % c, flush=True)
+            break
         rnd = "c%d" % c
         stop = threading.Event()
         threads = [threading.Thread(target=writer, args=(server.addr, rnd, w, raw, ledger, stop, stats))
@@ -342,7 +350,8 @@ def cmd_diskfull(args):
     if err is None:
         sys.exit("the disk never filled")
     stats["acked_before_full"] = len(ledger.acked)
-    stats["error"] = "%s:%s" % (err.code().name, err.details().replace(" ", "_"))
+    stats["error"] = err.code().name
+    print("the write that found the disk full: %s: %s" % (err.code().name, err.details()))
     ok = err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and err.details()
     # While full: more writes are refused the same way; reads answer exactly.
     for k in range(5):
