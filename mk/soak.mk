@@ -5,7 +5,7 @@ SOAK_WRAP := write pwrite fsync fdatasync ftruncate rename open malloc calloc re
 $(OUT)/soak/soak_store: tests/soak/soak_store.c tests/soak/fault_inject.c tests/soak/fault_inject.h \
 		tests/store/store_test_util.h $(LIBKILN)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Wno-format-truncation -Itests/store -Itests/soak -o $@ tests/soak/soak_store.c tests/soak/fault_inject.c \
+	$(CC) $(CFLAGS) -rdynamic -Wno-format-truncation -Itests/store -Itests/soak -o $@ tests/soak/soak_store.c tests/soak/fault_inject.c \
 		$(LIBKILN) $(LDFLAGS) $(foreach f,$(SOAK_WRAP),-Wl,--wrap=$(f)) $(LDLIBS)
 
 .PHONY: soak soak-kill soak-diskfull soak-faults soak-fuzz soak-restart

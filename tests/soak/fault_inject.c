@@ -7,11 +7,14 @@
 #include "fault_inject.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,6 +44,7 @@ static atomic_int plan_errno;
 static atomic_bool plan_persistent;
 static atomic_uint_fast64_t counts[FAULT_N_OPS];
 static atomic_uint_fast64_t injected;
+static atomic_bool print_backtrace;
 
 const char *fault_op_name(enum fault_op op)
 {
@@ -70,6 +74,7 @@ void fault_arm(enum fault_op op, uint64_t nth, int err, bool persistent)
 	atomic_store(&plan_nth, nth);
 	atomic_store(&plan_errno, err);
 	atomic_store(&plan_persistent, persistent);
+	atomic_store(&print_backtrace, getenv("SOAK_FAULT_BACKTRACE") != NULL);
 	atomic_store(&armed, true);
 }
 
@@ -101,6 +106,15 @@ static bool should_fail(enum fault_op op)
 	if (n != nth && !(atomic_load(&plan_persistent) && n > nth))
 		return false;
 	atomic_fetch_add(&injected, 1);
+	if (atomic_load(&print_backtrace)) {
+		/* Where the failed call came from, for a reproducer's report
+		 * (backtrace() itself does not go through the wrappers). */
+		void *frames[24];
+		int depth = backtrace(frames, 24);
+
+		dprintf(2, "fault_inject: failing %s call %" PRIu64 ":\n", op_names[op], n);
+		backtrace_symbols_fd(frames, depth, 2);
+	}
 	errno = atomic_load(&plan_errno);
 	return true;
 }
