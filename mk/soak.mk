@@ -11,7 +11,7 @@ $(OUT)/soak/soak_store: tests/soak/soak_store.c tests/soak/fault_inject.c tests/
 .PHONY: soak soak-kill soak-diskfull soak-faults soak-fuzz soak-restart
 
 soak-faults: $(OUT)/soak/soak_store
-	tests/soak/soak.sh faults
+	SOAK_FAULT_BIN=$(CURDIR)/$(OUT)/soak/soak_store tests/soak/soak.sh faults
 
 soak-kill: $(BIN)/kiln
 	tests/soak/soak.sh kill

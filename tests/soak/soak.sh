@@ -10,7 +10,8 @@
 #              a reader (SOAK_KILL_WITHIN=1.0: seconds after the first write)
 #   diskfull   a 4 MiB tmpfs under the data directory (needs root)
 #   faults     the store with its Nth write/pwrite/fsync/fdatasync/rename/open/
-#              malloc/calloc/realloc failed (SOAK_FAULT_RUNS=30 points per op)
+#              malloc/calloc/realloc failed (SOAK_FAULT_RUNS=30 points per op);
+#              `make SAN=1 soak-faults` runs the ASan/UBSan build of the driver
 #   fuzz       every build/fuzz/fuzz_* for SOAK_FUZZ_SECONDS=60; SOAK_FUZZ_MERGE=1
 #              merges new finds into fuzz/corpus/NAME (otherwise nothing is
 #              written there)
@@ -85,14 +86,17 @@ part_diskfull() {
 }
 
 part_faults() {
-	local bin=$SOAK_OUT/soak_store ops=()
+	local bin=${SOAK_FAULT_BIN:-$SOAK_OUT/soak_store} ops=()
 	[ -x "$bin" ] || {
 		echo "soak-faults: $bin missing (make soak-faults builds it)"
 		return 1
 	}
 	[ -n "$SOAK_FAULT_OPS" ] && ops=(--ops "$SOAK_FAULT_OPS")
 	echo "== soak-faults: $bin sweep --max-runs $SOAK_FAULT_RUNS ${ops[*]}"
-	"$bin" sweep --max-runs "$SOAK_FAULT_RUNS" "${ops[@]}" | tee "$SOAK_OUT/faults.txt"
+	# Under SAN=1 a sanitizer report aborts the child: counted as a crash.
+	ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=0} \
+		UBSAN_OPTIONS=${UBSAN_OPTIONS:-abort_on_error=1:print_stacktrace=1} \
+		"$bin" sweep --max-runs "$SOAK_FAULT_RUNS" "${ops[@]}" | tee "$SOAK_OUT/faults.txt"
 	local rc=${PIPESTATUS[0]}
 	awk '/^SOAK faults/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); print "faults", kv[1], kv[2] } }' \
 		"$SOAK_OUT/faults.txt" >>"$RESULTS"

@@ -322,6 +322,7 @@ static void checker_entry(const char *dir, const void *arg)
 /* What one run found. */
 struct run_result {
 	int writer_signal; /* 0 unless the writer died of a signal */
+	int writer_exit;   /* its exit status otherwise: 0, or a sanitizer's report */
 	int checker_signal;
 	int verdict; /* enum verdict of the checker (when it exited) */
 	uint64_t counts[FAULT_N_OPS];
@@ -363,6 +364,8 @@ static int one_run(const char *dir, const struct fault_plan *plan, bool quiet, s
 		return -ECHILD;
 	if (WIFSIGNALED(status))
 		r->writer_signal = WTERMSIG(status);
+	else
+		r->writer_exit = WEXITSTATUS(status);
 	read_counts(dir, r);
 	status = run_child(quiet ? log_path : NULL, checker_entry, dir, &plan->writes);
 	if (status < 0)
@@ -376,7 +379,7 @@ static int one_run(const char *dir, const struct fault_plan *plan, bool quiet, s
 
 static bool run_failed(const struct run_result *r)
 {
-	return r->writer_signal || r->checker_signal || r->verdict != VERDICT_OK;
+	return r->writer_signal || r->writer_exit || r->checker_signal || r->verdict != VERDICT_OK;
 }
 
 static int parse_errno(const char *s)
@@ -480,7 +483,7 @@ static int sweep(const char *self, const char *base, const char *ops, int max_ru
 				}
 				row.runs++;
 				row.injected_runs += r.injected > 0;
-				row.writer_crashes += r.writer_signal != 0;
+				row.writer_crashes += r.writer_signal || r.writer_exit;
 				row.checker_crashes += r.checker_signal != 0;
 				row.open_failed += r.verdict == VERDICT_OPEN_FAILED;
 				row.lost += r.verdict == VERDICT_LOST;
