@@ -19,11 +19,11 @@ soak-kill: $(BIN)/kiln
 soak-diskfull: $(BIN)/kiln
 	tests/soak/soak.sh diskfull
 
-soak-restart: $(BIN)/kiln $(OUT)/bench/bench_store
-	tests/soak/soak.sh restart
+soak-restart: $(BIN)/kiln $(OUT)/soak/soak_store
+	SOAK_FAULT_BIN=$(CURDIR)/$(OUT)/soak/soak_store tests/soak/soak.sh restart
 
 soak-fuzz: fuzz-build
 	tests/soak/soak.sh fuzz
 
 soak: $(BIN)/kiln $(OUT)/soak/soak_store fuzz-build
-	tests/soak/soak.sh all
+	SOAK_FAULT_BIN=$(CURDIR)/$(OUT)/soak/soak_store tests/soak/soak.sh all

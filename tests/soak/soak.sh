@@ -144,7 +144,7 @@ part_fuzz() {
 }
 
 part_restart() {
-	local bin=$SOAK_OUT/soak_store
+	local bin=${SOAK_FAULT_BIN:-$SOAK_OUT/soak_store}
 	scratch
 	stubs || return 1
 	[ -x "$bin" ] || {
