@@ -390,16 +390,23 @@ int block_write(const char *dir, uint64_t seq, uint64_t cut_seg, const uint64_t 
 	w.fd = -1;
 	if (rename(tmp, path)) {
 		rc = kiln_error_set(err, errno, "cannot rename %s: %s", tmp, strerror(errno));
+		unlink(tmp);
 		goto fail;
 	}
 	rc = fsync_dir(dir);
-	if (rc) {
+	if (rc)
 		kiln_error_set(err, -rc, "cannot fsync %s: %s", dir, strerror(-rc));
-		goto fail;
-	}
 	block_free(b);
 	b = NULL;
-	rc = block_open(path, n_stacks, out, err);
+	rc = rc ?: block_open(path, n_stacks, out, err);
+	/* A failed block must not stay under its final name: the caller
+	 * retries the same cut or compaction under a new sequence number,
+	 * and recovery would then load both copies (rows counted twice).
+	 * Should this unlink not reach the disk, recovery still drops the
+	 * file (its cut is not checkpointed), and the next block's directory
+	 * fsync makes the unlink durable. */
+	if (rc)
+		unlink(path);
 	goto done;
 fail:
 	if (w.fd >= 0) {

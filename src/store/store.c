@@ -836,16 +836,14 @@ static int write_frozen(struct store *s, struct head *h, struct kiln_error *err)
 		if (!rc && b)
 			made[n_made++] = b;
 	}
+	rc = rc ?: publish(s, made, n_made, NULL, 0, h);
 	if (rc) {
+		/* Unpublished blocks go: the retry writes them again. */
 		for (size_t i = 0; i < n_made; i++) {
 			unlink(made[i]->path);
 			block_unref(made[i]);
 		}
-		goto out;
-	}
-	rc = publish(s, made, n_made, NULL, 0, h);
-	if (rc) {
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		kiln_error_set(err, -rc, "out of memory"); /* kept: the first error */
 		goto out;
 	}
 	rc = write_checkpoint(s, h->seg, err);
@@ -932,8 +930,15 @@ static int compact_window(struct store *s, struct block **src, size_t n, struct 
 	if (rc)
 		return rc;
 	rc = publish(s, out ? &out : NULL, out ? 1 : 0, src, n, NULL);
-	if (rc)
+	if (rc) {
+		/* Left on disk, it would name src as merged: a later merge of
+		 * the same window would then count their rows twice. */
+		if (out) {
+			unlink(out->path);
+			block_unref(out);
+		}
 		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < n; i++) {
 		unlink(src[i]->path);
 		block_unref(src[i]); /* the store's reference */
@@ -985,9 +990,15 @@ static int compact(struct store *s, bool all, struct kiln_error *err)
 		int64_t w = window_of(s, bs[i]->min_ts);
 		size_t j = i;
 
+		bool checkpointed = true;
+
 		while (j < n && window_of(s, bs[j]->min_ts) == w)
-			j++;
-		if (j - i >= 2 && (all || w < newest))
+			checkpointed &= bs[j++]->cut_seg <= s->checkpoint_seg;
+		/* A block whose cut has no CHECKPOINT yet (its write failed) is
+		 * dropped by recovery, its rows replayed from the WAL; merged
+		 * now, the merge would be dropped too and take the checkpointed
+		 * blocks it names as sources with it. Wait for the checkpoint. */
+		if (j - i >= 2 && checkpointed && (all || w < newest))
 			rc = compact_window(s, bs + i, j - i, err);
 		i = j;
 	}
