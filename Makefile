@@ -154,7 +154,8 @@ run: all
 test: deps
 	$(MAKE) --no-print-directory format-check
 	$(MAKE) --no-print-directory SAN=1 build/san/bin/kiln build/san/bin/kiln-agent \
-		build/san/bin/kilnctl $(patsubst tests/%.c,build/san/tests/%,$(TEST_SRCS))
+		build/san/bin/kilnctl build/san/soak/soak_store \
+		$(patsubst tests/%.c,build/san/tests/%,$(TEST_SRCS))
 	$(MAKE) --no-print-directory $(BINS) fuzz-build
 	KILN_BIN=$(CURDIR)/build/san/bin KILN_TESTBIN=$(CURDIR)/build/san/tests \
 		KILN_FUZZBIN=$(CURDIR)/build/fuzz tests/run.sh

@@ -366,10 +366,17 @@ int64_t series_get(struct series_index *x, struct meta *m, const char *name, con
 		rc = put_uvarint(&rec, (uint64_t)a);
 		rc = rc ?: put_uvarint(&rec, (uint64_t)b);
 	}
-	rc = rc ?: record_append(&m->pending, rec.data, rec.len);
+	/* The record goes to the log only once the series is in the index: a
+	 * series that failed to register must leave no record behind, since
+	 * its id goes to the next new series, and two records with one id stop
+	 * the log's replay there, dropping every later acknowledged write
+	 * (found by make soak-faults, a calloc failing in insert_series). A
+	 * series registered whose record could not be appended is not keyed
+	 * either: the next write of its labels makes a new one, and logs it. */
 	rc = rc
 		 ?: insert_series(x, m, (uint32_t)id, meta_str(m, (uint32_t)tsid), period, interned,
 				  n_labels);
+	rc = rc ?: record_append(&m->pending, rec.data, rec.len);
 	/* series_key used x->key; insert_series reused it for postings. */
 	rc = rc ?: series_key(&x->key, type, labels, n_labels);
 	rc = rc ?: htab_put(x->key_ix, x->key.data, x->key.len, id);
