@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pbwire.h"
 #include "otlp/otlp.h"
 
 typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary otlp_dict;
@@ -39,58 +40,6 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue otlp_any_value;
  * the decoder.
  */
 #define OTLP_MAX_NESTING 32
-
-struct wire_field {
-	uint32_t number;
-	bool has_bytes;
-	const uint8_t *p;
-	size_t len;
-};
-
-static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	*v = 0;
-	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-
-		*v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			return true;
-	}
-	return false;
-}
-
-static bool wire_next(const uint8_t **p, const uint8_t *end, struct wire_field *f)
-{
-	uint64_t key, v;
-	size_t skip;
-
-	if (*p >= end || !wire_varint(p, end, &key))
-		return false;
-	f->number = (uint32_t)(key >> 3);
-	f->has_bytes = false;
-	switch (key & 7) {
-	case 0:
-		return wire_varint(p, end, &v);
-	case 1:
-	case 5:
-		skip = (key & 7) == 1 ? 8 : 4;
-		if ((size_t)(end - *p) < skip)
-			return false;
-		*p += skip;
-		return true;
-	case 2:
-		if (!wire_varint(p, end, &v) || v > (uint64_t)(end - *p))
-			return false;
-		f->has_bytes = true;
-		f->p = *p;
-		f->len = (size_t)v;
-		*p += v;
-		return true;
-	default:
-		return false;
-	}
-}
 
 /* The message kinds on the way to an AnyValue. */
 enum wire_kind {
@@ -143,7 +92,7 @@ static int check_nesting(const uint8_t *p, size_t len, enum wire_kind k, int dep
 			 struct kiln_error *err)
 {
 	const uint8_t *end = p + len;
-	struct wire_field f;
+	struct pbwire_field f;
 
 	if (depth > OTLP_MAX_NESTING)
 		return kiln_error_set(
@@ -153,7 +102,7 @@ static int check_nesting(const uint8_t *p, size_t len, enum wire_kind k, int dep
 		    OTLP_MAX_NESTING);
 	size_t n_strings = 0;
 
-	while (wire_next(&p, end, &f)) {
+	while (pbwire_next(&p, end, &f)) {
 		enum wire_kind c = f.has_bytes ? wire_child(k, f.number) : W_NONE;
 		const char *what = !f.has_bytes				? NULL
 				   : k == W_DICTIONARY && f.number == 5 ? "dictionary.string_table"

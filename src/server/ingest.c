@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pbwire.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "server/ingest.h"
 
@@ -50,70 +51,15 @@ static bool valid_utf8(const char *s)
 
 /* One protobuf field read off the wire: its number and, for a
  * length-delimited one, its bytes. */
-struct wire_field {
-	uint32_t number;
-	bool has_bytes;
-	const uint8_t *p;
-	size_t len;
-};
-
-static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	*v = 0;
-	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-
-		*v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			return true;
-	}
-	return false;
-}
-
-/* Reads the next field of [*p, end); false at the end or on bad data. */
-static bool wire_next(const uint8_t **p, const uint8_t *end, struct wire_field *f)
-{
-	uint64_t key, v;
-
-	if (*p >= end || !wire_varint(p, end, &key))
-		return false;
-	f->number = (uint32_t)(key >> 3);
-	f->has_bytes = false;
-	switch (key & 7) {
-	case 0:
-		return wire_varint(p, end, &v);
-	case 1:
-		if (end - *p < 8)
-			return false;
-		*p += 8;
-		return true;
-	case 2:
-		if (!wire_varint(p, end, &v) || v > (uint64_t)(end - *p))
-			return false;
-		f->has_bytes = true;
-		f->p = *p;
-		f->len = (size_t)v;
-		*p += v;
-		return true;
-	case 5:
-		if (end - *p < 4)
-			return false;
-		*p += 4;
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* Label (name = 1, value = 2) of series si: -EINVAL if either holds NUL. */
-static int check_label(const struct wire_field *label, size_t si, struct kiln_error *err)
+static int check_label(const struct pbwire_field *label, size_t si, struct kiln_error *err)
 {
 	const uint8_t *p = label->p, *end = label->p + label->len;
 	const uint8_t *name = NULL;
 	size_t name_len = 0;
-	struct wire_field f;
+	struct pbwire_field f;
 
-	while (wire_next(&p, end, &f)) {
+	while (pbwire_next(&p, end, &f)) {
 		if (!f.has_bytes || (f.number != 1 && f.number != 2))
 			continue;
 		if (f.number == 1) {
@@ -140,21 +86,21 @@ static int check_label(const struct wire_field *label, size_t si, struct kiln_er
 int ingest_check_label_bytes(const uint8_t *req, size_t len, struct kiln_error *err)
 {
 	const uint8_t *p = req, *end = req + len;
-	struct wire_field series, set, label;
+	struct pbwire_field series, set, label;
 	size_t si = 0;
 	int rc;
 
 	/* WriteRawRequest.series = 2 -> RawProfileSeries.labels = 1 ->
 	 * LabelSet.labels = 1 -> Label. */
-	while (wire_next(&p, end, &series)) {
+	while (pbwire_next(&p, end, &series)) {
 		if (series.number != 2 || !series.has_bytes)
 			continue;
 		const uint8_t *sp = series.p, *send = series.p + series.len;
-		while (wire_next(&sp, send, &set)) {
+		while (pbwire_next(&sp, send, &set)) {
 			if (set.number != 1 || !set.has_bytes)
 				continue;
 			const uint8_t *lp = set.p, *lend = set.p + set.len;
-			while (wire_next(&lp, lend, &label)) {
+			while (pbwire_next(&lp, lend, &label)) {
 				if (label.number == 1 && label.has_bytes &&
 				    (rc = check_label(&label, si, err)) < 0)
 					return rc;
