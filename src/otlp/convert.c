@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/pbwire.h"
+#include "common/utf8.h"
 #include "otlp/otlp.h"
 
 typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary otlp_dict;
@@ -267,26 +268,6 @@ static int check_dictionary(const struct dict_view *v, struct kiln_error *err)
 
 /* --- attribute values ------------------------------------------------------ */
 
-static bool valid_utf8(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	while (*p) {
-		int n = *p < 0x80	  ? 0
-			: (*p >> 5) == 6  ? 1
-			: (*p >> 4) == 14 ? 2
-			: (*p >> 3) == 30 ? 3
-					  : -1;
-		if (n < 0)
-			return false;
-		p++;
-		for (int i = 0; i < n; i++, p++)
-			if ((*p & 0xc0) != 0x80)
-				return false;
-	}
-	return true;
-}
-
 static char *hex_string(struct arena *a, const uint8_t *data, size_t len)
 {
 	char *s = arena_alloc(a, len * 2 + 1);
@@ -407,7 +388,7 @@ static int add_series_label(struct conv *c, const char *key, const otlp_any_valu
 		return kiln_error_set(err, ENOMEM, "out of memory");
 	if (!*text)
 		return 0; /* an empty value is an absent label, as in Prometheus */
-	if (!valid_utf8(text))
+	if (!utf8_valid_str(text))
 		return kiln_error_set(err, EINVAL, "attribute %.100s: value is not valid UTF-8",
 				      key);
 	for (size_t i = 1; i < c->n_labels; i++)
@@ -569,7 +550,7 @@ static int sample_labels(struct conv *c, const otlp_sample *s, const char *where
 		const char *text = any_value_text(at->value, c->a);
 		if (!text)
 			return kiln_error_set(err, ENOMEM, "out of memory");
-		if (!valid_utf8(text))
+		if (!utf8_valid_str(text))
 			return kiln_error_set(err, EINVAL,
 					      "%s: attribute %.100s: value is not valid UTF-8",
 					      where, key);

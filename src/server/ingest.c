@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/pbwire.h"
+#include "common/utf8.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "server/ingest.h"
 
@@ -24,25 +25,6 @@ static bool valid_label_name(const char *s, bool metric)
 			  (metric && c == ':') || (p != s && c >= '0' && c <= '9');
 		if (!ok)
 			return false;
-	}
-	return true;
-}
-
-static bool valid_utf8(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	while (*p) {
-		int n = *p < 0x80	  ? 0
-			: (*p >> 5) == 6  ? 1
-			: (*p >> 4) == 14 ? 2
-			: (*p >> 3) == 30 ? 3
-					  : -1;
-		if (n < 0)
-			return false;
-		p++;
-		for (int i = 0; i < n; i++, p++)
-			if ((*p & 0xc0) != 0x80)
-				return false;
 	}
 	return true;
 }
@@ -177,7 +159,7 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 			    "series[%zu]: label name \"%.100s\" is reserved (\"__\" "
 			    "prefix)",
 			    si, l->name);
-		if (!valid_utf8(l->value))
+		if (!utf8_valid_str(l->value))
 			return kiln_error_set(err, EINVAL,
 					      "series[%zu]: label %s: value is not valid UTF-8", si,
 					      l->name);

@@ -32,6 +32,8 @@ import re
 import struct
 import sys
 
+from pbwire import fields, packed
+
 ROOTS = {
     "_start", "__libc_start_main", "__libc_start_call_main", "start_thread",
     "clone", "clone3", "__clone", "__clone3", "__clone_internal",
@@ -141,46 +143,6 @@ def frame_name(path, off):
 
 
 # ---- pprof -------------------------------------------------------------------
-
-def varint(b, i):
-    r = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        r |= (c & 0x7F) << shift
-        shift += 7
-        if not c & 0x80:
-            return r, i
-
-
-def fields(b):
-    i = 0
-    while i < len(b):
-        key, i = varint(b, i)
-        f, t = key >> 3, key & 7
-        if t == 0:
-            v, i = varint(b, i)
-        elif t == 2:
-            n, i = varint(b, i)
-            v, i = b[i:i + n], i + n
-        elif t == 1:
-            v, i = b[i:i + 8], i + 8
-        elif t == 5:
-            v, i = b[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % t)
-        yield f, t, v
-
-
-def packed(t, v):
-    if t == 0:
-        return [v]
-    out, i = [], 0
-    while i < len(v):
-        x, i = varint(v, i)
-        out.append(x)
-    return out
-
 
 def agent_samples(path):
     b = gzip.open(path).read()
