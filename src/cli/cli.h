@@ -20,6 +20,7 @@ int cmd_pprof(int argc, char **argv);
  * "symbolize". */
 int cmd_pprof_symbolize(int argc, char **argv);
 int cmd_query(int argc, char **argv);
+int cmd_push(int argc, char **argv);
 int cmd_debuginfo(int argc, char **argv);
 /* cmd_debuginfo.c's remote subcommands (cmd_debuginfo_remote.c). */
 int cmd_debuginfo_upload(int argc, char **argv);

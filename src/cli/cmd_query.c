@@ -2,18 +2,23 @@
  * cmd_query.c — `kilnctl query`: ask a kiln server for a profile.
  *
  *   kilnctl query --address=HOST:PORT 'QUERY' [--since=1h | --start=MS --end=MS]
- *                 [--mode=merge|single --time=MS] [--output=top|folded|pprof]
+ *                 [--mode=merge|single --time=MS] [--output=top|flame|folded|pprof]
+ *                 [--width=N] [--max-depth=N] [--min-share=PCT] [--color=auto|always|never]
  *                 [--nodecount=N] [-o FILE] [--bearer-token=T | --bearer-token-file=F]
  *
  * It fetches the merged (or single) profile as gzipped pprof from the HTTP
  * API (GET /api/v1/query?report=pprof, libcurl) and renders top and folded
  * output locally with the query module, so what it prints is computed from
- * exactly the bytes `--output=pprof` would save. Server errors are printed
+ * exactly the bytes `--output=pprof` would save; `--output=flame` draws an
+ * icicle graph as wide as the terminal (flame_text.c). A query that matches
+ * nothing exits 1, so scripts can tell "no data" from a profile. Server errors are printed
  * with the query position they point at. A server that requires tokens
  * (docs/SECURITY.md) gets `Authorization: Bearer T`; queries need role read.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +47,11 @@ static void query_usage(FILE *f)
 		   "  --since=DUR           merge the last DUR: 30s, 15m, 1h, 2d (default 1h)\n"
 		   "  --start=MS --end=MS   or an explicit range, ms since the epoch\n"
 		   "  --mode=merge|single   merge a range (default) or one profile at --time=MS\n"
-		   "  --output=top|folded|pprof  (default top)\n"
+		   "  --output=top|flame|folded|pprof  (default top; flame: an icicle graph)\n"
+		   "  --width=N             flame: columns (default: the terminal's, else 120)\n"
+		   "  --max-depth=N         flame: rows below the root (default all)\n"
+		   "  --min-share=PCT       flame: leave out frames under PCT%% of the total\n"
+		   "  --color=auto|always|never  flame: colour by package (auto: on a terminal)\n"
 		   "  --nodecount=N         rows of the top table (default 30, 0 = all)\n"
 		   "  --bearer-token=T      sent as Authorization: Bearer T (role read)\n"
 		   "  --bearer-token-file=F the same, read from F's first line\n"
@@ -185,6 +194,30 @@ static int write_out(const char *path, const void *data, size_t len)
 	return 0;
 }
 
+/* The columns of the terminal the flame graph goes to: stdout's when it
+ * is one, else $COLUMNS, else 120. */
+static unsigned terminal_width(const char *out_path)
+{
+	struct winsize ws;
+	const char *env = getenv("COLUMNS");
+	if (!out_path && isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
+	    ws.ws_col > 0)
+		return ws.ws_col;
+	if (env && atoi(env) > 0)
+		return (unsigned)atoi(env);
+	return 120;
+}
+
+/* --color=auto: colour only a terminal that can show it, and never when
+ * the user set NO_COLOR (no-color.org). */
+static bool colour_terminal(const char *out_path)
+{
+	const char *term = getenv("TERM");
+	const char *no_colour = getenv("NO_COLOR");
+	return !out_path && isatty(STDOUT_FILENO) && term && strcmp(term, "dumb") != 0 &&
+	       !(no_colour && no_colour[0]);
+}
+
 int cmd_query(int argc, char **argv)
 {
 	const char *address = "127.0.0.1:7070", *mode = "merge", *output = "top";
@@ -195,6 +228,8 @@ int cmd_query(int argc, char **argv)
 	int64_t since = 3600000, start = 0, end = 0, at = 0;
 	bool have_start = false, have_end = false, have_time = false;
 	long nodecount = 30;
+	struct query_flame_text_options flame = {0};
+	enum { COLOUR_AUTO, COLOUR_ALWAYS, COLOUR_NEVER } colour_mode = COLOUR_AUTO;
 	enum {
 		O_ADDR = 1,
 		O_SINCE,
@@ -209,6 +244,10 @@ int cmd_query(int argc, char **argv)
 		O_TLS_CA,
 		O_TLS_CERT,
 		O_TLS_KEY,
+		O_WIDTH,
+		O_MAX_DEPTH,
+		O_MIN_SHARE,
+		O_COLOUR,
 		O_HELP
 	};
 	static const struct option opts[] = {
@@ -225,6 +264,10 @@ int cmd_query(int argc, char **argv)
 	    {"tls-ca-file", required_argument, NULL, O_TLS_CA},
 	    {"tls-cert-file", required_argument, NULL, O_TLS_CERT},
 	    {"tls-key-file", required_argument, NULL, O_TLS_KEY},
+	    {"width", required_argument, NULL, O_WIDTH},
+	    {"max-depth", required_argument, NULL, O_MAX_DEPTH},
+	    {"min-share", required_argument, NULL, O_MIN_SHARE},
+	    {"color", required_argument, NULL, O_COLOUR},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -269,6 +312,51 @@ int cmd_query(int argc, char **argv)
 		case O_OUTPUT:
 			output = optarg;
 			break;
+		case O_WIDTH:
+		case O_MAX_DEPTH: {
+			char *e;
+			long v = strtol(optarg, &e, 10);
+			if (*e || e == optarg || v < (o == O_WIDTH) || v > 100000) {
+				fprintf(stderr,
+					"kilnctl query: --%s=%s: expected a whole number%s\n",
+					o == O_WIDTH ? "width" : "max-depth", optarg,
+					o == O_WIDTH ? " from 1 to 100000" : "");
+				return 2;
+			}
+			if (o == O_WIDTH)
+				flame.width = (unsigned)v;
+			else
+				flame.max_depth = (unsigned)v;
+			break;
+		}
+		case O_MIN_SHARE: {
+			char *e;
+			double v = strtod(optarg, &e);
+			if (e == optarg || (*e && strcmp(e, "%")) || !(v >= 0 && v <= 100)) {
+				fprintf(stderr,
+					"kilnctl query: --min-share=%s: expected a percentage "
+					"from 0 to 100, e.g. 0.5 or 0.5%%\n",
+					optarg);
+				return 2;
+			}
+			flame.min_share = v / 100;
+			break;
+		}
+		case O_COLOUR:
+			if (strcmp(optarg, "auto") == 0)
+				colour_mode = COLOUR_AUTO;
+			else if (strcmp(optarg, "always") == 0)
+				colour_mode = COLOUR_ALWAYS;
+			else if (strcmp(optarg, "never") == 0)
+				colour_mode = COLOUR_NEVER;
+			else {
+				fprintf(stderr,
+					"kilnctl query: --color=%s: expected auto, always or "
+					"never\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case O_NODES:
 			nodecount = strtol(optarg, NULL, 10);
 			break;
@@ -311,8 +399,10 @@ int cmd_query(int argc, char **argv)
 		return 2;
 	}
 	query = argv[optind];
-	if (strcmp(output, "top") && strcmp(output, "folded") && strcmp(output, "pprof")) {
-		fprintf(stderr, "kilnctl query: --output=%s: expected top, folded or pprof\n",
+	if (strcmp(output, "top") && strcmp(output, "flame") && strcmp(output, "folded") &&
+	    strcmp(output, "pprof")) {
+		fprintf(stderr,
+			"kilnctl query: --output=%s: expected top, flame, folded or pprof\n",
 			output);
 		return 2;
 	}
@@ -361,11 +451,6 @@ int cmd_query(int argc, char **argv)
 		print_server_error(status, &body, query);
 		goto out;
 	}
-	if (strcmp(output, "pprof") == 0) {
-		ret = write_out(out_path, body.data, body.len);
-		goto out;
-	}
-
 	struct pprof_profile *p = NULL;
 	struct query_tree *tree = NULL;
 	struct query_top *top = NULL;
@@ -373,16 +458,30 @@ int cmd_query(int argc, char **argv)
 	struct buf text = {0};
 	int rc = pprof_decode(body.data, body.len, NULL, &p, &err);
 	if (rc == 0 && pprof_sample_count(p) == 0) {
-		fprintf(stderr, "kilnctl: no samples match %s in the time range\n", query);
-		ret = 0;
+		fprintf(stderr,
+			"kilnctl: no samples match %s from %lld to %lld ms; try a longer "
+			"--since, or check the profile type with the server's "
+			"/api/v1/profile_types\n",
+			query, (long long)start, (long long)end);
+		pprof_profile_free(p);
+		goto out;
+	}
+	if (rc == 0 && strcmp(output, "pprof") == 0) {
+		ret = write_out(out_path, body.data, body.len);
 		pprof_profile_free(p);
 		goto out;
 	}
 	if (rc == 0)
 		rc = query_tree_build(p, -1, NULL, &tree, &err);
-	if (rc == 0 && strcmp(output, "folded") == 0)
+	if (rc == 0 && strcmp(output, "folded") == 0) {
 		rc = query_tree_write_folded(tree, &text);
-	else if (rc == 0) {
+	} else if (rc == 0 && strcmp(output, "flame") == 0) {
+		flame.width = flame.width ? flame.width : terminal_width(out_path);
+		if (colour_mode == COLOUR_ALWAYS ||
+		    (colour_mode == COLOUR_AUTO && colour_terminal(out_path)))
+			flame.colour = QUERY_FLAME_COLOUR_PACKAGE;
+		rc = query_tree_write_flame_text(tree, &flame, &text);
+	} else if (rc == 0) {
 		rc = query_top_build(tree, &top, &err);
 		if (rc == 0)
 			rc =

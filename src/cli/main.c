@@ -11,7 +11,8 @@
 
 static const struct cli_command commands[] = {
     {"pprof", "work with pprof files: folded, top, merge, validate, symbolize", cmd_pprof},
-    {"query", "query a kiln server: top, folded or pprof", cmd_query},
+    {"query", "query a kiln server: top, flame graph, folded or pprof", cmd_query},
+    {"push", "write pprof files to a kiln server", cmd_push},
     {"debuginfo", "extract, upload and list debuginfo; symbolize addresses", cmd_debuginfo},
 };
 

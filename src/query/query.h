@@ -294,4 +294,28 @@ int query_top_write_text(const struct query_top *top, size_t limit, struct buf *
  * as the single frame "[unknown]". */
 int query_tree_write_folded(const struct query_tree *t, struct buf *out);
 
+/* ---- flame graph for the terminal (flame_text.c) -------------------------- */
+
+enum query_flame_colour {
+	QUERY_FLAME_COLOUR_NONE = 0, /* plain text */
+	QUERY_FLAME_COLOUR_PACKAGE,  /* a warm colour per package or binary */
+	QUERY_FLAME_COLOUR_DIFF,     /* red grew, green shrank (diff trees; else PACKAGE) */
+};
+
+struct query_flame_text_options {
+	unsigned width;	    /* columns; 0 = 120 */
+	unsigned max_depth; /* rows below the root; 0 = all */
+	double min_share;   /* leave out frames under this fraction of the root */
+	enum query_flame_colour colour;
+};
+
+/* Appends an icicle graph: a header line, then one row per depth, each
+ * frame a box "|name 12.50%" as wide as its share of the root (the share
+ * only where it fits; cut names end in ".."). Frames narrower than one
+ * column are left out with their subtrees. Colours are xterm 256-colour
+ * SGR sequences; names are sanitized (no control bytes reach the
+ * terminal). opts may be NULL. 0 or -ENOMEM. */
+int query_tree_write_flame_text(const struct query_tree *t,
+				const struct query_flame_text_options *opts, struct buf *out);
+
 #endif

@@ -109,6 +109,11 @@ struct query_tree {
 	bool have_unit;
 };
 
+/* A value in its unit's natural scale as pprof prints it ("1.50s",
+ * "120ms", "3.20MB", plain counts), and v as a share of total ("12.50%"). */
+void query_format_value(char *dst, size_t size, int64_t v, const char *unit);
+void query_format_percent(char *dst, size_t size, int64_t v, int64_t total);
+
 /* Makes *arr (of *cap elements of elem bytes) hold at least need, doubling.
  * 0 or -ENOMEM. */
 int query_grow(void **arr, size_t *cap, size_t need, size_t elem);

@@ -170,7 +170,7 @@ int query_top_write_json(const struct query_top *top, size_t limit, struct buf *
 
 /* Formats v in the unit's natural scale the way pprof does: "1.50s",
  * "120ms", "3.20MB", plain numbers for counts. */
-static void format_value(char *dst, size_t size, int64_t v, const char *unit)
+void query_format_value(char *dst, size_t size, int64_t v, const char *unit)
 {
 	static const struct {
 		const char *unit;
@@ -213,7 +213,7 @@ static void format_value(char *dst, size_t size, int64_t v, const char *unit)
 	snprintf(dst, size, "%" PRId64, v);
 }
 
-static void format_percent(char *dst, size_t size, int64_t v, int64_t total)
+void query_format_percent(char *dst, size_t size, int64_t v, int64_t total)
 {
 	double p = total ? 100.0 * (double)v / (double)total : 0;
 
@@ -234,9 +234,9 @@ int query_top_write_text(const struct query_top *top, size_t limit, struct buf *
 
 	for (size_t i = 0; i < n; i++)
 		shown += top->rows[i].flat;
-	format_value(a, sizeof(a), shown, unit);
-	format_percent(b, sizeof(b), shown, t->filtered);
-	format_value(c, sizeof(c), t->filtered, unit);
+	query_format_value(a, sizeof(a), shown, unit);
+	query_format_percent(b, sizeof(b), shown, t->filtered);
+	query_format_value(c, sizeof(c), t->filtered, unit);
 	rc = buf_printf(out, "Showing nodes accounting for %s, %s of %s total\n", a, b, c);
 	if (!rc && n < top->n_rows)
 		rc = buf_printf(out, "Showing top %zu nodes out of %zu\n", n, top->n_rows);
@@ -249,15 +249,15 @@ int query_top_write_text(const struct query_top *top, size_t limit, struct buf *
 		const char *slash = strrchr(bin, '/');
 
 		sum += r->flat;
-		format_value(a, sizeof(a), r->flat, unit);
-		format_percent(b, sizeof(b), r->flat, t->filtered);
-		format_percent(c, sizeof(c), sum, t->filtered);
-		format_value(d, sizeof(d), r->cum, unit);
-		format_percent(e, sizeof(e), r->cum, t->filtered);
+		query_format_value(a, sizeof(a), r->flat, unit);
+		query_format_percent(b, sizeof(b), r->flat, t->filtered);
+		query_format_percent(c, sizeof(c), sum, t->filtered);
+		query_format_value(d, sizeof(d), r->cum, unit);
+		query_format_percent(e, sizeof(e), r->cum, t->filtered);
 		rc = buf_printf(out, "%10s %6s %6s %10s %6s", a, b, c, d, e);
 		if (!rc && t->diff) {
-			format_value(f, sizeof(f), r->diff_flat, unit);
-			format_value(g, sizeof(g), r->diff_cum, unit);
+			query_format_value(f, sizeof(f), r->diff_flat, unit);
+			query_format_value(g, sizeof(g), r->diff_cum, unit);
 			rc = buf_printf(out, " %10s %10s", f, g);
 		}
 		if (!rc)

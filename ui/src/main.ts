@@ -132,7 +132,7 @@ class Side {
 		if (!s.type) {
 			this.graph.el.hidden = true;
 			this.empty.hidden = false;
-			this.empty.textContent = types.length ? 'Select a profile type, optionally add label matchers, and press Search.' : 'No profiles stored yet. Start kiln-agent on a host, or push pprof files to kiln, then reload this page.';
+			this.empty.textContent = types.length ? 'Select a profile type, optionally add label matchers, and press Search.' : 'No profiles stored yet. Start kiln-agent on a host (sudo kiln-agent --remote-store-address=' + location.host + ' --remote-store-insecure), or push a pprof file (kilnctl push --address=' + location.host + ' --labels=job=NAME FILE.pprof), then reload this page.';
 			return;
 		}
 		this.ctl?.abort();
@@ -445,7 +445,7 @@ async function loadProfile(): Promise<void> {
 			? 'Compare: choose a query for both A (base) and B (comparison), then Search on each side. Click a point or drag a range on each graph to pick what to compare.'
 			: types.length
 				? 'Pick a profile type and press Search: the whole range is merged into one profile. Click a point on the graph for a single profile, or drag across it to merge a sub-range.'
-				: 'No profiles stored yet. Start kiln-agent, or push pprof profiles to kiln, then reload.';
+				: 'No profiles stored yet. Start kiln-agent (sudo kiln-agent --remote-store-address=' + location.host + ' --remote-store-insecure), or push a pprof file (kilnctl push --address=' + location.host + ' --labels=job=NAME FILE.pprof), then reload.';
 		setDownloads(null);
 		return;
 	}
