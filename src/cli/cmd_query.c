@@ -52,6 +52,12 @@ static void query_usage(FILE *f)
 		   "  --max-depth=N         flame: rows below the root (default all)\n"
 		   "  --min-share=PCT       flame: leave out frames under PCT%% of the total\n"
 		   "  --color=auto|always|never  flame: colour by package (auto: on a terminal)\n"
+		   "  --focus=RE            keep only samples through a function matching RE\n"
+		   "  --ignore=RE           drop samples through a function matching RE\n"
+		   "  --hide=RE             take functions matching RE out of the stacks\n"
+		   "  --prune-from=RE       drop what a function matching RE calls\n"
+		   "  --sandwich=FUNC       the callers and the callees of FUNC (exact name)\n"
+		   "  --sandwich-side=callers|callees  only one half\n"
 		   "  --nodecount=N         rows of the top table (default 30, 0 = all)\n"
 		   "  --bearer-token=T      sent as Authorization: Bearer T (role read)\n"
 		   "  --bearer-token-file=F the same, read from F's first line\n"
@@ -218,6 +224,31 @@ static bool colour_terminal(const char *out_path)
 	       !(no_colour && no_colour[0]);
 }
 
+/* Appends p rendered as output (top, flame or folded) through a tree
+ * built with topts. */
+static int render(const struct pprof_profile *p, const char *output,
+		  const struct query_tree_options *topts,
+		  const struct query_flame_text_options *flame, long nodecount, struct buf *text,
+		  struct kiln_error *err)
+{
+	struct query_tree *tree = NULL;
+	struct query_top *top = NULL;
+	int rc = query_tree_build(p, -1, topts, &tree, err);
+
+	if (rc == 0 && strcmp(output, "folded") == 0) {
+		rc = query_tree_write_folded(tree, text);
+	} else if (rc == 0 && strcmp(output, "flame") == 0) {
+		rc = query_tree_write_flame_text(tree, flame, text);
+	} else if (rc == 0) {
+		rc = query_top_build(tree, &top, err);
+		if (rc == 0)
+			rc = query_top_write_text(top, nodecount > 0 ? (size_t)nodecount : 0, text);
+	}
+	query_top_free(top);
+	query_tree_free(tree);
+	return rc;
+}
+
 int cmd_query(int argc, char **argv)
 {
 	const char *address = "127.0.0.1:7070", *mode = "merge", *output = "top";
@@ -229,6 +260,8 @@ int cmd_query(int argc, char **argv)
 	bool have_start = false, have_end = false, have_time = false;
 	long nodecount = 30;
 	struct query_flame_text_options flame = {0};
+	struct query_tree_options topts = {0};
+	bool have_side = false;
 	enum { COLOUR_AUTO, COLOUR_ALWAYS, COLOUR_NEVER } colour_mode = COLOUR_AUTO;
 	enum {
 		O_ADDR = 1,
@@ -248,6 +281,12 @@ int cmd_query(int argc, char **argv)
 		O_MAX_DEPTH,
 		O_MIN_SHARE,
 		O_COLOUR,
+		O_FOCUS,
+		O_IGNORE,
+		O_HIDE,
+		O_PRUNE_FROM,
+		O_SANDWICH,
+		O_SANDWICH_SIDE,
 		O_HELP
 	};
 	static const struct option opts[] = {
@@ -268,6 +307,12 @@ int cmd_query(int argc, char **argv)
 	    {"max-depth", required_argument, NULL, O_MAX_DEPTH},
 	    {"min-share", required_argument, NULL, O_MIN_SHARE},
 	    {"color", required_argument, NULL, O_COLOUR},
+	    {"focus", required_argument, NULL, O_FOCUS},
+	    {"ignore", required_argument, NULL, O_IGNORE},
+	    {"hide", required_argument, NULL, O_HIDE},
+	    {"prune-from", required_argument, NULL, O_PRUNE_FROM},
+	    {"sandwich", required_argument, NULL, O_SANDWICH},
+	    {"sandwich-side", required_argument, NULL, O_SANDWICH_SIDE},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -356,6 +401,34 @@ int cmd_query(int argc, char **argv)
 					optarg);
 				return 2;
 			}
+			break;
+		case O_FOCUS:
+			topts.focus = optarg;
+			break;
+		case O_IGNORE:
+			topts.ignore = optarg;
+			break;
+		case O_HIDE:
+			topts.hide = optarg;
+			break;
+		case O_PRUNE_FROM:
+			topts.prune_from = optarg;
+			break;
+		case O_SANDWICH:
+			topts.sandwich = optarg;
+			break;
+		case O_SANDWICH_SIDE:
+			if (strcmp(optarg, "callers") && strcmp(optarg, "callees")) {
+				fprintf(stderr,
+					"kilnctl query: --sandwich-side=%s: expected callers or "
+					"callees\n",
+					optarg);
+				return 2;
+			}
+			have_side = true;
+			topts.sandwich_side = strcmp(optarg, "callers") == 0
+						  ? QUERY_SANDWICH_CALLERS
+						  : QUERY_SANDWICH_CALLEES;
 			break;
 		case O_NODES:
 			nodecount = strtol(optarg, NULL, 10);
@@ -452,8 +525,6 @@ int cmd_query(int argc, char **argv)
 		goto out;
 	}
 	struct pprof_profile *p = NULL;
-	struct query_tree *tree = NULL;
-	struct query_top *top = NULL;
 	struct kiln_error err = {0};
 	struct buf text = {0};
 	int rc = pprof_decode(body.data, body.len, NULL, &p, &err);
@@ -471,21 +542,23 @@ int cmd_query(int argc, char **argv)
 		pprof_profile_free(p);
 		goto out;
 	}
-	if (rc == 0)
-		rc = query_tree_build(p, -1, NULL, &tree, &err);
-	if (rc == 0 && strcmp(output, "folded") == 0) {
-		rc = query_tree_write_folded(tree, &text);
-	} else if (rc == 0 && strcmp(output, "flame") == 0) {
-		flame.width = flame.width ? flame.width : terminal_width(out_path);
-		if (colour_mode == COLOUR_ALWAYS ||
-		    (colour_mode == COLOUR_AUTO && colour_terminal(out_path)))
-			flame.colour = QUERY_FLAME_COLOUR_PACKAGE;
-		rc = query_tree_write_flame_text(tree, &flame, &text);
-	} else if (rc == 0) {
-		rc = query_top_build(tree, &top, &err);
+	flame.width = flame.width ? flame.width : terminal_width(out_path);
+	if (colour_mode == COLOUR_ALWAYS ||
+	    (colour_mode == COLOUR_AUTO && colour_terminal(out_path)))
+		flame.colour = QUERY_FLAME_COLOUR_PACKAGE;
+	/* A sandwich without a side shows both halves, callers first, as the
+	 * UI stacks them. */
+	for (int half = 0; rc == 0 && half < 2; half++) {
+		if (topts.sandwich && !have_side) {
+			topts.sandwich_side =
+			    half == 0 ? QUERY_SANDWICH_CALLERS : QUERY_SANDWICH_CALLEES;
+			rc = buf_printf(&text, "%s%s of %s:\n", half ? "\n" : "",
+					half == 0 ? "callers" : "callees", topts.sandwich);
+		} else if (half) {
+			break;
+		}
 		if (rc == 0)
-			rc =
-			    query_top_write_text(top, nodecount > 0 ? (size_t)nodecount : 0, &text);
+			rc = render(p, output, &topts, &flame, nodecount, &text, &err);
 	}
 	if (rc)
 		fprintf(stderr, "kilnctl: rendering the server's profile: %s\n",
@@ -493,8 +566,6 @@ int cmd_query(int argc, char **argv)
 	else
 		ret = write_out(out_path, text.data, text.len);
 	buf_free(&text);
-	query_top_free(top);
-	query_tree_free(tree);
 	pprof_profile_free(p);
 out:
 	curl_free(q);

@@ -148,11 +148,27 @@ enum query_side {
 	QUERY_SIDE_COMPARE,    /* diff: B */
 };
 
+/* Which half of a sandwich view a tree is (query_tree_options.sandwich). */
+enum query_sandwich_side {
+	QUERY_SANDWICH_CALLEES = 0, /* the function first, what it calls below */
+	QUERY_SANDWICH_CALLERS,	    /* the function first, its callers below */
+};
+
 struct query_tree_options {
 	bool diff; /* profiles are added as BASE or COMPARE, not SINGLE */
 	/* Keep only stacks with a frame whose function name contains this
 	 * (after hide_binaries); NULL or "" = keep all. */
 	const char *filter;
+	/* pprof's frame filters, as PCRE2 patterns matched (unanchored)
+	 * against function names; NULL or "" = off (frame_filter.c):
+	 * focus keeps samples with a matching frame, ignore drops them, hide
+	 * removes matching frames from stacks, prune_from drops the frames
+	 * below (callees of) the matching frame nearest the leaf. */
+	const char *focus, *ignore, *hide, *prune_from;
+	/* A sandwich view of the function with exactly this name (NULL or ""
+	 * = off): only samples reaching it, seen from it (sandwich_side). */
+	const char *sandwich;
+	enum query_sandwich_side sandwich_side;
 	/* Drop frames whose binary (mapping file, full path or basename)
 	 * equals one of these; the sample's value stays with the rest of its
 	 * stack. */
@@ -168,8 +184,13 @@ struct query_tree_options {
 
 struct query_tree;
 
-/* Returns NULL on out-of-memory; opts may be NULL (single, keep all). */
+/* Returns NULL on out-of-memory or a bad pattern; opts may be NULL
+ * (single, keep all). */
 struct query_tree *query_tree_new(const struct query_tree_options *opts);
+/* The same with an error that says which pattern is bad and where:
+ * 0, -EINVAL or -ENOMEM. */
+int query_tree_create(const struct query_tree_options *opts, struct query_tree **out,
+		      struct kiln_error *err);
 void query_tree_free(struct query_tree *t);
 
 /* Adds every sample of p, value index sample_index (-1 = p's default sample

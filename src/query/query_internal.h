@@ -50,9 +50,26 @@ struct qframe {
 	uint32_t file;
 	uint32_t build_id;
 	int64_t line;
-	bool matches_filter;
+	uint8_t flags; /* QFRAME_*: what the tree's rules say of it */
 	bool hidden;
 };
+
+/* qframe.flags (frame_filter.c) */
+enum {
+	QFRAME_FILTER = 1 << 0, /* name contains the substring filter */
+	QFRAME_FOCUS = 1 << 1,
+	QFRAME_IGNORE = 1 << 2,
+	QFRAME_HIDE = 1 << 3,
+	QFRAME_PRUNE = 1 << 4,
+	QFRAME_SANDWICH = 1 << 5,
+};
+
+/* The compiled rules of a tree; NULL when it has none. */
+struct qrules;
+int qrules_new(const struct query_tree_options *o, struct qrules **out, struct kiln_error *err);
+void qrules_free(struct qrules *r);
+/* QFRAME_* bits for a frame of this name (0 with no rules). */
+uint8_t qrules_frame_flags(const struct qrules *r, const char *name);
 
 struct qbuild_node {
 	uint32_t frame; /* QNONE for the root */
@@ -74,7 +91,7 @@ struct qnode {
 struct query_tree {
 	/* options (strings copied) */
 	bool diff;
-	char *filter;
+	struct qrules *rules; /* NULL: every stack kept as it is */
 	char **hide;
 	size_t n_hide;
 	size_t max_nodes;
@@ -164,10 +181,13 @@ int qlocs_init(struct qlocs *l, size_t n);
 int qlocs_push(const struct query_tree *t, struct qlocs *l, uint32_t f);
 void qlocs_done(struct qlocs *l, uint32_t idx, size_t start);
 void qlocs_release(struct qlocs *l);
-/* Appends location idx's frames to f->stack at *depth; *keep becomes true
- * when one of them matches the tree's filter. 0 or -ENOMEM. */
+/* Appends location idx's frames to f->stack at *depth. 0 or -ENOMEM. */
 int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
-			uint32_t idx, size_t *depth, bool *keep);
+			uint32_t idx, size_t *depth);
+/* Applies the tree's rules to a whole stack (root first) in place: false
+ * when the sample is left out, else true with *depth possibly shorter and
+ * the stack possibly reordered (sandwich callers). Only with t->rules. */
+bool qrules_apply(const struct query_tree *t, uint32_t *stack, size_t *depth);
 
 /* Interns s (len bytes) in t's string table. Returns the id or QNONE on
  * out-of-memory. */

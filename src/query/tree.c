@@ -198,8 +198,8 @@ uint32_t query_tree_frame(struct query_tree *t, uint32_t name, uint32_t binary, 
 	fr->file = file;
 	fr->line = line;
 	fr->build_id = build_id;
-	fr->hidden = binary_hidden(t, t->strs[binary]);
-	fr->matches_filter = t->filter && strstr(t->strs[name], t->filter) != NULL;
+	fr->flags = qrules_frame_flags(t->rules, t->strs[name]);
+	fr->hidden = binary_hidden(t, t->strs[binary]) || (fr->flags & QFRAME_HIDE);
 	return f;
 }
 
@@ -227,11 +227,22 @@ uint32_t query_tree_address_frame(struct query_tree *t, uint32_t binary, uint32_
 
 struct query_tree *query_tree_new(const struct query_tree_options *opts)
 {
+	struct query_tree *t = NULL;
+
+	query_tree_create(opts, &t, NULL);
+	return t;
+}
+
+int query_tree_create(const struct query_tree_options *opts, struct query_tree **out,
+		      struct kiln_error *err)
+{
 	struct query_tree *t = calloc(1, sizeof(*t));
 	struct qbuild_node *root;
+	int rc;
 
+	*out = NULL;
 	if (!t)
-		return NULL;
+		return kiln_error_set(err, ENOMEM, "flame graph: out of memory");
 	t->arena = arena_new(0);
 	t->str_index = htab_new(1024);
 	if (!t->arena || !t->str_index)
@@ -242,8 +253,10 @@ struct query_tree *query_tree_new(const struct query_tree_options *opts)
 		t->diff = opts->diff;
 		t->max_nodes = opts->max_nodes;
 		t->trim_fraction = opts->trim_fraction;
-		if (opts->filter && opts->filter[0] && !(t->filter = strdup(opts->filter)))
-			goto fail;
+		if ((rc = qrules_new(opts, &t->rules, err))) {
+			query_tree_free(t);
+			return rc;
+		}
 		if (opts->n_hide_binaries) {
 			t->hide = calloc(opts->n_hide_binaries, sizeof(*t->hide));
 			if (!t->hide)
@@ -272,17 +285,18 @@ struct query_tree *query_tree_new(const struct query_tree_options *opts)
 	root->parent = QNONE;
 	root->first_child = QNONE;
 	root->next_sibling = QNONE;
-	return t;
+	*out = t;
+	return 0;
 fail:
 	query_tree_free(t);
-	return NULL;
+	return kiln_error_set(err, ENOMEM, "flame graph: out of memory");
 }
 
 void query_tree_free(struct query_tree *t)
 {
 	if (!t)
 		return;
-	free(t->filter);
+	qrules_free(t->rules);
 	for (size_t i = 0; i < t->n_hide; i++)
 		free(t->hide[i]);
 	free(t->hide);
@@ -453,17 +467,14 @@ void qlocs_release(struct qlocs *l)
 }
 
 int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
-			uint32_t idx, size_t *depth, bool *keep)
+			uint32_t idx, size_t *depth)
 {
 	uint32_t off = l->off[idx], len = l->len[idx];
 
 	if (query_grow((void **)&f->stack, &f->cap_stack, *depth + len, sizeof(*f->stack)))
 		return -ENOMEM;
 	for (uint32_t j = 0; j < len; j++) {
-		uint32_t fr = l->frames[off + j];
-
-		*keep = *keep || t->frames[fr].matches_filter;
-		f->stack[(*depth)++] = fr;
+		f->stack[(*depth)++] = l->frames[off + j];
 	}
 	return 0;
 }
@@ -521,7 +532,6 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 		const pprof_sample_msg *s = c->m->sample[si];
 		int64_t v = s->value[idx];
 		size_t depth = 0;
-		bool keep = !t->filter;
 		int rc = 0;
 
 		if (v == 0)
@@ -541,10 +551,10 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 				continue; /* validated profiles never get here */
 			if (c->locs.off[li] == QNONE && (rc = resolve_location(c, li)))
 				return rc;
-			if (qfold_push_location(t, &c->fold, &c->locs, li, &depth, &keep))
+			if (qfold_push_location(t, &c->fold, &c->locs, li, &depth))
 				return -ENOMEM;
 		}
-		if (!keep)
+		if (t->rules && !qrules_apply(t, c->fold.stack, &depth))
 			continue;
 		if (base)
 			sat_acc_i64(&t->base_filtered, v);
@@ -776,9 +786,9 @@ static int tree_build_sides(const struct query_tree_options *opts, bool diff,
 
 	*out = NULL;
 	o.diff = diff;
-	t = query_tree_new(&o);
-	if (!t)
-		return kiln_error_set(err, ENOMEM, "flame graph: out of memory");
+	rc = query_tree_create(&o, &t, err);
+	if (rc)
+		return rc;
 	rc = query_tree_add(t, first, first_index, first_side, err);
 	if (!rc && second)
 		rc = query_tree_add(t, second, second_index, second_side, err);

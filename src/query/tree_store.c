@@ -150,7 +150,6 @@ static int on_stack(void *ctx, const uint32_t *locs, size_t n, int64_t v)
 {
 	struct store_add *a = ctx;
 	struct query_tree *t = a->t;
-	bool keep = !t->filter;
 	size_t depth = 0;
 
 	if (a->base)
@@ -163,10 +162,10 @@ static int on_stack(void *ctx, const uint32_t *locs, size_t n, int64_t v)
 
 		if (id >= a->locs.n || a->locs.off[id] == QNONE)
 			return -EINVAL; /* the store describes a location before its stacks */
-		if (qfold_push_location(t, &a->fold, &a->locs, id, &depth, &keep))
+		if (qfold_push_location(t, &a->fold, &a->locs, id, &depth))
 			return -ENOMEM;
 	}
-	if (!keep)
+	if (t->rules && !qrules_apply(t, a->fold.stack, &depth))
 		return 0;
 	if (a->base)
 		sat_acc_i64(&t->base_filtered, v);

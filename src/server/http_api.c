@@ -389,6 +389,19 @@ void http_query(const struct http_request *req, struct http_response *resp)
 			hidden[qr.n_hide_binaries++] = tok;
 		qr.hide_binaries = hidden;
 	}
+	static const char *const rule_args[] = {"focus", "ignore", "hide", "prune_from",
+						"sandwich"};
+	const char **rules[] = {&qr.focus, &qr.ignore, &qr.hide, &qr.prune_from, &qr.sandwich};
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+		const char *v = http_arg(req, rule_args[i]);
+		*rules[i] = v && *v ? v : NULL;
+	}
+	const char *side = http_arg(req, "sandwich_side");
+	if (side && *side && strcmp(side, "callees") && strcmp(side, "callers"))
+		return http_error(resp, 400, -1,
+				  "sandwich_side \"%.32s\": expected callers or callees", side);
+	qr.sandwich_side =
+	    side && strcmp(side, "callers") == 0 ? QUERY_SANDWICH_CALLERS : QUERY_SANDWICH_CALLEES;
 
 	bool tree_report = strcmp(report, "flamegraph") == 0 || strcmp(report, "top") == 0 ||
 			   strcmp(report, "folded") == 0;
@@ -396,6 +409,11 @@ void http_query(const struct http_request *req, struct http_response *resp)
 		return http_error(resp, 400, -1,
 				  "report \"%.32s\": expected flamegraph, top, pprof or folded",
 				  report);
+	if (!tree_report && (qr.focus || qr.ignore || qr.hide || qr.prune_from || qr.sandwich))
+		return http_error(resp, 400, -1,
+				  "focus, ignore, hide, prune_from and sandwich apply to the "
+				  "flamegraph, top and folded reports, not to pprof (use go tool "
+				  "pprof's own -focus... on the pprof)");
 	qr.tree = tree_report;
 	qr.pprof = !tree_report;
 	int64_t t0 = mono_ns(), cpu0 = thread_cpu_ns();

@@ -94,7 +94,7 @@ out:
 	return rc;
 }
 
-static struct query_tree *new_tree(const struct qexec_request *r)
+static int new_tree(const struct qexec_request *r, struct query_tree **out, struct kiln_error *err)
 {
 	struct query_tree_options o = {
 	    .diff = r->mode == QEXEC_DIFF,
@@ -102,9 +102,15 @@ static struct query_tree *new_tree(const struct qexec_request *r)
 	    .hide_binaries = r->hide_binaries,
 	    .n_hide_binaries = r->n_hide_binaries,
 	    .trim_fraction = r->trim_fraction,
+	    .focus = r->focus,
+	    .ignore = r->ignore,
+	    .hide = r->hide,
+	    .prune_from = r->prune_from,
+	    .sandwich = r->sandwich,
+	    .sandwich_side = r->sandwich_side,
 	};
 
-	return query_tree_new(&o);
+	return query_tree_create(&o, out, err);
 }
 
 int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_result *out,
@@ -116,11 +122,8 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 	out->error_position = -1;
 	if (r->a.start_ms > r->a.end_ms || (r->mode == QEXEC_DIFF && r->b.start_ms > r->b.end_ms))
 		return kiln_error_set(err, EINVAL, "time range: start is after end");
-	if (r->tree) {
-		out->tree = new_tree(r);
-		if (!out->tree)
-			return kiln_error_set(err, ENOMEM, "out of memory");
-	}
+	if (r->tree && (rc = new_tree(r, &out->tree, err)))
+		return rc;
 	rc = select_merge(s, &r->a, out->tree,
 			  r->mode == QEXEC_DIFF ? QUERY_SIDE_BASE : QUERY_SIDE_SINGLE, &out->a,
 			  &out->type, &out->error_position,
@@ -150,9 +153,8 @@ int qexec_build_tree(const struct qexec_request *r, struct qexec_result *res,
 
 	if (res->tree) /* folded by qexec_run */
 		return query_tree_finish(res->tree, err);
-	res->tree = new_tree(r);
-	if (!res->tree)
-		return kiln_error_set(err, ENOMEM, "out of memory");
+	if ((rc = new_tree(r, &res->tree, err)))
+		return rc;
 	if (r->mode == QEXEC_DIFF) {
 		if (res->a)
 			rc = query_tree_add(res->tree, res->a, -1, QUERY_SIDE_BASE, err);

@@ -33,6 +33,12 @@ struct qexec_request {
 	const char *filter;  /* function-name substring; NULL = none */
 	const char *const *hide_binaries;
 	size_t n_hide_binaries;
+	/* pprof's frame filters and the sandwich view (query.h's
+	 * query_tree_options); NULL = off. A bad pattern fails the run with
+	 * -EINVAL. */
+	const char *focus, *ignore, *hide, *prune_from;
+	const char *sandwich;
+	enum query_sandwich_side sandwich_side;
 	double trim_fraction;
 	/* Fold the store's stacks straight into res->tree (flame graph and top
 	 * reports): no pprof profiles are built, res->a/b stay NULL and
