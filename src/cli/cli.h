@@ -9,6 +9,11 @@
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
+#include <stdint.h>
+
+#include "client/client.h"
+#include "common/buf.h"
+
 struct cli_command {
 	const char *name;
 	const char *summary;
@@ -25,5 +30,21 @@ int cmd_debuginfo(int argc, char **argv);
 /* cmd_debuginfo.c's remote subcommands (cmd_debuginfo_remote.c). */
 int cmd_debuginfo_upload(int argc, char **argv);
 int cmd_debuginfo_ls(int argc, char **argv);
+
+int cmd_diff(int argc, char **argv);
+
+/* ---- shared by the server commands (cli_http.c) ---- */
+/* "30s", "15m", "1h", "2d", "500ms" into milliseconds. 0 or -EINVAL. */
+int cli_parse_duration_ms(const char *s, int64_t *ms);
+/* Milliseconds since the epoch, a whole number. 0 or -EINVAL. */
+int cli_parse_ms(const char *s, int64_t *out);
+/* GETs url into out (at most 1 GiB); token (NULL = none) goes out as a
+ * bearer token. 0 with *status set, or -EIO after printing why. */
+int cli_http_get(const char *url, const char *token, const struct tls_client_files *tls,
+		 struct buf *out, long *status);
+/* Prints the server's JSON error ({"error":..,"position":N}) readably. */
+void cli_print_server_error(long status, struct buf *body, const char *query);
+/* Writes data to path (NULL = stdout); 0, or 1 after printing why. */
+int cli_write_out(const char *path, const void *data, size_t len);
 
 #endif

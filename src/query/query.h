@@ -339,4 +339,64 @@ struct query_flame_text_options {
 int query_tree_write_flame_text(const struct query_tree *t,
 				const struct query_flame_text_options *opts, struct buf *out);
 
+/* ---- deploy-regression report (regress.c) ---------------------------------- */
+
+/* Which functions take a larger share on side B (after) than on side A
+ * (before): each side is a series of windows (one tree each); per function
+ * and window, its total share (cum / window total) and self share. Mann-
+ * Whitney U on the total shares, Benjamini-Hochberg across functions; see
+ * regress.c for why. */
+enum query_regress_verdict {
+	QUERY_REGRESS_REGRESSION = 0, /* q <= alpha, total share grew >= threshold */
+	QUERY_REGRESS_IMPROVEMENT,    /* q <= alpha, shrank by >= threshold */
+	QUERY_REGRESS_UNCHANGED,
+	QUERY_REGRESS_NOT_ENOUGH_DATA, /* a side has < min_windows non-empty windows */
+};
+
+struct query_regress_options {
+	double alpha;	     /* false discovery rate; 0 = 0.05 */
+	double threshold_pp; /* smallest change of total share, percentage points */
+	size_t min_windows;  /* per side; 0 = 5 */
+};
+
+struct query_regress_row {
+	const char *name, *binary; /* owned by the report */
+	enum query_regress_verdict verdict;
+	size_t a_windows, b_windows;
+	double a_total, b_total; /* mean shares over the windows, 0..1 */
+	double a_self, b_self;
+	double delta_total_pp, delta_self_pp; /* B - A, percentage points */
+	double p, q;			      /* raw and FDR-adjusted */
+	double effect;			      /* Cliff's delta, -1..1 (> 0: B larger) */
+};
+
+struct query_regress;
+/* n_a and n_b windows. NULL on out-of-memory. */
+struct query_regress *query_regress_new(size_t n_a, size_t n_b);
+void query_regress_free(struct query_regress *r);
+/* Adds window `window` of side 0 (A) or 1 (B): a finished tree. A tree
+ * with no samples leaves the window empty (it does not count). */
+int query_regress_add_window(struct query_regress *r, int side, size_t window,
+			     const struct query_tree *t, struct kiln_error *err);
+/* Tests every function and sorts the rows: regressions first (largest
+ * growth first), then improvements, unchanged, not enough data. */
+int query_regress_finish(struct query_regress *r, const struct query_regress_options *o,
+			 struct kiln_error *err);
+const struct query_regress_row *query_regress_rows(const struct query_regress *r, size_t *n);
+/* Non-empty windows of side 0 or 1. */
+size_t query_regress_windows(const struct query_regress *r, int side);
+const char *query_regress_verdict_name(enum query_regress_verdict v);
+/* {"test":..,"alpha":..,"threshold_pp":..,"unit":..,"a_windows":n,
+ *  "b_windows":n,"rows":[{"name","binary","verdict","a_total_share",
+ *  "b_total_share","a_self_share","b_self_share","delta_total_pp",
+ *  "delta_self_pp","p","q","effect"}]}; limit: rows (0 = all). */
+int query_regress_write_json(const struct query_regress *r, const struct query_regress_options *o,
+			     size_t limit, struct buf *out);
+/* The statistics, exposed for tests: the two-sided Mann-Whitney U test of
+ * b against a (p-value, and Cliff's delta P(b > a) - P(b < a)), and
+ * Benjamini-Hochberg adjusted q-values of n p-values (0 or -ENOMEM). */
+void query_mann_whitney(const double *a, size_t na, const double *b, size_t nb, double *p,
+			double *cliff);
+int query_benjamini_hochberg(const double *p, size_t n, double *q);
+
 #endif

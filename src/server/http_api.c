@@ -354,6 +354,55 @@ static int64_t thread_cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A number parameter within [lo, hi]; dflt when absent. */
+static int arg_double(const struct http_request *req, struct http_response *resp, const char *name,
+		      double dflt, double lo, double hi, double *out)
+{
+	const char *v = http_arg(req, name);
+	char *end;
+
+	*out = dflt;
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	*out = strtod(v, &end);
+	if (errno || *end || !(*out >= lo && *out <= hi)) {
+		http_error(resp, 400, -1, "parameter %s=\"%.64s\": expected a number from %g to %g",
+			   name, v, lo, hi);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* report=regression (diff mode only): the deploy-regression report. */
+static void http_regression(const struct http_request *req, struct http_response *resp,
+			    const struct qexec_request *qr)
+{
+	struct query_regress_options o = {0};
+	struct query_regress *rep = NULL;
+	struct kiln_error err = {0};
+	double buckets, limit;
+	int rc;
+
+	if (qr->mode != QEXEC_DIFF)
+		return http_error(resp, 400, -1,
+				  "report regression compares two sides: use mode=diff with a_ "
+				  "and b_ parameters");
+	if (arg_double(req, resp, "buckets", 12, 2, 200, &buckets) ||
+	    arg_double(req, resp, "alpha", 0.05, 1e-6, 0.5, &o.alpha) ||
+	    arg_double(req, resp, "threshold", 1, 0, 100, &o.threshold_pp) ||
+	    arg_double(req, resp, "limit", 0, 0, 1e6, &limit))
+		return;
+	rc = qexec_regress(req->srv, qr, (size_t)buckets, &o, &rep, &err);
+	if (rc == 0)
+		rc = query_regress_write_json(rep, &o, (size_t)limit, &resp->body);
+	if (rc)
+		fail(resp, rc, &err, -1);
+	else
+		resp->content_type = "application/json";
+	query_regress_free(rep);
+}
+
 void http_query(const struct http_request *req, struct http_response *resp)
 {
 	struct kiln_error err = {0};
@@ -403,11 +452,14 @@ void http_query(const struct http_request *req, struct http_response *resp)
 	qr.sandwich_side =
 	    side && strcmp(side, "callers") == 0 ? QUERY_SANDWICH_CALLERS : QUERY_SANDWICH_CALLEES;
 
+	if (strcmp(report, "regression") == 0)
+		return http_regression(req, resp, &qr);
 	bool tree_report = strcmp(report, "flamegraph") == 0 || strcmp(report, "top") == 0 ||
 			   strcmp(report, "folded") == 0;
 	if (!tree_report && strcmp(report, "pprof") != 0)
 		return http_error(resp, 400, -1,
-				  "report \"%.32s\": expected flamegraph, top, pprof or folded",
+				  "report \"%.32s\": expected flamegraph, top, pprof, folded or "
+				  "regression",
 				  report);
 	if (!tree_report && (qr.focus || qr.ignore || qr.hide || qr.prune_from || qr.sandwich))
 		return http_error(resp, 400, -1,

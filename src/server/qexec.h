@@ -79,6 +79,13 @@ int64_t qexec_profile_total(const struct pprof_profile *p);
 int64_t qexec_pprof_total(const struct qexec_request *r, const struct qexec_result *res);
 void qexec_result_release(struct qexec_result *res);
 
+/* The regression report of a diff request (query.h): each side's range
+ * cut into `buckets` windows, each merged with r's selection and filters.
+ * Release *out with query_regress_free. */
+int qexec_regress(struct server *s, const struct qexec_request *r, size_t buckets,
+		  const struct query_regress_options *o, struct query_regress **out,
+		  struct kiln_error *err);
+
 /* Checks that a parsed profile type has data; -ENOENT lists known types. */
 int qexec_check_type(struct server *s, const char *profile_type, struct kiln_error *err);
 
