@@ -52,6 +52,30 @@ export interface TopResult {
 	rows: TopRow[];
 }
 
+export interface RegressionRow {
+	name: string;
+	binary: string;
+	verdict: 'regression' | 'improvement' | 'unchanged' | 'not_enough_data';
+	a_total_share: number;
+	b_total_share: number;
+	a_self_share: number;
+	b_self_share: number;
+	delta_total_pp: number;
+	delta_self_pp: number;
+	p: number;
+	q: number;
+	effect: number;
+}
+
+export interface RegressionResult {
+	test: string;
+	alpha: number;
+	threshold_pp: number;
+	a_windows: number;
+	b_windows: number;
+	rows: RegressionRow[];
+}
+
 export interface Target {
 	job: string;
 	url: string;
@@ -124,6 +148,8 @@ export const api = {
 		getJSON<FlameJSON>('/api/v1/query', { ...params, report: 'flamegraph' }, signal),
 	top: (params: Record<string, string>, signal?: AbortSignal) =>
 		getJSON<TopResult>('/api/v1/query', { ...params, report: 'top' }, signal),
+	regression: (params: Record<string, string>, signal?: AbortSignal) =>
+		getJSON<RegressionResult>('/api/v1/query', { ...params, report: 'regression', limit: '200' }, signal),
 	targets: (signal?: AbortSignal) => getJSON<TargetsResult>('/api/v1/targets', { state: 'any' }, signal),
 	downloadUrl: (params: Record<string, string>, report: 'pprof' | 'folded') =>
 		apiUrl('/api/v1/query', { ...params, report }),

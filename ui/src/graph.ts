@@ -6,7 +6,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { Series } from './api';
 import { formatTicks, formatY, toCores, type YMode } from './units';
-import { alignSeries, seriesColor, seriesLabel } from './series';
+import { alignSeries, legendLabels, seriesColor, seriesLabel } from './series';
 export { seriesMatchers } from './series';
 
 export interface GraphCallbacks {
@@ -66,7 +66,8 @@ export class MetricsGraph {
 		this.u?.redraw(false);
 	}
 
-	setData(series: Series[], unit: string, ymode: YMode): void {
+	/** range: the query's [from, to] ms, which the x axis spans even where there is no data. */
+	setData(series: Series[], unit: string, ymode: YMode, range?: [number, number]): void {
 		this.series = series;
 		const pts = series.map((s) => (ymode === 'raw' ? s.points : toCores(s.points)));
 		const scaled = ymode === 'percent' ? pts.map((p) => p.map(([t, v]) => [t, v] as [number, number])) : pts;
@@ -92,7 +93,7 @@ export class MetricsGraph {
 					// Pad the data's extent so edge points can be clicked and dragged around.
 					range: (_u, min, max) => {
 						const pad = Math.max(1000, (max - min) * 0.04);
-						return [min - pad, max + pad];
+						return range ? [Math.min(range[0], min - pad), Math.max(range[1], max + pad)] : [min - pad, max + pad];
 					},
 				},
 			},
@@ -126,17 +127,18 @@ export class MetricsGraph {
 		this.plotEl.replaceChildren();
 		this.u = new uPlot(opts, this.data as uPlot.AlignedData, this.plotEl);
 		this.installClick(this.u);
-		this.renderLegend(labels);
+		this.renderLegend(labels, legendLabels(series));
 	}
 
-	private renderLegend(labels: string[]): void {
+	private renderLegend(labels: string[], shown: string[]): void {
 		this.legendEl.replaceChildren(
 			...labels.map((l, i) => {
 				const item = document.createElement('span');
 				item.className = 'legend-item';
+				item.title = l;
 				const sw = document.createElement('i');
 				sw.style.background = seriesColor(i, l);
-				item.append(sw, l);
+				item.append(sw, shown[i]);
 				item.addEventListener('mouseenter', () => {
 					this.u?.setSeries(i + 1, { focus: true });
 					this.legendEl.classList.add('focusing');

@@ -16,6 +16,8 @@ export interface IcicleCallbacks {
 	onFocus(path: string[], node: number): void;
 	/** The window was panned or wheel-zoomed (the focus is unchanged). */
 	onPan?(): void;
+	/** Right click on a frame (the sandwich view of its function). */
+	onContext?(name: string): void;
 }
 
 export interface PerfLog {
@@ -81,6 +83,12 @@ export class Icicle {
 			this.schedule();
 		});
 		this.canvas.addEventListener('click', (e) => this.onClick(e));
+		this.canvas.addEventListener('contextmenu', (e) => {
+			const i = this.nodeAtEvent(e);
+			if (i <= 0 || !this.cb.onContext) return;
+			e.preventDefault();
+			this.cb.onContext(this.f!.strings[this.f!.name[i]]);
+		});
 		this.canvas.addEventListener('mousedown', (e) => this.onDown(e));
 		this.canvas.addEventListener('wheel', (e) => this.onWheel(e), { passive: false });
 		new ResizeObserver(() => this.resize()).observe(this.el);

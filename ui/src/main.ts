@@ -2,6 +2,7 @@
 // targets page to the view state, which lives in the URL (see state.ts).
 
 import './style.css';
+import { FrameFilterBar, RegressionPanel } from './analysis';
 import { downloadWithToken, savedToken } from './auth';
 import { api, ApiError, apiStats, type ProfileType, type Series, type TopResult } from './api';
 import { DIFF_STEPS, diffBucketColor, binaryColor, packageOf } from './colors';
@@ -10,7 +11,7 @@ import { ancestorsOf, binaryShares, packageShares, decodeFlame, nodeOfPath, wide
 import { MetricsGraph, seriesMatchers } from './graph';
 import { Icicle, singleBinary } from './icicle';
 import { QueryBar } from './querybar';
-import { decodeState, encodeState, freezeRanges, profileRequest, queryOf, resolveRange, type Selection, type ViewState } from './state';
+import { decodeState, encodeState, freezeRanges, profileRequest, queryOf, regressionRequest, resolveRange, type Selection, type ViewState } from './state';
 import { Table } from './table';
 import { renderTargets } from './targets';
 import { cpuYMode, formatPercent, formatValue, type YMode } from './units';
@@ -111,7 +112,7 @@ class Side {
 	redrawGraph(): void {
 		if (!this.last) return;
 		const ym = this.ymodeSel.hidden ? 'raw' : (this.ymodeSel.value as YMode);
-		this.graph.setData(this.last.series, this.last.unit, ym);
+		this.graph.setData(this.last.series, this.last.unit, ym, resolveRange(this.sel().range, now));
 		const s = this.sel();
 		this.graph.setSelected(s.mode === 'single' && s.time !== undefined ? s.time : null);
 	}
@@ -175,7 +176,26 @@ const icicle = new Icicle({
 		renderBreadcrumb();
 	},
 	onPan: () => (resetBtn.disabled = false),
+	onContext: (name) => setSandwich(name),
 });
+// The sandwich view's other half: the function's callers, above its callees.
+const callersIcicle = new Icicle({ onFocus: () => {}, onContext: (name) => setSandwich(name) });
+const frameFilters = new FrameFilterBar((f) => {
+	state.frames = f;
+	state.focus = [];
+	commit(true);
+	loadProfile();
+});
+const regression = new RegressionPanel((name) => focusFunction(name));
+let regressionCtl: AbortController | null = null;
+const sandwichTitle = h('span.sandwich-title', { testid: 'sandwich-title' });
+const sandwichBar = h(
+	'div.sandwich-bar',
+	{ testid: 'sandwich-bar', hidden: true },
+	sandwichTitle,
+	h('button.ghost', { testid: 'sandwich-close', title: 'Back to the whole flame graph', onclick: () => setSandwich('') }, 'Close sandwich'),
+);
+const callersWrap = h('div.icicle-wrap.callers', { testid: 'sandwich-callers', hidden: true }, callersIcicle.el);
 const table = new Table({
 	onSort: (col, desc) => {
 		state.sort = col;
@@ -214,7 +234,7 @@ const viewBtns = (['icicle', 'table', 'both'] as const).map((v) =>
 	h('button.seg', { testid: `view-${v}`, onclick: () => setView(v) }, v === 'icicle' ? 'Icicle' : v === 'table' ? 'Table' : 'Both'),
 );
 const resetBtn = h('button', { testid: 'reset-zoom', title: 'Reset zoom (Esc)', onclick: () => icicle.reset() }, 'Reset zoom');
-const icicleWrap = h('div.icicle-wrap', { testid: 'icicle-wrap' }, icicle.el);
+const icicleWrap = h('div.icicle-wrap', { testid: 'icicle-wrap' }, sandwichBar, callersWrap, icicle.el);
 const tableWrap = h('div.table-wrap', {}, table.el);
 const content = h('div.content', { testid: 'content' }, icicleWrap, tableWrap);
 
@@ -239,12 +259,14 @@ const result = h(
 	{ testid: 'result' },
 	h('div.toolbar', {}, h('div.segmented', {}, ...viewBtns), searchIn, searchShare, h('span.grow'), summaryEl, dlPprof, dlFolded, copyBtn, shareOut),
 	h('div.toolbar2', {}, breadcrumb, resetBtn),
+	frameFilters.el,
 	legendEl,
 	hiddenEl,
 	resultError,
 	profileLoading.el,
 	resultEmpty,
 	content,
+	regression.el,
 );
 
 // ---- header, pages -------------------------------------------------------
@@ -338,6 +360,11 @@ function search(key: SideKey): void {
 	const bar = sides[key].bar;
 	const s = state[key];
 	s.type = bar.type();
+	try {
+		if (s.type) localStorage.setItem('kiln-last-type', s.type);
+	} catch {
+		/* private mode */
+	}
 	s.matchers = bar.matchers();
 	s.range = bar.range();
 	s.mode = 'merge';
@@ -400,6 +427,14 @@ function focusFunction(name: string): void {
 	if (i > 0) icicle.zoomTo(i);
 }
 
+/** Shows a function's callers above its callees ('' = the whole graph again). */
+function setSandwich(name: string): void {
+	state.sandwich = name;
+	state.focus = [];
+	commit(true);
+	loadProfile();
+}
+
 function applySearch(): void {
 	if (!flame) {
 		searchShare.textContent = '';
@@ -439,6 +474,8 @@ async function loadProfile(): Promise<void> {
 	resultError.hidden = true;
 	if (!ready()) {
 		flame = null;
+		regression.hide();
+		sandwichBar.hidden = callersWrap.hidden = true;
 		content.hidden = true;
 		resultEmpty.hidden = false;
 		resultEmpty.textContent = state.compare
@@ -455,6 +492,8 @@ async function loadProfile(): Promise<void> {
 	const seq = ++profileSeq;
 	const params = profileRequest(state, now);
 	const t0 = searchT0 || performance.now();
+	loadRegression();
+	loadCallers(ctl);
 	profileLoading.start(state.compare ? 'Computing the diff…' : 'Loading profile…');
 	try {
 		const j = await api.flame(params, ctl.signal);
@@ -500,6 +539,13 @@ async function loadProfile(): Promise<void> {
 		flame = null;
 		content.hidden = true;
 		resultEmpty.hidden = true;
+		// Nothing of the previous answer may stay on screen beside the error.
+		legendEl.replaceChildren();
+		summaryEl.textContent = '';
+		breadcrumb.replaceChildren();
+		setDownloads(null);
+		regressionCtl?.abort();
+		regression.hide();
 		resultError.hidden = false;
 		resultError.textContent = 'Query failed: ' + (e as Error).message.split('\n')[0];
 		if (e instanceof ApiError && e.position !== undefined) sides.a.bar.showError(e);
@@ -508,6 +554,42 @@ async function loadProfile(): Promise<void> {
 			profileLoading.stop();
 			document.body.dataset.settled = String(seq); // answered: painted, empty or failed (tests wait on it)
 		}
+	}
+}
+
+/** The sandwich's callers half (the main icicle shows the callees). */
+async function loadCallers(ctl: AbortController): Promise<void> {
+	sandwichBar.hidden = callersWrap.hidden = !state.sandwich;
+	if (!state.sandwich) return;
+	sandwichTitle.textContent = `Sandwich of ${state.sandwich}: its callers above (the function first, then who called it), what it calls below. Right-click another frame to move the sandwich.`;
+	try {
+		const j = await api.flame({ ...profileRequest(state, now), sandwich_side: 'callers' }, ctl.signal);
+		if (ctl.signal.aborted) return;
+		const f = decodeFlame(j);
+		callersIcicle.setTheme(isDark());
+		callersIcicle.setData(f, 0);
+	} catch (e) {
+		if ((e as Error).name === 'AbortError') return;
+		sandwichTitle.textContent = 'Callers query failed: ' + (e as Error).message.split('\n')[0];
+	}
+}
+
+/** The compare view's ranked table: which functions got slower, with confidence. */
+async function loadRegression(): Promise<void> {
+	regressionCtl?.abort();
+	const params = regressionRequest(state, now);
+	if (!params) {
+		regression.hide();
+		return;
+	}
+	const ctl = (regressionCtl = new AbortController());
+	regression.loading();
+	try {
+		const r = await api.regression(params, ctl.signal);
+		if (!ctl.signal.aborted) regression.set(r);
+	} catch (e) {
+		if ((e as Error).name === 'AbortError') return;
+		regression.error((e as Error).message.split('\n')[0]);
 	}
 }
 
@@ -648,6 +730,7 @@ window.addEventListener('popstate', () => {
 	graph: (k: SideKey) => sides[k].graph,
 	state: () => state,
 	flame: () => flame,
+	callers: () => callersIcicle.flame,
 	widest: (name: string) => (flame ? widestNodeNamed(flame, name) : -1),
 	top: () => top,
 };
@@ -660,8 +743,24 @@ async function loadTypes(): Promise<void> {
 	} catch (e) {
 		sides.a.bar.showError(e as Error);
 	}
-	sides.a.bar.setTypes(types, state.a.type);
-	sides.b.bar.setTypes(types, state.b.type);
+	sides.a.bar.setTypes(types, state.a.type || preferredType());
+	sides.b.bar.setTypes(types, state.b.type || preferredType());
+}
+
+/** The type to offer first: the last one searched, else the agent's CPU samples, else any CPU type. */
+function preferredType(): string {
+	let last = '';
+	try {
+		last = localStorage.getItem('kiln-last-type') ?? '';
+	} catch {
+		/* private mode */
+	}
+	const pick =
+		types.find((t) => t.key === last) ??
+		types.find((t) => t.key === 'parca_agent:samples:count:cpu:nanoseconds:delta') ??
+		types.find((t) => t.period_type === 'cpu') ??
+		types[0];
+	return pick?.key ?? '';
 }
 
 async function start(fetchTypes = true): Promise<void> {
@@ -670,6 +769,7 @@ async function start(fetchTypes = true): Promise<void> {
 	sides.a.bar.load(state.a);
 	sides.b.bar.load(state.b);
 	searchIn.value = state.search;
+	frameFilters.load(state.frames);
 	if (fetchTypes) await loadTypes();
 	else {
 		sides.a.bar.setTypes(types, state.a.type);

@@ -8,8 +8,23 @@ import { applyCompletion, completionAt, rankSuggestions, type Completion } from 
 import { h } from './dom';
 import { PRESETS, resolveRange, type Range, type Selection } from './state';
 
+/** A profile type as a person reads it: "CPU time · parca_agent", "Memory in use (bytes) · memory". */
 export function typeLabel(t: ProfileType): string {
-	return `${t.name} — ${t.sample_type} (${t.sample_unit})${t.period_type ? ' · ' + t.period_type : ''}${t.delta ? ' · delta' : ''}`;
+	const known: Record<string, string> = {
+		'samples/count/cpu': 'CPU samples',
+		'cpu/nanoseconds/cpu': 'CPU time',
+		'samples/count/wallclock': 'Off-CPU samples',
+		'wallclock/nanoseconds/': 'Off-CPU time',
+		'alloc_objects/count/space': 'Allocations (objects)',
+		'alloc_space/bytes/space': 'Allocations (bytes)',
+		'inuse_objects/count/space': 'Memory in use (objects)',
+		'inuse_space/bytes/space': 'Memory in use (bytes)',
+		'goroutine/count/goroutine': 'Goroutines',
+		'contentions/count/contentions': 'Contentions',
+		'delay/nanoseconds/contentions': 'Contention delay',
+	};
+	const what = known[`${t.sample_type}/${t.sample_unit}/${t.period_type}`] ?? known[`${t.sample_type}/${t.sample_unit}/`] ?? `${t.sample_type} (${t.sample_unit})`;
+	return `${what} · ${t.name}`;
 }
 
 function toLocalInput(ms: number): string {
@@ -88,7 +103,7 @@ export class QueryBar {
 	setTypes(types: ProfileType[], selected: string): void {
 		this.types = types;
 		const opts = [h('option', { value: '' }, types.length ? 'Select profile type…' : 'No profile types yet')];
-		for (const t of types) opts.push(h('option', { value: t.key }, typeLabel(t)));
+		for (const t of types) opts.push(h('option', { value: t.key, title: t.key }, typeLabel(t)));
 		if (selected && !types.some((t) => t.key === selected)) opts.push(h('option', { value: selected }, selected));
 		this.typeSel.replaceChildren(...opts);
 		this.typeSel.value = selected;

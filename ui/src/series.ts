@@ -8,6 +8,16 @@ export function seriesLabel(s: Series): string {
 	return '{' + keys.map((k) => `${k}="${s.labels[k]}"`).join(', ') + '}';
 }
 
+/** Legend text per series: with several series, only the labels whose values
+ * differ between them (a shared job="x" on 400 lines says nothing); one
+ * series keeps its whole label set. */
+export function legendLabels(series: Series[]): string[] {
+	if (series.length < 2) return series.map(seriesLabel);
+	const keys = new Set(series.flatMap((s) => Object.keys(s.labels).filter((k) => k !== '__name__')));
+	const differ = [...keys].filter((k) => new Set(series.map((s) => s.labels[k] ?? '')).size > 1).sort();
+	return series.map((s) => '{' + differ.filter((k) => k in s.labels).map((k) => `${k}="${s.labels[k]}"`).join(', ') + '}');
+}
+
 /** Matchers pinning exactly this series (for a single-profile query). */
 export function seriesMatchers(s: Series): string {
 	const keys = Object.keys(s.labels).filter((k) => k !== '__name__').sort();

@@ -36,6 +36,27 @@ export interface ViewState {
 	sort: string; // table column
 	desc: boolean;
 	filter: string; // table text filter
+	frames: FrameFilters; // pprof's frame filters, applied by the server
+	sandwich: string; // a function's callers and callees ('' = off)
+}
+
+/** pprof's frame filters (PCRE2 patterns the server matches against function names). */
+export interface FrameFilters {
+	focus: string;
+	ignore: string;
+	hide: string;
+	prune: string;
+}
+
+export const FRAME_FILTERS: { key: keyof FrameFilters; param: string; url: string; label: string; title: string }[] = [
+	{ key: 'focus', param: 'focus', url: 'ff', label: 'Focus', title: 'keep only stacks through a function matching this regular expression' },
+	{ key: 'ignore', param: 'ignore', url: 'fi', label: 'Ignore', title: 'drop stacks through a function matching this regular expression' },
+	{ key: 'hide', param: 'hide', url: 'fh', label: 'Hide', title: 'take functions matching this regular expression out of the stacks' },
+	{ key: 'prune', param: 'prune_from', url: 'fp', label: 'Prune from', title: 'drop what a function matching this regular expression calls' },
+];
+
+export function noFrameFilters(): FrameFilters {
+	return { focus: '', ignore: '', hide: '', prune: '' };
 }
 
 export const PRESETS: { key: string; label: string; ms: number }[] = [
@@ -66,6 +87,8 @@ export function defaultState(): ViewState {
 		sort: 'flat',
 		desc: true,
 		filter: '',
+		frames: noFrameFilters(),
+		sandwich: '',
 	};
 }
 
@@ -151,6 +174,8 @@ export function encodeState(st: ViewState): string {
 	if (st.hide.length) p.set('hide', st.hide.join(','));
 	if (st.sort !== 'flat' || !st.desc) p.set('sort', (st.desc ? '-' : '') + st.sort);
 	if (st.filter) p.set('filter', st.filter);
+	for (const f of FRAME_FILTERS) if (st.frames[f.key]) p.set(f.url, st.frames[f.key]);
+	if (st.sandwich) p.set('sw', st.sandwich);
 	return p.toString();
 }
 
@@ -187,6 +212,8 @@ export function decodeState(qs: string): ViewState {
 		}
 	}
 	st.filter = p.get('filter') ?? '';
+	for (const f of FRAME_FILTERS) st.frames[f.key] = p.get(f.url) ?? '';
+	st.sandwich = p.get('sw') ?? '';
 	return st;
 }
 
@@ -216,6 +243,21 @@ export function profileRequest(st: ViewState, now: number): Record<string, strin
 		p = selectionParams(st.a, now);
 	}
 	if (st.hide.length) p.hide_binaries = st.hide.join(',');
+	for (const f of FRAME_FILTERS) if (st.frames[f.key]) p[f.param] = st.frames[f.key];
+	if (st.sandwich) {
+		p.sandwich = st.sandwich;
+		p.sandwich_side = 'callees';
+	}
+	return p;
+}
+
+/** Parameters of the deploy-regression report for a compare view (null when not comparing). */
+export function regressionRequest(st: ViewState, now: number): Record<string, string> | null {
+	if (!st.compare) return null;
+	const p: Record<string, string> = { mode: 'diff', ...selectionParams(st.a, now, 'a_'), ...selectionParams(st.b, now, 'b_') };
+	if (p.a_mode !== 'merge' || p.b_mode !== 'merge') return null; // single profiles have no windows to test
+	if (st.hide.length) p.hide_binaries = st.hide.join(',');
+	for (const f of FRAME_FILTERS) if (st.frames[f.key]) p[f.param] = st.frames[f.key];
 	return p;
 }
 

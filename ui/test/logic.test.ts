@@ -2,7 +2,7 @@
 // (tests/integration/ui_logic.sh).
 import { describe, expect, it } from 'vitest';
 import { formatTicks, formatBytes, formatCount, formatNanos, formatPercent, formatValue, formatY, toCores, cpuYMode, formatAgo } from '../src/units';
-import { decodeState, defaultState, encodeState, freezeRanges, profileRequest, resolveRange, type ViewState } from '../src/state';
+import { decodeState, defaultState, encodeState, freezeRanges, profileRequest, regressionRequest, resolveRange, type ViewState } from '../src/state';
 import { decodeFlame, visibleNodes, nodeAt, pathOf, nodeOfPath, searchMask, matchedValue, widestNodeNamed, binaryShares, type FlameJSON } from '../src/flame';
 import { diffBucket, diffKind, diffColor, relativeChange, packageOf, binaryColor, DIFF_STEPS } from '../src/colors';
 import { applyCompletion, completionAt, rankSuggestions } from '../src/complete';
@@ -75,6 +75,8 @@ describe('URL state', () => {
 			sort: 'cum_pct',
 			desc: false,
 			filter: 'sort',
+			frames: { focus: '^main\\.', ignore: 'runtime\\.gc', hide: 'a|b', prune: '' },
+			sandwich: 'main.sha256',
 		};
 		const qs = encodeState(st);
 		expect(decodeState(qs)).toEqual(st);
@@ -96,6 +98,25 @@ describe('URL state', () => {
 		expect(st.view).toBe('icicle');
 		expect(st.a.range).toEqual({ preset: '1h' });
 		expect(st.a.time).toBeUndefined();
+	});
+	it('sends frame filters and the sandwich to the server, and asks for a regression report only of two merges', () => {
+		const st = defaultState();
+		st.a.type = st.b.type = 't';
+		st.a.range = { from: 0, to: 1000 };
+		st.b.range = { from: 2000, to: 3000 };
+		st.frames.focus = 'work';
+		st.frames.prune = 'sort\\.';
+		st.sandwich = 'main.f';
+		expect(profileRequest(st, 0)).toEqual({ mode: 'merge', start: '0', end: '1000', query: 't{}', focus: 'work', prune_from: 'sort\\.', sandwich: 'main.f', sandwich_side: 'callees' });
+		expect(regressionRequest(st, 0)).toBeNull();
+		st.compare = true;
+		expect(regressionRequest(st, 0)).toEqual({
+			mode: 'diff', a_mode: 'merge', a_start: '0', a_end: '1000', a_query: 't{}',
+			b_mode: 'merge', b_start: '2000', b_end: '3000', b_query: 't{}', focus: 'work', prune_from: 'sort\\.',
+		});
+		st.b.mode = 'single';
+		st.b.time = 2500;
+		expect(regressionRequest(st, 0)).toBeNull();
 	});
 	it('pins relative ranges in shared links and builds API parameters', () => {
 		const st = defaultState();
