@@ -15,6 +15,21 @@ mkdir -p "$SHOTS" "$T/prof" "$T/out"
 
 (cd "$KILN_ROOT/tests/peers/go/uiload" && go build -o "$T/uiload" main.go) || die "go build uiload"
 "$T/uiload" -out "$T/prof" -n 4 -units 40 || die "uiload"
+# Profiles 5 minutes apart, as an agent's windows would be: the graph's x axis
+# spans the whole range asked for, so points recorded 300 ms apart would
+# sit on one pixel.
+$PY - "$STUBS" "$T/prof" <<'PYEOF' || die "retiming the profiles"
+import gzip, sys, time
+sys.path.insert(0, sys.argv[1])
+from pprof import profile_pb2
+now = time.time_ns()
+for k in range(4):
+    path = f"{sys.argv[2]}/cpu-{k}.pb.gz"
+    p = profile_pb2.Profile()
+    p.ParseFromString(gzip.decompress(open(path, "rb").read()))
+    p.time_nanos = now - (4 - k) * 300 * 10**9
+    open(path, "wb").write(gzip.compress(p.SerializeToString()))
+PYEOF
 
 # Pull mode for the targets page: kiln scrapes its own CPU profile
 # (/debug/pprof/profile, perf events on its threads) and an endpoint that is

@@ -63,16 +63,17 @@ export class Icicle {
 	private diffColors = new Map<number, string>();
 	private cb: IcicleCallbacks;
 
-	constructor(cb: IcicleCallbacks) {
+	/** testid: prefix of the canvas's and tooltip's data-testid (a second graph needs its own). */
+	constructor(cb: IcicleCallbacks, testid = 'icicle') {
 		this.cb = cb;
 		this.el = document.createElement('div');
 		this.el.className = 'icicle';
 		this.canvas = document.createElement('canvas');
-		this.canvas.setAttribute('data-testid', 'icicle-canvas');
+		this.canvas.setAttribute('data-testid', `${testid}-canvas`);
 		this.el.appendChild(this.canvas);
 		this.tip = document.createElement('div');
 		this.tip.className = 'tooltip';
-		this.tip.setAttribute('data-testid', 'icicle-tooltip');
+		this.tip.setAttribute('data-testid', `${testid}-tooltip`);
 		this.tip.hidden = true;
 		document.body.appendChild(this.tip);
 		this.ctx = this.canvas.getContext('2d', { alpha: false })!;

@@ -179,7 +179,7 @@ const icicle = new Icicle({
 	onContext: (name) => setSandwich(name),
 });
 // The sandwich view's other half: the function's callers, above its callees.
-const callersIcicle = new Icicle({ onFocus: () => {}, onContext: (name) => setSandwich(name) });
+const callersIcicle = new Icicle({ onFocus: () => {}, onContext: (name) => setSandwich(name) }, 'callers-icicle');
 const frameFilters = new FrameFilterBar((f) => {
 	state.frames = f;
 	state.focus = [];
