@@ -148,6 +148,15 @@ enum query_side {
 	QUERY_SIDE_COMPARE,    /* diff: B */
 };
 
+/* How a diff compares A with B (query_tree_options.diff_scale): as they
+ * are, or with A's values scaled first, so that ranges of unequal length or
+ * load do not paint everything red. */
+enum query_diff_scale {
+	QUERY_DIFF_ABSOLUTE = 0,
+	QUERY_DIFF_BY_TOTAL,  /* A scaled by B's total / A's total */
+	QUERY_DIFF_BY_FACTOR, /* A scaled by base_factor (e.g. B's duration / A's) */
+};
+
 /* Which half of a sandwich view a tree is (query_tree_options.sandwich). */
 enum query_sandwich_side {
 	QUERY_SANDWICH_CALLEES = 0, /* the function first, what it calls below */
@@ -169,6 +178,10 @@ struct query_tree_options {
 	 * = off): only samples reaching it, seen from it (sandwich_side). */
 	const char *sandwich;
 	enum query_sandwich_side sandwich_side;
+	/* Diff trees: base values (base_cum, base_self, base totals and so
+	 * diff) are A's times the scale, applied by query_tree_finish. */
+	enum query_diff_scale diff_scale;
+	double base_factor; /* QUERY_DIFF_BY_FACTOR; must be > 0 */
 	/* Drop frames whose binary (mapping file, full path or basename)
 	 * equals one of these; the sample's value stays with the rest of its
 	 * stack. */
@@ -254,6 +267,8 @@ int64_t query_tree_base_total(const struct query_tree *t);
 int64_t query_tree_base_filtered(const struct query_tree *t);
 /* Largest node depth. */
 uint32_t query_tree_height(const struct query_tree *t);
+/* The factor A's values were scaled by in a diff (1 when absolute). */
+double query_tree_base_scale(const struct query_tree *t);
 /* Sample unit ("nanoseconds", "count", "bytes"...); "" before any add. */
 const char *query_tree_unit(const struct query_tree *t);
 /* Sample type name ("cpu", "samples"...); "" before any add. */

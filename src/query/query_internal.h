@@ -92,6 +92,8 @@ struct query_tree {
 	/* options (strings copied) */
 	bool diff;
 	struct qrules *rules; /* NULL: every stack kept as it is */
+	enum query_diff_scale diff_scale;
+	double base_factor, base_scale; /* base_scale: applied by finish */
 	char **hide;
 	size_t n_hide;
 	size_t max_nodes;

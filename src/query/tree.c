@@ -17,6 +17,7 @@
 #include "query/query_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,8 @@ int query_tree_create(const struct query_tree_options *opts, struct query_tree *
 		t->diff = opts->diff;
 		t->max_nodes = opts->max_nodes;
 		t->trim_fraction = opts->trim_fraction;
+		t->diff_scale = opts->diff_scale;
+		t->base_factor = opts->base_factor;
 		if ((rc = qrules_new(opts, &t->rules, err))) {
 			query_tree_free(t);
 			return rc;
@@ -665,6 +668,31 @@ static int64_t abs64(int64_t v)
 	return v < 0 ? -v : v;
 }
 
+static int64_t scaled(int64_t v, double k)
+{
+	double x = (double)v * k;
+	return x >= 9.2e18 ? INT64_MAX : x <= -9.2e18 ? INT64_MIN : llround(x);
+}
+
+/* A's values in B's terms (query_tree_options.diff_scale), before cum
+ * values are summed, so every base value derives from scaled selves. */
+static void scale_base(struct query_tree *t)
+{
+	double k = 1;
+
+	if (t->diff && t->diff_scale == QUERY_DIFF_BY_TOTAL && t->base_total > 0)
+		k = (double)t->total / (double)t->base_total;
+	else if (t->diff && t->diff_scale == QUERY_DIFF_BY_FACTOR && t->base_factor > 0)
+		k = t->base_factor;
+	t->base_scale = k;
+	if (k == 1)
+		return;
+	for (size_t i = 0; i < t->n_build; i++)
+		t->build[i].base_self = scaled(t->build[i].base_self, k);
+	t->base_total = scaled(t->base_total, k);
+	t->base_filtered = scaled(t->base_filtered, k);
+}
+
 int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 {
 	uint32_t *order = NULL, *rank = NULL, *stack = NULL;
@@ -676,6 +704,7 @@ int query_tree_finish(struct query_tree *t, struct kiln_error *err)
 
 	if (t->finished)
 		return 0;
+	scale_base(t);
 	/* rank frames by (name, binary) */
 	order = malloc((t->n_frames + 1) * sizeof(*order));
 	rank = malloc((t->n_frames + 1) * sizeof(*rank));
@@ -873,6 +902,11 @@ const char *query_tree_string(const struct query_tree *t, uint32_t id)
 bool query_tree_is_diff(const struct query_tree *t)
 {
 	return t->diff;
+}
+
+double query_tree_base_scale(const struct query_tree *t)
+{
+	return t->base_scale > 0 ? t->base_scale : 1;
 }
 
 int64_t query_tree_total(const struct query_tree *t)

@@ -144,6 +144,10 @@ int query_tree_write_json(const struct query_tree *t, struct buf *out)
 		rc = buf_append_str(out, ",\"filtered\":");
 	if (!rc)
 		rc = json_append_int(out, t->filtered);
+	if (!rc && t->diff)
+		rc = buf_append_str(out, ",\"base_scale\":");
+	if (!rc && t->diff)
+		rc = json_append_double(out, query_tree_base_scale(t));
 	if (!rc)
 		rc = buf_append_str(out, ",\"height\":");
 	if (!rc)

@@ -427,6 +427,10 @@ void http_query(const struct http_request *req, struct http_response *resp)
 		if (read_side(req, resp, "", mode, &qr.a))
 			return;
 	}
+	if (qr.mode == QEXEC_DIFF && qexec_diff_scale(&qr, http_arg(req, "diff_normalize")))
+		return http_error(resp, 400, -1,
+				  "diff_normalize \"%.32s\": expected absolute, total or duration",
+				  http_arg(req, "diff_normalize"));
 	const char *filter = http_arg(req, "filter");
 	qr.filter = filter && *filter ? filter : NULL;
 	const char *hide = http_arg(req, "hide_binaries");

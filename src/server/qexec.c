@@ -108,6 +108,8 @@ static int new_tree(const struct qexec_request *r, struct query_tree **out, stru
 	    .prune_from = r->prune_from,
 	    .sandwich = r->sandwich,
 	    .sandwich_side = r->sandwich_side,
+	    .diff_scale = r->diff_scale,
+	    .base_factor = r->base_factor,
 	};
 
 	return query_tree_create(&o, out, err);
@@ -233,4 +235,27 @@ void qexec_result_release(struct qexec_result *res)
 	query_tree_free(res->tree);
 	buf_free(&res->pprof);
 	memset(res, 0, sizeof(*res));
+}
+
+int qexec_diff_scale(struct qexec_request *r, const char *name)
+{
+	int64_t a_len = r->a.end_ms - r->a.start_ms + 1, b_len = r->b.end_ms - r->b.start_ms + 1;
+	bool ranges = r->a.end_ms > r->a.start_ms && r->b.end_ms > r->b.start_ms;
+
+	r->diff_scale = QUERY_DIFF_ABSOLUTE;
+	r->base_factor = 1;
+	if (!name || !*name)
+		name = ranges && a_len != b_len ? "duration" : "absolute";
+	if (strcmp(name, "total") == 0) {
+		r->diff_scale = QUERY_DIFF_BY_TOTAL;
+	} else if (strcmp(name, "duration") == 0) {
+		/* Single profiles have no length of their own here: as they are. */
+		if (ranges) {
+			r->diff_scale = QUERY_DIFF_BY_FACTOR;
+			r->base_factor = (double)b_len / (double)a_len;
+		}
+	} else if (strcmp(name, "absolute") != 0) {
+		return -EINVAL;
+	}
+	return 0;
 }

@@ -39,6 +39,9 @@ struct qexec_request {
 	const char *focus, *ignore, *hide, *prune_from;
 	const char *sandwich;
 	enum query_sandwich_side sandwich_side;
+	/* Diff: how A is scaled against B (query.h); see qexec_diff_scale. */
+	enum query_diff_scale diff_scale;
+	double base_factor;
 	double trim_fraction;
 	/* Fold the store's stacks straight into res->tree (flame graph and top
 	 * reports): no pprof profiles are built, res->a/b stay NULL and
@@ -85,6 +88,12 @@ void qexec_result_release(struct qexec_result *res);
 int qexec_regress(struct server *s, const struct qexec_request *r, size_t buckets,
 		  const struct query_regress_options *o, struct query_regress **out,
 		  struct kiln_error *err);
+
+/* Sets r->diff_scale/base_factor from a name: "absolute", "total",
+ * "duration" (B's range length over A's), or NULL/"" for the default:
+ * duration when both sides are merges of ranges of unequal length,
+ * absolute otherwise. -EINVAL for another name. */
+int qexec_diff_scale(struct qexec_request *r, const char *name);
 
 /* Checks that a parsed profile type has data; -ENOENT lists known types. */
 int qexec_check_type(struct server *s, const char *profile_type, struct kiln_error *err);

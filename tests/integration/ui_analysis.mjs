@@ -139,6 +139,20 @@ assert.equal(await tid('fn-search').inputValue(), 'f1');
 assert.equal((await page.evaluate(() => window.__kiln.state())).search, 'f1');
 await shot('regression-table');
 
+// 7. Ranges of unequal length: the diff scales A by B's length over A's
+// unless asked for absolute values.
+q.set('a.range', `${A[0]}-${A[0] + 150000 - 1}`);
+await page.goto(url + '/?' + q.toString());
+await page.waitForFunction(() => Number(document.body.dataset.painted || 0) > 0, null, { timeout: 30000 });
+assert.match(await tid('summary').innerText(), /A ×2\.00/);
+assert.equal(await tid('diff-normalize').inputValue(), '');
+let s1 = await settled();
+await tid('diff-normalize').selectOption('absolute');
+await waitSettled(s1);
+assert.doesNotMatch(await tid('summary').innerText(), /×/);
+assert.match(await page.evaluate(() => location.search), /norm=absolute/);
+await shot('diff-absolute');
+
 assert.deepEqual(errors, [], 'no errors in the page');
 await browser.close();
 console.log('all analysis steps passed');

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,44 @@ static void test_tree_diff(void **state)
 
 /* Several profiles added to one tree sum up, whatever order their samples
  * come in (the shared-prefix shortcut must not depend on it). */
+/* Normalized diffs: A in B's terms before anything is summed. */
+static void test_tree_diff_scaled(void **state)
+{
+	struct pprof_profile *a = fixture_base_profile(), *b = fixture_profile();
+	struct query_tree_options o = {.diff_scale = QUERY_DIFF_BY_FACTOR, .base_factor = 2};
+	struct query_tree *t;
+	struct query_node n;
+
+	(void)state;
+	/* B's range twice A's: A counts double. */
+	assert_int_equal(query_tree_build_diff(a, 1, b, 1, &o, &t, NULL), 0);
+	assert_true(query_tree_base_scale(t) == 2);
+	assert_int_equal(query_tree_base_total(t), 74);
+	n = node_at(t, PATH("main", "work", "inl"));
+	assert_int_equal(n.base_self, 60);
+	assert_int_equal(n.diff, 0);
+	n = node_at(t, PATH("main"));
+	assert_int_equal(n.base_cum, 74);
+	assert_int_equal(n.diff, 100 - 74);
+	query_tree_free(t);
+	/* By total: A's 37 become B's 150; the root changes by nothing. */
+	o.diff_scale = QUERY_DIFF_BY_TOTAL;
+	assert_int_equal(query_tree_build_diff(a, 1, b, 1, &o, &t, NULL), 0);
+	assert_true(fabs(query_tree_base_scale(t) - 150.0 / 37) < 1e-12);
+	query_tree_node(t, 0, &n);
+	assert_true(n.diff >= -1 && n.diff <= 1);
+	n = node_at(t, PATH("main", "other"));
+	assert_int_equal(n.base_cum, 28); /* 7 * 150 / 37 = 28.4 */
+	query_tree_free(t);
+	/* Absolute is the default, and a single tree ignores the option. */
+	o.diff_scale = QUERY_DIFF_BY_FACTOR;
+	assert_int_equal(query_tree_build(b, 1, &o, &t, NULL), 0);
+	assert_true(query_tree_base_scale(t) == 1);
+	query_tree_free(t);
+	pprof_profile_free(a);
+	pprof_profile_free(b);
+}
+
 static void test_tree_adds_sum(void **state)
 {
 	struct pprof_profile *a = fixture_base_profile(), *b = fixture_profile();
@@ -554,6 +593,7 @@ int main(void)
 	    cmocka_unit_test(test_tree_totals_and_shape),
 	    cmocka_unit_test(test_tree_inline_order_and_unsymbolized),
 	    cmocka_unit_test(test_tree_diff),
+	    cmocka_unit_test(test_tree_diff_scaled),
 	    cmocka_unit_test(test_tree_adds_sum),
 	    cmocka_unit_test(test_tree_filter),
 	    cmocka_unit_test(test_tree_hide_binaries),

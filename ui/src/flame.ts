@@ -7,6 +7,7 @@ export interface FlameJSON {
 	unit: string;
 	total: number;
 	filtered?: number;
+	base_scale?: number; // diff: A's values were multiplied by this
 	height: number;
 	strings: string[];
 	nodes: {
@@ -26,6 +27,7 @@ export interface Flame {
 	unit: string;
 	total: number;
 	filtered: number;
+	baseScale: number;
 	height: number; // deepest depth
 	n: number;
 	strings: string[];
@@ -57,6 +59,7 @@ export function decodeFlame(j: FlameJSON): Flame {
 		unit: j.unit,
 		total: j.total,
 		filtered: j.filtered ?? j.total,
+		baseScale: j.base_scale ?? 1,
 		height: j.height,
 		n,
 		strings: j.strings,

@@ -233,6 +233,20 @@ const copyBtn = h('button', { testid: 'copy-link', title: 'Copy a link that reop
 const viewBtns = (['icicle', 'table', 'both'] as const).map((v) =>
 	h('button.seg', { testid: `view-${v}`, onclick: () => setView(v) }, v === 'icicle' ? 'Icicle' : v === 'table' ? 'Table' : 'Both'),
 );
+// Compare: how A is scaled against B before the difference is taken.
+const normSel = h(
+	'select.norm',
+	{ testid: 'diff-normalize', title: 'How A is scaled before B − A is taken' },
+	h('option', { value: '' }, 'Diff: automatic'),
+	h('option', { value: 'absolute' }, 'Diff: absolute'),
+	h('option', { value: 'total' }, 'Diff: normalized by total'),
+	h('option', { value: 'duration' }, 'Diff: normalized by duration'),
+);
+normSel.addEventListener('change', () => {
+	state.norm = normSel.value as ViewState['norm'];
+	commit(true);
+	loadProfile();
+});
 const resetBtn = h('button', { testid: 'reset-zoom', title: 'Reset zoom (Esc)', onclick: () => icicle.reset() }, 'Reset zoom');
 const icicleWrap = h('div.icicle-wrap', { testid: 'icicle-wrap' }, sandwichBar, callersWrap, icicle.el);
 const tableWrap = h('div.table-wrap', {}, table.el);
@@ -258,7 +272,7 @@ const result = h(
 	'div.result',
 	{ testid: 'result' },
 	h('div.toolbar', {}, h('div.segmented', {}, ...viewBtns), searchIn, searchShare, h('span.grow'), summaryEl, dlPprof, dlFolded, copyBtn, shareOut),
-	h('div.toolbar2', {}, breadcrumb, resetBtn),
+	h('div.toolbar2', {}, breadcrumb, normSel, resetBtn),
 	frameFilters.el,
 	legendEl,
 	hiddenEl,
@@ -329,6 +343,8 @@ function renderLayout(): void {
 	sides.a.el.querySelector('.side-title')!.toggleAttribute('hidden', !state.compare);
 	compareBtn.classList.toggle('active', state.compare);
 	compareBtn.textContent = state.compare ? 'Stop comparing' : 'Compare';
+	normSel.hidden = !state.compare;
+	normSel.value = state.norm;
 	for (const b of viewBtns) b.classList.toggle('active', b.dataset.testid === `view-${state.view}`);
 	content.className = 'content view-' + state.view;
 	icicleWrap.hidden = state.view === 'table';
@@ -522,7 +538,8 @@ async function loadProfile(): Promise<void> {
 		icicle.setData(f, Math.max(0, focus));
 		applySearch();
 		const drawMs = performance.now() - td;
-		summaryEl.textContent = `${state.compare ? 'diff · ' : ''}total ${formatValue(f.total, f.unit)} · ${f.n.toLocaleString()} nodes`;
+		const scale = f.diff && f.baseScale !== 1 ? ` · A ×${f.baseScale.toFixed(2)}` : '';
+		summaryEl.textContent = `${state.compare ? 'diff · ' : ''}total ${formatValue(f.total, f.unit)} · ${f.n.toLocaleString()} nodes${scale}`;
 		renderLegend();
 		renderHidden();
 		renderBreadcrumb();

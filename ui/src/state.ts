@@ -38,6 +38,7 @@ export interface ViewState {
 	filter: string; // table text filter
 	frames: FrameFilters; // pprof's frame filters, applied by the server
 	sandwich: string; // a function's callers and callees ('' = off)
+	norm: '' | 'absolute' | 'total' | 'duration'; // diff: how A is scaled ('' = the server's default)
 }
 
 /** pprof's frame filters (PCRE2 patterns the server matches against function names). */
@@ -89,6 +90,7 @@ export function defaultState(): ViewState {
 		filter: '',
 		frames: noFrameFilters(),
 		sandwich: '',
+		norm: '',
 	};
 }
 
@@ -176,6 +178,7 @@ export function encodeState(st: ViewState): string {
 	if (st.filter) p.set('filter', st.filter);
 	for (const f of FRAME_FILTERS) if (st.frames[f.key]) p.set(f.url, st.frames[f.key]);
 	if (st.sandwich) p.set('sw', st.sandwich);
+	if (st.compare && st.norm) p.set('norm', st.norm);
 	return p.toString();
 }
 
@@ -214,6 +217,8 @@ export function decodeState(qs: string): ViewState {
 	st.filter = p.get('filter') ?? '';
 	for (const f of FRAME_FILTERS) st.frames[f.key] = p.get(f.url) ?? '';
 	st.sandwich = p.get('sw') ?? '';
+	const norm = p.get('norm');
+	if (st.compare && (norm === 'absolute' || norm === 'total' || norm === 'duration')) st.norm = norm;
 	return st;
 }
 
@@ -239,6 +244,7 @@ export function profileRequest(st: ViewState, now: number): Record<string, strin
 	let p: Record<string, string>;
 	if (st.compare) {
 		p = { mode: 'diff', ...selectionParams(st.a, now, 'a_'), ...selectionParams(st.b, now, 'b_') };
+		if (st.norm) p.diff_normalize = st.norm;
 	} else {
 		p = selectionParams(st.a, now);
 	}

@@ -77,6 +77,7 @@ describe('URL state', () => {
 			filter: 'sort',
 			frames: { focus: '^main\\.', ignore: 'runtime\\.gc', hide: 'a|b', prune: '' },
 			sandwich: 'main.sha256',
+			norm: 'total',
 		};
 		const qs = encodeState(st);
 		expect(decodeState(qs)).toEqual(st);
