@@ -219,6 +219,10 @@ int query_tree_add(struct query_tree *t, const struct pprof_profile *p, int samp
  * the profile store_merge would build. */
 int query_tree_add_store(struct query_tree *t, struct store *s, const struct store_selector *sel,
 			 enum query_side side, bool *matched, struct kiln_error *err);
+/* Stacks added from now on start with a frame named text ("comm=nginx"):
+ * a flame graph grouped by a label, one first-level frame per value (as
+ * Parca's group_by). NULL: no group frame. 0 or -ENOMEM. */
+int query_tree_set_group(struct query_tree *t, const char *text);
 /* Sorts siblings (by name, then binary), lays the nodes out in depth-first
  * pre-order, applies trim_fraction. Must be called once, after the last
  * add and before any accessor or writer. */
@@ -413,5 +417,19 @@ int query_regress_write_json(const struct query_regress *r, const struct query_r
 void query_mann_whitney(const double *a, size_t na, const double *b, size_t nb, double *p,
 			double *cliff);
 int query_benjamini_hochberg(const double *p, size_t n, double *q);
+
+/* ---- sum by, for the metrics graph (range_group.c) --------------------------- */
+
+/* Series of a range query summed per value of labels `by` (none: each
+ * series is its own group), points bucketed by step ms (0: as they are).
+ * Feed it store_query_range's series, then write once: the `limit` largest
+ * groups by total (0: all) as {"labels":{..},"points":[[t,v],..]} objects,
+ * then, if any are left, their sum with the label "__other__": "N more". */
+struct query_range_group;
+struct query_range_group *query_range_group_new(const char *const *by, size_t n_by, int64_t step);
+void query_range_group_free(struct query_range_group *g);
+int query_range_group_add(struct query_range_group *g, const struct store_label *labels,
+			  size_t n_labels, const struct store_point *points, size_t n_points);
+int query_range_group_write_json(struct query_range_group *g, size_t limit, struct json_writer *w);
 
 #endif

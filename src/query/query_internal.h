@@ -92,6 +92,7 @@ struct query_tree {
 	/* options (strings copied) */
 	bool diff;
 	struct qrules *rules; /* NULL: every stack kept as it is */
+	uint32_t group_frame; /* QNONE, or the frame every added stack starts with */
 	enum query_diff_scale diff_scale;
 	double base_factor, base_scale; /* base_scale: applied by finish */
 	char **hide;
@@ -183,6 +184,9 @@ int qlocs_init(struct qlocs *l, size_t n);
 int qlocs_push(const struct query_tree *t, struct qlocs *l, uint32_t f);
 void qlocs_done(struct qlocs *l, uint32_t idx, size_t start);
 void qlocs_release(struct qlocs *l);
+/* Starts a stack: the group frame when there is one (*depth 0 or 1).
+ * 0 or -ENOMEM. */
+int qfold_begin(const struct query_tree *t, struct qfold *f, size_t *depth);
 /* Appends location idx's frames to f->stack at *depth. 0 or -ENOMEM. */
 int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
 			uint32_t idx, size_t *depth);

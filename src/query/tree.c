@@ -288,6 +288,7 @@ int query_tree_create(const struct query_tree_options *opts, struct query_tree *
 	root->parent = QNONE;
 	root->first_child = QNONE;
 	root->next_sibling = QNONE;
+	t->group_frame = QNONE;
 	*out = t;
 	return 0;
 fail:
@@ -469,6 +470,28 @@ void qlocs_release(struct qlocs *l)
 	memset(l, 0, sizeof(*l));
 }
 
+int qfold_begin(const struct query_tree *t, struct qfold *f, size_t *depth)
+{
+	*depth = 0;
+	if (t->group_frame == QNONE)
+		return 0;
+	if (query_grow((void **)&f->stack, &f->cap_stack, 1, sizeof(*f->stack)))
+		return -ENOMEM;
+	f->stack[(*depth)++] = t->group_frame;
+	return 0;
+}
+
+int query_tree_set_group(struct query_tree *t, const char *text)
+{
+	if (!text) {
+		t->group_frame = QNONE;
+		return 0;
+	}
+	uint32_t name = query_tree_intern(t, text, strlen(text));
+	t->group_frame = name == QNONE ? QNONE : query_tree_frame(t, name, 0, 0, 0, 0);
+	return t->group_frame == QNONE ? -ENOMEM : 0;
+}
+
 int qfold_push_location(const struct query_tree *t, struct qfold *f, const struct qlocs *l,
 			uint32_t idx, size_t *depth)
 {
@@ -535,8 +558,10 @@ static int add_samples(struct add_ctx *c, int idx, bool base)
 		const pprof_sample_msg *s = c->m->sample[si];
 		int64_t v = s->value[idx];
 		size_t depth = 0;
-		int rc = 0;
+		int rc = qfold_begin(t, &c->fold, &depth);
 
+		if (rc)
+			return rc;
 		if (v == 0)
 			continue;
 		if (base)

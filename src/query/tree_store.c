@@ -152,6 +152,8 @@ static int on_stack(void *ctx, const uint32_t *locs, size_t n, int64_t v)
 	struct query_tree *t = a->t;
 	size_t depth = 0;
 
+	if (qfold_begin(t, &a->fold, &depth))
+		return -ENOMEM;
 	if (a->base)
 		sat_acc_i64(&t->base_total, v);
 	else

@@ -212,6 +212,8 @@ void http_values(const struct http_request *req, struct http_response *resp)
 struct range_json {
 	struct json_writer *w;
 	int64_t step;
+	struct query_range_group *group; /* sum_by or limit: series go here first */
+	int rc;
 };
 
 static void write_series(void *ctx, const struct store_label *labels, size_t n_labels,
@@ -250,8 +252,19 @@ static void write_series(void *ctx, const struct store_label *labels, size_t n_l
 	json_end_object(w);
 }
 
+#define MAX_SUM_BY 8
+
+static void group_series(void *ctx, const struct store_label *labels, size_t n_labels,
+			 const struct store_point *points, size_t n_points)
+{
+	struct range_json *rj = ctx;
+	if (!rj->rc)
+		rj->rc = query_range_group_add(rj->group, labels, n_labels, points, n_points);
+}
+
 void http_query_range(const struct http_request *req, struct http_response *resp)
 {
+	struct query_range_group *group = NULL;
 	struct kiln_error err = {0};
 	struct query_selector sel = {0};
 	struct query_profile_type pt = {0};
@@ -271,6 +284,31 @@ void http_query_range(const struct http_request *req, struct http_response *resp
 	const char *q = http_arg(req, "query");
 	if (!q || !*q)
 		return http_error(resp, 400, -1, "parameter query is required");
+	/* sum_by=a,b and limit=N: PromQL's topk(N, sum by (a, b) (...)), with
+	 * the rest as one "other" series. */
+	const char *sum_by = http_arg(req, "sum_by");
+	int64_t limit;
+	if (arg_int(req, resp, "limit", 0, &limit))
+		return;
+	if (limit < 0 || limit > 10000)
+		return http_error(resp, 400, -1, "parameter limit=%lld: expected 0 to 10000",
+				  (long long)limit);
+	if ((sum_by && *sum_by) || limit) {
+		char by_copy[512];
+		const char *by[MAX_SUM_BY];
+		size_t n_by = 0;
+		snprintf(by_copy, sizeof(by_copy), "%s", sum_by ? sum_by : "");
+		char *save = NULL;
+		for (char *tok = strtok_r(by_copy, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			if (n_by == MAX_SUM_BY)
+				return http_error(resp, 400, -1, "sum_by: at most %d labels",
+						  MAX_SUM_BY);
+			by[n_by++] = tok;
+		}
+		if (!(group = query_range_group_new(by, n_by, step)))
+			return http_error(resp, 500, -1, "out of memory");
+	}
 	rc = query_parse_compiled(q, 0, &sel, &err);
 	if (rc) {
 		fail(resp, rc, &err, sel.error_position);
@@ -289,8 +327,11 @@ void http_query_range(const struct http_request *req, struct http_response *resp
 	json_begin_object(&w);
 	json_key(&w, "series");
 	json_begin_array(&w);
-	struct range_json rj = {.w = &w, .step = step};
-	rc = store_query_range(server_store(req->srv), &ss, write_series, &rj, &err);
+	struct range_json rj = {.w = &w, .step = step, .group = group};
+	rc = store_query_range(server_store(req->srv), &ss, group ? group_series : write_series,
+			       &rj, &err);
+	if (rc == 0 && group)
+		rc = rj.rc ? rj.rc : query_range_group_write_json(group, (size_t)limit, &w);
 	if (rc) {
 		fail(resp, rc, &err, -1);
 		goto out;
@@ -301,6 +342,7 @@ void http_query_range(const struct http_request *req, struct http_response *resp
 	json_end_object(&w);
 	json_done(resp, &w);
 out:
+	query_range_group_free(group);
 	query_profile_type_release(&pt);
 	query_selector_release(&sel);
 }
@@ -465,6 +507,11 @@ void http_query(const struct http_request *req, struct http_response *resp)
 				  "report \"%.32s\": expected flamegraph, top, pprof, folded or "
 				  "regression",
 				  report);
+	const char *group_by = http_arg(req, "group_by");
+	qr.group_by = group_by && *group_by ? group_by : NULL;
+	if (!tree_report && qr.group_by)
+		return http_error(resp, 400, -1,
+				  "group_by applies to the flamegraph, top and folded reports");
 	if (!tree_report && (qr.focus || qr.ignore || qr.hide || qr.prune_from || qr.sandwich))
 		return http_error(resp, 400, -1,
 				  "focus, ignore, hide, prune_from and sandwich apply to the "

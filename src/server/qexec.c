@@ -41,10 +41,83 @@ int qexec_check_type(struct server *s, const char *profile_type, struct kiln_err
 	return rc;
 }
 
+#define MAX_GROUPS 1000
+
+struct group_values {
+	char **v;
+	size_t n;
+	int rc;
+};
+
+static void collect_value(void *ctx, const char *value)
+{
+	struct group_values *g = ctx;
+	if (g->rc || g->n == MAX_GROUPS) {
+		g->rc = g->rc ? g->rc : -E2BIG;
+		return;
+	}
+	if (!(g->v[g->n] = strdup(value)))
+		g->rc = -ENOMEM;
+	else
+		g->n++;
+}
+
+/* Folds ss into tree once per value of label `by` (and once for series
+ * without it), each under a first frame "by=value". */
+static int add_grouped(struct server *s, const struct store_selector *ss, const char *by,
+		       struct query_tree *tree, enum query_side side, struct kiln_error *err)
+{
+	struct group_values g = {.v = calloc(MAX_GROUPS, sizeof(char *))};
+	struct store_matcher *m = calloc(ss->n_matchers + 1, sizeof(*m));
+	struct store_selector gs = *ss;
+	struct buf text = {0};
+	int rc = -ENOMEM;
+
+	if (!g.v || !m)
+		goto out;
+	rc = store_label_values(server_store(s), ss, by, collect_value, &g, err);
+	if (rc == 0 && g.rc == -E2BIG)
+		rc = kiln_error_set(err, E2BIG,
+				    "group_by %s: more than %d values in range; add matchers", by,
+				    MAX_GROUPS);
+	else if (rc == 0)
+		rc = g.rc;
+	if (rc)
+		goto out;
+	memcpy(m, ss->matchers, ss->n_matchers * sizeof(*m));
+	m[ss->n_matchers].op = STORE_MATCH_EQ;
+	m[ss->n_matchers].name = (char *)by;
+	gs.matchers = m;
+	gs.n_matchers = ss->n_matchers + 1;
+	/* i == n: the series without the label ("=" to "" matches them). */
+	for (size_t i = 0; rc == 0 && i <= g.n; i++) {
+		m[ss->n_matchers].value = i < g.n ? g.v[i] : "";
+		buf_reset(&text);
+		rc = buf_printf(&text, "%s=%s", by, i < g.n ? g.v[i] : "(none)");
+		if (rc == 0)
+			rc = buf_terminate(&text);
+		if (rc == 0)
+			rc = query_tree_set_group(tree, (const char *)text.data);
+		if (rc == 0)
+			rc = query_tree_add_store(tree, server_store(s), &gs, side, NULL, err);
+	}
+	if (rc == -ENOMEM)
+		kiln_error_set(err, ENOMEM, "group_by: out of memory");
+	query_tree_set_group(tree, NULL);
+out:
+	for (size_t i = 0; g.v && i < g.n; i++)
+		free(g.v[i]);
+	free(g.v);
+	free(m);
+	buf_free(&text);
+	return rc;
+}
+
 /* Parses, checks and merges one selection: into *out (which stays NULL when
- * nothing matched), or with tree set folded into tree on that side. */
+ * nothing matched), or with tree set folded into tree on that side (one
+ * first-level frame per value of group_by, when set). */
 static int select_merge(struct server *s, const struct qexec_side *side, struct query_tree *tree,
-			enum query_side tree_side, struct pprof_profile **out,
+			enum query_side tree_side, const char *group_by, struct pprof_profile **out,
 			struct query_profile_type *type, long *pos, struct qexec_result *stream,
 			struct kiln_error *err)
 {
@@ -68,6 +141,10 @@ static int select_merge(struct server *s, const struct qexec_side *side, struct 
 	}
 	struct store_selector ss;
 	query_selector_to_store(&sel, side->start_ms, side->end_ms, &ss);
+	if (tree && group_by) {
+		rc = add_grouped(s, &ss, group_by, tree, tree_side, err);
+		goto out;
+	}
 	if (tree) {
 		rc = query_tree_add_store(tree, server_store(s), &ss, tree_side, NULL, err);
 		goto out;
@@ -127,8 +204,8 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 	if (r->tree && (rc = new_tree(r, &out->tree, err)))
 		return rc;
 	rc = select_merge(s, &r->a, out->tree,
-			  r->mode == QEXEC_DIFF ? QUERY_SIDE_BASE : QUERY_SIDE_SINGLE, &out->a,
-			  &out->type, &out->error_position,
+			  r->mode == QEXEC_DIFF ? QUERY_SIDE_BASE : QUERY_SIDE_SINGLE, r->group_by,
+			  &out->a, &out->type, &out->error_position,
 			  r->pprof && r->mode != QEXEC_DIFF ? out : NULL, err);
 	if (rc) {
 		if (r->mode == QEXEC_DIFF) {
@@ -138,8 +215,8 @@ int qexec_run(struct server *s, const struct qexec_request *r, struct qexec_resu
 		return rc;
 	}
 	if (r->mode == QEXEC_DIFF) {
-		rc = select_merge(s, &r->b, out->tree, QUERY_SIDE_COMPARE, &out->b, NULL,
-				  &out->error_position, NULL, err);
+		rc = select_merge(s, &r->b, out->tree, QUERY_SIDE_COMPARE, r->group_by, &out->b,
+				  NULL, &out->error_position, NULL, err);
 		if (rc) {
 			out->error_side = 'b';
 			kiln_error_prefix(err, "b: ");

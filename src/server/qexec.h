@@ -39,6 +39,9 @@ struct qexec_request {
 	const char *focus, *ignore, *hide, *prune_from;
 	const char *sandwich;
 	enum query_sandwich_side sandwich_side;
+	/* Flame graph reports of single and merge: the label whose values
+	 * become the first frame level ("comm=nginx"); NULL = none. */
+	const char *group_by;
 	/* Diff: how A is scaled against B (query.h); see qexec_diff_scale. */
 	enum query_diff_scale diff_scale;
 	double base_factor;

@@ -153,6 +153,24 @@ assert.doesNotMatch(await tid('summary').innerText(), /×/);
 assert.match(await page.evaluate(() => location.search), /norm=absolute/);
 await shot('diff-absolute');
 
+// 8. Sum by and group by: one line for the job; one first-level frame per version.
+await page.goto(url + '/?' + new URLSearchParams({ 'a.type': TYPE, 'a.q': 'job="deploy"', 'a.range': `${A[0]}-${B[1]}`, 'a.mode': 'merge' }).toString());
+await page.waitForFunction(() => Number(document.body.dataset.painted || 0) > 0, null, { timeout: 30000 });
+await page.waitForFunction(() => document.querySelectorAll('[data-testid="metrics-legend"] .legend-item').length === 2);
+await tid('sum-by-a').fill('job');
+await tid('sum-by-a').press('Enter');
+await page.waitForFunction(() => document.querySelectorAll('[data-testid="metrics-legend"] .legend-item').length === 1);
+assert.match(await tid('metrics-legend').first().innerText(), /job="deploy"/);
+s1 = await settled();
+await tid('group-by').fill('version');
+await tid('group-by').press('Enter');
+await waitSettled(s1);
+nm = await names();
+assert.ok(nm.includes('1:version=v1') && nm.includes('1:version=v2'), nm.join(' '));
+assert.ok(nm.includes('2:main'), 'the stacks follow under each version');
+assert.match(await page.evaluate(() => location.search), /sum=job.*gb=version|gb=version.*sum=job/);
+await shot('sum-and-group-by');
+
 assert.deepEqual(errors, [], 'no errors in the page');
 await browser.close();
 console.log('all analysis steps passed');

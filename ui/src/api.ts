@@ -142,8 +142,8 @@ export const api = {
 		getJSON<{ names: string[] }>('/api/v1/labels', { query, start: String(start), end: String(end) }, signal),
 	values: (label: string, query: string, start: number, end: number, signal?: AbortSignal) =>
 		getJSON<{ values: string[] }>('/api/v1/values', { label, query, start: String(start), end: String(end) }, signal),
-	queryRange: (query: string, start: number, end: number, signal?: AbortSignal) =>
-		getJSON<RangeResult>('/api/v1/query_range', { query, start: String(start), end: String(end) }, signal),
+	queryRange: (query: string, start: number, end: number, signal?: AbortSignal, sumBy = '', limit = 0) =>
+		getJSON<RangeResult>('/api/v1/query_range', { query, start: String(start), end: String(end), sum_by: sumBy, limit: limit ? String(limit) : undefined }, signal),
 	flame: (params: Record<string, string>, signal?: AbortSignal) =>
 		getJSON<FlameJSON>('/api/v1/query', { ...params, report: 'flamegraph' }, signal),
 	top: (params: Record<string, string>, signal?: AbortSignal) =>

@@ -11,7 +11,7 @@ import { ancestorsOf, binaryShares, packageShares, decodeFlame, nodeOfPath, wide
 import { MetricsGraph, seriesMatchers } from './graph';
 import { Icicle, singleBinary } from './icicle';
 import { QueryBar } from './querybar';
-import { decodeState, encodeState, freezeRanges, profileRequest, queryOf, regressionRequest, resolveRange, type Selection, type ViewState } from './state';
+import { GRAPH_SERIES_LIMIT, decodeState, encodeState, freezeRanges, profileRequest, queryOf, regressionRequest, resolveRange, type Selection, type ViewState } from './state';
 import { Table } from './table';
 import { renderTargets } from './targets';
 import { cpuYMode, formatPercent, formatValue, type YMode } from './units';
@@ -80,6 +80,7 @@ class Side {
 	private ctl: AbortController | null = null;
 	private last: { series: Series[]; unit: string; ymode: YMode } | null = null;
 	private ymodeSel: HTMLSelectElement;
+	readonly sumIn: HTMLInputElement;
 
 	constructor(key: SideKey) {
 		this.key = key;
@@ -93,6 +94,8 @@ class Side {
 		this.ymodeSel = h('select.ymode', { testid: `ymode-${key}`, title: 'Y axis', hidden: true }, h('option', { value: 'cores' }, 'CPU cores'), h('option', { value: 'percent' }, '% of one core'), h('option', { value: 'raw' }, 'CPU time'));
 		this.ymodeSel.addEventListener('change', () => this.redrawGraph());
 		const merge = h('button', { testid: `merge-${key}`, title: 'Merge every profile of the query range into one', onclick: () => showMerge(key) }, 'Merge range');
+		this.sumIn = h('input.sum-by', { testid: `sum-by-${key}`, type: 'text', placeholder: 'sum by label,…', title: `Sum the series by these labels (both graphs); at most ${GRAPH_SERIES_LIMIT} lines, the rest summed as "other"`, spellcheck: false });
+		this.sumIn.addEventListener('change', () => setSumBy(this.sumIn.value));
 		this.el = h(
 			'div.side',
 			{ testid: `side-${key}` },
@@ -101,7 +104,7 @@ class Side {
 			this.loading.el,
 			this.empty,
 			this.graph.el,
-			h('div.side-foot', {}, this.info, h('span.grow'), this.ymodeSel, merge),
+			h('div.side-foot', {}, this.info, h('span.grow'), this.sumIn, this.ymodeSel, merge),
 		);
 	}
 
@@ -142,7 +145,7 @@ class Side {
 		this.loading.start('Loading series…');
 		this.bar.clearError();
 		try {
-			const r = await api.queryRange(queryOf(s), from, to, ctl.signal);
+			const r = await api.queryRange(queryOf(s), from, to, ctl.signal, state.sumBy, GRAPH_SERIES_LIMIT);
 			if (ctl.signal.aborted) return;
 			const pt = types.find((t) => t.key === s.type);
 			const ym = cpuYMode(r.unit, pt?.period_type);
@@ -247,6 +250,8 @@ normSel.addEventListener('change', () => {
 	commit(true);
 	loadProfile();
 });
+const groupIn = h('input.group-by', { testid: 'group-by', type: 'text', placeholder: 'group by label', title: "One first-level frame per value of this label (e.g. comm, pid)", spellcheck: false });
+groupIn.addEventListener('change', () => setGroupBy(groupIn.value));
 const resetBtn = h('button', { testid: 'reset-zoom', title: 'Reset zoom (Esc)', onclick: () => icicle.reset() }, 'Reset zoom');
 const icicleWrap = h('div.icicle-wrap', { testid: 'icicle-wrap' }, sandwichBar, callersWrap, icicle.el);
 const tableWrap = h('div.table-wrap', {}, table.el);
@@ -272,7 +277,7 @@ const result = h(
 	'div.result',
 	{ testid: 'result' },
 	h('div.toolbar', {}, h('div.segmented', {}, ...viewBtns), searchIn, searchShare, h('span.grow'), summaryEl, dlPprof, dlFolded, copyBtn, shareOut),
-	h('div.toolbar2', {}, breadcrumb, normSel, resetBtn),
+	h('div.toolbar2', {}, breadcrumb, groupIn, normSel, resetBtn),
 	frameFilters.el,
 	legendEl,
 	hiddenEl,
@@ -397,6 +402,8 @@ function search(key: SideKey): void {
 }
 
 function selectPoint(key: SideKey, time: number, s: Series): void {
+	// The summed rest has no matchers of its own: its whole range is the merge.
+	if ('__other__' in s.labels) return showMerge(key);
 	const sel = state[key];
 	sel.mode = 'single';
 	sel.time = time;
@@ -441,6 +448,27 @@ function focusFunction(name: string): void {
 	state.search = name;
 	applySearch();
 	if (i > 0) icicle.zoomTo(i);
+}
+
+/** Sums both metrics graphs' series by these labels ('' = one line per series). */
+function setSumBy(text: string): void {
+	state.sumBy = text
+		.split(',')
+		.map((x) => x.trim())
+		.filter(Boolean)
+		.join(',');
+	for (const k of ['a', 'b'] as SideKey[]) sides[k].sumIn.value = state.sumBy;
+	commit(true);
+	sides.a.loadGraph();
+	if (state.compare) sides.b.loadGraph();
+}
+
+/** Groups the flame graph by a label: its values become the first frame level. */
+function setGroupBy(label: string): void {
+	state.groupBy = label.trim();
+	state.focus = [];
+	commit(true);
+	loadProfile();
 }
 
 /** Shows a function's callers above its callees ('' = the whole graph again). */
@@ -787,6 +815,8 @@ async function start(fetchTypes = true): Promise<void> {
 	sides.b.bar.load(state.b);
 	searchIn.value = state.search;
 	frameFilters.load(state.frames);
+	groupIn.value = state.groupBy;
+	for (const k of ['a', 'b'] as SideKey[]) sides[k].sumIn.value = state.sumBy;
 	if (fetchTypes) await loadTypes();
 	else {
 		sides.a.bar.setTypes(types, state.a.type);

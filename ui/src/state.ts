@@ -39,7 +39,12 @@ export interface ViewState {
 	frames: FrameFilters; // pprof's frame filters, applied by the server
 	sandwich: string; // a function's callers and callees ('' = off)
 	norm: '' | 'absolute' | 'total' | 'duration'; // diff: how A is scaled ('' = the server's default)
+	sumBy: string; // metrics graphs: labels to sum series by, comma-separated ('' = each series)
+	groupBy: string; // flame graph: a label whose values become the first frame level
 }
+
+/** Lines a metrics graph draws at most; the rest are summed into one "other" line. */
+export const GRAPH_SERIES_LIMIT = 20;
 
 /** pprof's frame filters (PCRE2 patterns the server matches against function names). */
 export interface FrameFilters {
@@ -91,6 +96,8 @@ export function defaultState(): ViewState {
 		frames: noFrameFilters(),
 		sandwich: '',
 		norm: '',
+		sumBy: '',
+		groupBy: '',
 	};
 }
 
@@ -179,6 +186,8 @@ export function encodeState(st: ViewState): string {
 	for (const f of FRAME_FILTERS) if (st.frames[f.key]) p.set(f.url, st.frames[f.key]);
 	if (st.sandwich) p.set('sw', st.sandwich);
 	if (st.compare && st.norm) p.set('norm', st.norm);
+	if (st.sumBy) p.set('sum', st.sumBy);
+	if (st.groupBy) p.set('gb', st.groupBy);
 	return p.toString();
 }
 
@@ -217,6 +226,8 @@ export function decodeState(qs: string): ViewState {
 	st.filter = p.get('filter') ?? '';
 	for (const f of FRAME_FILTERS) st.frames[f.key] = p.get(f.url) ?? '';
 	st.sandwich = p.get('sw') ?? '';
+	st.sumBy = p.get('sum') ?? '';
+	st.groupBy = p.get('gb') ?? '';
 	const norm = p.get('norm');
 	if (st.compare && (norm === 'absolute' || norm === 'total' || norm === 'duration')) st.norm = norm;
 	return st;
@@ -250,6 +261,7 @@ export function profileRequest(st: ViewState, now: number): Record<string, strin
 	}
 	if (st.hide.length) p.hide_binaries = st.hide.join(',');
 	for (const f of FRAME_FILTERS) if (st.frames[f.key]) p[f.param] = st.frames[f.key];
+	if (st.groupBy) p.group_by = st.groupBy;
 	if (st.sandwich) {
 		p.sandwich = st.sandwich;
 		p.sandwich_side = 'callees';

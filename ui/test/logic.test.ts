@@ -78,6 +78,8 @@ describe('URL state', () => {
 			frames: { focus: '^main\\.', ignore: 'runtime\\.gc', hide: 'a|b', prune: '' },
 			sandwich: 'main.sha256',
 			norm: 'total',
+			sumBy: 'comm,pid',
+			groupBy: 'comm',
 		};
 		const qs = encodeState(st);
 		expect(decodeState(qs)).toEqual(st);
