@@ -19,6 +19,7 @@ dir=$(mktemp -d /tmp/kiln-bench-query-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 : "${SIZES:=10000 100000 500000}"
 store_rows=()
+filter_rows=()
 
 # wall time of a command in ms (best of 3), output discarded
 wall_ms() {
@@ -50,6 +51,10 @@ for n in $SIZES; do
 		"${m[json_bytes_per_node]}" "$(awk "BEGIN{print ${m[json_bytes]}/1e6}")" \
 		"$kt" "$gt" "$(awk "BEGIN{print $gt/($kt>0?$kt:1)}")" \
 		"$kf" "$gf" "$(awk "BEGIN{print $gf/($kf>0?$kf:1)}")"
+	gfoc=$(wall_ms go tool pprof -top -sample_index=cpu -focus='Component1[0-9]::' "$f")
+	gpeek=$(wall_ms go tool pprof -peek="^${m[sandwich_fn]//./\\.}\$" -sample_index=cpu "$f")
+	filter_rows+=("$(printf '%-8s %9s %9s %11s | %11s %11s' "${m[nodes]}" "${m[focus_ms]}" \
+		"${m[hide_ms]}" "${m[sandwich_ms]}" "$gfoc" "$gpeek")")
 	store_rows+=("$(printf '%-8s %14s %9s %14s %9s %6.1f %5s' "${m[nodes]}" \
 		"${m[store_via_pprof_first_ms]}" "${m[store_via_pprof_ms]}" \
 		"${m[store_direct_first_ms]}" "${m[store_direct_ms]}" \
@@ -64,3 +69,9 @@ echo "server flame graph query on a store holding the profile (thread CPU ms; fi
 printf '%-8s %14s %9s %14s %9s %6s %5s\n' nodes via_pprof_1st via_pprof direct_1st direct ratio same
 printf '%s\n' "${store_rows[@]}"
 echo "(via_pprof: store_merge -> pprof profile -> tree; direct: query_tree_add_store; same = identical JSON)"
+echo
+echo "frame filters and the sandwich view, tree build (thread CPU ms, best of 3), next to go tool"
+echo "pprof's whole-process wall time for -focus and -peek on the same file (decode included):"
+printf '%-8s %9s %9s %11s | %11s %11s\n' nodes focus_ms hide_ms sandwich_ms go_focus_ms go_peek_ms
+printf '%s\n' "${filter_rows[@]}"
+echo "(focus/hide: 'Component1[0-9]::'; sandwich: callers + callees of the widest function)"
