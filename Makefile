@@ -49,7 +49,7 @@ CFLAGS += -std=gnu11 $(WARN) -fno-omit-frame-pointer $(SANFLAGS) \
 LDFLAGS += $(SANFLAGS)
 LDLIBS += $(PKG_LIBS) -liberty -lpthread -lm
 
-MODULES := common pprof store query symbols unwind scrape client otlp server agent cli
+MODULES := common pprof jfr store query symbols unwind scrape client otlp server agent cli
 
 # --- generated code ---------------------------------------------------------
 PROTOS := $(shell find proto -name '*.proto' | sort)

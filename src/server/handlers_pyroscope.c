@@ -30,7 +30,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/gzip.h"
 #include "common/log.h"
+#include "jfr/jfr.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "server/handlers.h"
 #include "server/ingest.h"
@@ -38,17 +40,17 @@
 #include "server/pyroscope.h"
 
 /* Process-wide counters for /metrics (pyroscope_metrics_render). */
-static _Atomic uint64_t pyro_requests[3]; /* pprof, folded, lines */
+static _Atomic uint64_t pyro_requests[4]; /* pprof, folded, lines, jfr */
 static _Atomic uint64_t pyro_bytes;
 static _Atomic uint64_t pyro_errors;
-static const char *const pyro_formats[3] = {"pprof", "folded", "lines"};
+static const char *const pyro_formats[4] = {"pprof", "folded", "lines", "jfr"};
 
 void pyroscope_metrics_render(struct buf *out)
 {
 	buf_append_str(out, "# HELP kiln_pyroscope_ingest_requests_total Pyroscope POST /ingest "
 			    "requests by format.\n# TYPE kiln_pyroscope_ingest_requests_total "
 			    "counter\n");
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		buf_printf(out, "kiln_pyroscope_ingest_requests_total{format=\"%s\"} %lu\n",
 			   pyro_formats[i], (unsigned long)atomic_load(&pyro_requests[i]));
 	buf_printf(out,
@@ -271,10 +273,10 @@ static const char *content_type(const struct http_request *req, char *sniffed, s
 	return NULL;
 }
 
-/* Finds the pprof in the body: the "profile" part of a multipart form, or
- * the body itself. */
-static int pprof_from_body(const struct http_request *req, const uint8_t **data, size_t *len,
-			   struct kiln_error *err)
+/* Finds the profile in the body: the part `part` of a multipart form
+ * ("profile" for pprof, "jfr" for JFR), or the body itself. */
+static int profile_from_body(const struct http_request *req, const char *part, const uint8_t **data,
+			     size_t *len, struct kiln_error *err)
 {
 	char sniffed[160], boundary[80];
 	const char *ct = content_type(req, sniffed, sizeof(sniffed));
@@ -296,9 +298,9 @@ static int pprof_from_body(const struct http_request *req, const uint8_t **data,
 		return kiln_error_set(err, EINVAL,
 				      "multipart: a \"prev_profile\" part (cumulative profiles of "
 				      "an old SDK) is not supported; update the SDK");
-	const struct pyro_part *p = pyro_multipart_find(parts, n_parts, "profile");
+	const struct pyro_part *p = pyro_multipart_find(parts, n_parts, part);
 	if (!p)
-		return kiln_error_set(err, EINVAL, "multipart: no \"profile\" part");
+		return kiln_error_set(err, EINVAL, "multipart: no \"%s\" part", part);
 	*data = p->data;
 	*len = p->len;
 	return 0;
@@ -324,6 +326,75 @@ static int64_t arg_int(const struct http_request *req, const char *name, int64_t
 	return v;
 }
 
+/* Writes one pprof as one series through WriteRaw's path. */
+/* now_ms: the time a profile without one gets (ingest_limits). */
+static int ingest_series(struct server *s, const struct pyro_labels *labels, const uint8_t *pprof,
+			 size_t len, int64_t now_ms, struct kiln_error *err)
+{
+	struct server_metrics *m = server_metrics(s);
+	struct ingest_batch b = {0};
+	struct buf wr = {0};
+	struct arena *a = arena_new(0);
+	int rc;
+
+	struct ingest_limits lim = {.max_inflate = server_config(s)->max_profile_inflate,
+				    .now_ms = now_ms,
+				    .max_future_skew_ms =
+					server_config(s)->ingest_max_future_skew_ms};
+	rc = a ? encode_write_raw(labels, pprof, len, &wr) : -ENOMEM;
+	if (rc) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = ingest_prepare(wr.data, wr.len, &lim, a, &b, err);
+	if (rc == 0)
+		rc = ingest_commit(server_store(s), &b, err);
+	if (rc == 0) {
+		atomic_fetch_add(&m->ingested_profiles, b.n_profiles);
+		atomic_fetch_add(&m->ingested_samples, b.total_samples);
+		atomic_fetch_add(&m->ingested_bytes, b.total_bytes);
+	}
+out:
+	ingest_batch_release(&b);
+	arena_free(a);
+	buf_free(&wr);
+	return rc;
+}
+
+/* format=jfr: the recording (the "jfr" part of a multipart form, or the
+ * body; gzipped or not) becomes one series per kind of profile in it, each
+ * with the metric Pyroscope gives it (process_cpu, memory, mutex). */
+static int ingest_jfr(const struct http_request *req, const struct pyro_name *nm, const char *app,
+		      const char *spy, int64_t rate, int64_t now_ms, struct kiln_error *err)
+{
+	struct server *s = req->srv;
+	struct jfr_options o = {.sample_rate = rate};
+	struct jfr_profiles prof;
+	struct pyro_labels labels;
+	struct buf inflated = {0};
+	const uint8_t *data;
+	size_t len;
+	int rc = profile_from_body(req, "jfr", &data, &len, err);
+
+	memset(&prof, 0, sizeof(prof));
+	if (rc == 0 && len >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
+		rc = gzip_inflate(data, len, server_config(s)->max_profile_inflate, &inflated, err);
+		data = inflated.data;
+		len = inflated.len;
+	}
+	if (rc == 0)
+		rc = jfr_to_pprof(data, len, &o, &prof, err);
+	for (int k = 0; rc == 0 && k < JFR_N_KINDS; k++) {
+		if (!prof.pprof[k].len)
+			continue;
+		series_labels(nm, app, jfr_kind_metric(k), spy, &labels);
+		rc = ingest_series(s, &labels, prof.pprof[k].data, prof.pprof[k].len, now_ms, err);
+	}
+	jfr_profiles_release(&prof);
+	buf_free(&inflated);
+	return rc;
+}
+
 void http_pyroscope_ingest(const struct http_request *req, struct http_response *resp)
 {
 	struct server *s = req->srv;
@@ -335,9 +406,9 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 	const char *format = http_arg(req, "format");
 	const char *spy = http_arg(req, "spyName");
 	struct pyro_labels labels;
-	struct buf pprof = {0}, wr = {0};
-	struct ingest_batch b = {0};
-	struct arena *a = NULL;
+	struct buf pprof = {0};
+	const uint8_t *body = NULL;
+	size_t body_len = 0;
 	struct timespec now;
 	int64_t from_s, until_s, rate;
 	bool timeless = false; /* a pprof without time_nanos */
@@ -351,6 +422,8 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		fmt = 1;
 	else if (strcmp(format, "lines") == 0)
 		fmt = 2;
+	else if (strcmp(format, "jfr") == 0)
+		fmt = 3;
 	else
 		fmt = -1;
 	if (fmt >= 0)
@@ -361,8 +434,8 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 	}
 	if (fmt < 0) {
 		rc = kiln_error_set(&err, EINVAL,
-				    "format=\"%.40s\": Kiln takes pprof, folded and lines (jfr, "
-				    "trie and tree are not supported)",
+				    "format=\"%.40s\": Kiln takes pprof, folded, lines and jfr "
+				    "(trie and tree are not supported)",
 				    format);
 		goto fail;
 	}
@@ -391,6 +464,14 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		goto fail;
 	}
 
+	if (fmt == 3) {
+		strcpy(app, nm->app);
+		rc = ingest_jfr(req, nm, app, spy, rate,
+				(int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, &err);
+		if (rc)
+			goto fail;
+		goto done;
+	}
 	if (fmt == 0) {
 		const uint8_t *data = NULL;
 		size_t len = 0;
@@ -398,7 +479,7 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		struct pprof_decode_opts o = {.max_inflated_bytes =
 						  server_config(s)->max_profile_inflate};
 		strcpy(app, nm->app);
-		rc = pprof_from_body(req, &data, &len, &err);
+		rc = profile_from_body(req, "profile", &data, &len, &err);
 		if (!rc)
 			rc = pprof_decode(data, len, &o, &p, &err);
 		if (rc) {
@@ -408,8 +489,9 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		metric = pprof_metric(p);
 		timeless = pprof_profile_msg(p)->time_nanos == 0;
 		series_labels(nm, app, metric, spy, &labels);
-		rc = encode_write_raw(&labels, data, len, &wr);
 		pprof_profile_free(p);
+		body = data;
+		body_len = len;
 	} else {
 		size_t n_lines = 0;
 		pyro_split_app(nm->app, app, &suffix);
@@ -422,40 +504,26 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		if (n_lines == 0) /* nothing to store, as Pyroscope */
 			goto done;
 		series_labels(nm, app, metric, spy, &labels);
-		rc = encode_write_raw(&labels, pprof.data, pprof.len, &wr);
-	}
-	if (rc) {
-		rc = kiln_error_set(&err, ENOMEM, "out of memory");
-		goto fail;
+		body = pprof.data;
+		body_len = pprof.len;
 	}
 
-	struct ingest_limits lim = {
-	    .max_inflate = server_config(s)->max_profile_inflate,
-	    .now_ms = timeless ? from_s * 1000 : (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-	    .max_future_skew_ms = server_config(s)->ingest_max_future_skew_ms};
 	/* A pprof without time_nanos takes `from` (as Pyroscope does): ingest
 	 * gives such a profile now_ms, and checks the future skew against it,
 	 * so `from` itself is checked against the server's clock here. */
-	if (from_s > now.tv_sec + (lim.max_future_skew_ms ? lim.max_future_skew_ms / 1000 : 3600)) {
+	int64_t skew_ms = server_config(s)->ingest_max_future_skew_ms;
+	if (from_s > now.tv_sec + (skew_ms ? skew_ms / 1000 : 3600)) {
 		rc = kiln_error_set(&err, EINVAL,
 				    "from=%lld lies more than the allowed skew ahead "
 				    "of the server's clock",
 				    (long long)from_s);
 		goto fail;
 	}
-	a = arena_new(0);
-	if (!a) {
-		rc = kiln_error_set(&err, ENOMEM, "out of memory");
-		goto fail;
-	}
-	rc = ingest_prepare(wr.data, wr.len, &lim, a, &b, &err);
-	if (rc == 0)
-		rc = ingest_commit(server_store(s), &b, &err);
+	rc = ingest_series(
+	    s, &labels, body, body_len,
+	    timeless ? from_s * 1000 : (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, &err);
 	if (rc)
 		goto fail;
-	atomic_fetch_add(&m->ingested_profiles, b.n_profiles);
-	atomic_fetch_add(&m->ingested_samples, b.total_samples);
-	atomic_fetch_add(&m->ingested_bytes, b.total_bytes);
 done:
 	resp->content_type = "application/json";
 	buf_append_str(&resp->body, "{}\n");
@@ -467,10 +535,7 @@ fail:
 	http_error(resp, rc == -EFBIG ? 413 : http_status_from_errno(rc), -1, "%s",
 		   err.msg[0] ? err.msg : "ingest failed");
 out:
-	ingest_batch_release(&b);
-	arena_free(a);
 	buf_free(&pprof);
-	buf_free(&wr);
 	free(app);
 	free(nm);
 }

@@ -115,7 +115,8 @@ expect 400 'not closed by' "name=bad&format=pprof" -H 'Content-Type: multipart/f
 expect 400 'prev_profile' "name=bad&format=pprof" -F "profile=@$T/p.pb.gz" -F "prev_profile=@$T/p.pb.gz"
 expect 400 'no \\"profile\\" part' "name=bad&format=pprof" -F "other=@$T/p.pb.gz"
 expect 400 'profile: ' "name=bad&format=pprof" --data-binary 'not a pprof'
-expect 400 'format=' "name=bad&format=jfr" --data-binary 'x'
+expect 400 'format=' "name=bad&format=trie" --data-binary 'x'
+expect 400 'jfr: no JFR chunk' "name=bad&format=jfr" --data-binary 'not a recording, but long enough to hold a whole chunk header of sixty-eight bytes.....'
 code=$(curl -s -o "$T/out" -w '%{http_code}' --data-binary 'a 1' "$U/ingest?name=x&format=folded")
 [ "$code" = 401 ] || die "no token: want 401, got $code $(cat "$T/out")"
 code=$(curl -s -o "$T/out" -w '%{http_code}' -H "Authorization: Bearer $R" --data-binary 'a 1' \
