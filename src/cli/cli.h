@@ -9,6 +9,7 @@
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 
 #include "client/client.h"
@@ -34,6 +35,35 @@ int cmd_debuginfo_ls(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 
 /* ---- shared by the server commands (cli_http.c) ---- */
+/* The options of every command that talks to a server: put
+ * CLI_SERVER_OPTIONS in the getopt_long table and hand each option to
+ * cli_server_opt first. */
+struct cli_server_opts {
+	const char *address; /* "HOST:PORT" or a URL */
+	const char *token;   /* NULL: none */
+	char token_buf[4096];
+	struct tls_client_files tls;
+};
+enum {
+	CLI_OPT_ADDRESS = 1000,
+	CLI_OPT_TOKEN,
+	CLI_OPT_TOKEN_FILE,
+	CLI_OPT_TLS_CA,
+	CLI_OPT_TLS_CERT,
+	CLI_OPT_TLS_KEY,
+};
+#define CLI_SERVER_OPTIONS                                                                         \
+	{"address", required_argument, NULL, CLI_OPT_ADDRESS},                                     \
+	    {"bearer-token", required_argument, NULL, CLI_OPT_TOKEN},                              \
+	    {"bearer-token-file", required_argument, NULL, CLI_OPT_TOKEN_FILE},                    \
+	    {"tls-ca-file", required_argument, NULL, CLI_OPT_TLS_CA},                              \
+	    {"tls-cert-file", required_argument, NULL, CLI_OPT_TLS_CERT},                          \
+	{                                                                                          \
+		"tls-key-file", required_argument, NULL, CLI_OPT_TLS_KEY                           \
+	}
+/* 1 when getopt's o was one of CLI_SERVER_OPTIONS (taken into s), 0 when
+ * it is not, -1 for a bad value (said on stderr as "kilnctl CMD: ..."). */
+int cli_server_opt(struct cli_server_opts *s, int o, const char *arg, const char *cmd);
 /* "30s", "15m", "1h", "2d", "500ms" into milliseconds. 0 or -EINVAL. */
 int cli_parse_duration_ms(const char *s, int64_t *ms);
 /* Milliseconds since the epoch, a whole number. 0 or -EINVAL. */

@@ -147,3 +147,35 @@ int cli_write_out(const char *path, const void *data, size_t len)
 	}
 	return 0;
 }
+
+int cli_server_opt(struct cli_server_opts *s, int o, const char *arg, const char *cmd)
+{
+	struct kiln_error err = {0};
+
+	switch (o) {
+	case CLI_OPT_ADDRESS:
+		s->address = arg;
+		return 1;
+	case CLI_OPT_TOKEN:
+		s->token = arg;
+		return 1;
+	case CLI_OPT_TOKEN_FILE:
+		if (bearer_token_read_file(arg, s->token_buf, sizeof(s->token_buf), &err) < 0) {
+			fprintf(stderr, "kilnctl %s: --bearer-token-file: %s\n", cmd, err.msg);
+			return -1;
+		}
+		s->token = s->token_buf;
+		return 1;
+	case CLI_OPT_TLS_CA:
+		s->tls.ca_file = arg;
+		return 1;
+	case CLI_OPT_TLS_CERT:
+		s->tls.cert_file = arg;
+		return 1;
+	case CLI_OPT_TLS_KEY:
+		s->tls.key_file = arg;
+		return 1;
+	default:
+		return 0;
+	}
+}

@@ -108,17 +108,14 @@ static int print_report(const json_t *doc, size_t limit)
 
 int cmd_diff(int argc, char **argv)
 {
-	const char *address = "127.0.0.1:7070", *query = NULL, *a_query = NULL, *b_query = NULL;
-	const char *token = NULL, *buckets = "12", *alpha = "0.05", *threshold = "1";
-	static char token_buf[4096];
-	struct tls_client_files tls = {0};
-	struct kiln_error terr = {0};
+	static struct cli_server_opts srv = {.address = "127.0.0.1:7070"};
+	const char *query = NULL, *a_query = NULL, *b_query = NULL;
+	const char *buckets = "12", *alpha = "0.05", *threshold = "1";
 	int64_t since = 3600000, before = -1, after = -1;
 	int64_t a_start = -1, a_end = -1, b_start = -1, b_end = -1;
 	long nodecount = 20;
 	enum {
-		O_ADDR = 1,
-		O_A_QUERY,
+		O_A_QUERY = 1,
 		O_B_QUERY,
 		O_SINCE,
 		O_BEFORE,
@@ -131,15 +128,10 @@ int cmd_diff(int argc, char **argv)
 		O_ALPHA,
 		O_THRESHOLD,
 		O_NODES,
-		O_TOKEN,
-		O_TOKEN_FILE,
-		O_TLS_CA,
-		O_TLS_CERT,
-		O_TLS_KEY,
 		O_HELP
 	};
 	static const struct option opts[] = {
-	    {"address", required_argument, NULL, O_ADDR},
+	    CLI_SERVER_OPTIONS,
 	    {"a-query", required_argument, NULL, O_A_QUERY},
 	    {"b-query", required_argument, NULL, O_B_QUERY},
 	    {"since", required_argument, NULL, O_SINCE},
@@ -153,22 +145,19 @@ int cmd_diff(int argc, char **argv)
 	    {"alpha", required_argument, NULL, O_ALPHA},
 	    {"threshold", required_argument, NULL, O_THRESHOLD},
 	    {"nodecount", required_argument, NULL, O_NODES},
-	    {"bearer-token", required_argument, NULL, O_TOKEN},
-	    {"bearer-token-file", required_argument, NULL, O_TOKEN_FILE},
-	    {"tls-ca-file", required_argument, NULL, O_TLS_CA},
-	    {"tls-cert-file", required_argument, NULL, O_TLS_CERT},
-	    {"tls-key-file", required_argument, NULL, O_TLS_KEY},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
 	int o;
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int taken = cli_server_opt(&srv, o, optarg, "diff");
+		if (taken < 0)
+			return 2;
+		if (taken)
+			continue;
 		int64_t *ms = NULL, *dur = NULL;
 		switch (o) {
-		case O_ADDR:
-			address = optarg;
-			break;
 		case O_A_QUERY:
 			a_query = optarg;
 			break;
@@ -207,27 +196,6 @@ int cmd_diff(int argc, char **argv)
 			break;
 		case O_NODES:
 			nodecount = strtol(optarg, NULL, 10);
-			break;
-		case O_TOKEN:
-			token = optarg;
-			break;
-		case O_TOKEN_FILE:
-			if (bearer_token_read_file(optarg, token_buf, sizeof(token_buf), &terr) <
-			    0) {
-				fprintf(stderr, "kilnctl diff: --bearer-token-file: %s\n",
-					terr.msg);
-				return 2;
-			}
-			token = token_buf;
-			break;
-		case O_TLS_CA:
-			tls.ca_file = optarg;
-			break;
-		case O_TLS_CERT:
-			tls.cert_file = optarg;
-			break;
-		case O_TLS_KEY:
-			tls.key_file = optarg;
 			break;
 		case O_HELP:
 		case 'h':
@@ -298,16 +266,16 @@ int cmd_diff(int argc, char **argv)
 		goto out;
 	}
 	bool has_scheme =
-	    strncmp(address, "http://", 7) == 0 || strncmp(address, "https://", 8) == 0;
+	    strncmp(srv.address, "http://", 7) == 0 || strncmp(srv.address, "https://", 8) == 0;
 	buf_printf(&url,
 		   "%s%s/api/v1/query?mode=diff&report=regression&a_query=%s&a_start=%lld&"
 		   "a_end=%lld&b_query=%s&b_start=%lld&b_end=%lld&buckets=%s&alpha=%s&"
 		   "threshold=%s",
-		   has_scheme ? "" : "http://", address, qa, (long long)a_start, (long long)a_end,
-		   qb, (long long)b_start, (long long)b_end, eb, ea, et);
+		   has_scheme ? "" : "http://", srv.address, qa, (long long)a_start,
+		   (long long)a_end, qb, (long long)b_start, (long long)b_end, eb, ea, et);
 	buf_terminate(&url);
 	long status = 0;
-	if (cli_http_get((const char *)url.data, token, &tls, &body, &status))
+	if (cli_http_get((const char *)url.data, srv.token, &srv.tls, &body, &status))
 		goto out;
 	if (status != 200) {
 		cli_print_server_error(status, &body, a_query);

@@ -104,8 +104,8 @@ static const char *default_name(const struct pprof_profile *p)
 
 int cmd_push(int argc, char **argv)
 {
-	const char *address = "127.0.0.1:7070", *name = NULL, *token = NULL;
-	static char token_buf[4096];
+	static struct cli_server_opts srv = {.address = "127.0.0.1:7070"};
+	const char *name = NULL;
 	struct push_labels labels = {.n = 1}; /* [0] is __name__ */
 	struct grpc_client_config cfg = {0};
 	struct grpc_client *client = NULL;
@@ -115,29 +115,12 @@ int cmd_push(int argc, char **argv)
 	struct buf req = {0}, resp = {0};
 	size_t n_files = 0;
 	int ret = 1;
-	enum {
-		O_ADDR = 1,
-		O_NAME,
-		O_LABELS,
-		O_LABEL,
-		O_TOKEN,
-		O_TOKEN_FILE,
-		O_TLS_CA,
-		O_TLS_CERT,
-		O_TLS_KEY,
-		O_SKIP_VERIFY,
-		O_HELP
-	};
+	enum { O_NAME = 1, O_LABELS, O_LABEL, O_SKIP_VERIFY, O_HELP };
 	static const struct option opts[] = {
-	    {"address", required_argument, NULL, O_ADDR},
+	    CLI_SERVER_OPTIONS,
 	    {"name", required_argument, NULL, O_NAME},
 	    {"labels", required_argument, NULL, O_LABELS},
 	    {"label", required_argument, NULL, O_LABEL},
-	    {"bearer-token", required_argument, NULL, O_TOKEN},
-	    {"bearer-token-file", required_argument, NULL, O_TOKEN_FILE},
-	    {"tls-ca-file", required_argument, NULL, O_TLS_CA},
-	    {"tls-cert-file", required_argument, NULL, O_TLS_CERT},
-	    {"tls-key-file", required_argument, NULL, O_TLS_KEY},
 	    {"insecure-skip-verify", no_argument, NULL, O_SKIP_VERIFY},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
@@ -145,10 +128,12 @@ int cmd_push(int argc, char **argv)
 	int o;
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int taken = cli_server_opt(&srv, o, optarg, "push");
+		if (taken < 0)
+			return 2;
+		if (taken)
+			continue;
 		switch (o) {
-		case O_ADDR:
-			address = optarg;
-			break;
 		case O_NAME:
 			name = optarg;
 			break;
@@ -159,26 +144,6 @@ int cmd_push(int argc, char **argv)
 		case O_LABEL:
 			if (add_label(&labels, optarg))
 				return 2;
-			break;
-		case O_TOKEN:
-			token = optarg;
-			break;
-		case O_TOKEN_FILE:
-			if (bearer_token_read_file(optarg, token_buf, sizeof(token_buf), &err) <
-			    0) {
-				fprintf(stderr, "kilnctl push: --bearer-token-file: %s\n", err.msg);
-				return 2;
-			}
-			token = token_buf;
-			break;
-		case O_TLS_CA:
-			cfg.tls.ca_file = optarg;
-			break;
-		case O_TLS_CERT:
-			cfg.tls.cert_file = optarg;
-			break;
-		case O_TLS_KEY:
-			cfg.tls.key_file = optarg;
 			break;
 		case O_SKIP_VERIFY:
 			cfg.skip_verify = true;
@@ -255,9 +220,10 @@ int cmd_push(int argc, char **argv)
 	}
 	req.len = parca__profilestore__v1alpha1__write_raw_request__pack(&wr, req.data);
 
-	cfg.address = address;
-	cfg.insecure = strncmp(address, "https://", 8) != 0;
-	cfg.bearer_token = token;
+	cfg.address = srv.address;
+	cfg.insecure = strncmp(srv.address, "https://", 8) != 0;
+	cfg.bearer_token = srv.token;
+	cfg.tls = srv.tls;
 	client = grpc_client_new(&cfg, &err);
 	if (!client) {
 		fprintf(stderr, "kilnctl push: %s\n", err.msg);
@@ -266,12 +232,12 @@ int cmd_push(int argc, char **argv)
 	struct grpc_status st = {0};
 	int rc = grpc_client_unary(client, WRITE_RAW, req.data, req.len, &resp, &st);
 	if (rc < 0 || st.code != GRPC_STATUS_OK) {
-		fprintf(stderr, "kilnctl push: %s refused the profiles (%s): %s\n", address,
+		fprintf(stderr, "kilnctl push: %s refused the profiles (%s): %s\n", srv.address,
 			grpc_status_name(st.code), st.message[0] ? st.message : "no message");
 		goto out;
 	}
 	fprintf(stderr, "kilnctl push: wrote %zu profile%s as %s to %s\n", n_files,
-		n_files == 1 ? "" : "s", name, address);
+		n_files == 1 ? "" : "s", name, srv.address);
 	ret = 0;
 out:
 	grpc_client_free(client);

@@ -115,11 +115,9 @@ static int render(const struct pprof_profile *p, const char *output,
 
 int cmd_query(int argc, char **argv)
 {
-	const char *address = "127.0.0.1:7070", *mode = "merge", *output = "top";
-	const char *out_path = NULL, *query = NULL, *token = NULL;
-	static char token_buf[4096];
-	struct kiln_error terr = {0};
-	struct tls_client_files tls = {0};
+	static struct cli_server_opts srv = {.address = "127.0.0.1:7070"};
+	const char *mode = "merge", *output = "top";
+	const char *out_path = NULL, *query = NULL;
 	int64_t since = 3600000, start = 0, end = 0, at = 0;
 	bool have_start = false, have_end = false, have_time = false;
 	long nodecount = 30;
@@ -128,19 +126,13 @@ int cmd_query(int argc, char **argv)
 	bool have_side = false;
 	enum { COLOUR_AUTO, COLOUR_ALWAYS, COLOUR_NEVER } colour_mode = COLOUR_AUTO;
 	enum {
-		O_ADDR = 1,
-		O_SINCE,
+		O_SINCE = 1,
 		O_START,
 		O_END,
 		O_MODE,
 		O_TIME,
 		O_OUTPUT,
 		O_NODES,
-		O_TOKEN,
-		O_TOKEN_FILE,
-		O_TLS_CA,
-		O_TLS_CERT,
-		O_TLS_KEY,
 		O_WIDTH,
 		O_MAX_DEPTH,
 		O_MIN_SHARE,
@@ -154,7 +146,7 @@ int cmd_query(int argc, char **argv)
 		O_HELP
 	};
 	static const struct option opts[] = {
-	    {"address", required_argument, NULL, O_ADDR},
+	    CLI_SERVER_OPTIONS,
 	    {"since", required_argument, NULL, O_SINCE},
 	    {"start", required_argument, NULL, O_START},
 	    {"end", required_argument, NULL, O_END},
@@ -162,11 +154,6 @@ int cmd_query(int argc, char **argv)
 	    {"time", required_argument, NULL, O_TIME},
 	    {"output", required_argument, NULL, O_OUTPUT},
 	    {"nodecount", required_argument, NULL, O_NODES},
-	    {"bearer-token", required_argument, NULL, O_TOKEN},
-	    {"bearer-token-file", required_argument, NULL, O_TOKEN_FILE},
-	    {"tls-ca-file", required_argument, NULL, O_TLS_CA},
-	    {"tls-cert-file", required_argument, NULL, O_TLS_CERT},
-	    {"tls-key-file", required_argument, NULL, O_TLS_KEY},
 	    {"width", required_argument, NULL, O_WIDTH},
 	    {"max-depth", required_argument, NULL, O_MAX_DEPTH},
 	    {"min-share", required_argument, NULL, O_MIN_SHARE},
@@ -183,10 +170,12 @@ int cmd_query(int argc, char **argv)
 	int o;
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		int taken = cli_server_opt(&srv, o, optarg, "query");
+		if (taken < 0)
+			return 2;
+		if (taken)
+			continue;
 		switch (o) {
-		case O_ADDR:
-			address = optarg;
-			break;
 		case O_SINCE:
 			if (cli_parse_duration_ms(optarg, &since)) {
 				fprintf(
@@ -300,27 +289,6 @@ int cmd_query(int argc, char **argv)
 		case 'o':
 			out_path = optarg;
 			break;
-		case O_TOKEN:
-			token = optarg;
-			break;
-		case O_TLS_CA:
-			tls.ca_file = optarg;
-			break;
-		case O_TLS_CERT:
-			tls.cert_file = optarg;
-			break;
-		case O_TLS_KEY:
-			tls.key_file = optarg;
-			break;
-		case O_TOKEN_FILE:
-			if (bearer_token_read_file(optarg, token_buf, sizeof(token_buf), &terr) <
-			    0) {
-				fprintf(stderr, "kilnctl query: --bearer-token-file: %s\n",
-					terr.msg);
-				return 2;
-			}
-			token = token_buf;
-			break;
 		case O_HELP:
 		case 'h':
 			query_usage(stdout);
@@ -371,9 +339,9 @@ int cmd_query(int argc, char **argv)
 		goto out;
 	}
 	bool has_scheme =
-	    strncmp(address, "http://", 7) == 0 || strncmp(address, "https://", 8) == 0;
+	    strncmp(srv.address, "http://", 7) == 0 || strncmp(srv.address, "https://", 8) == 0;
 	buf_printf(&url, "%s%s/api/v1/query?report=pprof&query=%s", has_scheme ? "" : "http://",
-		   address, q);
+		   srv.address, q);
 	if (single)
 		buf_printf(&url, "&mode=single&time=%lld", (long long)at);
 	else
@@ -382,7 +350,7 @@ int cmd_query(int argc, char **argv)
 	buf_terminate(&url);
 
 	long status = 0;
-	if (cli_http_get((const char *)url.data, token, &tls, &body, &status))
+	if (cli_http_get((const char *)url.data, srv.token, &srv.tls, &body, &status))
 		goto out;
 	if (status != 200) {
 		cli_print_server_error(status, &body, query);

@@ -13,40 +13,7 @@ server_start
 
 now_ms=$(($(date +%s) * 1000))
 t0=$((now_ms - 30 * 60 * 1000))
-mkdir -p "$T/v1" "$T/v2" "$T/same"
-$PY - "$STUBS" "$T" "$t0" <<'PYEOF' || die "making profiles"
-import gzip, random, sys
-sys.path.insert(0, sys.argv[1])
-from pprof import profile_pb2
-out, t0 = sys.argv[2], int(sys.argv[3])
-rnd = random.Random(20261128)
-def profile(path, ts_ms, probs):
-    p = profile_pb2.Profile()
-    strings = ["", "samples", "count", "cpu", "nanoseconds", "main", "f1", "f2", "f3"]
-    p.string_table.extend(strings)
-    for t, u in ((1, 2), (3, 4)):
-        st = p.sample_type.add(); st.type = t; st.unit = u
-    p.period_type.type, p.period_type.unit, p.period = 3, 4, 10000000
-    for i, name in enumerate(["main", "f1", "f2", "f3"], start=1):
-        f = p.function.add(); f.id = i; f.name = strings.index(name)
-        l = p.location.add(); l.id = i; l.address = 0x1000 * i
-        l.line.add().function_id = i
-    counts = [0, 0, 0]
-    for _ in range(400):
-        u = rnd.random()
-        counts[0 if u < probs[0] else 1 if u < probs[0] + probs[1] else 2] += 1
-    for k, c in enumerate(counts):
-        if c:
-            s = p.sample.add(); s.location_id.extend([k + 2, 1]); s.value.extend([c, c * 10000000])
-    p.time_nanos = ts_ms * 1000000
-    p.duration_nanos = 10 * 1000000000
-    open(path, "wb").write(gzip.compress(p.SerializeToString()))
-before, after = (0.3, 0.5, 0.2), (0.35, 0.45, 0.2)
-for w in range(60):  # 10 minutes before, 10 after
-    ts = t0 + w * 10000
-    profile(f"{out}/v1/{w:03d}.pb.gz" if w < 30 else f"{out}/v2/{w:03d}.pb.gz", ts, before if w < 30 else after)
-    profile(f"{out}/same/{w:03d}.pb.gz", ts, before)
-PYEOF
+$PY "$KILN_ROOT/tests/peers/python/deploy_profiles.py" "$STUBS" "$T" "$t0" || die "making profiles"
 "$KILNCTL" push --address="$ADDR" --labels=job=deploy,version=v1 "$T"/v1/*.pb.gz 2>/dev/null || die "push v1"
 "$KILNCTL" push --address="$ADDR" --labels=job=deploy,version=v2 "$T"/v2/*.pb.gz 2>/dev/null || die "push v2"
 "$KILNCTL" push --address="$ADDR" --labels=job=same "$T"/same/*.pb.gz 2>/dev/null || die "push same"
