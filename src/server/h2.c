@@ -44,8 +44,10 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/cors.h"
 #include "server/health.h"
 #include "server/internal.h"
+#include "server/webrpc.h"
 
 struct h2_stream {
 	int32_t id;
@@ -80,6 +82,13 @@ struct h2_stream {
 	bool watching, watch_ending;
 	enum health_status watch_sent;
 	char watch_service[256];
+	/* gRPC-Web and Connect (webrpc.h): decided when the headers are in. */
+	enum webrpc_protocol web;
+	char content_type[96];
+	char origin[256]; /* for CORS (cors.h); "" when absent */
+	bool preflight;	  /* an OPTIONS request: answered with the CORS allowances */
+	char grpc_timeout[16], connect_timeout[16], connect_version[8];
+	char content_encoding[32];
 	struct h2_stream *next, *prev;
 };
 
@@ -93,6 +102,13 @@ struct h2_job {
 	struct http_request hreq;
 	struct http_response hresp;
 	char *hpath; /* owned: path without the query string */
+	/* ... or a gRPC-Web/Connect call, with copies of what it needs from
+	 * the stream (which a client reset may free while the job runs) */
+	bool web;
+	struct webrpc_request wreq;
+	char wpath[4096], wauth[AUTH_TOKEN_MAX + 32];
+	char wgrpc_timeout[16], wencoding[32], wconnect_timeout[16], wconnect_version[8];
+	char wcontent_encoding[32];
 	struct h2_job *next;
 };
 
@@ -149,6 +165,8 @@ static void stream_finish_metrics(struct h2_stream *st)
 	st->metrics = NULL;
 }
 
+static void submit_web_error(struct h2_conn *c, struct h2_stream *st, int code, const char *msg);
+
 /* Trailers-only error response. */
 static void submit_error(struct h2_conn *c, struct h2_stream *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -162,6 +180,10 @@ static void submit_error(struct h2_conn *c, struct h2_stream *st, int code, cons
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (st->web) {
+		submit_web_error(c, st, code, msg);
+		return;
+	}
 	percent_encode(msg, enc, sizeof(enc));
 	snprintf(status, sizeof(status), "%d", code);
 	nghttp2_nv nva[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
@@ -259,8 +281,22 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 {
 	char status[8];
 	snprintf(status, sizeof(status), "%d", r->status);
-	nghttp2_nv nva[5] = {NV(":status", status)};
+	nghttp2_nv nva[11] = {NV(":status", status)};
 	size_t n = 1;
+	const char *origin = cors_allow_origin(server_config(c->srv)->cors_origins,
+					       st->origin[0] ? st->origin : NULL);
+	if (origin) {
+		nva[n++] = (nghttp2_nv)NV("access-control-allow-origin", origin);
+		nva[n++] = (nghttp2_nv)NV("vary", "Origin");
+		nva[n++] = (nghttp2_nv)NV("access-control-expose-headers", CORS_EXPOSE_HEADERS);
+		if (st->preflight) {
+			nva[n++] =
+			    (nghttp2_nv)NV("access-control-allow-methods", CORS_ALLOW_METHODS);
+			nva[n++] =
+			    (nghttp2_nv)NV("access-control-allow-headers", CORS_ALLOW_HEADERS);
+			nva[n++] = (nghttp2_nv)NV("access-control-max-age", CORS_MAX_AGE);
+		}
+	}
 	nva[n++] = (nghttp2_nv)NV("content-type",
 				  r->content_type ? r->content_type : "text/plain; charset=utf-8");
 	if (r->disposition[0])
@@ -280,9 +316,26 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 	stream_finish_metrics(st);
 }
 
+static void submit_web_error(struct h2_conn *c, struct h2_stream *st, int code, const char *msg)
+{
+	struct http_response r = {0};
+	webrpc_fail(st->web, code, msg, &r);
+	submit_http(c, st, &r);
+	st->status = code;
+	buf_free(&r.body);
+}
+
 static void submit_http_error(struct h2_conn *c, struct h2_stream *st, int status, const char *msg)
 {
 	struct http_response r = {0};
+	if (st->web) { /* in the call's own protocol */
+		submit_web_error(c, st,
+				 status == 413 || status == 503 ? GRPC_STATUS_RESOURCE_EXHAUSTED
+				 : status == 408		? GRPC_STATUS_DEADLINE_EXCEEDED
+								: GRPC_STATUS_INTERNAL,
+				 msg);
+		return;
+	}
 	http_error(&r, status, -1, "%s", msg);
 	submit_http(c, st, &r);
 	buf_free(&r.body);
@@ -358,6 +411,14 @@ static void dispatch_http(struct h2_conn *c, struct h2_stream *st)
 
 	st->start_ns = mono_ns();
 	st->metrics = &server_metrics(s)->unknown_http;
+	protocol_count(PROTOCOL_HTTP);
+	if (strcmp(st->method, "OPTIONS") == 0) { /* CORS preflight */
+		struct http_response r = {.status = 204};
+		free(j);
+		st->preflight = true;
+		submit_http(c, st, &r);
+		return;
+	}
 	if (!j)
 		return submit_http_error(c, st, 503, "out of memory");
 	j->hpath = q ? strndup(st->path, (size_t)(q - st->path)) : strdup(st->path);
@@ -400,7 +461,9 @@ static void run_job(void *arg)
 	struct h2_job *j = arg;
 	struct h2_conn *c = j->conn;
 
-	if (j->route)
+	if (j->web)
+		webrpc_serve(c->srv, &j->wreq, &j->hresp);
+	else if (j->route)
 		j->route->handler(&j->hreq, &j->hresp);
 	else if (j->call.deadline_ns && mono_ns() > j->call.deadline_ns)
 		grpc_fail(&j->call, GRPC_STATUS_DEADLINE_EXCEEDED,
@@ -449,7 +512,7 @@ static void collect_done(struct h2_conn *c)
 		c->inflight--;
 		struct h2_stream *st =
 		    nghttp2_session_get_stream_user_data(c->session, j->stream_id);
-		if (st && !st->answered && j->route) {
+		if (st && !st->answered && (j->route || j->web)) {
 			st->dispatched = false;
 			submit_http(c, st, &j->hresp);
 		} else if (st && !st->answered) {
@@ -549,6 +612,7 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 
 	st->start_ns = mono_ns();
 	st->metrics = m ? &server_metrics(s)->grpc[idx] : &server_metrics(s)->unknown_grpc;
+	protocol_count(PROTOCOL_GRPC);
 	if (!m)
 		return submit_error(c, st, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s",
 				    st->path);
@@ -595,6 +659,48 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 	st->dispatched = true;
 	c->inflight++;
 	pool_submit(m->pool == POOL_INGEST ? s->ingest_pool : s->query_pool, run_job, j);
+}
+
+/* A gRPC-Web or Connect call: webrpc_serve runs on the method's pool and
+ * its answer goes out as a plain HTTP response. */
+static void dispatch_web(struct h2_conn *c, struct h2_stream *st)
+{
+	struct server *s = c->srv;
+	const struct grpc_method *m = server_find_grpc(st->path, NULL);
+	struct h2_job *j = calloc(1, sizeof(*j));
+
+	st->start_ns = mono_ns();
+	if (!j)
+		return submit_web_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	j->web = true;
+	j->conn = c;
+	j->stream_id = st->id;
+	snprintf(j->wpath, sizeof(j->wpath), "%.*s", (int)strcspn(st->path, "?"), st->path);
+	snprintf(j->wauth, sizeof(j->wauth), "%s",
+		 st->authorization_overlong ? "Bearer (longer than any token)" : st->authorization);
+	snprintf(j->wgrpc_timeout, sizeof(j->wgrpc_timeout), "%s", st->grpc_timeout);
+	snprintf(j->wencoding, sizeof(j->wencoding), "%s", st->encoding);
+	snprintf(j->wconnect_timeout, sizeof(j->wconnect_timeout), "%s", st->connect_timeout);
+	snprintf(j->wconnect_version, sizeof(j->wconnect_version), "%s", st->connect_version);
+	snprintf(j->wcontent_encoding, sizeof(j->wcontent_encoding), "%s", st->content_encoding);
+	j->req_owned = buf_steal(&st->body, &j->wreq.body_len);
+	j->wreq = (struct webrpc_request){
+	    .proto = st->web,
+	    .path = j->wpath,
+	    .body = j->req_owned,
+	    .body_len = j->wreq.body_len,
+	    .authorization = j->wauth[0] ? j->wauth : NULL,
+	    .grpc_timeout = j->wgrpc_timeout,
+	    .grpc_encoding = j->wencoding,
+	    .connect_timeout = j->wconnect_timeout,
+	    .connect_version = j->wconnect_version[0] ? j->wconnect_version : NULL,
+	    .content_encoding = j->wcontent_encoding,
+	    .start_ns = st->start_ns,
+	};
+	j->hresp = (struct http_response){.status = 200};
+	st->dispatched = true;
+	c->inflight++;
+	pool_submit(m && m->pool == POOL_INGEST ? s->ingest_pool : s->query_pool, run_job, j);
 }
 
 /* ---- nghttp2 callbacks -------------------------------------------------------------- */
@@ -649,8 +755,25 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		memcpy(st->method, value, n);
 		st->method[n] = '\0';
 	} else if (IS("content-type")) {
+		/* application/grpc-web... is gRPC-Web, not native gRPC. */
 		st->grpc_content_type =
-		    valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0;
+		    valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
+		    webrpc_protocol_of((const char *)value, valuelen) == WEBRPC_NONE;
+		snprintf(st->content_type, sizeof(st->content_type), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("origin")) {
+		snprintf(st->origin, sizeof(st->origin), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("connect-timeout-ms")) {
+		snprintf(st->connect_timeout, sizeof(st->connect_timeout), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("connect-protocol-version")) {
+		snprintf(st->connect_version, sizeof(st->connect_version), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("connect-content-encoding") ||
+		   (IS("content-encoding") && !st->content_encoding[0])) {
+		snprintf(st->content_encoding, sizeof(st->content_encoding), "%.*s", (int)valuelen,
+			 (const char *)value);
 	} else if (IS("grpc-encoding")) {
 		size_t n =
 		    valuelen < sizeof(st->encoding) - 1 ? valuelen : sizeof(st->encoding) - 1;
@@ -664,6 +787,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 			st->authorization[valuelen] = '\0';
 		}
 	} else if (IS("grpc-timeout")) {
+		snprintf(st->grpc_timeout, sizeof(st->grpc_timeout), "%.*s", (int)valuelen,
+			 (const char *)value);
 		int64_t t = grpc_timeout_parse((const char *)value, valuelen);
 		if (t >= 0)
 			st->deadline_ns = mono_ns() + t;
@@ -682,7 +807,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 		return 0;
 	const struct server_config *cfg = server_config(c->srv);
 	size_t max = cfg->grpc_max_msg_bytes;
-	if (st->body.len + len > max + 5) {
+	if (st->body.len + len > (st->web ? webrpc_max_body(st->web, max) : max + 5)) {
 		size_t idx = 0;
 		const struct grpc_method *m = server_find_grpc(st->path, &idx);
 		st->start_ns = mono_ns();
@@ -736,7 +861,18 @@ static bool authorize_stream(struct h2_conn *c, struct h2_stream *st)
 						       : NULL;
 	size_t idx = 0;
 
-	if (st->grpc_content_type) {
+	if (st->web) {
+		char path[sizeof(st->path)];
+		struct http_response resp = {0};
+		snprintf(path, sizeof(path), "%.*s", (int)strcspn(st->path, "?"), st->path);
+		if (webrpc_authorize(s, st->web, path, authz, &resp) != 0) {
+			protocol_count(webrpc_is_grpc_web(st->web) ? PROTOCOL_GRPC_WEB
+								   : PROTOCOL_CONNECT);
+			submit_http(c, st, &resp);
+			buf_free(&resp.body);
+			return false;
+		}
+	} else if (st->grpc_content_type) {
 		const struct grpc_method *m = server_find_grpc(st->path, &idx);
 		struct grpc_call call = {0};
 		if (m && server_authorize_grpc(s, m, authz, &call) != 0) {
@@ -771,6 +907,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 	if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
 		struct h2_stream *st =
 		    nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+		if (st && !st->answered) {
+			char path[sizeof(st->path)];
+			snprintf(path, sizeof(path), "%.*s", (int)strcspn(st->path, "?"), st->path);
+			st->web = webrpc_select(st->method[0] ? st->method : "GET", path,
+						st->content_type[0] ? st->content_type : NULL);
+		}
 		if (st && !st->answered && !authorize_stream(c, st))
 			return 0;
 	}
@@ -780,7 +922,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 	if (!st || st->answered || st->dispatched || !st->authorized)
 		return 0;
-	if (st->grpc_content_type)
+	if (st->web)
+		dispatch_web(c, st);
+	else if (st->grpc_content_type)
 		dispatch(c, st);
 	else
 		dispatch_http(c, st);
