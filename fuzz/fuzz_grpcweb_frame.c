@@ -73,8 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_round_trip(&parca__query__v1alpha1__query_request__descriptor, data, size);
 		break;
 	case 5:
-		json_round_trip(sel & 0x80 ? &parca__query__v1alpha1__query_range_request__descriptor
-				   : &parca__query__v1alpha1__labels_request__descriptor,
+		json_round_trip(sel & 0x80
+				    ? &parca__query__v1alpha1__query_range_request__descriptor
+				    : &parca__query__v1alpha1__labels_request__descriptor,
 				data, size);
 		break;
 	}

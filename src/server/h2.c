@@ -47,6 +47,7 @@
 #include "server/cors.h"
 #include "server/health.h"
 #include "server/internal.h"
+#include "server/reflection.h"
 #include "server/webrpc.h"
 
 struct h2_stream {
@@ -89,6 +90,9 @@ struct h2_stream {
 	bool preflight;	  /* an OPTIONS request: answered with the CORS allowances */
 	char grpc_timeout[16], connect_timeout[16], connect_version[8];
 	char content_encoding[32];
+	/* A bidirectional stream (reflection.h): each message answered as it
+	 * arrives, through read_watch; watch_ending once the client is done. */
+	bool bidi;
 	struct h2_stream *next, *prev;
 };
 
@@ -703,6 +707,80 @@ static void dispatch_web(struct h2_conn *c, struct h2_stream *st)
 	pool_submit(m && m->pool == POOL_INGEST ? s->ingest_pool : s->query_pool, run_job, j);
 }
 
+/* ---- bidirectional streams (reflection.h) ----------------------------------------------
+ * Each complete message of the request is answered on the connection thread
+ * (the answers are lookups in embedded bytes) and its response appended to
+ * st->out; read_watch sends what is there and defers, and sends the
+ * trailers once the client has ended its side (watch_ending). */
+
+static void bidi_send(struct h2_conn *c, struct h2_stream *st)
+{
+	if (!st->answered) {
+		st->answered = true;
+		st->status = GRPC_STATUS_OK;
+		nghttp2_nv nva[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+		nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_watch};
+		nghttp2_submit_response(c->session, st->id, nva, 2, &prd);
+	} else {
+		nghttp2_session_resume_data(c->session, st->id);
+	}
+}
+
+static int bidi_data(struct h2_conn *c, struct h2_stream *st, const uint8_t *data, size_t len)
+{
+	size_t max = server_config(c->srv)->grpc_max_msg_bytes;
+	if (st->watch_ending || !st->authorized)
+		return 0;
+	if (st->body.len + len > max + 5 || buf_append(&st->body, data, len)) {
+		buf_free(&st->body);
+		if (!st->answered)
+			submit_error(
+			    c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			    "request message larger than --grpc-max-message-size=%zu bytes", max);
+		else
+			nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
+						  NGHTTP2_INTERNAL_ERROR);
+		st->watch_ending = true;
+		return 0;
+	}
+	while (st->body.len >= 5) {
+		const uint8_t *b = st->body.data;
+		size_t mlen = (size_t)b[1] << 24 | (size_t)b[2] << 16 | (size_t)b[3] << 8 | b[4];
+		if (st->body.len < 5 + mlen)
+			break;
+		const struct grpc_method *m = server_find_grpc(st->path, NULL);
+		struct grpc_call call = {.srv = c->srv, .req = b + 5, .req_len = mlen};
+		protocol_count(PROTOCOL_GRPC);
+		if (b[0] != 0)
+			grpc_fail(&call, GRPC_STATUS_UNIMPLEMENTED,
+				  "compressed messages are not taken on this stream");
+		else
+			m->handler(&call);
+		if (call.status != GRPC_STATUS_OK) {
+			buf_free(&call.resp);
+			if (!st->answered)
+				submit_error(c, st, call.status, "%s", call.message);
+			else
+				nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
+							  NGHTTP2_INTERNAL_ERROR);
+			st->watch_ending = true;
+			return 0;
+		}
+		int rc = webrpc_append_envelope(&st->out, 0, call.resp.data, call.resp.len);
+		buf_free(&call.resp);
+		if (rc) {
+			nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
+						  NGHTTP2_INTERNAL_ERROR);
+			st->watch_ending = true;
+			return 0;
+		}
+		memmove(st->body.data, st->body.data + 5 + mlen, st->body.len - 5 - mlen);
+		st->body.len -= 5 + mlen;
+		bidi_send(c, st);
+	}
+	return 0;
+}
+
 /* ---- nghttp2 callbacks -------------------------------------------------------------- */
 
 static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t length, int flags,
@@ -803,6 +881,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 {
 	struct h2_conn *c = user_data;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
+	if (st && st->bidi)
+		return bidi_data(c, st, data, len);
 	if (!st || st->answered)
 		return 0;
 	const struct server_config *cfg = server_config(c->srv);
@@ -915,11 +995,18 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 		}
 		if (st && !st->answered && !authorize_stream(c, st))
 			return 0;
+		if (st && st->grpc_content_type && reflection_is_path(st->path))
+			st->bidi = true;
 	}
 	if ((frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) ||
 	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+	if (st && st->bidi && st->authorized && !st->watch_ending) {
+		st->watch_ending = true;
+		bidi_send(c, st);
+		return 0;
+	}
 	if (!st || st->answered || st->dispatched || !st->authorized)
 		return 0;
 	if (st->web)

@@ -18,6 +18,7 @@
 
 #include "common/json.h"
 #include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1alpha/reflection.pb-c.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 #include "parca/debuginfo/v1alpha1/debuginfo.pb-c.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
@@ -386,6 +387,12 @@ static const struct {
     {"/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export",
      &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
      &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__descriptor},
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+     &grpc__reflection__v1alpha__server_reflection_request__descriptor,
+     &grpc__reflection__v1alpha__server_reflection_response__descriptor},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+     &grpc__reflection__v1alpha__server_reflection_request__descriptor,
+     &grpc__reflection__v1alpha__server_reflection_response__descriptor},
 };
 
 int pbjson_method_types(const char *path, const ProtobufCMessageDescriptor **req,

@@ -5,7 +5,8 @@
 # and text), plus Python framing of each protocol and curl over HTTP/2.
 # Every QueryService call must answer exactly what native gRPC answers.
 # Then Grafana's Parca data source's request sequence (connect-go's
-# gRPC-Web over HTTP/1.1) and the flame graph it draws, CORS, the token
+# gRPC-Web over HTTP/1.1) and the flame graph it draws, server reflection
+# (grpc-reflection-js, and a Python bidirectional stream), CORS, the token
 # gate, malformed requests, and the per-protocol counts in /metrics.
 source "$(dirname "$0")/server_lib.bash"
 bash "$KILN_ROOT/tests/peers/node/install.sh" || die "node peer install"
@@ -57,6 +58,34 @@ $WEB compare --stubs "$STUBS" --addr "$ADDR" --calls "$T/calls.json" --node "$T/
 $WEB grafana --stubs "$STUBS" --addr "$ADDR" --type "$TYPE" --total "$TOTAL" \
 	--start "$START" --end "$END" --limit 100 --function main.spinAlpha || die "Grafana's sequence"
 $WEB badinput --stubs "$STUBS" --addr "$ADDR" --max $MAX || die "bad input"
+
+# Server reflection: Python's bidirectional stream (several requests, each
+# answered before the next) and grpc-reflection-js, which lists the services
+# and reads every method's types from the descriptors it is sent.
+(cd "$KILN_ROOT/proto" && protoc -I. --include_imports --descriptor_set_out="$T/all.pb" \
+	$(find . -name '*.proto' | sed 's|^\./||' | sort) &&
+	$PY -m grpc_tools.protoc -I. --python_out="$STUBS" \
+		grpc/reflection/v1/reflection.proto grpc/reflection/v1alpha/reflection.proto) ||
+	die "protoc for reflection"
+$WEB reflect --stubs "$STUBS" --addr "$ADDR" --desc "$T/all.pb" || die "reflection"
+cp "$KILN_ROOT/tests/peers/node/reflection_list.js" "$NODE_PEER/" || die "copy"
+(cd "$NODE_PEER" && timeout 120 node reflection_list.js "$ADDR") >"$T/refl.json" ||
+	die "grpc-reflection-js"
+$PY - "$T/refl.json" <<'PYEOF' || die "grpc-reflection-js answers"
+import json, sys
+d = json.load(open(sys.argv[1]))
+q = "parca.query.v1alpha1.QueryService"
+if q not in d["services"] or len(set(d["services"])) != len(d["services"]):
+    sys.exit("services: %s" % d["services"])
+if d["methods"][q] != ["Labels", "ProfileTypes", "Query", "QueryRange", "Series", "ShareProfile",
+                       "Values"]:
+    sys.exit("QueryService methods: %s" % d["methods"][q])
+if d["types"][q + "/Query"] != ["parca.query.v1alpha1.QueryRequest",
+                                "parca.query.v1alpha1.QueryResponse"]:
+    sys.exit("Query's types: %s" % d["types"][q + "/Query"])
+print("grpc-reflection-js: %d services, %d methods described" % (
+    len(d["services"]), len(d["types"])))
+PYEOF
 
 # CORS: a preflight from the allowed origin is granted what gRPC-Web and
 # Connect clients send; another origin gets no CORS header; answers expose

@@ -14,6 +14,9 @@ with the same message.
            sends it (gRPC-Web over HTTP/1.1), and the flame graph it draws
   badinput truncated frames, bad base64, wrong content types, oversize
   auth     --read R --write W: the token gate over gRPC-Web and Connect
+  reflect  --desc FILE: server reflection (v1 and v1alpha) over one
+           bidirectional stream, several requests each answered in turn;
+           the descriptors equal protoc's (FILE); once over gRPC-Web
 """
 import argparse
 import base64
@@ -429,7 +432,104 @@ def auth(args):
         http_want = {16: 401, 7: 403, 0: 200}[want]
         if status != http_want:
             fail("Connect with token %s: HTTP %d, want %d" % (token, status, http_want))
+    path = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+    status, h, data = post(args.addr, path, "application/grpc-web+proto", envelope(0, b""))
+    if parse_grpc_web(data)[0] != 16:
+        fail("reflection without a token was not UNAUTHENTICATED")
     print("auth: gRPC-Web and Connect pass the same gate as gRPC")
+
+
+def load_reflection(stubs, ver):
+    """The generated reflection messages, by file: as the package "grpc"
+    they would be looked up inside grpcio."""
+    import importlib.util
+    path = "%s/grpc/reflection/%s/reflection_pb2.py" % (stubs, ver)
+    spec = importlib.util.spec_from_file_location("kiln_reflection_" + ver, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def reflect(args):
+    import queue
+    import threading
+    from google.protobuf import descriptor_pb2
+    want = {}
+    fds = descriptor_pb2.FileDescriptorSet()
+    fds.ParseFromString(open(args.desc, "rb").read())
+    for f in fds.file:
+        want[f.name] = f
+    ch = grpc.insecure_channel(args.addr)
+    for ver in ("v1", "v1alpha"):
+        r_pb2 = load_reflection(args.stubs, ver)
+        call = ch.stream_stream(
+            "/grpc.reflection.%s.ServerReflection/ServerReflectionInfo" % ver,
+            request_serializer=r_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=r_pb2.ServerReflectionResponse.FromString)
+        reqs = [r_pb2.ServerReflectionRequest(host="h", list_services=""),
+                r_pb2.ServerReflectionRequest(
+                    file_containing_symbol="parca.query.v1alpha1.QueryService"),
+                r_pb2.ServerReflectionRequest(
+                    file_containing_symbol="parca.metastore.v1alpha1.Function"),
+                r_pb2.ServerReflectionRequest(file_by_filename="grpc/health/v1/health.proto"),
+                r_pb2.ServerReflectionRequest(file_containing_symbol="nosuch.Thing")]
+        q = queue.Queue()
+
+        def gen():
+            # One request, then wait for its answer: the stream stays open
+            # and each message is answered before the next is sent.
+            for r in reqs:
+                yield r
+                if not q.get(timeout=30):
+                    return
+        got = []
+        try:
+            for res in call(gen(), timeout=60):
+                got.append(res)
+                q.put(True)
+        except grpc.RpcError as e:
+            fail("reflection %s: %s %s" % (ver, e.code(), e.details()))
+        if len(got) != len(reqs):
+            fail("reflection %s: %d answers to %d requests" % (ver, len(got), len(reqs)))
+        names = [sv.name for sv in got[0].list_services_response.service]
+        for n in ("parca.query.v1alpha1.QueryService", "grpc.health.v1.Health",
+                  "parca.profilestore.v1alpha1.ProfileStoreService",
+                  "grpc.reflection.%s.ServerReflection" % ver):
+            if n not in names:
+                fail("reflection %s: list_services lacks %s: %s" % (ver, n, names))
+        if got[0].valid_host != "h" or got[0].original_request != reqs[0]:
+            fail("reflection %s: valid_host/original_request not echoed" % ver)
+        for i, first in ((1, "parca/query/v1alpha1/query.proto"),
+                         (2, "parca/metastore/v1alpha1/metastore.proto"),
+                         (3, "grpc/health/v1/health.proto")):
+            files = []
+            for b in got[i].file_descriptor_response.file_descriptor_proto:
+                f = descriptor_pb2.FileDescriptorProto()
+                f.ParseFromString(b)
+                files.append(f)
+            if not files or files[0].name != first:
+                fail("reflection %s: answer %d starts with %s, want %s" % (
+                    ver, i, files[0].name if files else None, first))
+            for f in files:
+                if f != want.get(f.name):
+                    fail("reflection %s: %s differs from protoc's descriptor" % (ver, f.name))
+            have = set(f.name for f in files)
+            for f in files:
+                for d in f.dependency:
+                    if d not in have:
+                        fail("reflection %s: %s sent without its import %s" % (ver, f.name, d))
+        if got[4].error_response.error_code != 5:
+            fail("reflection %s: unknown symbol answered %s" % (ver, got[4]))
+    # Over gRPC-Web: one request, one answer.
+    ra = load_reflection(args.stubs, "v1alpha")
+    req = ra.ServerReflectionRequest(list_services="").SerializeToString()
+    status, h, data = post(args.addr, "/grpc.reflection.v1alpha.ServerReflection/"
+                           "ServerReflectionInfo", "application/grpc-web+proto", envelope(0, req))
+    st, m, body = parse_grpc_web(data)
+    if st != 0 or not ra.ServerReflectionResponse.FromString(body).list_services_response.service:
+        fail("reflection over gRPC-Web: %d %s" % (st, m))
+    print("reflect: v1 and v1alpha answer %d requests per stream; descriptors equal protoc's" %
+          len(reqs))
 
 
 def main():
@@ -450,10 +550,11 @@ def main():
     ap.add_argument("--max", type=int)
     ap.add_argument("--read")
     ap.add_argument("--write")
+    ap.add_argument("--desc")
     args = ap.parse_args()
     load_stubs(args.stubs)
     {"calls": make_calls, "compare": compare, "grafana": grafana, "badinput": badinput,
-     "auth": auth}[args.cmd](args)
+     "auth": auth, "reflect": reflect}[args.cmd](args)
 
 
 if __name__ == "__main__":
