@@ -2,7 +2,8 @@
  * fuzz_grpcweb_frame.c — the gRPC-Web and Connect decoders of the server
  * (webrpc.h, pbjson.h): content types, gRPC-Web-text's base64, the
  * envelope walk, connect-timeout-ms, and Connect's JSON bodies read as
- * QueryService requests (and written back as JSON when they parse).
+ * QueryService requests (and written back as JSON when they parse), and
+ * server reflection's answer to any request bytes (reflection.h).
  *
  * Input layout: byte 0 selects the decoder, the rest is its input.
  */
@@ -14,6 +15,8 @@
 
 #include "parca/query/v1alpha1/query.pb-c.h"
 #include "server/pbjson.h"
+#include "server/reflection.h"
+#include "server/server.h"
 #include "server/webrpc.h"
 
 static void json_round_trip(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t size)
@@ -40,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size--;
 	struct kiln_error err = {0};
 	struct buf out = {0};
-	switch (sel % 6) {
+	switch (sel % 7) {
 	case 0:
 		(void)webrpc_protocol_of((const char *)data, size);
 		break;
@@ -78,6 +81,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    : &parca__query__v1alpha1__labels_request__descriptor,
 				data, size);
 		break;
+	case 6: {
+		struct grpc_call call = {.req = data, .req_len = size};
+		rpc_reflection_info(&call);
+		buf_free(&call.resp);
+		break;
+	}
 	}
 	buf_free(&out);
 	return 0;
