@@ -197,6 +197,12 @@ static int unwrap_request(struct server *s, const struct webrpc_request *req, bo
 		code = n == -EFBIG ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_INVALID_ARGUMENT;
 		goto fail;
 	}
+	if (streaming && is_json(req->proto)) {
+		snprintf(why, why_cap, "%s takes protobuf messages: send application/connect+proto",
+			 req->path);
+		code = GRPC_STATUS_UNIMPLEMENTED;
+		goto fail;
+	}
 	if (streaming) {
 		if (buf_append(owned, body, body_len)) {
 			code = GRPC_STATUS_RESOURCE_EXHAUSTED;
