@@ -44,8 +44,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/cors.h"
 #include "server/health.h"
 #include "server/internal.h"
+#include "server/reflection.h"
+#include "server/webrpc.h"
 
 struct h2_stream {
 	int32_t id;
@@ -80,6 +83,16 @@ struct h2_stream {
 	bool watching, watch_ending;
 	enum health_status watch_sent;
 	char watch_service[256];
+	/* gRPC-Web and Connect (webrpc.h): decided when the headers are in. */
+	enum webrpc_protocol web;
+	char content_type[96];
+	char origin[256]; /* for CORS (cors.h); "" when absent */
+	bool preflight;	  /* an OPTIONS request: answered with the CORS allowances */
+	char grpc_timeout[16], connect_timeout[16], connect_version[8];
+	char content_encoding[32];
+	/* A bidirectional stream (reflection.h): each message answered as it
+	 * arrives, through read_watch; watch_ending once the client is done. */
+	bool bidi;
 	struct h2_stream *next, *prev;
 };
 
@@ -93,6 +106,13 @@ struct h2_job {
 	struct http_request hreq;
 	struct http_response hresp;
 	char *hpath; /* owned: path without the query string */
+	/* ... or a gRPC-Web/Connect call, with copies of what it needs from
+	 * the stream (which a client reset may free while the job runs) */
+	bool web;
+	struct webrpc_request wreq;
+	char wpath[4096], wauth[AUTH_TOKEN_MAX + 32];
+	char wgrpc_timeout[16], wencoding[32], wconnect_timeout[16], wconnect_version[8];
+	char wcontent_encoding[32];
 	struct h2_job *next;
 };
 
@@ -149,6 +169,8 @@ static void stream_finish_metrics(struct h2_stream *st)
 	st->metrics = NULL;
 }
 
+static void submit_web_error(struct h2_conn *c, struct h2_stream *st, int code, const char *msg);
+
 /* Trailers-only error response. */
 static void submit_error(struct h2_conn *c, struct h2_stream *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -162,6 +184,10 @@ static void submit_error(struct h2_conn *c, struct h2_stream *st, int code, cons
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (st->web) {
+		submit_web_error(c, st, code, msg);
+		return;
+	}
 	percent_encode(msg, enc, sizeof(enc));
 	snprintf(status, sizeof(status), "%d", code);
 	nghttp2_nv nva[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
@@ -259,8 +285,22 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 {
 	char status[8];
 	snprintf(status, sizeof(status), "%d", r->status);
-	nghttp2_nv nva[5] = {NV(":status", status)};
+	nghttp2_nv nva[11] = {NV(":status", status)};
 	size_t n = 1;
+	const char *origin = cors_allow_origin(server_config(c->srv)->cors_origins,
+					       st->origin[0] ? st->origin : NULL);
+	if (origin) {
+		nva[n++] = (nghttp2_nv)NV("access-control-allow-origin", origin);
+		nva[n++] = (nghttp2_nv)NV("vary", "Origin");
+		nva[n++] = (nghttp2_nv)NV("access-control-expose-headers", CORS_EXPOSE_HEADERS);
+		if (st->preflight) {
+			nva[n++] =
+			    (nghttp2_nv)NV("access-control-allow-methods", CORS_ALLOW_METHODS);
+			nva[n++] =
+			    (nghttp2_nv)NV("access-control-allow-headers", CORS_ALLOW_HEADERS);
+			nva[n++] = (nghttp2_nv)NV("access-control-max-age", CORS_MAX_AGE);
+		}
+	}
 	nva[n++] = (nghttp2_nv)NV("content-type",
 				  r->content_type ? r->content_type : "text/plain; charset=utf-8");
 	if (r->disposition[0])
@@ -280,9 +320,26 @@ static void submit_http(struct h2_conn *c, struct h2_stream *st, struct http_res
 	stream_finish_metrics(st);
 }
 
+static void submit_web_error(struct h2_conn *c, struct h2_stream *st, int code, const char *msg)
+{
+	struct http_response r = {0};
+	webrpc_fail(st->web, code, msg, &r);
+	submit_http(c, st, &r);
+	st->status = code;
+	buf_free(&r.body);
+}
+
 static void submit_http_error(struct h2_conn *c, struct h2_stream *st, int status, const char *msg)
 {
 	struct http_response r = {0};
+	if (st->web) { /* in the call's own protocol */
+		submit_web_error(c, st,
+				 status == 413 || status == 503 ? GRPC_STATUS_RESOURCE_EXHAUSTED
+				 : status == 408		? GRPC_STATUS_DEADLINE_EXCEEDED
+								: GRPC_STATUS_INTERNAL,
+				 msg);
+		return;
+	}
 	http_error(&r, status, -1, "%s", msg);
 	submit_http(c, st, &r);
 	buf_free(&r.body);
@@ -358,6 +415,14 @@ static void dispatch_http(struct h2_conn *c, struct h2_stream *st)
 
 	st->start_ns = mono_ns();
 	st->metrics = &server_metrics(s)->unknown_http;
+	protocol_count(PROTOCOL_HTTP);
+	if (strcmp(st->method, "OPTIONS") == 0) { /* CORS preflight */
+		struct http_response r = {.status = 204};
+		free(j);
+		st->preflight = true;
+		submit_http(c, st, &r);
+		return;
+	}
 	if (!j)
 		return submit_http_error(c, st, 503, "out of memory");
 	j->hpath = q ? strndup(st->path, (size_t)(q - st->path)) : strdup(st->path);
@@ -400,7 +465,9 @@ static void run_job(void *arg)
 	struct h2_job *j = arg;
 	struct h2_conn *c = j->conn;
 
-	if (j->route)
+	if (j->web)
+		webrpc_serve(c->srv, &j->wreq, &j->hresp);
+	else if (j->route)
 		j->route->handler(&j->hreq, &j->hresp);
 	else if (j->call.deadline_ns && mono_ns() > j->call.deadline_ns)
 		grpc_fail(&j->call, GRPC_STATUS_DEADLINE_EXCEEDED,
@@ -449,7 +516,7 @@ static void collect_done(struct h2_conn *c)
 		c->inflight--;
 		struct h2_stream *st =
 		    nghttp2_session_get_stream_user_data(c->session, j->stream_id);
-		if (st && !st->answered && j->route) {
+		if (st && !st->answered && (j->route || j->web)) {
 			st->dispatched = false;
 			submit_http(c, st, &j->hresp);
 		} else if (st && !st->answered) {
@@ -549,6 +616,7 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 
 	st->start_ns = mono_ns();
 	st->metrics = m ? &server_metrics(s)->grpc[idx] : &server_metrics(s)->unknown_grpc;
+	protocol_count(PROTOCOL_GRPC);
 	if (!m)
 		return submit_error(c, st, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s",
 				    st->path);
@@ -595,6 +663,122 @@ static void dispatch(struct h2_conn *c, struct h2_stream *st)
 	st->dispatched = true;
 	c->inflight++;
 	pool_submit(m->pool == POOL_INGEST ? s->ingest_pool : s->query_pool, run_job, j);
+}
+
+/* A gRPC-Web or Connect call: webrpc_serve runs on the method's pool and
+ * its answer goes out as a plain HTTP response. */
+static void dispatch_web(struct h2_conn *c, struct h2_stream *st)
+{
+	struct server *s = c->srv;
+	const struct grpc_method *m = server_find_grpc(st->path, NULL);
+	struct h2_job *j = calloc(1, sizeof(*j));
+
+	st->start_ns = mono_ns();
+	if (!j)
+		return submit_web_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	j->web = true;
+	j->conn = c;
+	j->stream_id = st->id;
+	snprintf(j->wpath, sizeof(j->wpath), "%.*s", (int)strcspn(st->path, "?"), st->path);
+	snprintf(j->wauth, sizeof(j->wauth), "%s",
+		 st->authorization_overlong ? "Bearer (longer than any token)" : st->authorization);
+	snprintf(j->wgrpc_timeout, sizeof(j->wgrpc_timeout), "%s", st->grpc_timeout);
+	snprintf(j->wencoding, sizeof(j->wencoding), "%s", st->encoding);
+	snprintf(j->wconnect_timeout, sizeof(j->wconnect_timeout), "%s", st->connect_timeout);
+	snprintf(j->wconnect_version, sizeof(j->wconnect_version), "%s", st->connect_version);
+	snprintf(j->wcontent_encoding, sizeof(j->wcontent_encoding), "%s", st->content_encoding);
+	j->req_owned = buf_steal(&st->body, &j->wreq.body_len);
+	j->wreq = (struct webrpc_request){
+	    .proto = st->web,
+	    .path = j->wpath,
+	    .body = j->req_owned,
+	    .body_len = j->wreq.body_len,
+	    .authorization = j->wauth[0] ? j->wauth : NULL,
+	    .grpc_timeout = j->wgrpc_timeout,
+	    .grpc_encoding = j->wencoding,
+	    .connect_timeout = j->wconnect_timeout,
+	    .connect_version = j->wconnect_version[0] ? j->wconnect_version : NULL,
+	    .content_encoding = j->wcontent_encoding,
+	    .start_ns = st->start_ns,
+	};
+	j->hresp = (struct http_response){.status = 200};
+	st->dispatched = true;
+	c->inflight++;
+	pool_submit(m && m->pool == POOL_INGEST ? s->ingest_pool : s->query_pool, run_job, j);
+}
+
+/* ---- bidirectional streams (reflection.h) ----------------------------------------------
+ * Each complete message of the request is answered on the connection thread
+ * (the answers are lookups in embedded bytes) and its response appended to
+ * st->out; read_watch sends what is there and defers, and sends the
+ * trailers once the client has ended its side (watch_ending). */
+
+static void bidi_send(struct h2_conn *c, struct h2_stream *st)
+{
+	if (!st->answered) {
+		st->answered = true;
+		st->status = GRPC_STATUS_OK;
+		nghttp2_nv nva[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+		nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_watch};
+		nghttp2_submit_response(c->session, st->id, nva, 2, &prd);
+	} else {
+		nghttp2_session_resume_data(c->session, st->id);
+	}
+}
+
+static int bidi_data(struct h2_conn *c, struct h2_stream *st, const uint8_t *data, size_t len)
+{
+	size_t max = server_config(c->srv)->grpc_max_msg_bytes;
+	if (st->watch_ending || !st->authorized)
+		return 0;
+	if (st->body.len + len > max + 5 || buf_append(&st->body, data, len)) {
+		buf_free(&st->body);
+		if (!st->answered)
+			submit_error(
+			    c, st, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			    "request message larger than --grpc-max-message-size=%zu bytes", max);
+		else
+			nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
+						  NGHTTP2_INTERNAL_ERROR);
+		st->watch_ending = true;
+		return 0;
+	}
+	while (st->body.len >= 5) {
+		const uint8_t *b = st->body.data;
+		size_t mlen = (size_t)b[1] << 24 | (size_t)b[2] << 16 | (size_t)b[3] << 8 | b[4];
+		if (st->body.len < 5 + mlen)
+			break;
+		const struct grpc_method *m = server_find_grpc(st->path, NULL);
+		struct grpc_call call = {.srv = c->srv, .req = b + 5, .req_len = mlen};
+		protocol_count(PROTOCOL_GRPC);
+		if (b[0] != 0)
+			grpc_fail(&call, GRPC_STATUS_UNIMPLEMENTED,
+				  "compressed messages are not taken on this stream");
+		else
+			m->handler(&call);
+		if (call.status != GRPC_STATUS_OK) {
+			buf_free(&call.resp);
+			if (!st->answered)
+				submit_error(c, st, call.status, "%s", call.message);
+			else
+				nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
+							  NGHTTP2_INTERNAL_ERROR);
+			st->watch_ending = true;
+			return 0;
+		}
+		int rc = webrpc_append_envelope(&st->out, 0, call.resp.data, call.resp.len);
+		buf_free(&call.resp);
+		if (rc) {
+			nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
+						  NGHTTP2_INTERNAL_ERROR);
+			st->watch_ending = true;
+			return 0;
+		}
+		memmove(st->body.data, st->body.data + 5 + mlen, st->body.len - 5 - mlen);
+		st->body.len -= 5 + mlen;
+		bidi_send(c, st);
+	}
+	return 0;
 }
 
 /* ---- nghttp2 callbacks -------------------------------------------------------------- */
@@ -649,8 +833,25 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		memcpy(st->method, value, n);
 		st->method[n] = '\0';
 	} else if (IS("content-type")) {
+		/* application/grpc-web... is gRPC-Web, not native gRPC. */
 		st->grpc_content_type =
-		    valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0;
+		    valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
+		    webrpc_protocol_of((const char *)value, valuelen) == WEBRPC_NONE;
+		snprintf(st->content_type, sizeof(st->content_type), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("origin")) {
+		snprintf(st->origin, sizeof(st->origin), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("connect-timeout-ms")) {
+		snprintf(st->connect_timeout, sizeof(st->connect_timeout), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("connect-protocol-version")) {
+		snprintf(st->connect_version, sizeof(st->connect_version), "%.*s", (int)valuelen,
+			 (const char *)value);
+	} else if (IS("connect-content-encoding") ||
+		   (IS("content-encoding") && !st->content_encoding[0])) {
+		snprintf(st->content_encoding, sizeof(st->content_encoding), "%.*s", (int)valuelen,
+			 (const char *)value);
 	} else if (IS("grpc-encoding")) {
 		size_t n =
 		    valuelen < sizeof(st->encoding) - 1 ? valuelen : sizeof(st->encoding) - 1;
@@ -664,6 +865,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 			st->authorization[valuelen] = '\0';
 		}
 	} else if (IS("grpc-timeout")) {
+		snprintf(st->grpc_timeout, sizeof(st->grpc_timeout), "%.*s", (int)valuelen,
+			 (const char *)value);
 		int64_t t = grpc_timeout_parse((const char *)value, valuelen);
 		if (t >= 0)
 			st->deadline_ns = mono_ns() + t;
@@ -678,11 +881,13 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 {
 	struct h2_conn *c = user_data;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
+	if (st && st->bidi)
+		return bidi_data(c, st, data, len);
 	if (!st || st->answered)
 		return 0;
 	const struct server_config *cfg = server_config(c->srv);
 	size_t max = cfg->grpc_max_msg_bytes;
-	if (st->body.len + len > max + 5) {
+	if (st->body.len + len > (st->web ? webrpc_max_body(st->web, max) : max + 5)) {
 		size_t idx = 0;
 		const struct grpc_method *m = server_find_grpc(st->path, &idx);
 		st->start_ns = mono_ns();
@@ -736,7 +941,18 @@ static bool authorize_stream(struct h2_conn *c, struct h2_stream *st)
 						       : NULL;
 	size_t idx = 0;
 
-	if (st->grpc_content_type) {
+	if (st->web) {
+		char path[sizeof(st->path)];
+		struct http_response resp = {0};
+		snprintf(path, sizeof(path), "%.*s", (int)strcspn(st->path, "?"), st->path);
+		if (webrpc_authorize(s, st->web, path, authz, &resp) != 0) {
+			protocol_count(webrpc_is_grpc_web(st->web) ? PROTOCOL_GRPC_WEB
+								   : PROTOCOL_CONNECT);
+			submit_http(c, st, &resp);
+			buf_free(&resp.body);
+			return false;
+		}
+	} else if (st->grpc_content_type) {
 		const struct grpc_method *m = server_find_grpc(st->path, &idx);
 		struct grpc_call call = {0};
 		if (m && server_authorize_grpc(s, m, authz, &call) != 0) {
@@ -771,16 +987,31 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 	if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
 		struct h2_stream *st =
 		    nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+		if (st && !st->answered) {
+			char path[sizeof(st->path)];
+			snprintf(path, sizeof(path), "%.*s", (int)strcspn(st->path, "?"), st->path);
+			st->web = webrpc_select(st->method[0] ? st->method : "GET", path,
+						st->content_type[0] ? st->content_type : NULL);
+		}
 		if (st && !st->answered && !authorize_stream(c, st))
 			return 0;
+		if (st && st->grpc_content_type && reflection_is_path(st->path))
+			st->bidi = true;
 	}
 	if ((frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) ||
 	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+	if (st && st->bidi && st->authorized && !st->watch_ending) {
+		st->watch_ending = true;
+		bidi_send(c, st);
+		return 0;
+	}
 	if (!st || st->answered || st->dispatched || !st->authorized)
 		return 0;
-	if (st->grpc_content_type)
+	if (st->web)
+		dispatch_web(c, st);
+	else if (st->grpc_content_type)
 		dispatch(c, st);
 	else
 		dispatch_http(c, st);

@@ -30,7 +30,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/cors.h"
 #include "server/internal.h"
+#include "server/webrpc.h"
 
 #define CONNECTION_TIMEOUT_S 60
 
@@ -43,6 +45,7 @@ struct http_conn_state {
 	uint64_t received; /* body bytes so far */
 	uint64_t reserved; /* of --max-inflight-request-bytes */
 	struct conn_entry *entry;
+	enum webrpc_protocol web; /* a gRPC-Web/Connect call (webrpc.h) */
 };
 
 /* The connection's entry in the table (conn_limits.h), NULL if untracked. */
@@ -186,32 +189,11 @@ int http_status_from_errno(int e)
 	}
 }
 
-/* The Access-Control-Allow-Origin value for this request, or NULL. */
+/* The Access-Control-Allow-Origin value for this request, or NULL (cors.h). */
 static const char *cors_origin(struct server *s, struct MHD_Connection *conn)
 {
-	const char *allowed = s->cfg.cors_origins;
-	if (!allowed || !*allowed)
-		return NULL;
-	if (strcmp(allowed, "*") == 0)
-		return "*";
-	const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-	if (!origin)
-		return NULL;
-	size_t olen = strlen(origin);
-	for (const char *p = allowed; *p;) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		while (len && *p == ' ')
-			p++, len--;
-		if (len == olen && memcmp(p, origin, len) == 0)
-			return origin;
-		if (len == 1 && *p == '*')
-			return "*";
-		if (!end)
-			break;
-		p = end + 1;
-	}
-	return NULL;
+	return cors_allow_origin(s->cfg.cors_origins,
+				 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"));
 }
 
 static enum MHD_Result send_response(struct server *s, struct MHD_Connection *conn,
@@ -239,10 +221,51 @@ static enum MHD_Result send_response(struct server *s, struct MHD_Connection *co
 	if (origin) {
 		MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
 		MHD_add_response_header(mr, "Vary", "Origin");
+		MHD_add_response_header(mr, "Access-Control-Expose-Headers", CORS_EXPOSE_HEADERS);
 	}
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, mr);
 	MHD_destroy_response(mr);
 	return ret;
+}
+
+/* A gRPC-Web or Connect call (webrpc.h): answered on this connection's
+ * thread, like every HTTP/1.1 request. */
+static enum MHD_Result serve_web(struct server *s, struct MHD_Connection *conn,
+				 struct http_conn_state *st, const char *url,
+				 struct http_response *resp)
+{
+#define HDR(name) MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name)
+	if (st->too_large || st->over_budget) {
+		char why[200];
+		protocol_count(webrpc_is_grpc_web(st->web) ? PROTOCOL_GRPC_WEB : PROTOCOL_CONNECT);
+		if (st->over_budget)
+			atomic_fetch_add(&s->metrics.requests_over_budget, 1);
+		snprintf(why, sizeof(why),
+			 st->too_large ? "request larger than --grpc-max-message-size=%zu bytes"
+				       : "the server holds --max-inflight-request-bytes of request "
+					 "bodies already; retry in a few seconds (limit %zu)",
+			 st->too_large ? s->cfg.grpc_max_msg_bytes
+				       : (size_t)s->cfg.max_inflight_request_bytes);
+		webrpc_fail(st->web, GRPC_STATUS_RESOURCE_EXHAUSTED, why, resp);
+	} else {
+		const char *cenc = HDR("Connect-Content-Encoding");
+		struct webrpc_request wr = {
+		    .proto = st->web,
+		    .path = url,
+		    .body = st->body.data,
+		    .body_len = st->body.len,
+		    .authorization = HDR("Authorization"),
+		    .grpc_timeout = HDR("Grpc-Timeout"),
+		    .grpc_encoding = HDR("Grpc-Encoding"),
+		    .connect_timeout = HDR("Connect-Timeout-Ms"),
+		    .connect_version = HDR("Connect-Protocol-Version"),
+		    .content_encoding = cenc ? cenc : HDR("Content-Encoding"),
+		    .start_ns = st->start_ns,
+		};
+		webrpc_serve(s, &wr, resp);
+	}
+#undef HDR
+	return send_response(s, conn, resp);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -273,14 +296,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return ret;
 		}
 		/* The authorization gate, before any body is read. */
+		const char *authz =
+		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+		st->web = webrpc_select(
+		    method, url,
+		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"));
+		if (st->web) {
+			struct http_response refused = {0};
+			if (webrpc_authorize(s, st->web, url, authz, &refused) == 0)
+				return MHD_YES;
+			protocol_count(webrpc_is_grpc_web(st->web) ? PROTOCOL_GRPC_WEB
+								   : PROTOCOL_CONNECT);
+			enum MHD_Result ret = send_response(s, conn, &refused);
+			buf_free(&refused.body);
+			st->refused = true;
+			return ret;
+		}
 		size_t idx = 0;
 		const struct http_route *r =
 		    strcmp(method, "OPTIONS") == 0 ? NULL : server_find_http(method, url, &idx);
 		struct http_response denied = {0};
-		if (r && server_authorize_http(
-			     s, r, url,
-			     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"),
-			     &denied) != 0) {
+		if (r && server_authorize_http(s, r, url, authz, &denied) != 0) {
 			metrics_observe(&s->metrics.http[idx], (uint64_t)(mono_ns() - st->start_ns),
 					false);
 			enum MHD_Result ret = send_response(s, conn, &denied);
@@ -295,7 +331,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		size_t max = s->cfg.grpc_max_msg_bytes;
+		size_t max = st->web ? webrpc_max_body(st->web, s->cfg.grpc_max_msg_bytes)
+				     : s->cfg.grpc_max_msg_bytes;
 		st->received += *upload_size;
 		conn_entry_body_progress(st->entry, st->start_ns, st->received);
 		if (!st->too_large && st->body.len + *upload_size > max) {
@@ -341,15 +378,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (origin) {
 			MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
 			MHD_add_response_header(mr, "Access-Control-Allow-Methods",
-						"GET, POST, DELETE, OPTIONS");
+						CORS_ALLOW_METHODS);
 			MHD_add_response_header(mr, "Access-Control-Allow-Headers",
-						"Content-Type, Authorization");
-			MHD_add_response_header(mr, "Access-Control-Max-Age", "600");
+						CORS_ALLOW_HEADERS);
+			MHD_add_response_header(mr, "Access-Control-Max-Age", CORS_MAX_AGE);
+			MHD_add_response_header(mr, "Vary", "Origin");
 		}
 		ret = MHD_queue_response(conn, 204, mr);
 		MHD_destroy_response(mr);
 		return ret;
 	}
+	if (st->web) {
+		enum MHD_Result ret = serve_web(s, conn, st, url, &resp);
+		buf_free(&resp.body);
+		return ret;
+	}
+	protocol_count(PROTOCOL_HTTP);
 	if (st->too_large) {
 		http_error(&resp, 413, -1,
 			   "request body larger than --grpc-max-message-size=%zu bytes",

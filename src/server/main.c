@@ -43,7 +43,7 @@ static void usage(FILE *f, const struct server_config *d)
 	    "                               0 keeps everything (default \"15d\")\n"
 	    "  --config-path=FILE           scrape configuration (pull mode; default none)\n"
 	    "  --cors-allowed-origins=LIST  comma-separated origins allowed by CORS, or \"*\"\n"
-	    "                               (default none)\n"
+	    "                               for browsers' gRPC-Web/Connect calls (default none)\n"
 	    "  --log-level=LEVEL            debug, info, warn or error (default \"info\")\n"
 	    "  --log-format=FORMAT          text, logfmt or json (default \"text\")\n"
 	    "  --grpc-max-message-size=N    largest request or response message, bytes, or\n"

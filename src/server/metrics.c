@@ -16,6 +16,7 @@
 #include "server/handlers.h"
 #include "server/health.h"
 #include "server/internal.h"
+#include "server/webrpc.h"
 #include "store/store.h"
 
 /* Latency bucket upper bounds, seconds. */
@@ -139,6 +140,7 @@ int metrics_render(struct server *s, struct buf *out)
 	buf_printf(out, "kiln_ingest_errors_total %lu\n",
 		   (unsigned long)atomic_load(&m->ingest_errors));
 	otlp_metrics_render(out);
+	protocol_metrics_render(out);
 	help(out, "kiln_connections_total", "counter", "TCP connections accepted.");
 	buf_printf(out, "kiln_connections_total %lu\n",
 		   (unsigned long)atomic_load(&m->connections_total));

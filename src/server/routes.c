@@ -22,6 +22,7 @@
 
 #include "server/handlers.h"
 #include "server/internal.h"
+#include "server/reflection.h"
 
 const struct grpc_method server_grpc_methods[] = {
     {"/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw", AUTH_WRITE, POOL_INGEST,
@@ -46,6 +47,11 @@ const struct grpc_method server_grpc_methods[] = {
     {"/grpc.health.v1.Health/Watch", AUTH_OPEN, POOL_QUERY, rpc_health_watch},
     {"/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export", AUTH_WRITE,
      POOL_INGEST, rpc_otlp_export},
+    /* Bidirectional streams, answered message by message (reflection.h). */
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", AUTH_READ, POOL_QUERY,
+     rpc_reflection_info},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", AUTH_READ, POOL_QUERY,
+     rpc_reflection_info},
 };
 const size_t server_n_grpc_methods = sizeof(server_grpc_methods) / sizeof(server_grpc_methods[0]);
 

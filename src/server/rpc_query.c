@@ -399,6 +399,18 @@ void rpc_query_range(struct grpc_call *c)
 			goto out;
 		}
 	}
+	/* limit (Grafana sends its panel's max data points): at most that many
+	 * samples per series. Without a step that fits, the range is cut into
+	 * steps of at least (end - start) / (limit - 1): a range of length R
+	 * touches at most R / step + 1 aligned steps. */
+	if (r->limit > 0 && r->start && r->end) {
+		int64_t span = ts_ms(r->end, 0) - ts_ms(r->start, 0);
+		int64_t parts = r->limit > 1 ? (int64_t)r->limit - 1 : 1;
+		int64_t need =
+		    span > 0 ? (span + parts - 1) / parts + (r->limit == 1 ? span : 0) : 0;
+		if (need > rctx.step_ms)
+			rctx.step_ms = need;
+	}
 	struct store_selector ss;
 	query_selector_to_store(&sel, ts_ms(r->start, INT64_MIN), ts_ms(r->end, INT64_MAX), &ss);
 	rc = store_query_range(server_store(c->srv), &ss, add_series, &rctx, &err);
@@ -672,6 +684,9 @@ void rpc_query(struct grpc_call *c)
 		break;
 	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__REPORT_TYPE__REPORT_TYPE_FLAMEGRAPH_UNSPECIFIED:
 	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__REPORT_TYPE__REPORT_TYPE_FLAMEGRAPH_TABLE:
+	/* Grafana's Parca data source asks for the Arrow record and reads the
+	 * tree report just as well (its responseToDataFrames takes either). */
+	case PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__REPORT_TYPE__REPORT_TYPE_FLAMEGRAPH_ARROW:
 		rc = qexec_build_tree(&qr, &res, &err);
 		if (rc == 0)
 			rc = build_flamegraph(a, res.tree, &resp.flamegraph);
