@@ -11,7 +11,10 @@
  *
  *   dwarf_form.c  the bottom: section bytes, a bounds-checked cursor,
  *                 strings and attribute forms (dwarf_form.h), which the
- *                 two files below read through and nothing else.
+ *                 two files below read through and nothing else;
+ *   keysearch.h   sorted keys with search levels (one search generated
+ *                 for 32- and 64-bit keys), for line rows and, in the
+ *                 symbolizer, CU index segments.
  *   dwarf_info.c  unit headers, .debug_aranges, abbreviation tables, a DIE
  *                 walk that reports DW_TAG_subprogram / inlined_subroutine
  *                 / entry_point DIEs with code (their ranges from low_pc/
@@ -54,173 +57,7 @@
 struct arena;
 
 #include "symbols/dwarf_form.h"
-
-/* --- sorted keys laid out for cold lookups (dwarf_line.c) ----------------
- *
- * A lookup in a structure built moments ago but since pushed out of cache
- * (a cold symbolization resolves addresses all over a binary) pays one
- * dependent cache miss per probe of a binary search: 10 or more on a
- * large line table. So the sorted keys (line row or segment addresses)
- * get two levels in front of them in the same block: level 1 holds every
- * 8th key (one per 64-byte line of keys), level 2 every 8th of those. A
- * lookup halves over level 2 (1/64 of the keys, read by every lookup into
- * the structure, so mostly cached), then reads one line of level 1 and
- * one line of keys: two misses where there were ten. Block layout, 64-byte
- * aligned, each part padded with UINT64_MAX to whole lines:
- *   [level 2][level 1][keys]
- * A level that would fit one line is left out (8 keys or fewer: no level
- * 1; 64 or fewer: no level 2): most units are small, and padded lines for
- * them were most of the memory the levels took. The keys' pointer is the
- * structure's; the levels are found from it and the number of keys. */
-
-/* The index of the first of the n ascending values v[] at or above x (n
- * when none). */
-static inline size_t kdw_lower_bound(const uint64_t *v, size_t n, uint64_t x)
-{
-	size_t lo = 0;
-
-	while (n > 0) {
-		size_t half = n / 2;
-
-		if (v[lo + half] < x) {
-			lo += half + 1;
-			n -= half + 1;
-		} else {
-			n = half;
-		}
-	}
-	return lo;
-}
-
-/* The uint64_t words of a block for n keys. */
-size_t kdw_keys_words(size_t n);
-
-/* The keys' place in a 64-byte aligned block of kdw_keys_words(n) words. */
-uint64_t *kdw_keys_at(uint64_t *block, size_t n);
-
-/* Fills the padding and both levels once keys[0 .. n) (ascending) are set. */
-void kdw_keys_finish(uint64_t *keys, size_t n);
-
-static inline size_t kdw_pad8(size_t n)
-{
-	return (n + 7) & ~(size_t)7;
-}
-
-/* The entries of the level above n keys (or entries): 0 when they fit one
- * line. */
-static inline size_t kdw_level_n(size_t n)
-{
-	return n > 8 ? (n + 7) / 8 : 0;
-}
-
-/* The last of the 8 ascending keys at p (one cache line) at or below x,
- * given p[0] <= x: three branch-free probes, all in that line. */
-static inline size_t kdw_last_le8(const uint64_t *p, uint64_t x)
-{
-	size_t i = 0;
-
-	i = p[i + 4] <= x ? i + 4 : i;
-	i = p[i + 2] <= x ? i + 2 : i;
-	return p[i + 1] <= x ? i + 1 : i;
-}
-
-/* The index of the last of the n keys at or below x, SIZE_MAX when none.
- * As soon as the key's line is known, the line of elements of size sz at
- * the same index of companion (an array the caller reads next; NULL:
- * none) is prefetched, so that both misses overlap. */
-static inline size_t kdw_keys_find(const uint64_t *keys, size_t n, uint64_t x,
-				   const void *companion, size_t sz)
-{
-	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1), k = 0, j = 0, i;
-	const uint64_t *top1 = keys - kdw_pad8(n1), *top2 = top1 - kdw_pad8(n2);
-
-	/* The first entry of the topmost level is keys[0]. */
-	if (n == 0 || (n2 ? top2[0] : n1 ? top1[0] : keys[0]) > x)
-		return SIZE_MAX;
-	for (size_t m = n2; m > 1;) { /* branch-free: no mispredicted waits */
-		size_t half = m / 2;
-
-		k = top2[k + half] <= x ? k + half : k;
-		m -= half;
-	}
-	/* top1[8k] and keys[8j] are at or below x. The padding is only when
-	 * x is UINT64_MAX (and then every real key is too): the clamps. */
-	if (n1) {
-		j = 8 * k + kdw_last_le8(top1 + 8 * k, x);
-		j = j < n1 ? j : n1 - 1;
-	}
-	if (companion)
-		for (size_t b = 0; b < 8 * sz; b += 64)
-			__builtin_prefetch((const char *)companion + 8 * j * sz + b);
-	i = 8 * j + kdw_last_le8(keys + 8 * j, x);
-	return i < n ? i : n - 1;
-}
-
-/* Starts loading the line of the first probe of a kdw_keys_find over the
- * n keys at keys (to overlap its miss with other work). */
-static inline void kdw_keys_prefetch(const uint64_t *keys, size_t n)
-{
-	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
-
-	__builtin_prefetch(keys - kdw_pad8(n1) - kdw_pad8(n2) + n2 / 2);
-}
-
-/* The same for 32-bit keys (line rows as offsets from their unit's lowest
- * address): 16 keys per line, so a level-1 line covers 256 keys and the
- * blocks are half the size, the same [level 2][level 1][keys] layout
- * padded with UINT32_MAX to whole lines (16 entries). */
-size_t kdw_keys32_words(size_t n);
-uint32_t *kdw_keys32_at(uint32_t *block, size_t n);
-void kdw_keys32_finish(uint32_t *keys, size_t n);
-
-static inline size_t kdw_pad16(size_t n)
-{
-	return (n + 15) & ~(size_t)15;
-}
-
-static inline size_t kdw_level32_n(size_t n)
-{
-	return n > 16 ? (n + 15) / 16 : 0;
-}
-
-/* The last of the 16 ascending keys at p (one cache line) at or below x,
- * given p[0] <= x. */
-static inline size_t kdw_last_le16(const uint32_t *p, uint32_t x)
-{
-	size_t i = 0;
-
-	i = p[i + 8] <= x ? i + 8 : i;
-	i = p[i + 4] <= x ? i + 4 : i;
-	i = p[i + 2] <= x ? i + 2 : i;
-	return p[i + 1] <= x ? i + 1 : i;
-}
-
-/* kdw_keys_find over 32-bit keys; the companion's lines for the 16 keys
- * of the key line found are prefetched. */
-static inline size_t kdw_keys32_find(const uint32_t *keys, size_t n, uint32_t x,
-				     const void *companion, size_t sz)
-{
-	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1), k = 0, j = 0, i;
-	const uint32_t *top1 = keys - kdw_pad16(n1), *top2 = top1 - kdw_pad16(n2);
-
-	if (n == 0 || (n2 ? top2[0] : n1 ? top1[0] : keys[0]) > x)
-		return SIZE_MAX;
-	for (size_t m = n2; m > 1;) {
-		size_t half = m / 2;
-
-		k = top2[k + half] <= x ? k + half : k;
-		m -= half;
-	}
-	if (n1) {
-		j = 16 * k + kdw_last_le16(top1 + 16 * k, x);
-		j = j < n1 ? j : n1 - 1;
-	}
-	if (companion)
-		for (size_t b = 0; b < 16 * sz; b += 64)
-			__builtin_prefetch((const char *)companion + 16 * j * sz + b);
-	i = 16 * j + kdw_last_le16(keys + 16 * j, x);
-	return i < n ? i : n - 1;
-}
+#include "symbols/keysearch.h"
 
 /* --- line tables (dwarf_line.c) ------------------------------------------ */
 

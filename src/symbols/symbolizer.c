@@ -1424,7 +1424,7 @@ static int build_segments(struct cu_build *b)
 		return -ENOMEM;
 	/* The segments' low addresses as sorted keys with search levels
 	 * (dwarf_reader.h), the rest of each segment right after them. */
-	size_t words = kdw_keys_words(nsegs);
+	size_t words = kdw_keys64_words(nsegs);
 	uint8_t *p = arena_alloc(b->r.arena, words * sizeof(uint64_t) +
 						 (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
 	uint64_t *lows;
@@ -1432,13 +1432,13 @@ static int build_segments(struct cu_build *b)
 	b->idx->nodes = arena_alloc(b->r.arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
 	if (!p || !b->idx->nodes)
 		return -ENOMEM;
-	lows = kdw_keys_at((uint64_t *)(p + ((64 - (uintptr_t)p % 64) % 64)), nsegs);
-	b->idx->segs = (struct cu_seg *)(lows + kdw_pad8(nsegs));
+	lows = kdw_keys64_at((uint64_t *)(p + ((64 - (uintptr_t)p % 64) % 64)), nsegs);
+	b->idx->segs = (struct cu_seg *)(lows + kdw_keys64_pad(nsegs));
 	for (size_t i = 0; i < nsegs; i++) {
 		lows[i] = segs[i].low;
 		b->idx->segs[i] = (struct cu_seg){segs[i].high, segs[i].node};
 	}
-	kdw_keys_finish(lows, nsegs);
+	kdw_keys64_finish(lows, nsegs);
 	if (b->nnodes) /* a CU without functions never grew the nodes */
 		memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
 	b->idx->nsegs = nsegs;
@@ -1547,7 +1547,7 @@ fail:
 /* The keys of idx's segments: their low addresses (build_segments). */
 static const uint64_t *segment_lows(const struct cu_index *idx)
 {
-	return (const uint64_t *)idx->segs - kdw_pad8(idx->nsegs);
+	return (const uint64_t *)idx->segs - kdw_keys64_pad(idx->nsegs);
 }
 
 /* Segments are disjoint and ascending: addr's is the last one starting at
@@ -1555,7 +1555,7 @@ static const uint64_t *segment_lows(const struct cu_index *idx)
 static const struct cu_seg *segment_lookup(const struct cu_index *idx, uint64_t addr)
 {
 	size_t i =
-	    kdw_keys_find(segment_lows(idx), idx->nsegs, addr, idx->segs, sizeof(*idx->segs));
+	    kdw_keys64_find(segment_lows(idx), idx->nsegs, addr, idx->segs, sizeof(*idx->segs));
 
 	return i != SIZE_MAX && addr < idx->segs[i].high ? &idx->segs[i] : NULL;
 }
@@ -1709,7 +1709,7 @@ static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_fra
 		/* The segment search's first probe, so that its miss overlaps
 		 * the line search's. */
 		if (idx->nsegs)
-			kdw_keys_prefetch(segment_lows(idx), idx->nsegs);
+			kdw_keys64_prefetch(segment_lows(idx), idx->nsegs);
 
 		if (idx->has_lines && kdw_lines_find(&idx->lines, addr, &row)) {
 			line = true;
