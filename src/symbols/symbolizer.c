@@ -18,11 +18,12 @@
  *      addresses .debug_aranges does not cover;
  *   3. the symbol table, by binary search (name only, no file:line).
  *
- * Compressed debug sections are inflated here (ISA-L's igzip) before
- * libdw sees the file, and only those symbolization reads (inflate_start
- * ... inflate_finish), .debug_info on a worker thread; the batch that
- * opens such a file reads its units while .debug_info inflates ("the batch
- * that opens a file").
+ * Compressed debug sections are inflated (inflate.h: ISA-L's igzip)
+ * before libdw sees the file, and only those symbolization reads,
+ * .debug_info on a worker thread; the batch that opens such a file reads
+ * its units while .debug_info inflates ("the batch that opens a file").
+ * The result cache is rcache.h's; big tables take their memory from
+ * hugemem.h.
  *
  * A batch (symbolizer_resolve_batch) reads a cold object CU by CU in
  * address order ("batches"); a large one on more threads, each with a
@@ -39,7 +40,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
-#include <isa-l/igzip_lib.h>
 #include <libelf.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -59,37 +59,15 @@
 #include "common/worker.h"
 #include "symbols/debuginfo.h"
 #include "symbols/dwarf_reader.h"
+#include "symbols/hugemem.h"
+#include "symbols/inflate.h"
+#include "symbols/rcache.h"
 #include "symbols/symbols.h"
 
 struct fsym {
 	uint64_t addr, size;
 	const char *name;
 };
-
-/* A result cache value is one of two kinds, told apart by the low bit of
- * its pointer (both are at least 8-byte aligned):
- *   struct cached (bit clear): the frames, copied;
- *   struct cached_ref (bit set): what the frames are made from again — the
- *     innermost node of the address's segment in its CU index, and the
- *     line row's file and line. Nearly every result of a DWARF file is
- *     one; at 24 bytes against 48 or more for copied frames, the cold
- *     pass writes half the memory (kiln's binary: a megabyte of fresh
- *     arena that was half its arena). */
-struct cached {
-	uint32_t nframes;
-	struct symbols_frame frames[];
-};
-
-struct cu_index;
-
-struct cached_ref {
-	const struct cu_index *idx;
-	const char *file;
-	int32_t node;
-	int32_t line;
-};
-
-#define CACHED_REF ((uintptr_t)1)
 
 /* Growable arrays reused by every CU index build of a symfile: a CU is
  * indexed once, so per-build allocations (and the page faults of fresh
@@ -110,162 +88,6 @@ struct cu_scratch {
 struct cu_arange {
 	uint64_t low, high;
 	Dwarf_Off cu; /* the CU DIE's offset */
-};
-
-/* The result cache: open addressing on the address, linear probing, at
- * most half full. A generic htab (hashing and copying the key bytes,
- * rehashing as it grows) was a third of a cold run on an uncompressed
- * binary once the DWARF reader made the rest fast. The keys (address + 1)
- * are an array of their own, apart from the values: a cold lookup misses,
- * and a probe then touches one cache line of 8 keys, not of 4 slots (with
- * the slots of a 2 MiB table that miss was a fifth of a cold run on an
- * uncompressed binary). Which slots are in use is a bitmap (fresh zeroed
- * memory is an empty table; 8 KiB for 64k slots: it stays in cache): an
- * address not cached ends its probe at an empty slot, and in a table at
- * most half full most first slots are empty, so most cold lookups do not
- * touch the keys at all (that miss was still half of symbolizer_resolve's
- * time on kiln's binary). Address UINT64_MAX is never cached. */
-struct rcache {
-	uint64_t *keys;	  /* [cap], then the values and the bitmap: one mapping, populated */
-	uintptr_t *vals;  /* [cap]: struct cached *, or struct cached_ref * | CACHED_REF */
-	uint64_t *used;	  /* [cap / 64]: bit i set when keys[i] is */
-	size_t cap, n;	  /* cap: a power of two */
-	unsigned shift;	  /* 64 - log2(cap): the hash is the product's top bits */
-	size_t first_cap; /* the first table's; 0: 4096 */
-	size_t map_size;  /* of the mapping keys starts; 0: in an arena */
-};
-
-static void *alloc_big(size_t size);
-static void *alloc_huge(size_t *size, bool populate);
-
-static void rcache_free(struct rcache *r)
-{
-	if (r->cap && r->map_size)
-		munmap(r->keys, r->map_size);
-}
-
-/* Makes r's first table (r->first_cap slots) in arena, which outlives r:
- * the table then shares the huge pages of a large file's arena instead of
- * taking a 2 MiB page of its own, half of it unused and all of it cleared
- * by the kernel. Without it (out of memory) the table is made on the first
- * insertion, as for other files. */
-static void rcache_init_in(struct rcache *r, struct arena *arena)
-{
-	size_t cap = r->first_cap, size = cap * (sizeof(*r->keys) + sizeof(*r->vals)) + cap / 8;
-	uint64_t *keys = arena_alloc_shared(arena, size);
-
-	if (!keys)
-		return;
-	r->keys = keys;
-	r->vals = (uintptr_t *)(keys + cap);
-	r->used = (uint64_t *)(r->vals + cap);
-	memset(r->used, 0, cap / 8); /* every slot empty */
-	r->cap = cap;
-	r->shift = 64u - (unsigned)__builtin_ctzll(cap);
-	r->map_size = 0;
-}
-
-/* Forgets every entry (the table stays). */
-static void rcache_clear(struct rcache *r)
-{
-	if (r->cap)
-		memset(r->used, 0, r->cap / 8);
-	r->n = 0;
-}
-
-static bool rcache_used(const struct rcache *r, size_t i)
-{
-	return r->used[i / 64] & ((uint64_t)1 << (i % 64));
-}
-
-/* The slot holding key, or the empty slot where its probe ends. */
-static size_t rcache_slot(const struct rcache *r, uint64_t key)
-{
-	/* Fibonacci hashing: the top bits of the product (its middle bits,
-	 * taken before, clustered a binary's addresses: 7x the probes). */
-	size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> r->shift);
-
-	while (rcache_used(r, i) && r->keys[i] != key)
-		i = (i + 1) & (r->cap - 1);
-	return i;
-}
-
-/* addr's value (0: not cached). When not cached, *slot is the empty slot
- * its probe ended at (SIZE_MAX: none), for rcache_put. */
-static uintptr_t rcache_get(const struct rcache *r, uint64_t addr, size_t *slot)
-{
-	size_t i;
-
-	*slot = SIZE_MAX;
-	if (!r->cap || addr == UINT64_MAX)
-		return 0;
-	i = rcache_slot(r, addr + 1);
-	if (rcache_used(r, i))
-		return r->vals[i];
-	*slot = i;
-	/* Not cached: rcache_put will most likely write this slot once the
-	 * address is resolved. Its key and value lines (misses in a cold
-	 * run: the table is a megabyte) start loading now, overlapping the
-	 * resolution's own misses rather than adding two after them. */
-	__builtin_prefetch(&r->keys[i], 1);
-	__builtin_prefetch(&r->vals[i], 1);
-	return 0;
-}
-
-/* Caches c for addr (not cached before). slot: where rcache_get's probe
- * for addr ended, with nothing put since (SIZE_MAX: unknown), which saves
- * probing again. */
-static int rcache_put(struct rcache *r, uint64_t addr, uintptr_t c, size_t slot)
-{
-	size_t i;
-
-	if (addr == UINT64_MAX)
-		return 0;
-	if (2 * (r->n + 1) > r->cap) {
-		struct rcache g = {.cap = r->cap	 ? r->cap * 2
-					  : r->first_cap ? r->first_cap
-							 : 4096,
-				   .first_cap = r->first_cap};
-
-		/* Fresh anonymous memory is zero: every slot empty. Faulted
-		 * in at once, not page by page (a third of the insertions'
-		 * cost was page faults); in huge pages from 1 MiB on. */
-		g.shift = 64u - (unsigned)__builtin_ctzll(g.cap);
-		g.map_size = g.cap * (sizeof(*g.keys) + sizeof(*g.vals)) + g.cap / 8;
-		if (g.map_size >= ((size_t)1 << 20))
-			g.keys = alloc_huge(&g.map_size, true);
-		else
-			g.keys = alloc_big(g.map_size);
-		if (!g.keys)
-			return -ENOMEM;
-		g.vals = (uintptr_t *)(g.keys + g.cap);
-		g.used = (uint64_t *)(g.vals + g.cap);
-		for (size_t k = 0; k < r->cap; k++)
-			if (rcache_used(r, k)) {
-				size_t j = rcache_slot(&g, r->keys[k]);
-
-				g.keys[j] = r->keys[k];
-				g.vals[j] = r->vals[k];
-				g.used[j / 64] |= (uint64_t)1 << (j % 64);
-			}
-		g.n = r->n;
-		rcache_free(r);
-		*r = g;
-		slot = SIZE_MAX;
-	}
-	i = slot != SIZE_MAX ? slot : rcache_slot(r, addr + 1);
-	if (!rcache_used(r, i)) {
-		r->n++;
-		r->used[i / 64] |= (uint64_t)1 << (i % 64);
-	}
-	r->keys[i] = addr + 1;
-	r->vals[i] = c;
-	return 0;
-}
-
-struct inflated {
-	void *p;
-	size_t size;
 };
 
 struct symfile {
@@ -532,400 +354,13 @@ static int load_symbols(struct symfile *f)
 	return 0;
 }
 
-/* Memory in 2 MiB pages, populated unless populate is false (then see
- * populate_range): faulting in megabytes page by page cost as much as
- * inflating them (in a VM, a page fault is a hypercall), and a TLB miss on
- * a 4 KiB page is what reading scattered DWARF costs most (each CU's DIEs,
- * abbreviations and line program sit on pages of their own). *size is
- * rounded up; unmap with munmap(p, *size). */
-static void *alloc_huge(size_t *size, bool populate)
-{
-	size_t huge = (size_t)2 << 20, n = (*size + huge - 1) & ~(huge - 1);
-	uint8_t *p =
-	    mmap(NULL, n + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	uint8_t *a;
-
-	if (p == MAP_FAILED)
-		return NULL;
-	a = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
-	if (a > p)
-		munmap(p, (size_t)(a - p));
-	if (a + n < p + n + huge)
-		munmap(a + n, (size_t)(p + n + huge - (a + n)));
-	madvise(a, n, MADV_HUGEPAGE);
-	if (populate)
-		madvise(a, n, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
-	*size = n;
-	return a;
-}
-
-/* Fresh memory, populated; in huge pages from 2 MiB on (size must then be a
- * multiple of 2 MiB, as munmap(p, size) has to free it whole). */
-static void *alloc_big(size_t size)
-{
-	void *p;
-
-	if (size >= (2u << 20) && size % (2u << 20) == 0)
-		return alloc_huge(&size, true);
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	madvise(p, size, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
-	return p;
-}
-
-/* DWARF sections the symbolizer reads (through libdw): names, ranges, lines
- * and the CU lookup table. */
-static bool debug_section_needed(const char *name)
-{
-	static const char *const needed[] = {
-	    ".debug_info",     ".debug_abbrev",	     ".debug_line", ".debug_line_str",
-	    ".debug_str",      ".debug_str_offsets", ".debug_addr", ".debug_ranges",
-	    ".debug_rnglists", ".debug_aranges",
-	};
-
-	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++)
-		if (strcmp(name, needed[i]) == 0)
-			return true;
-	return false;
-}
-
-/* Debian's debug files (and many distributions' binaries) carry
- * SHF_COMPRESSED DWARF, which dwarf_begin_elf inflates whole, every debug
- * section, with zlib: a quarter of a cold symbolization of libc went there,
- * much of it into .debug_loclists that symbolization never reads. So before
- * libdw sees the file: sections it would inflate for nothing become empty
- * (libdw ignores a section without data), and the ones needed are inflated
- * here with ISA-L's igzip (as fast as libdeflate, several times faster
- * than zlib, and it inflates in steps).
- * Anything unexpected (zstd, a size mismatch) is left to libdw.
- *
- * Even so inflating is the largest single part of a cold pass over a
- * compressed file (libc's debug file: 8.6 MB out of 3.2 MB, half the pass),
- * and the sections are independent: with enough bytes to inflate, a second
- * thread inflates the largest (.debug_info, two thirds of the bytes) and
- * then takes others too, while this one inflates the rest and reads the
- * symbol table (inflate_start ... inflate_finish). No libelf call runs on
- * the second thread: they all stay on this one. */
-
-#define INFLATE_THREAD_BYTES ((size_t)1 << 20) /* compressed: below, one thread */
-
-struct inflate_job {
-	Elf_Scn *scn;
-	const uint8_t *src; /* the compressed bytes, after the header */
-	size_t src_size;
-	uint8_t *out; /* NULL: a section not needed, made empty */
-	size_t out_size;
-	size_t align;
-	bool carved; /* out is in the shared region, not a mapping of its own */
-	bool info;   /* .debug_info's */
-	bool ok;     /* set by whichever thread inflated it, before finished */
-	/* Published as the inflating goes (a stream reader follows it): the
-	 * bytes of out written so far, and whether the job is over. */
-	atomic_size_t avail;
-	atomic_bool finished;
-};
-
-struct inflating {
-	struct inflate_job *jobs;
-	size_t njobs;
-	atomic_size_t next;    /* the next job to take */
-	struct worker *thread; /* the second thread's; NULL: none */
-	/* .debug_info's job when the second thread inflates it (first):
-	 * the batch opening the file may read it as it comes (stream batch). */
-	struct inflate_job *info;
-	struct stream_batch *sb; /* that batch, or NULL */
-	bool large;		 /* the file is (large_file) */
-};
-
-/* Faults in the pages of p[0 .. n) at once. */
-static void populate_range(void *p, size_t n)
-{
-	uintptr_t page = 4096, lo = (uintptr_t)p & ~(page - 1),
-		  hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
-
-	madvise((void *)lo, hi - lo, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
-}
-
-/* Output published per step of a job (j->avail): small enough for a
- * reader to follow closely, large enough that the steps cost nothing
- * (ISA-L's igzip inflates in 256 KiB steps as fast as in one, and as
- * fast as libdeflate on whole buffers: 10.5 ms for libc's .debug_info). */
-#define INFLATE_STEP ((size_t)256 << 10)
-
-/* Inflates j's zlib stream (its Adler-32 checked) step by step; true when
- * it made exactly j->out_size bytes. */
-static bool inflate_steps(struct inflate_state *st, struct inflate_job *j)
-{
-	size_t done = 0;
-
-	if (j->src_size > UINT32_MAX)
-		return false;
-	isal_inflate_init(st);
-	st->crc_flag = ISAL_ZLIB;
-	st->next_in = (uint8_t *)(uintptr_t)j->src;
-	st->avail_in = (uint32_t)j->src_size;
-	for (;;) {
-		size_t step = j->out_size - done < INFLATE_STEP ? j->out_size - done : INFLATE_STEP;
-		uint32_t in_before = st->avail_in;
-
-		st->next_out = j->out + done;
-		st->avail_out = (uint32_t)step;
-		if (isal_inflate(st) != ISAL_DECOMP_OK)
-			return false;
-		done += step - st->avail_out;
-		atomic_store_explicit(&j->avail, done, memory_order_release);
-		if (st->block_state == ISAL_BLOCK_FINISH)
-			return done == j->out_size;
-		if (st->avail_out == step && st->avail_in == in_before)
-			return false; /* no progress: the input ends, or out is full */
-	}
-}
-
-static void inflate_one(struct inflate_state *st, struct inflate_job *j)
-{
-	/* The shared region is populated job by job, each by the thread
-	 * inflating it: populating it whole before the second thread
-	 * started was a millisecond on its way, and at times (the kernel
-	 * compacting memory for the huge pages) over ten. */
-	if (j->out && j->carved && j->out_size)
-		populate_range(j->out, j->out_size);
-	if (j->out)
-		j->ok = inflate_steps(st, j);
-	atomic_store_explicit(&j->finished, true, memory_order_release);
-}
-
-/* Takes jobs until none is left; first (the largest job) too when set. */
-static void inflate_jobs(struct inflating *in, bool first)
-{
-	struct inflate_state *st = malloc(sizeof(*st));
-	size_t i;
-
-	if (st && first && in->njobs)
-		inflate_one(st, &in->jobs[0]);
-	while (st && (i = atomic_fetch_add(&in->next, 1)) < in->njobs)
-		inflate_one(st, &in->jobs[i]);
-	free(st);
-}
-
-/* The second thread: the largest job, which the first thread never takes
- * (a thread is slow to start: taking jobs only from the counter, it was
- * often too late for that one, and the two ran one after the other), then
- * whatever is left. */
-static bool stream_batch_back(struct stream_batch *sb, struct inflate_job *info, bool large);
-static void stream_batch_off(struct stream_batch *sb);
-
-static void inflate_thread(void *arg)
-{
-	struct inflating *in = arg;
-
-	inflate_jobs(in, true);
-	/* After a stream batch the batch has little left: no helper will be
-	 * wanted. */
-	if (in->sb && in->info && stream_batch_back(in->sb, in->info, in->large))
-		worker_spin_after(in->thread, 0);
-}
-
-static int job_larger_first(const void *a, const void *b)
-{
-	const struct inflate_job *x = a, *y = b;
-
-	return x->src_size < y->src_size ? 1 : x->src_size > y->src_size ? -1 : 0;
-}
-
-/* Finds the compressed debug sections, makes room for the needed ones and
- * starts inflating them on s's worker 0 (when there is one, and enough to
- * do, or always with s->stream_test), which then spins for spin_us for
- * what follows (stream batch sb, if any). */
-static void inflate_start(struct symfile *f, struct inflating *in, struct symbolizer *s,
-			  unsigned spin_us, struct stream_batch *sb)
-{
-	struct worker *thread;
-	size_t shstrndx, nsecs, region_size = 0, region_used = 0, src_bytes = 0;
-	uint8_t *region = NULL;
-	Elf_Scn *scn = NULL;
-
-	memset(in, 0, sizeof(*in));
-	if (elf_getshdrstrndx(f->elf, &shstrndx) != 0 || elf_getshdrnum(f->elf, &nsecs) != 0 ||
-	    !(in->jobs = calloc(nsecs ? nsecs : 1, sizeof(*in->jobs))))
-		return;
-	/* One region in huge pages for all the sections inflated. */
-	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		GElf_Chdr ch;
-		const char *name;
-
-		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED) &&
-		    (name = elf_strptr(f->elf, shstrndx, sh.sh_name)) &&
-		    debug_section_needed(name) && gelf_getchdr(scn, &ch) &&
-		    ch.ch_type == ELFCOMPRESS_ZLIB && ch.ch_size / 1032 <= sh.sh_size)
-			region_size += (ch.ch_size + 63) & ~(size_t)63;
-	}
-	if (region_size && (f->inflated = malloc(sizeof(*f->inflated))) != NULL &&
-	    (region = alloc_huge(&region_size, false)) != NULL)
-		f->inflated[f->ninflated++] = (struct inflated){region, region_size};
-	while ((scn = elf_nextscn(f->elf, scn)) != NULL && in->njobs < nsecs) {
-		struct inflate_job *j = &in->jobs[in->njobs];
-		GElf_Shdr sh;
-		GElf_Chdr ch;
-		const char *name;
-		Elf_Data *d;
-		size_t hdr;
-
-		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED))
-			continue;
-		name = elf_strptr(f->elf, shstrndx, sh.sh_name);
-		if (!name || strncmp(name, ".debug_", 7) != 0 || !gelf_getchdr(scn, &ch) ||
-		    ch.ch_type != ELFCOMPRESS_ZLIB)
-			continue;
-		d = elf_getdata(scn, NULL);
-		hdr = gelf_fsize(f->elf, ELF_T_CHDR, 1, EV_CURRENT);
-		if (!d || !d->d_buf || d->d_size < hdr || d->d_off != 0)
-			continue;
-		/* The header's size is untrusted (uploads): deflate cannot
-		 * expand more than 1032:1, and the memory is committed at once. */
-		if (ch.ch_size / 1032 > d->d_size)
-			continue;
-		*j = (struct inflate_job){.scn = scn,
-					  .src = (const uint8_t *)d->d_buf + hdr,
-					  .src_size = d->d_size - hdr,
-					  .align = ch.ch_addralign ? ch.ch_addralign : 1,
-					  .info = strcmp(name, ".debug_info") == 0};
-		if (debug_section_needed(name)) {
-			struct inflated *v = realloc(f->inflated, (f->ninflated + 1) * sizeof(*v));
-
-			if (!v)
-				break;
-			f->inflated = v;
-			j->out_size = ch.ch_size;
-			if (region && region_size - region_used >= ch.ch_size) {
-				j->out = region + region_used;
-				region_used += (ch.ch_size + 63) & ~(size_t)63;
-				j->carved = true;
-			} else if (!(j->out = alloc_big(ch.ch_size ? ch.ch_size : 1))) {
-				break;
-			}
-			src_bytes += j->src_size;
-		}
-		in->njobs++;
-	}
-	qsort(in->jobs, in->njobs, sizeof(*in->jobs), job_larger_first);
-	atomic_init(&in->next, 1);
-	for (size_t i = 0; i < in->njobs; i++) {
-		atomic_init(&in->jobs[i].avail, 0);
-		atomic_init(&in->jobs[i].finished, false);
-	}
-	if (in->njobs > 0 &&
-	    (s->stream_test || (src_bytes >= INFLATE_THREAD_BYTES && in->njobs > 1)) &&
-	    (thread = symbolizer_worker(s, 0)) != NULL) {
-		in->thread = thread;
-		if (in->jobs[0].info && in->jobs[0].out)
-			in->info = &in->jobs[0];
-		in->sb = sb;
-		in->large = f->large;
-		worker_run(thread, inflate_thread, in, spin_us);
-	} else {
-		atomic_store(&in->next, 0);
-	}
-}
-
-/* Waits for the second thread (the caller took its share of the jobs:
- * inflate_jobs), and hands the sections inflated to libelf (and so to
- * libdw and the reader). */
-static void inflate_finish(struct symfile *f, struct inflating *in)
-{
-	/* (The second thread waits for the stream batch's decision.) */
-	if (in->sb)
-		stream_batch_off(in->sb);
-	if (in->thread)
-		worker_wait(in->thread);
-	for (size_t i = 0; i < in->njobs; i++) {
-		struct inflate_job *j = &in->jobs[i];
-		Elf_Data *d = elf_getdata(j->scn, NULL);
-		GElf_Shdr sh;
-
-		if (j->out && !j->ok) {
-			if (!j->carved)
-				munmap(j->out, j->out_size ? j->out_size : 1);
-			continue; /* libdw will try, and say what is wrong */
-		}
-		if (j->out && !j->carved)
-			f->inflated[f->ninflated++] =
-			    (struct inflated){j->out, j->out_size ? j->out_size : 1};
-		if (!d || !gelf_getshdr(j->scn, &sh))
-			continue;
-		sh.sh_flags &= ~(GElf_Xword)SHF_COMPRESSED;
-		sh.sh_size = j->out_size;
-		if (!gelf_update_shdr(j->scn, &sh))
-			continue;
-		d->d_buf = j->out;
-		d->d_size = j->out_size;
-		d->d_type = ELF_T_BYTE;
-		d->d_align = j->align;
-	}
-	free(in->jobs);
-	in->jobs = NULL;
-}
-
-/* Opens Kiln's DWARF reader on the (inflated) debug sections. Left to libdw
- * alone: relocatable objects (their DWARF needs relocations applied),
- * big-endian files, sections still compressed (zstd, or inflation failed). */
-/* The sections Kiln's reader reads, into secs: as libelf has them (in
- * NULL: after inflate_finish), or while in's jobs still run, from their
- * outputs (of which only .debug_info's may be unfinished: its reader
- * follows it). False when the reader cannot read the file. */
-static bool reader_sections(struct symfile *f, struct inflating *in, struct kdw_sections *secs)
-{
-	GElf_Ehdr eh;
-	size_t shstrndx;
-	Elf_Scn *scn = NULL;
-
-	memset(secs, 0, sizeof(*secs));
-	if (!gelf_getehdr(f->elf, &eh) || eh.e_type == ET_REL ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB || elf_getshdrstrndx(f->elf, &shstrndx) != 0)
-		return false;
-	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		const char *name;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
-		    !(name = elf_strptr(f->elf, shstrndx, sh.sh_name)) ||
-		    strncmp(name, ".debug_", 7) != 0)
-			continue;
-		for (int i = 0; i < KDW_NSECS; i++) {
-			struct inflate_job *j = NULL;
-
-			if (strcmp(name, kdw_sec_names[i]) != 0)
-				continue;
-			for (size_t k = 0; in && k < in->njobs && !j; k++)
-				j = in->jobs[k].scn == scn ? &in->jobs[k] : NULL;
-			if (j) {
-				if (!j->out)
-					continue; /* not needed: made empty */
-				if (j != in->info && !(atomic_load(&j->finished) && j->ok))
-					return false;
-				secs->p[i] = j->out;
-				secs->size[i] = j->out_size;
-				continue;
-			}
-			if (sh.sh_flags & SHF_COMPRESSED)
-				return false;
-			d = elf_getdata(scn, NULL);
-			if (d && d->d_buf && d->d_size) {
-				secs->p[i] = d->d_buf;
-				secs->size[i] = d->d_size;
-			}
-		}
-	}
-	return secs->size[KDW_INFO] && secs->size[KDW_ABBREV];
-}
-
+/* Opens Kiln's DWARF reader on the (inflated) debug sections: with none
+ * (see inflate_sections), libdw alone answers. */
 static void open_reader(struct symfile *f)
 {
 	struct kiln_error e = {0};
 
-	if (!reader_sections(f, NULL, &f->secs))
+	if (!inflate_sections(f->elf, NULL, &f->secs))
 		return;
 	f->kdw = kdw_open(&f->secs, f->arena, &e);
 	if (!f->kdw)
@@ -987,6 +422,25 @@ static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inf
 static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb,
 			     struct opening *op);
 static void stream_batch_free(struct stream_batch *sb);
+static bool stream_batch_back(struct stream_batch *sb, struct inflate_job *info, bool large);
+static void stream_batch_off(struct stream_batch *sb);
+
+/* struct inflate_with's callbacks: the second thread's part, and calling
+ * the stream batch off. */
+static bool stream_batch_back_cb(void *sb, struct inflate_job *info, bool large)
+{
+	return stream_batch_back(sb, info, large);
+}
+
+static void stream_batch_off_cb(void *sb)
+{
+	stream_batch_off(sb);
+}
+
+static struct worker *first_worker(void *s)
+{
+	return symbolizer_worker(s, 0);
+}
 
 /* Opens path for s, for the batch op (NULL: for one address), which it
  * starts answering while .debug_info inflates. With by_build_id_only, a
@@ -998,6 +452,7 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, cons
 	struct symfile *f = calloc(1, sizeof(*f));
 	struct stream_batch *sb = NULL;
 	struct inflating in;
+	struct inflate_with with;
 
 	if (!f)
 		return NULL;
@@ -1028,23 +483,32 @@ static struct symfile *symfile_open(struct symbolizer *s, const char *path, cons
 	/* The symbol table and program headers are read while the second
 	 * thread inflates (inflate_start). */
 	sb = stream_batch_new(s, op);
-	inflate_start(f, &in, s, op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0, sb);
+	with = (struct inflate_with){.thread = first_worker,
+				     .thread_ctx = s,
+				     .always = s->stream_test != SYMBOLIZER_STREAM_SHARED,
+				     .spin_us =
+					 op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0,
+				     .large = f->large,
+				     .after = sb ? stream_batch_back_cb : NULL,
+				     .stop = sb ? stream_batch_off_cb : NULL,
+				     .follower = sb};
+	inflate_start(&in, f->elf, &f->inflated, &f->ninflated, &with);
 	if (elfinfo_read_fd(f->fd, path, &f->info, e) < 0 || load_symbols(f) < 0) {
 		if (!e || !e->code)
 			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
-		inflate_finish(f, &in);
+		inflate_finish(&in, &f->inflated, &f->ninflated);
 		goto err;
 	}
 	if (s->by_build_id_only && want_id && *want_id &&
 	    strcasecmp(f->info.build_id, want_id) != 0) {
 		kiln_error_set(e, ENOENT, "%s: build ID %s, want %s", path,
 			       f->info.build_id[0] ? f->info.build_id : "none", want_id);
-		inflate_finish(f, &in);
+		inflate_finish(&in, &f->inflated, &f->ninflated);
 		goto err;
 	}
 	inflate_jobs(&in, false);
 	stream_batch_run(s, f, &in, sb, op);
-	inflate_finish(f, &in);
+	inflate_finish(&in, &f->inflated, &f->ninflated);
 	/* No DWARF is fine: the symbol table still names functions. The
 	 * reader is opened here (or by the stream batch's second thread). */
 	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
@@ -2449,7 +1913,7 @@ static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inf
 		while (&in->jobs[i] != info &&
 		       !atomic_load_explicit(&in->jobs[i].finished, memory_order_acquire))
 			worker_pause();
-	if (!reader_sections(f, in, &sb->secs) || !(f->early = calloc(1, sizeof(*f->early))))
+	if (!inflate_sections(f->elf, in, &sb->secs) || !(f->early = calloc(1, sizeof(*f->early))))
 		goto off;
 	h = f->early;
 	h->arena = f->large ? arena_new_huge() : arena_new(256 * 1024);
