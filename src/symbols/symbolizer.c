@@ -1,56 +1,17 @@
 /*
- * symbolizer.c — ELF virtual address -> frames, with libdw and libelf.
- *
- * One `symfile` per object (keyed by build ID, else path): the open debug
- * file, its Dwarf handle (if it has DWARF), a sorted table of function
- * symbols from .symtab (or .dynsym), and a cache from address to the
- * resolved frames. Lookups:
- *
- *   1. result cache (one hash probe: the warm path);
- *   2. DWARF: .debug_aranges finds the CU, its line table the line, and
- *      the CU's index (built once per CU: see "per-CU index") the chain of
- *      inlined_subroutine nodes up to the enclosing subprogram. Frame i+1's
- *      file:line is the DW_AT_call_file / DW_AT_call_line of inlined node
- *      i — where the callee was inlined. The CU's DIEs and line program
- *      are decoded by Kiln's own reader (dwarf_reader.h: several times
- *      faster cold); a CU it does not support or finds malformed goes to
- *      libdw (dwarf_getsrc_die, dwarf_child, ...), which also serves
- *      addresses .debug_aranges does not cover;
- *   3. the symbol table, by binary search (name only, no file:line).
- *
- * Compressed debug sections are inflated (inflate.h: ISA-L's igzip)
- * before libdw sees the file, and only those symbolization reads,
- * .debug_info on a worker thread; the batch that opens such a file reads
- * its units while .debug_info inflates ("the batch that opens a file").
- * The result cache is rcache.h's; big tables take their memory from
- * hugemem.h.
- *
- * A batch (symbolizer_resolve_batch) reads a cold object CU by CU in
- * address order ("batches"); a large one on more threads, each with a
- * reader of its own.
- *
- * Names from libdw and libelf point into the mapped file and live as long as
- * the symfile; demangled names are interned in the symfile's arena. A symfile
- * that is forgotten (newer debuginfo) or replaced (a provisional one, without
- * DWARF, for which a better file turned up: recheck) is retired, not freed,
- * so strings already handed out stay valid until symbolizer_free.
+ * symbolizer.c — the public API of src/symbols, and batches: many
+ * addresses of one object at once, and the batch that opens a file. One
+ * address is resolve.c's; the object (symbol table, result cache, CU
+ * index) is symfile.h's.
  */
-#include <dwarf.h>
-#include <elfutils/libdw.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "common/arena.h"
 #include "common/fdio.h"
@@ -58,353 +19,69 @@
 #include "common/log.h"
 #include "common/worker.h"
 #include "symbols/debuginfo.h"
-#include "symbols/dwarf_reader.h"
-#include "symbols/hugemem.h"
-#include "symbols/inflate.h"
-#include "symbols/rcache.h"
-#include "symbols/symbols.h"
+#include "symbols/resolve.h"
+#include "symbols/symfile.h"
 
-struct fsym {
-	uint64_t addr, size;
-	const char *name;
+struct bmiss {
+	uint64_t addr;
+	uint32_t i;    /* the address's index in the batch */
+	uint32_t next; /* the next miss of the same CU, in address order */
 };
 
-/* Growable arrays reused by every CU index build of a symfile: a CU is
- * indexed once, so per-build allocations (and the page faults of fresh
- * memory) were a fifth of a cold run. */
-struct cu_scratch {
-	struct cu_node *nodes;
-	size_t cap_nodes;
-	struct cu_range *ranges;
-	size_t cap_ranges;
-	struct cu_event *ev;
-	size_t cap_ev;
-	int32_t *active;
-	size_t cap_active;
-	struct cu_segment *segs;
-	size_t cap_segs;
+/* What the work found for one miss: its node in its CU's index (-1: none)
+ * and its line row's file name (NULL: no row; no_file: a row whose file
+ * has no name) and line. It takes the place of a struct bmiss in the
+ * radix sort's spare buffer: fresh memory for it was a tenth of a cold
+ * pass's page faults on libc. */
+struct bfound {
+	const char *file;
+	int32_t node;
+	int32_t line;
 };
+_Static_assert(sizeof(struct bfound) <= sizeof(struct bmiss) &&
+		   _Alignof(struct bfound) <= _Alignof(struct bmiss),
+	       "a struct bfound fits in the place of a struct bmiss");
 
-struct cu_arange {
-	uint64_t low, high;
-	Dwarf_Off cu; /* the CU DIE's offset */
-};
-
-struct symfile {
-	struct symfile *next_retired;
-	int fd;
-	Elf *elf;
-	Dwarf *dwarf; /* NULL: symbol table only */
-	struct fsym *syms;
-	size_t nsyms;
-	struct rcache results; /* address -> struct cached * or struct cached_ref * */
-	/* Where the next struct cached_ref goes (refs_left of them): they are
-	 * taken from the arena in blocks, 24 bytes each rather than the 32 of
-	 * an arena allocation's. */
-	struct cached_ref *refs;
-	size_t refs_left;
-	struct htab *names; /* raw name -> interned display name */
-	struct htab *cus;   /* CU DIE offset -> struct cu_index * */
-	struct arena *arena;
-	struct elfinfo info;	       /* program headers for normalization */
-	char *path;		       /* the file open */
-	char *obj_build_id, *obj_path; /* the object it was opened for */
-	time_t recheck_at;	       /* provisional (no DWARF): look for a better file then */
-	struct inflated *inflated;     /* section bytes inflate_finish made */
-	size_t ninflated;
-	struct cu_scratch scratch; /* for CU index builds */
-	struct cu_arange *aranges; /* address -> CU, sorted; see cu_lookup */
-	size_t naranges;
-	bool aranges_read;
-	struct kdw *kdw;	      /* Kiln's DWARF reader; NULL: libdw only */
-	size_t reader_cus, libdw_cus; /* CUs indexed by each */
-	size_t stream_cus;	      /* of reader_cus, by the batch that opened it */
-	struct kdw_sections secs;     /* the section bytes it reads */
-	struct batch_helper *helpers; /* [BATCH_MAX_THREADS - 1], made on first use */
-	struct batch_helper *early;   /* the stream reader's (stream batch), or NULL */
-	struct batch_helper *back;    /* kdw's arena, names, scratch from a stream
-				       * batch's second thread (its kdw NULL: it is
-				       * f->kdw), or NULL */
-	bool large;		      /* large_file: the arena is in huge pages */
-};
-
-#define BATCH_MAX_THREADS 8 /* a batch's threads, the calling one included */
-
-/* Below how many misses, or DIE bytes of the object, a batch stays on
- * one thread: its work must be long beside a helper's start (tens of
- * microseconds; in a VM at times milliseconds), the copy of the unit
- * table it makes on its first batch, and its spinning while the misses
- * are listed. (kiln's own binary, 0.8 MB of DIEs: a cold pass of 20k
- * addresses was 6 ms, and a helper made it no faster and took a third more
- * CPU; libc's debug file, 5.8 MB: 30 -> 25 ms.) */
-#define BATCH_THREAD_MISSES 2048
-#define BATCH_THREAD_INFO   ((size_t)2 << 20)
-
-/* How long the thread that inflated a file for a large batch spins, once
- * done, for that batch's work: the rest of the open and the listing of the
- * misses take 2-3 ms (libc's debug file); a thread left to sleep was 0.1-4
- * ms late to start again (see struct worker). */
-#define INFLATE_SPIN_US 10000
-
-struct symbolizer {
+/* One batch call, shared by its threads. The work (lines, walk, index per
+ * listed CU) is spread over them, CU by CU from a counter; the answers are
+ * made and emitted on the calling thread alone (the result cache, the
+ * symfile's names and the caller's emit are not for threads): of its own
+ * CUs as it goes, of the helpers' once they are done. */
+struct batch {
+	struct symbolizer *s;
+	struct symfile *f;
+	symbols_emit_fn emit;
+	void *ctx;
+	uint8_t *emitted; /* per address: set once emitted (a stream batch's), or NULL */
+	/* Set by the calling thread before it sets listed: */
+	const struct bmiss *m; /* the misses, sorted */
+	struct kdw_cu **cus;   /* the listed CUs (the symfile reader's units) */
+	const uint32_t *head;  /* by unit ordinal: its first miss, in address order */
+	size_t nlisted;
+	size_t longest;	    /* the most misses of one listed CU */
+	struct bfound *res; /* per miss (by its index in m) */
+	/* Helpers start before the misses are listed and wait for them. */
+	atomic_bool listed;
 	pthread_mutex_t lock;
-	struct debuginfo_store *debuginfo;
-	size_t max_cached;
-	struct htab *files; /* key -> struct symfile * (0: open failed) */
-	struct symfile *retired;
-	int recheck;
-	size_t batch_threads;
-	bool batch_threads_always;
-	enum symbolizer_stream_test stream_test;
-	bool libdw_only;
-	bool by_build_id_only; /* never open obj->path (symbolizer_config) */
-	/* The threads a batch (and the open before it) shares its work with,
-	 * started on first use; workers[0] inflates as well. */
-	struct worker *workers[BATCH_MAX_THREADS - 1];
-	/* The file the last call used, by key: consecutive calls are mostly
-	 * for one object, and hashing its key was a tenth of a cold run on
-	 * an uncompressed binary. last_len 0: none. */
-	char last_key[256];
-	size_t last_len;
-	struct symfile *last;
+	pthread_cond_t cond;
+	atomic_size_t next;    /* the next listed CU to take */
+	struct cu_index **idx; /* per listed CU; NULL: go address by address */
+	bool *answered;	       /* per listed CU (the calling thread's) */
 };
 
-static void cu_scratch_free(struct cu_scratch *sc);
-static void batch_helpers_free(struct symfile *f);
-
-/* Worker i of s, started on first use; NULL when no thread can be had. */
-static struct worker *symbolizer_worker(struct symbolizer *s, size_t i)
-{
-	if (!s->workers[i])
-		s->workers[i] = worker_new();
-	return s->workers[i];
-}
-
-/* Whether a batch of n addresses not cached yet is for more than one
- * thread (given an object with BATCH_THREAD_INFO bytes of DIEs). */
-static bool batch_wants_helpers(const struct symbolizer *s, size_t n)
-{
-	return s->batch_threads >= 2 && (s->batch_threads_always || n >= BATCH_THREAD_MISSES);
-}
-
-static void symfile_free(struct symfile *f)
-{
-	if (!f)
-		return;
-	kdw_close(f->kdw);
-	batch_helpers_free(f);
-	if (f->dwarf)
-		dwarf_end(f->dwarf);
-	if (f->elf)
-		elf_end(f->elf);
-	if (f->fd >= 0)
-		close(f->fd);
-	htab_free(f->cus); /* the indexes live in the arena */
-	cu_scratch_free(&f->scratch);
-	free(f->aranges);
-	rcache_free(&f->results);
-	htab_free(f->names);
-	arena_free(f->arena);
-	for (size_t i = 0; i < f->ninflated; i++)
-		munmap(f->inflated[i].p, f->inflated[i].size);
-	free(f->inflated);
-	free(f->path);
-	free(f->obj_build_id);
-	free(f->obj_path);
-	free(f);
-}
-
-static int fsym_cmp(const void *a, const void *b)
-{
-	const struct fsym *x = a, *y = b;
-
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	/* Prefer the sized (and global) symbol among aliases: sorted first. */
-	return x->size > y->size ? -1 : x->size < y->size;
-}
-
-/* Loads STT_FUNC symbols of one symbol table section (into the arena:
- * malloc'd megabytes were fresh pages, a fault each). */
-static int load_symtab(struct symfile *f, Elf_Scn *scn, const GElf_Shdr *sh)
-{
-	Elf_Data *data = elf_getdata(scn, NULL), *strs = NULL;
-	Elf_Scn *strscn = elf_getscn(f->elf, sh->sh_link);
-	GElf_Shdr strsh;
-	const char *strbase = NULL;
-	size_t n, strsize = 0;
-	struct fsym *syms;
-	bool sym64;
-
-	if (!data || sh->sh_entsize == 0 || sh->sh_type == SHT_NOBITS)
-		return 0;
-	n = sh->sh_size / sh->sh_entsize;
-	if (n > data->d_size / gelf_fsize(f->elf, ELF_T_SYM, 1, EV_CURRENT))
-		n = data->d_size / gelf_fsize(f->elf, ELF_T_SYM, 1, EV_CURRENT);
-	if (f->nsyms + n == 0)
-		return 0;
-	syms = arena_alloc(f->arena, (f->nsyms + n) * sizeof(*syms));
-	if (!syms)
-		return -ENOMEM;
-	if (f->nsyms)
-		memcpy(syms, f->syms, f->nsyms * sizeof(*syms));
-	f->syms = syms;
-	/* A string table whose last byte is NUL terminates every name in it:
-	 * names are then taken without elf_strptr's per-call checks. */
-	if (strscn && gelf_getshdr(strscn, &strsh) && strsh.sh_type == SHT_STRTAB &&
-	    (strs = elf_getdata(strscn, NULL)) != NULL && strs->d_buf && strs->d_size &&
-	    strs->d_off == 0 && strs->d_size == strsh.sh_size &&
-	    ((const char *)strs->d_buf)[strs->d_size - 1] == '\0') {
-		strbase = strs->d_buf;
-		strsize = strs->d_size;
-	}
-	/* Native 64-bit data is an array of Elf64_Sym as libelf hands it. */
-	sym64 = gelf_getclass(f->elf) == ELFCLASS64 && data->d_type == ELF_T_SYM &&
-		((uintptr_t)data->d_buf % _Alignof(Elf64_Sym)) == 0;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Sym sym;
-		const char *name;
-		int type;
-
-		if (sym64)
-			sym = ((const Elf64_Sym *)data->d_buf)[i];
-		else if (!gelf_getsym(data, (int)i, &sym))
-			break;
-		type = GELF_ST_TYPE(sym.st_info);
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
-		    sym.st_value == 0)
-			continue;
-		if (strbase)
-			name = sym.st_name < strsize ? strbase + sym.st_name : NULL;
-		else
-			name = elf_strptr(f->elf, sh->sh_link, sym.st_name);
-		if (!name || !*name)
-			continue;
-		f->syms[f->nsyms++] = (struct fsym){sym.st_value, sym.st_size, name};
-	}
-	return 0;
-}
-
-/* Stable bottom-up merge sort of syms[0..n) by fsym_cmp (what glibc's
- * qsort does, so aliases keep the order they had), with tmp[0..n). */
-static void sort_syms(struct fsym *syms, struct fsym *tmp, size_t n)
-{
-	struct fsym *src = syms, *dst = tmp;
-
-	for (size_t w = 1; w < n; w *= 2) {
-		for (size_t lo = 0; lo < n; lo += 2 * w) {
-			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-			size_t i = lo, j = mid, k = lo;
-
-			while (i < mid && j < hi)
-				dst[k++] = fsym_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
-			while (i < mid)
-				dst[k++] = src[i++];
-			while (j < hi)
-				dst[k++] = src[j++];
-		}
-		struct fsym *t = src;
-		src = dst;
-		dst = t;
-	}
-	if (src != syms)
-		memcpy(syms, src, n * sizeof(*syms));
-}
-
-static int load_symbols(struct symfile *f)
-{
-	Elf_Scn *scn = NULL, *dynsym = NULL;
-	GElf_Shdr dynsh;
-	bool have_symtab = false;
-	int rc;
-
-	while ((scn = elf_nextscn(f->elf, scn)) != NULL) {
-		GElf_Shdr sh;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		if (sh.sh_type == SHT_SYMTAB) {
-			rc = load_symtab(f, scn, &sh);
-			if (rc < 0)
-				return rc;
-			have_symtab = true;
-		} else if (sh.sh_type == SHT_DYNSYM) {
-			dynsym = scn;
-			dynsh = sh;
-		}
-	}
-	if (!have_symtab && dynsym) {
-		rc = load_symtab(f, dynsym, &dynsh);
-		if (rc < 0)
-			return rc;
-	}
-	if (f->nsyms > 1) {
-		bool sorted = true;
-
-		for (size_t i = 1; i < f->nsyms && sorted; i++)
-			sorted = fsym_cmp(&f->syms[i - 1], &f->syms[i]) <= 0;
-		if (!sorted) {
-			struct fsym *tmp = arena_alloc(f->arena, f->nsyms * sizeof(*tmp));
-
-			if (!tmp)
-				return -ENOMEM;
-			sort_syms(f->syms, tmp, f->nsyms);
-		}
-	}
-	return 0;
-}
-
-/* Opens Kiln's DWARF reader on the (inflated) debug sections: with none
- * (see inflate_sections), libdw alone answers. */
-static void open_reader(struct symfile *f)
-{
-	struct kiln_error e = {0};
-
-	if (!inflate_sections(f->elf, NULL, &f->secs))
-		return;
-	f->kdw = kdw_open(&f->secs, f->arena, &e);
-	if (!f->kdw)
-		log_debug("symbolizer: %s: DWARF reader: %s; libdw only", f->path, e.msg);
-}
-
-/* Bytes of DWARF (info, abbrev, line; inflated) and symbol tables from
- * which a file's memory is taken in huge pages: a fresh 4 KiB page costs
- * microseconds in a VM whose page tables the hypervisor shadows, and such a
- * file fills thousands of them (the symbol table, the reader's and the
- * index's data, the result cache). */
-#define LARGE_FILE ((size_t)512 << 10)
-
-static bool large_file(Elf *elf)
-{
-	size_t shstrndx, bytes = 0;
-	Elf_Scn *scn = NULL;
-
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return false;
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		GElf_Chdr ch;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
-			bytes += sh.sh_size;
-			continue;
-		}
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name ||
-		    (strcmp(name, ".debug_info") != 0 && strcmp(name, ".debug_line") != 0 &&
-		     strcmp(name, ".debug_abbrev") != 0))
-			continue;
-		/* Inflated size, bounded as inflate_start bounds it. */
-		if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch))
-			bytes += ch.ch_size / 1032 <= sh.sh_size ? ch.ch_size : sh.sh_size;
-		else
-			bytes += sh.sh_size;
-	}
-	return bytes >= LARGE_FILE;
-}
+/* One thread's share: its reader, arena, names and scratch (the symfile's,
+ * or a helper's), and arrays for the addresses of one CU. */
+struct batch_worker {
+	struct batch *bt;
+	struct batch_helper *helper; /* NULL: the calling thread */
+	struct cu_reader r;
+	uint64_t *want; /* one CU's addresses, ascending, each once */
+	int32_t *node, *depth;
+	struct kdw_row *rows; /* each one's line row, when found */
+	bool *found;
+	size_t reader_cus;
+	struct worker *thread; /* a helper's, while it works */
+};
 
 /* The batch a file is opened for (symfile_get): its addresses, where its
  * answers go, and which of them the opening answered already. */
@@ -415,901 +92,6 @@ struct opening {
 	void *ctx;
 	uint8_t *emitted; /* out: per address, 1 once emitted (NULL: none; the caller frees) */
 };
-
-static struct stream_batch *stream_batch_new(struct symbolizer *s, const struct opening *op);
-static void stream_batch_run(struct symbolizer *s, struct symfile *f, struct inflating *in,
-			     struct stream_batch *sb, struct opening *op);
-static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct stream_batch *sb,
-			     struct opening *op);
-static void stream_batch_free(struct stream_batch *sb);
-static bool stream_batch_back(struct stream_batch *sb, struct inflate_job *info, bool large);
-static void stream_batch_off(struct stream_batch *sb);
-
-/* struct inflate_with's callbacks: the second thread's part, and calling
- * the stream batch off. */
-static bool stream_batch_back_cb(void *sb, struct inflate_job *info, bool large)
-{
-	return stream_batch_back(sb, info, large);
-}
-
-static void stream_batch_off_cb(void *sb)
-{
-	stream_batch_off(sb);
-}
-
-static struct worker *first_worker(void *s)
-{
-	return symbolizer_worker(s, 0);
-}
-
-/* Opens path for s, for the batch op (NULL: for one address), which it
- * starts answering while .debug_info inflates. With by_build_id_only, a
- * final symbolic link is not followed and the file must have build ID
- * want_id (when not NULL/""). */
-static struct symfile *symfile_open(struct symbolizer *s, const char *path, const char *want_id,
-				    struct opening *op, struct kiln_error *e)
-{
-	struct symfile *f = calloc(1, sizeof(*f));
-	struct stream_batch *sb = NULL;
-	struct inflating in;
-	struct inflate_with with;
-
-	if (!f)
-		return NULL;
-	/* Never a FIFO or a device. */
-	f->fd = s->by_build_id_only ? fd_open_nofollow(path, e) : fd_open_regular(path, e);
-	if (f->fd < 0)
-		goto err;
-	/* Private: inflate_finish rewrites section headers in place. */
-	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
-	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
-		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
-		goto err;
-	}
-	f->names = htab_new(256);
-	if (large_file(f->elf) && (f->arena = arena_new_huge()) != NULL) {
-		f->large = true;
-		f->results.first_cap = 65536;
-		rcache_init_in(&f->results, f->arena);
-	} else {
-		f->arena = arena_new(64 * 1024);
-	}
-	f->cus = htab_new(256);
-	f->path = strdup(path);
-	if (!f->names || !f->arena || !f->cus || !f->path) {
-		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
-		goto err;
-	}
-	/* The symbol table and program headers are read while the second
-	 * thread inflates (inflate_start). */
-	sb = stream_batch_new(s, op);
-	with = (struct inflate_with){.thread = first_worker,
-				     .thread_ctx = s,
-				     .always = s->stream_test != SYMBOLIZER_STREAM_SHARED,
-				     .spin_us =
-					 op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0,
-				     .large = f->large,
-				     .after = sb ? stream_batch_back_cb : NULL,
-				     .stop = sb ? stream_batch_off_cb : NULL,
-				     .follower = sb};
-	inflate_start(&in, f->elf, &f->inflated, &f->ninflated, &with);
-	if (elfinfo_read_fd(f->fd, path, &f->info, e) < 0 || load_symbols(f) < 0) {
-		if (!e || !e->code)
-			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
-		inflate_finish(&in, &f->inflated, &f->ninflated);
-		goto err;
-	}
-	if (s->by_build_id_only && want_id && *want_id &&
-	    strcasecmp(f->info.build_id, want_id) != 0) {
-		kiln_error_set(e, ENOENT, "%s: build ID %s, want %s", path,
-			       f->info.build_id[0] ? f->info.build_id : "none", want_id);
-		inflate_finish(&in, &f->inflated, &f->ninflated);
-		goto err;
-	}
-	inflate_jobs(&in, false);
-	stream_batch_run(s, f, &in, sb, op);
-	inflate_finish(&in, &f->inflated, &f->ninflated);
-	/* No DWARF is fine: the symbol table still names functions. The
-	 * reader is opened here (or by the stream batch's second thread). */
-	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
-	stream_batch_end(s, f, sb, op);
-	return f;
-err:
-	stream_batch_free(sb);
-	symfile_free(f);
-	return NULL;
-}
-
-/* Display name for a raw name: demangled and interned in names (copies in
- * arena), or raw itself. */
-static const char *intern_name(struct htab *names, struct arena *arena, const char *raw)
-{
-	uint64_t v;
-	size_t len;
-	char *dem, *copy;
-
-	if (!raw || raw[0] != '_' || (raw[1] != 'Z' && raw[1] != 'R'))
-		return raw;
-	len = strlen(raw);
-	if (htab_get(names, raw, len, &v))
-		return (const char *)(uintptr_t)v;
-	dem = symbols_demangle(raw);
-	copy = dem ? arena_strdup(arena, dem) : NULL;
-	free(dem);
-	if (!copy)
-		return raw;
-	htab_put(names, raw, len, (uint64_t)(uintptr_t)copy);
-	return copy;
-}
-
-static const char *display_name(struct symfile *f, const char *raw)
-{
-	return intern_name(f->names, f->arena, raw);
-}
-
-static void die_names(struct symfile *f, Dwarf_Die *die, struct symbols_frame *fr)
-{
-	Dwarf_Attribute attr;
-	const char *raw = NULL, *name;
-	Dwarf_Word decl = 0;
-
-	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
-	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
-		raw = dwarf_formstring(&attr);
-	name = dwarf_attr_integrate(die, DW_AT_name, &attr) ? dwarf_formstring(&attr) : NULL;
-	if (!raw)
-		raw = name;
-	fr->system_name = raw;
-	fr->function = raw ? display_name(f, raw) : NULL;
-	if (dwarf_attr_integrate(die, DW_AT_decl_line, &attr) && dwarf_formudata(&attr, &decl) == 0)
-		fr->start_line = (int64_t)decl;
-}
-
-static const struct fsym *symtab_lookup(const struct symfile *f, uint64_t addr)
-{
-	size_t lo = 0, hi = f->nsyms;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (f->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	/* lo is the first symbol above addr; walk back over aliases at the
-	 * same address to the one sorted first (largest size). */
-	if (lo == 0)
-		return NULL;
-	size_t i = lo - 1;
-	while (i > 0 && f->syms[i - 1].addr == f->syms[i].addr)
-		i--;
-	const struct fsym *s = &f->syms[i];
-	if (s->size ? addr - s->addr < s->size : (lo < f->nsyms || addr - s->addr < 4096))
-		return s;
-	return NULL;
-}
-
-#define MAX_DIE_DEPTH 64
-
-/* --- per-CU index ---------------------------------------------------------
- *
- * Walking a CU's DIE tree for every address (what dwarf_getscopes does)
- * dominates cold symbolization: libc's CUs have thousands of top-level
- * DIEs. So the first address in a CU walks it once and keeps:
- *   nodes:    one per subprogram / inlined_subroutine with code, with its
- *             names, declaration line, call site and enclosing node;
- *   segments: disjoint address intervals, each mapped to the innermost node
- *             covering it (a sweep over every node's ranges).
- * A lookup is then a search of the segments' low addresses (sorted keys
- * with search levels, dwarf_reader.h: two or three cache misses on a cold
- * index, not one per probe) plus a walk up the parent links. */
-
-struct cu_node {
-	const char *function, *system_name, *call_file;
-	int64_t start_line, call_line;
-	int32_t parent; /* -1: outermost */
-	bool inlined;
-};
-
-/* A segment as the sweep makes it. */
-struct cu_segment {
-	uint64_t low, high;
-	int32_t node;
-};
-
-/* A segment as the index keeps it: its low address is its search key
- * (segment_lows), kept beside it rather than in it. */
-struct cu_seg {
-	uint64_t high;
-	int32_t node;
-};
-
-/* What a lookup reads comes first and fits one cache line (the index is
- * allocated 64-byte aligned): per address of a cold run the CU's index is
- * most likely out of cache, and each further line is another miss. */
-struct cu_index {
-	struct cu_seg *segs;
-	struct cu_node *nodes; /* in the symfile's arena, like the index */
-	uint32_t nsegs;
-	bool fast;
-	bool has_lines; /* fast: lines holds the unit's line table */
-	/* fast: a copy of the reader's table (sharing its arrays); its
-	 * lookup fields are its first 40 bytes */
-	struct kdw_lines lines;
-	size_t nnodes;
-	Dwarf_Die cudie; /* libdw's CUs */
-};
-_Static_assert(offsetof(struct cu_index, lines) + offsetof(struct kdw_lines, nfiles) <= 64,
-	       "a lookup's fields of cu_index fit one cache line");
-
-/* A zeroed cu_index in arena, 64-byte aligned. */
-static struct cu_index *cu_index_new(struct arena *arena)
-{
-	uint8_t *p = arena_alloc(arena, sizeof(struct cu_index) + 48);
-	struct cu_index *idx;
-
-	if (!p)
-		return NULL;
-	idx = (struct cu_index *)(p + ((64 - (uintptr_t)p % 64) % 64));
-	memset(idx, 0, sizeof(*idx));
-	return idx;
-}
-
-/* Makes room for n elements of size sz in *p (capacity *cap). */
-static bool grow(void *pp, size_t *cap, size_t n, size_t sz)
-{
-	void **p = pp;
-	size_t c = *cap ? *cap : 256;
-
-	if (n <= *cap)
-		return true;
-	while (c < n)
-		c *= 2;
-	void *np = realloc(*p, c * sz);
-	if (!np)
-		return false;
-	*p = np;
-	*cap = c;
-	return true;
-}
-
-struct cu_range {
-	uint64_t low, high;
-	int32_t node, depth;
-};
-
-/* What CU indexes are built with: Kiln's reader, the arena the index, its
- * nodes and their display names go to, the display-name table and the
- * scratch arrays. The symfile's own (symfile_reader), or a batch helper
- * thread's (struct batch_helper). */
-struct cu_reader {
-	struct kdw *kdw;
-	struct arena *arena;
-	struct htab *names;
-	struct cu_scratch *sc;
-};
-
-static struct cu_reader symfile_reader(struct symfile *f)
-{
-	return (struct cu_reader){f->kdw, f->arena, f->names, &f->scratch};
-}
-
-/* One CU index build. */
-struct cu_build {
-	struct symfile *f;
-	struct cu_reader r;
-	struct cu_index *idx;
-	Dwarf_Files *files;
-	struct kdw_lines *lines; /* the reader's */
-	size_t nnodes, nranges;
-	bool oom;
-};
-
-/* A build with the symfile's own reader, arena and names. */
-static struct cu_build cu_build_of(struct symfile *f)
-{
-	return (struct cu_build){.f = f, .r = symfile_reader(f)};
-}
-
-static int32_t add_node(struct cu_build *b, Dwarf_Die *die, int32_t parent, bool inlined)
-{
-	struct cu_index *idx = b->idx;
-	struct symbols_frame fr = {0};
-	Dwarf_Attribute attr;
-	Dwarf_Word w;
-
-	if (!grow(&b->r.sc->nodes, &b->r.sc->cap_nodes, b->nnodes + 1, sizeof(*b->r.sc->nodes))) {
-		b->oom = true;
-		return -1;
-	}
-	struct cu_node *node = &b->r.sc->nodes[b->nnodes];
-	memset(node, 0, sizeof(*node));
-	die_names(b->f, die, &fr);
-	node->function = fr.function;
-	node->system_name = fr.system_name;
-	node->start_line = fr.start_line;
-	node->parent = parent;
-	node->inlined = inlined;
-	if (inlined) {
-		if (dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &w) == 0 &&
-		    (b->files || dwarf_getsrcfiles(&idx->cudie, &b->files, NULL) == 0))
-			node->call_file = dwarf_filesrc(b->files, w, NULL, NULL);
-		if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &w) == 0)
-			node->call_line = (int64_t)w;
-	}
-	return (int32_t)b->nnodes++;
-}
-
-static void add_range(struct cu_build *b, uint64_t low, uint64_t high, int32_t node, int32_t depth)
-{
-	if (high <= low)
-		return;
-	if (!grow(&b->r.sc->ranges, &b->r.sc->cap_ranges, b->nranges + 1,
-		  sizeof(*b->r.sc->ranges))) {
-		b->oom = true;
-		return;
-	}
-	b->r.sc->ranges[b->nranges++] = (struct cu_range){low, high, node, depth};
-}
-
-static void index_children(struct cu_build *b, Dwarf_Die *parent_die, int32_t parent, int depth)
-{
-	Dwarf_Die child;
-
-	if (depth > MAX_DIE_DEPTH || b->oom || dwarf_child(parent_die, &child) != 0)
-		return;
-	do {
-		int tag = dwarf_tag(&child);
-
-		switch (tag) {
-		case DW_TAG_subprogram:
-		case DW_TAG_inlined_subroutine:
-		case DW_TAG_entry_point: {
-			Dwarf_Addr base, low, high;
-			ptrdiff_t off = 0;
-			int32_t node = -1;
-
-			while ((off = dwarf_ranges(&child, off, &base, &low, &high)) > 0) {
-				if (node < 0)
-					node = add_node(b, &child, parent,
-							tag == DW_TAG_inlined_subroutine);
-				if (node < 0)
-					return;
-				add_range(b, low, high, node, depth);
-			}
-			/* Without code (declarations, abstract instances)
-			 * nothing below can hold an address either. */
-			if (node >= 0)
-				index_children(b, &child, node, depth + 1);
-			break;
-		}
-		case DW_TAG_lexical_block:
-		case DW_TAG_namespace:
-		case DW_TAG_module:
-		case DW_TAG_class_type:
-		case DW_TAG_structure_type:
-		case DW_TAG_union_type:
-			index_children(b, &child, parent, depth + 1);
-			break;
-		default:
-			break;
-		}
-	} while (!b->oom && dwarf_siblingof(&child, &child) == 0);
-}
-
-struct cu_event {
-	uint64_t addr;
-	int32_t range; /* index into ranges */
-	bool start;
-};
-
-static bool event_before(const struct cu_event *x, const struct cu_event *y)
-{
-	if (x->addr != y->addr)
-		return x->addr < y->addr;
-	return !x->start && y->start; /* ends before starts */
-}
-
-/* Bottom-up merge sort of ev[0..n) with tmp[0..n) (stable, O(n log n), no
- * allocation: qsort allocates its own buffer on every call). Returns the
- * sorted array (ev or tmp). */
-static struct cu_event *sort_events(struct cu_event *ev, struct cu_event *tmp, size_t n)
-{
-	for (size_t w = 1; w < n; w *= 2) {
-		for (size_t lo = 0; lo < n; lo += 2 * w) {
-			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-			size_t i = lo, j = mid, k = lo;
-
-			while (i < mid && j < hi)
-				tmp[k++] = event_before(&ev[j], &ev[i]) ? ev[j++] : ev[i++];
-			while (i < mid)
-				tmp[k++] = ev[i++];
-			while (j < hi)
-				tmp[k++] = ev[j++];
-		}
-		struct cu_event *t = ev;
-		ev = tmp;
-		tmp = t;
-	}
-	return ev;
-}
-
-/* Turns the (possibly nested) ranges into disjoint innermost segments,
- * copied with the nodes into the symfile's arena. */
-static int build_segments(struct cu_build *b)
-{
-	struct cu_scratch *sc = b->r.sc;
-	const struct cu_range *ranges = sc->ranges;
-	size_t nev = b->nranges * 2, nactive = 0, nsegs = 0;
-	struct cu_event *ev;
-	struct cu_segment *segs;
-	int32_t *active;
-
-	/* ev holds two halves: the events and the sort's buffer. */
-	if (!grow(&sc->ev, &sc->cap_ev, 2 * nev + 1, sizeof(*sc->ev)) ||
-	    !grow(&sc->active, &sc->cap_active, b->nranges + 1, sizeof(*sc->active)) ||
-	    !grow(&sc->segs, &sc->cap_segs, nev + 1, sizeof(*sc->segs)))
-		return -ENOMEM;
-	active = sc->active;
-	segs = sc->segs;
-	for (size_t i = 0; i < b->nranges; i++) {
-		sc->ev[2 * i] = (struct cu_event){ranges[i].low, (int32_t)i, true};
-		sc->ev[2 * i + 1] = (struct cu_event){ranges[i].high, (int32_t)i, false};
-	}
-	ev = sort_events(sc->ev, sc->ev + nev, nev);
-	for (size_t i = 0; i < nev;) {
-		uint64_t at = ev[i].addr;
-
-		for (; i < nev && ev[i].addr == at; i++) {
-			if (ev[i].start) {
-				active[nactive++] = ev[i].range;
-				continue;
-			}
-			for (size_t k = 0; k < nactive; k++)
-				if (active[k] == ev[i].range) {
-					active[k] = active[--nactive];
-					break;
-				}
-		}
-		if (nactive == 0 || i == nev)
-			continue;
-		int32_t best = active[0];
-		for (size_t k = 1; k < nactive; k++)
-			if (ranges[active[k]].depth > ranges[best].depth)
-				best = active[k];
-		int32_t node = ranges[best].node;
-		if (nsegs && segs[nsegs - 1].high == at && segs[nsegs - 1].node == node)
-			segs[nsegs - 1].high = ev[i].addr;
-		else
-			segs[nsegs++] = (struct cu_segment){at, ev[i].addr, node};
-	}
-	if (nsegs > UINT32_MAX) /* cu_index.nsegs */
-		return -ENOMEM;
-	/* The segments' low addresses as sorted keys with search levels
-	 * (dwarf_reader.h), the rest of each segment right after them. */
-	size_t words = kdw_keys64_words(nsegs);
-	uint8_t *p = arena_alloc(b->r.arena, words * sizeof(uint64_t) +
-						 (nsegs ? nsegs : 1) * sizeof(struct cu_seg) + 48);
-	uint64_t *lows;
-
-	b->idx->nodes = arena_alloc(b->r.arena, (b->nnodes ? b->nnodes : 1) * sizeof(*sc->nodes));
-	if (!p || !b->idx->nodes)
-		return -ENOMEM;
-	lows = kdw_keys64_at((uint64_t *)(p + ((64 - (uintptr_t)p % 64) % 64)), nsegs);
-	b->idx->segs = (struct cu_seg *)(lows + kdw_keys64_pad(nsegs));
-	for (size_t i = 0; i < nsegs; i++) {
-		lows[i] = segs[i].low;
-		b->idx->segs[i] = (struct cu_seg){segs[i].high, segs[i].node};
-	}
-	kdw_keys64_finish(lows, nsegs);
-	if (b->nnodes) /* a CU without functions never grew the nodes */
-		memcpy(b->idx->nodes, sc->nodes, b->nnodes * sizeof(*sc->nodes));
-	b->idx->nsegs = nsegs;
-	b->idx->nnodes = b->nnodes;
-	return 0;
-}
-
-static void cu_scratch_free(struct cu_scratch *sc)
-{
-	free(sc->nodes);
-	free(sc->ranges);
-	free(sc->ev);
-	free(sc->active);
-	free(sc->segs);
-}
-
-/* The index of the CU whose DIE is cudie, built on first use (in the
- * symfile's arena: it lives as long as the symfile). */
-static struct cu_index *cu_index_get(struct symfile *f, Dwarf_Die *cudie)
-{
-	Dwarf_Off off = dwarf_dieoffset(cudie);
-	struct cu_build b = cu_build_of(f);
-	uint64_t v;
-
-	if (htab_get(f->cus, &off, sizeof(off), &v))
-		return (struct cu_index *)(uintptr_t)v;
-	b.idx = cu_index_new(f->arena);
-	if (!b.idx)
-		return NULL;
-	b.idx->cudie = *cudie;
-	index_children(&b, cudie, -1, 0);
-	if (b.oom || build_segments(&b) < 0 ||
-	    htab_put(f->cus, &off, sizeof(off), (uint64_t)(uintptr_t)b.idx) < 0)
-		return NULL;
-	f->libdw_cus++;
-	return b.idx;
-}
-
-static int32_t fast_func(void *ctx, const struct kdw_func *fn, int32_t parent)
-{
-	struct cu_build *b = ctx;
-	const char *raw = fn->linkage_name ? fn->linkage_name : fn->name;
-
-	if (!grow(&b->r.sc->nodes, &b->r.sc->cap_nodes, b->nnodes + 1, sizeof(*b->r.sc->nodes)))
-		return -1;
-	b->r.sc->nodes[b->nnodes] = (struct cu_node){
-	    .function = raw ? intern_name(b->r.names, b->r.arena, raw) : NULL,
-	    .system_name = raw,
-	    .start_line = fn->decl_line,
-	    .parent = parent,
-	    .inlined = fn->inlined,
-	};
-	if (fn->inlined) {
-		struct cu_node *node = &b->r.sc->nodes[b->nnodes];
-
-		if (fn->has_call_file && b->lines)
-			node->call_file =
-			    kdw_lines_file(b->lines, fn->call_file, kdw_arena(b->r.kdw));
-		if (fn->has_call_line)
-			node->call_line = (int64_t)fn->call_line;
-	}
-	return (int32_t)b->nnodes++;
-}
-
-static int fast_range(void *ctx, uint64_t low, uint64_t high, int32_t node, int32_t depth)
-{
-	struct cu_build *b = ctx;
-
-	add_range(b, low, high, node, depth);
-	return b->oom ? -1 : 0;
-}
-
-/* The index of a CU of the reader (kcu), built with the reader; NULL when
- * it cannot (the caller then asks libdw). */
-static struct cu_index *cu_index_fast(struct symfile *f, struct kdw_cu *kcu)
-{
-	struct cu_build b = cu_build_of(f);
-	struct kdw_walk_ops ops = {.ctx = &b, .func = fast_func, .range = fast_range};
-	struct kiln_error e = {0};
-
-	b.lines = kdw_cu_lines(f->kdw, kcu, &e);
-	if (!b.lines && e.code != -ENOENT)
-		goto fail;
-	memset(&e, 0, sizeof(e));
-	b.idx = cu_index_new(f->arena);
-	if (!b.idx)
-		return NULL;
-	b.idx->fast = true;
-	if (b.lines) {
-		b.idx->lines = *b.lines;
-		b.idx->has_lines = true;
-	}
-	if (kdw_walk_cu(f->kdw, kcu, &ops, &e) < 0 || b.oom)
-		goto fail;
-	if (build_segments(&b) < 0 || htab_put(f->cus, &kcu->die_offset, sizeof(kcu->die_offset),
-					       (uint64_t)(uintptr_t)b.idx) < 0)
-		return NULL;
-	f->reader_cus++;
-	return b.idx;
-fail:
-	log_debug("symbolizer: %s: %s; libdw reads this CU", f->path,
-		  e.code ? e.msg : "out of memory");
-	return NULL;
-}
-
-/* The keys of idx's segments: their low addresses (build_segments). */
-static const uint64_t *segment_lows(const struct cu_index *idx)
-{
-	return (const uint64_t *)idx->segs - kdw_keys64_pad(idx->nsegs);
-}
-
-/* Segments are disjoint and ascending: addr's is the last one starting at
- * or below it, if it ends above. */
-static const struct cu_seg *segment_lookup(const struct cu_index *idx, uint64_t addr)
-{
-	size_t i =
-	    kdw_keys64_find(segment_lows(idx), idx->nsegs, addr, idx->segs, sizeof(*idx->segs));
-
-	return i != SIZE_MAX && addr < idx->segs[i].high ? &idx->segs[i] : NULL;
-}
-
-static int arange_cmp(const void *a, const void *b)
-{
-	const struct cu_arange *x = a, *y = b;
-
-	return x->low < y->low ? -1 : x->low > y->low;
-}
-
-/* The CU holding addr (its DIE in *cudie) and its index. The address ranges
- * of .debug_aranges are copied once into a sorted array of our own: per
- * address, dwarf_addrdie searched them and then looked the CU up by offset
- * in a tree (tfind), a tenth of a cold run. Addresses outside the table
- * (no .debug_aranges, or an incomplete one) still go to dwarf_addrdie. */
-static struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *cudie)
-{
-	size_t lo = 0, hi;
-	uint64_t v;
-	struct kdw_cu *kcu = NULL;
-	void **slot = f->kdw ? kdw_arange_user(f->kdw, addr, &kcu) : NULL;
-
-	if (slot && *slot) { /* through this range before: no other lookup */
-		struct cu_index *idx = *slot;
-
-		if (!idx->fast)
-			*cudie = idx->cudie;
-		return idx;
-	}
-	if (kcu) {
-		uint64_t off = kcu->die_offset;
-		struct cu_index *idx;
-
-		if (kcu->user) { /* indexed before: no hash lookup */
-			idx = kcu->user;
-			*cudie = idx->cudie;
-			*slot = idx;
-			return idx;
-		}
-		if (htab_get(f->cus, &off, sizeof(off), &v)) {
-			idx = (struct cu_index *)(uintptr_t)v;
-			*cudie = idx->cudie;
-			return idx;
-		}
-		if ((idx = cu_index_fast(f, kcu)) != NULL ||
-		    (dwarf_offdie(f->dwarf, off, cudie) && (idx = cu_index_get(f, cudie)))) {
-			kcu->user = idx;
-			*slot = idx;
-		}
-		return idx;
-	}
-	/* libdw's dwarf_addrdie searches the same .debug_aranges: no unit.
-	 * (Reading its copy of the table was a twentieth of a cold run.) */
-	if (f->kdw && kdw_aranges_whole(f->kdw))
-		return NULL;
-
-	if (!f->aranges_read) {
-		Dwarf_Aranges *ar;
-		size_t n = 0;
-
-		f->aranges_read = true;
-		if (dwarf_getaranges(f->dwarf, &ar, &n) == 0 && n > 0 &&
-		    (f->aranges = malloc(n * sizeof(*f->aranges))) != NULL) {
-			for (size_t i = 0; i < n; i++) {
-				Dwarf_Addr a;
-				Dwarf_Word len;
-				Dwarf_Off off;
-
-				if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &a, &len, &off) ==
-					0 &&
-				    len > 0)
-					f->aranges[f->naranges++] =
-					    (struct cu_arange){a, a + len, off};
-			}
-			qsort(f->aranges, f->naranges, sizeof(*f->aranges), arange_cmp);
-		}
-	}
-	hi = f->naranges;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (f->aranges[mid].low <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo > 0 && addr < f->aranges[lo - 1].high) {
-		Dwarf_Off off = f->aranges[lo - 1].cu;
-
-		if (htab_get(f->cus, &off, sizeof(off), &v)) {
-			struct cu_index *idx = (struct cu_index *)(uintptr_t)v;
-
-			*cudie = idx->cudie;
-			return idx;
-		}
-		if (dwarf_offdie(f->dwarf, off, cudie))
-			return cu_index_get(f, cudie);
-	}
-	if (!dwarf_addrdie(f->dwarf, addr, cudie))
-		return NULL;
-	return cu_index_get(f, cudie);
-}
-
-/* The frames of node k of idx (-1: none) and its inlined callers,
- * innermost first, the innermost at file:lineno. Each inlined node's call
- * site is the position of the frame that follows it. Returns how many. */
-static size_t node_frames(const struct cu_index *idx, int32_t k, const char *file, int lineno,
-			  struct symbols_frame *frames)
-{
-	size_t n = 0;
-
-	for (; k >= 0 && n < SYMBOLS_MAX_FRAMES; k = idx->nodes[k].parent) {
-		const struct cu_node *node = &idx->nodes[k];
-
-		frames[n++] = (struct symbols_frame){.function = node->function,
-						     .system_name = node->system_name,
-						     .file = file,
-						     .line = lineno,
-						     .start_line = node->start_line};
-		if (!node->inlined)
-			break;
-		file = node->call_file;
-		lineno = (int)node->call_line;
-	}
-	return n;
-}
-
-/* Resolves with DWARF; returns the number of frames (0: no DWARF here).
- * When the frames are node_frames' alone, *ref says how to make them again
- * (ref->idx NULL otherwise). */
-static size_t dwarf_frames(struct symfile *f, const struct cu_index *idx, int32_t k, bool line,
-			   const char *file, int lineno, uint64_t addr,
-			   struct symbols_frame *frames, struct cached_ref *ref);
-
-static size_t resolve_dwarf(struct symfile *f, uint64_t addr, struct symbols_frame *frames,
-			    struct cached_ref *ref)
-{
-	Dwarf_Die cudie;
-	const char *file = NULL;
-	int lineno = 0;
-	bool line = false;
-	struct cu_index *idx;
-	const struct cu_seg *seg;
-
-	if (!f->dwarf || !(idx = cu_lookup(f, addr, &cudie)))
-		return 0;
-	if (idx->fast) {
-		struct kdw_row row;
-
-		/* The segment search's first probe, so that its miss overlaps
-		 * the line search's. */
-		if (idx->nsegs)
-			kdw_keys64_prefetch(segment_lows(idx), idx->nsegs);
-
-		if (idx->has_lines && kdw_lines_find(&idx->lines, addr, &row)) {
-			line = true;
-			file = kdw_lines_file(&idx->lines, row.file, kdw_arena(f->kdw));
-			lineno = row.line;
-		}
-	} else {
-		Dwarf_Line *dl = dwarf_getsrc_die(&cudie, addr);
-
-		if (dl) {
-			line = true;
-			file = dwarf_linesrc(dl, NULL, NULL);
-			dwarf_lineno(dl, &lineno);
-		}
-	}
-	seg = idx ? segment_lookup(idx, addr) : NULL;
-	return dwarf_frames(f, idx, seg ? seg->node : -1, line, file, lineno, addr, frames, ref);
-}
-
-/* The frames of addr in idx: node k's (-1: none) with the line found (line
- * set: file:lineno), else the symbol table's name where DWARF has a line
- * but no function. Returns how many; *ref as for resolve_dwarf. */
-static size_t dwarf_frames(struct symfile *f, const struct cu_index *idx, int32_t k, bool line,
-			   const char *file, int lineno, uint64_t addr,
-			   struct symbols_frame *frames, struct cached_ref *ref)
-{
-	size_t n = node_frames(idx, k, file, lineno, frames);
-
-	if (n > 0 && frames[n - 1].function)
-		*ref = (struct cached_ref){idx, file, k, lineno};
-	if (n == 0 && line) {
-		/* A line but no function DIE (assembly, stripped DIEs): name
-		 * from the symbol table, place from the line table. */
-		const struct fsym *s = symtab_lookup(f, addr);
-
-		if (s) {
-			frames[0] = (struct symbols_frame){.function = display_name(f, s->name),
-							   .system_name = s->name,
-							   .file = file,
-							   .line = lineno};
-			n = 1;
-		}
-	}
-	/* A subprogram DIE without a name (rare): borrow the symbol's. */
-	if (n > 0 && !frames[n - 1].function) {
-		const struct fsym *s = symtab_lookup(f, addr);
-
-		if (s) {
-			frames[n - 1].function = display_name(f, s->name);
-			frames[n - 1].system_name = s->name;
-		}
-	}
-	return n;
-}
-
-static void cached_answer(uintptr_t v, struct symbols_location *out);
-static void answer(struct symbolizer *s, struct symfile *f, uint64_t addr, size_t n,
-		   const struct cached_ref *ref, struct symbols_location *out, size_t slot);
-
-static int symfile_resolve(struct symbolizer *s, struct symfile *f, uint64_t addr,
-			   struct symbols_location *out)
-{
-	struct cached_ref ref = {0};
-	uintptr_t v;
-	size_t n, slot;
-
-	out->stripped = !f->dwarf && !f->info.has_symtab;
-	out->partial = !f->dwarf;
-	if ((v = rcache_get(&f->results, addr, &slot)) != 0) {
-		cached_answer(v, out);
-		return 0;
-	}
-	n = resolve_dwarf(f, addr, out->frames, &ref);
-	answer(s, f, addr, n, &ref, out, slot);
-	return 0;
-}
-
-/* out's frames from the result cache's value v. */
-static void cached_answer(uintptr_t v, struct symbols_location *out)
-{
-	const struct cached *c;
-
-	if (v & CACHED_REF) {
-		const struct cached_ref *r = (const struct cached_ref *)(v & ~CACHED_REF);
-
-		out->nframes = node_frames(r->idx, r->node, r->file, r->line, out->frames);
-		return;
-	}
-	c = (const struct cached *)v;
-	out->nframes = c->nframes;
-	memcpy(out->frames, c->frames, c->nframes * sizeof(c->frames[0]));
-}
-
-/* Completes the answer for addr, whose n frames DWARF gave in out->frames
- * (0: none, then the symbol table's name), and caches it (ref: how, when
- * ref->idx is set; slot: rcache_get's, or SIZE_MAX). */
-static void answer(struct symbolizer *s, struct symfile *f, uint64_t addr, size_t n,
-		   const struct cached_ref *ref, struct symbols_location *out, size_t slot)
-{
-	struct cached *c;
-
-	if (n == 0) {
-		const struct fsym *sym = symtab_lookup(f, addr);
-
-		if (sym) {
-			out->frames[0] = (struct symbols_frame){
-			    .function = display_name(f, sym->name), .system_name = sym->name};
-			n = 1;
-		}
-	}
-	out->nframes = n;
-	if (f->results.n >= s->max_cached)
-		return; /* full: still correct, just not cached */
-	if (ref->idx) {
-		if (!f->refs_left) {
-			f->refs_left = 2048;
-			f->refs = arena_alloc(f->arena, f->refs_left * sizeof(*f->refs));
-			if (!f->refs) {
-				f->refs_left = 0;
-				return;
-			}
-		}
-		*f->refs = *ref;
-		/* (On failure: not cached.) */
-		rcache_put(&f->results, addr, (uintptr_t)f->refs | CACHED_REF, slot);
-		f->refs++;
-		f->refs_left--;
-		return;
-	}
-	c = arena_alloc(f->arena, sizeof(*c) + n * sizeof(c->frames[0]));
-	if (!c)
-		return;
-	c->nframes = (uint32_t)n;
-	memcpy(c->frames, out->frames, n * sizeof(c->frames[0]));
-	rcache_put(&f->results, addr, (uintptr_t)c, slot); /* on failure: not cached */
-}
 
 /* --- batches ----------------------------------------------------------------
  *
@@ -1323,17 +105,45 @@ static void answer(struct symbolizer *s, struct symfile *f, uint64_t addr, size_
  * (the walk reports the same nodes and ranges for the functions it does not
  * step over; the innermost range holding an address wins, as in
  * build_segments). CUs indexed before, the reader's failures and addresses
- * in no unit go the single-address way. */
-
-struct bmiss {
-	uint64_t addr;
-	uint32_t i;    /* the address's index in the batch */
-	uint32_t next; /* the next miss of the same CU, in address order */
-};
+ * in no unit go the single-address way: symfile_resolve, the serial
+ * reference path, whose answers a batch's must equal byte for byte
+ * (tests/integration/symbols_batch_serial.sh, tests/symbols/test_symbols.c).
+ *
+ * A batch call (symfile_resolve_batch), on the calling thread T and up to
+ * BATCH_MAX_THREADS - 1 helpers H (s->workers, kept from call to call):
+ *
+ *      T: cached answers emitted; the misses sorted (radix) and chained
+ *         per reader CU; others (CU indexed before, unit the reader does
+ *         not support, address in no unit) -> symfile_resolve, emitted
+ *         |        \
+ *         |         H (started before the sort when the batch is large:
+ *         |            BATCH_THREAD_MISSES misses, BATCH_THREAD_INFO bytes
+ *         |            of DIEs): opens its reader (a copy of the unit
+ *         |            table, once per object), spins, then sleeps until
+ *         v            `listed`
+ *     LISTED (batch_listed: the list is complete; helpers go)
+ *         |
+ *         v
+ *     WORK: every thread takes the next listed CU (bt.next): one run of
+ *         its line program matched against its addresses, one DIE walk
+ *         for them -> idx[c] in that thread's arena (NULL: unreadable).
+ *         T answers, caches and emits its own CUs at once; H answer none
+ *         (the cache, names and emit are T's alone)
+ *         |
+ *         v
+ *     JOINED: T waits for H; answers H's CUs from idx[c]; a CU without
+ *         idx (unreadable, or no memory to take it) -> symfile_resolve
+ *         |
+ *         v
+ *     DONE: every address emitted exactly once
+ *
+ * When there is nothing to gain (one address, no reader, the cache full)
+ * or no memory for the lists, every address goes the serial path.
+ */
 
 /* Sorts m[0..n) by address (LSD radix over the bytes in which addresses
  * differ, stable) with tmp[0..n); returns the sorted array (m or tmp). */
-static struct bmiss *sort_misses(struct bmiss *m, struct bmiss *tmp, size_t n)
+static struct bmiss *batch_sort_misses(struct bmiss *m, struct bmiss *tmp, size_t n)
 {
 	uint64_t diff = 0;
 	size_t count[256];
@@ -1363,7 +173,7 @@ static struct bmiss *sort_misses(struct bmiss *m, struct bmiss *tmp, size_t n)
 	return m;
 }
 
-/* One CU's walk for a batch: the build (first, for fast_func) and, per
+/* One CU's walk for a batch: the build (first, for cu_index_fast_func) and, per
  * wanted address, the deepest node whose range holds it. */
 struct cu_batch {
 	struct cu_build b;
@@ -1385,94 +195,14 @@ static int batch_range(void *ctx, uint64_t low, uint64_t high, int32_t node, int
 	return 0;
 }
 
-/* What the work found for one miss: its node in its CU's index (-1: none)
- * and its line row's file name (NULL: no row; no_file: a row whose file
- * has no name) and line. It takes the place of a struct bmiss in the
- * radix sort's spare buffer: fresh memory for it was a tenth of a cold
- * pass's page faults on libc. */
-struct bfound {
-	const char *file;
-	int32_t node;
-	int32_t line;
-};
-_Static_assert(sizeof(struct bfound) <= sizeof(struct bmiss) &&
-		   _Alignof(struct bfound) <= _Alignof(struct bmiss),
-	       "a struct bfound fits in the place of a struct bmiss");
-
 static const char no_file[] = "";
 
-/* One batch call, shared by its threads. The work (lines, walk, index per
- * listed CU) is spread over them, CU by CU from a counter; the answers are
- * made and emitted on the calling thread alone (the result cache, the
- * symfile's names and the caller's emit are not for threads): of its own
- * CUs as it goes, of the helpers' once they are done. */
-struct batch {
-	struct symbolizer *s;
-	struct symfile *f;
-	symbols_emit_fn emit;
-	void *ctx;
-	uint8_t *emitted; /* per address: set once emitted (a stream batch's), or NULL */
-	/* Set by the calling thread before it sets listed: */
-	const struct bmiss *m; /* the misses, sorted */
-	struct kdw_cu **cus;   /* the listed CUs (the symfile reader's units) */
-	const uint32_t *head;  /* by unit ordinal: its first miss, in address order */
-	size_t nlisted;
-	size_t longest;	    /* the most misses of one listed CU */
-	struct bfound *res; /* per miss (by its index in m) */
-	/* Helpers start before the misses are listed and wait for them. */
-	atomic_bool listed;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	atomic_size_t next;    /* the next listed CU to take */
-	struct cu_index **idx; /* per listed CU; NULL: go address by address */
-	bool *answered;	       /* per listed CU (the calling thread's) */
-};
-
-/* A helper thread's reader over the symfile's section bytes, with an arena
- * and name table of its own: threads share nothing they write. Kept with
- * the symfile (the next batch uses it again): the CU indexes and names it
- * made live in its arena, and cached answers point at them. */
-struct batch_helper {
-	struct kdw *kdw; /* NULL: not opened (or could not be: takes no CU) */
-	struct arena *arena;
-	struct htab *names;
-	struct cu_scratch scratch;
-};
-
-static void batch_helper_free(struct batch_helper *h)
+/* Whether a batch of n addresses not cached yet is for more than one
+ * thread (given an object with BATCH_THREAD_INFO bytes of DIEs). */
+static bool batch_wants_helpers(const struct symbolizer *s, size_t n)
 {
-	kdw_close(h->kdw);
-	cu_scratch_free(&h->scratch);
-	htab_free(h->names);
-	arena_free(h->arena);
+	return s->batch_threads >= 2 && (s->batch_threads_always || n >= BATCH_THREAD_MISSES);
 }
-
-static void batch_helpers_free(struct symfile *f)
-{
-	for (size_t i = 0; f->helpers && i < BATCH_MAX_THREADS - 1; i++)
-		batch_helper_free(&f->helpers[i]);
-	free(f->helpers);
-	if (f->early)
-		batch_helper_free(f->early);
-	free(f->early);
-	if (f->back)
-		batch_helper_free(f->back);
-	free(f->back);
-}
-
-/* One thread's share: its reader, arena, names and scratch (the symfile's,
- * or a helper's), and arrays for the addresses of one CU. */
-struct batch_worker {
-	struct batch *bt;
-	struct batch_helper *helper; /* NULL: the calling thread */
-	struct cu_reader r;
-	uint64_t *want; /* one CU's addresses, ascending, each once */
-	int32_t *node, *depth;
-	struct kdw_row *rows; /* each one's line row, when found */
-	bool *found;
-	size_t reader_cus;
-	struct worker *thread; /* a helper's, while it works */
-};
 
 /* The work for the misses of one listed CU of w's reader (the list from
  * m[first], ascending): its line program run once against all of them,
@@ -1484,7 +214,7 @@ static struct cu_index *batch_cu(struct batch_worker *w, struct kdw_cu *kcu, uin
 	const struct bmiss *m = w->bt->m;
 	struct bfound *res = w->bt->res;
 	struct cu_batch cb = {.b = {.f = w->bt->f, .r = w->r}};
-	struct kdw_walk_ops ops = {.ctx = &cb, .func = fast_func, .range = batch_range};
+	struct kdw_walk_ops ops = {.ctx = &cb, .func = cu_index_fast_func, .range = batch_range};
 	struct kiln_error e = {0};
 	struct cu_index *idx;
 	size_t nw = 0, wi = 0;
@@ -1549,7 +279,7 @@ static void batch_worker_free(struct batch_worker *w)
 /* Answers (and caches) the misses of the list from m[first], which the
  * work on their CU found in idx; emits them when bt has an emit. On the
  * calling thread only. */
-static void answer_found(struct batch *bt, uint32_t first, const struct cu_index *idx)
+static void batch_answer_found(struct batch *bt, uint32_t first, const struct cu_index *idx)
 {
 	const struct bmiss *m = bt->m;
 	struct symbols_location loc;
@@ -1560,10 +290,10 @@ static void answer_found(struct batch *bt, uint32_t first, const struct cu_index
 		size_t nf;
 
 		loc.stripped = loc.partial = false; /* (f has DWARF) */
-		nf = dwarf_frames(bt->f, idx, r->node, r->file != NULL,
-				  r->file == no_file ? NULL : r->file, r->line, m[k].addr,
-				  loc.frames, &ref);
-		answer(bt->s, bt->f, m[k].addr, nf, &ref, &loc, SIZE_MAX);
+		nf = resolve_frames(bt->f, idx, r->node, r->file != NULL,
+				    r->file == no_file ? NULL : r->file, r->line, m[k].addr,
+				    loc.frames, &ref);
+		resolve_answer(bt->s, bt->f, m[k].addr, nf, &ref, &loc, SIZE_MAX);
 		if (bt->emit)
 			bt->emit(bt->ctx, m[k].i, &loc);
 		if (bt->emitted)
@@ -1581,7 +311,7 @@ static void batch_answer(struct batch *bt, size_t c, bool done)
 	struct symbols_location loc;
 
 	if (done)
-		answer_found(bt, first, bt->idx[c]);
+		batch_answer_found(bt, first, bt->idx[c]);
 	for (uint32_t k = first; !done && k != UINT32_MAX; k = m[k].next) {
 		symfile_resolve(bt->s, f, m[k].addr, &loc);
 		bt->emit(bt->ctx, m[k].i, &loc);
@@ -1696,7 +426,126 @@ static void batch_listed(struct batch *bt)
 	pthread_mutex_unlock(&bt->lock);
 }
 
-/* --- the batch that opens a file ------------------------------------------
+/* symbolizer_resolve_batch for the open symfile f; emitted (or NULL): the
+ * addresses answered already (by the stream batch that opened f). */
+static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const uint64_t *addrs,
+				 size_t n, symbols_emit_fn emit, void *ctx, const uint8_t *emitted)
+{
+	struct batch bt = {.s = s, .f = f, .emit = emit, .ctx = ctx};
+	struct batch_worker w[BATCH_MAX_THREADS];
+	struct symbols_location loc;
+	struct bmiss *m = NULL, *tmp = NULL, *sorted;
+	uint32_t *head = NULL, *len = NULL; /* by unit ordinal */
+	size_t nm = 0, ncus, nthreads = 0;
+
+	memset(w, 0, sizeof(w));
+	/* (With the cache full, a batch's nodes would be kept for answers
+	 * that are not cached.) */
+	if (f->kdw && n > 1 && n < UINT32_MAX && f->results.n < s->max_cached) {
+		m = malloc(n * sizeof(*m));
+		tmp = malloc(n * sizeof(*tmp));
+		ncus = kdw_ncus(f->kdw);
+		head = malloc((ncus ? ncus : 1) * sizeof(*head));
+		len = malloc((ncus ? ncus : 1) * sizeof(*len));
+		bt.cus = malloc(n * sizeof(*bt.cus));
+		bt.idx = malloc(n * sizeof(*bt.idx));
+		bt.answered = calloc(n, sizeof(*bt.answered));
+	}
+	if (!m || !tmp || !head || !len || !bt.cus || !bt.idx || !bt.answered) {
+		/* Not worth it, or not possible: one by one. */
+		for (size_t i = 0; i < n; i++) {
+			if (emitted && emitted[i])
+				continue;
+			symfile_resolve(s, f, addrs[i], &loc);
+			emit(ctx, i, &loc);
+		}
+		goto out;
+	}
+	atomic_init(&bt.listed, false);
+	atomic_init(&bt.next, 0);
+	pthread_mutex_init(&bt.lock, NULL);
+	pthread_cond_init(&bt.cond, NULL);
+	/* Cached answers first; the rest sorted by address. */
+	loc.stripped = !f->dwarf && !f->info.has_symtab;
+	loc.partial = !f->dwarf;
+	for (size_t i = 0; i < n; i++) {
+		size_t slot;
+		uintptr_t v;
+
+		if (emitted && emitted[i])
+			continue;
+		/* (A file just opened has nothing cached.) */
+		v = f->results.n ? rcache_get(&f->results, addrs[i], &slot) : 0;
+		if (v) {
+			resolve_cached(v, &loc);
+			emit(ctx, i, &loc);
+		} else {
+			m[nm++] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
+		}
+	}
+	/* The helpers before the sort: they make their readers meanwhile (and
+	 * a thread takes a while to start). A warm batch starts none. */
+	nthreads = batch_start_helpers(s, f, &bt, w, nm);
+	sorted = batch_sort_misses(m, tmp, nm);
+	/* Each reader CU's misses as a list in address order (pushed from
+	 * the highest address down); the others one by one. */
+	memset(head, 0xff, (ncus ? ncus : 1) * sizeof(*head));
+	for (size_t j = nm; j-- > 0;) {
+		struct kdw_cu *kcu = NULL;
+		void **user = kdw_arange_user(f->kdw, sorted[j].addr, &kcu);
+		size_t o;
+
+		if (!kcu || !kcu->supported || kcu->user || (user && *user)) {
+			symfile_resolve(s, f, sorted[j].addr, &loc);
+			emit(ctx, sorted[j].i, &loc);
+			continue;
+		}
+		o = kdw_cu_ordinal(f->kdw, kcu);
+		if (head[o] == UINT32_MAX) {
+			bt.cus[bt.nlisted++] = kcu;
+			len[o] = 0;
+		}
+		sorted[j].next = head[o];
+		head[o] = (uint32_t)j;
+		if (++len[o] > bt.longest)
+			bt.longest = len[o];
+	}
+	bt.m = sorted;
+	bt.res = (struct bfound *)(sorted == m ? tmp : m);
+	bt.head = head;
+	/* The work, on this thread and the helpers. */
+	batch_listed(&bt);
+	w[0] = (struct batch_worker){.bt = &bt, .r = symfile_reader(f)};
+	batch_work(&w[0]);
+	for (size_t t = 0; t < nthreads; t++) {
+		if (w[t].thread)
+			worker_wait(w[t].thread);
+		f->reader_cus += w[t].reader_cus;
+	}
+	pthread_mutex_destroy(&bt.lock);
+	pthread_cond_destroy(&bt.cond);
+	/* The helpers' CUs; those the work did not take (no memory for it)
+	 * or the reader could not read go address by address. */
+	for (size_t c = bt.nlisted; c-- > 0;)
+		if (!bt.answered[c])
+			batch_answer(&bt, c, c < atomic_load(&bt.next) && bt.idx[c]);
+out:
+	for (size_t t = 0; t < BATCH_MAX_THREADS; t++)
+		batch_worker_free(&w[t]);
+	free(m);
+	free(tmp);
+	free(head);
+	free(len);
+	free(bt.cus);
+	free(bt.idx);
+	free(bt.answered);
+	return 0;
+}
+
+/* --- opening an object (symfile_open), and the batch that
+ * opens it (see batch.h): the batch layer, above resolving one address
+ * and the object; it drives inflate.c, following .debug_info as it
+ * inflates through struct inflate_with's callbacks.
  *
  * A compressed file's .debug_info inflates on the second thread for 10 ms
  * and more (libc's debug file: 5.8 MB), and for most of that time the
@@ -1718,7 +567,37 @@ static void batch_listed(struct batch *bt)
  * (stream_batch_end): it checks .debug_aranges against the units, and it
  * adds ranges for units that .debug_aranges leaves out, which could take
  * an address from another unit. A unit referring into another one
- * (DW_FORM_ref_addr) fails in the stream reader and is left to the batch. */
+ * (DW_FORM_ref_addr) fails in the stream reader and is left to the batch.
+ *
+ * States (sb->state, set by the calling thread T; the second thread B,
+ * which inflates .debug_info, waits on it in stream_batch_back):
+ *
+ *   UNDECIDED --T: units listed, reader arrays had--> GO
+ *       |                                             |
+ *       +--T: no stream batch after all, or            |  T reads units
+ *          inflate_finish before deciding --> OFF      |  from the front, B
+ *          (B returns; the batch does it all)          |  (once .debug_info
+ *                                                      |  is whole) opens the
+ *                                                      |  whole reader, sets
+ *                                                      |  the verdict and
+ *                                                      |  reads from the back;
+ *                                                      v  each unit once
+ *   verdict (B's): UNKNOWN --> AGREE: the whole reader maps addresses to
+ *                                     units as .debug_aranges did; T emits
+ *                                     as it goes
+ *                          --> CHECK: answers wait for stream_batch_end,
+ *                                     which keeps them (units agree) or
+ *                                     clears the result cache
+ *   stream_batch_end: the whole reader becomes the object's; what was not
+ *   answered goes to the batch (symfile_resolve_batch), address by
+ *   address where no reader can read it.
+ */
+
+/* How long the thread that inflated a file for a large batch spins, once
+ * done, for that batch's work: the rest of the open and the listing of the
+ * misses take 2-3 ms (libc's debug file); a thread left to sleep was 0.1-4
+ * ms late to start again (see struct worker). */
+#define INFLATE_SPIN_US 10000
 
 enum { STREAM_UNDECIDED, STREAM_GO, STREAM_OFF };
 enum { VERDICT_UNKNOWN, VERDICT_AGREE, VERDICT_CHECK };
@@ -1821,7 +700,7 @@ static bool stream_batch_list(struct stream_batch *sb, struct kdw *d, const uint
 		return false;
 	for (size_t i = 0; i < n; i++)
 		sb->m[i] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
-	sorted = sort_misses(sb->m, sb->spare, n);
+	sorted = batch_sort_misses(sb->m, sb->spare, n);
 	for (size_t j = 0; j < n; j++) {
 		uint64_t u = kdw_stream_unit_offset(d, sorted[j].addr);
 
@@ -1829,7 +708,7 @@ static bool stream_batch_list(struct stream_batch *sb, struct kdw *d, const uint
 			sb->units[nu++] = (struct bmiss){u, (uint32_t)j, UINT32_MAX};
 	}
 	/* (Stable: each unit's misses stay in address order.) */
-	units = sort_misses(sb->units, sb->tmp, nu);
+	units = batch_sort_misses(sb->units, sb->tmp, nu);
 	for (size_t a = 0; a < nu; a++)
 		sb->ngroups += a + 1 == nu || units[a + 1].addr != units[a].addr;
 	sb->group_unit = malloc((sb->ngroups ? sb->ngroups : 1) * sizeof(*sb->group_unit));
@@ -1867,7 +746,7 @@ static void stream_group_answer(struct stream_batch *sb, size_t g, const struct 
 {
 	if (!idx || sb->answered[g])
 		return;
-	answer_found(&sb->bt, sb->group_first[g], idx);
+	batch_answer_found(&sb->bt, sb->group_first[g], idx);
 	sb->answered[g] = true;
 }
 
@@ -2035,7 +914,7 @@ static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct str
 			sb->back_kdw = NULL;
 			sb->back_h = NULL;
 		} else {
-			open_reader(f);
+			symfile_open_reader(f);
 		}
 	}
 	if (!sb || atomic_load(&sb->state) != STREAM_GO) {
@@ -2063,120 +942,99 @@ static void stream_batch_end(struct symbolizer *s, struct symfile *f, struct str
 	stream_batch_free(sb);
 }
 
-/* symbolizer_resolve_batch for the open symfile f; emitted (or NULL): the
- * addresses answered already (by the stream batch that opened f). */
-static int symfile_resolve_batch(struct symbolizer *s, struct symfile *f, const uint64_t *addrs,
-				 size_t n, symbols_emit_fn emit, void *ctx, const uint8_t *emitted)
+/* struct inflate_with's callbacks: the second thread's part, and calling
+ * the stream batch off. */
+static bool stream_batch_back_cb(void *sb, struct inflate_job *info, bool large)
 {
-	struct batch bt = {.s = s, .f = f, .emit = emit, .ctx = ctx};
-	struct batch_worker w[BATCH_MAX_THREADS];
-	struct symbols_location loc;
-	struct bmiss *m = NULL, *tmp = NULL, *sorted;
-	uint32_t *head = NULL, *len = NULL; /* by unit ordinal */
-	size_t nm = 0, ncus, nthreads = 0;
+	return stream_batch_back(sb, info, large);
+}
 
-	memset(w, 0, sizeof(w));
-	/* (With the cache full, a batch's nodes would be kept for answers
-	 * that are not cached.) */
-	if (f->kdw && n > 1 && n < UINT32_MAX && f->results.n < s->max_cached) {
-		m = malloc(n * sizeof(*m));
-		tmp = malloc(n * sizeof(*tmp));
-		ncus = kdw_ncus(f->kdw);
-		head = malloc((ncus ? ncus : 1) * sizeof(*head));
-		len = malloc((ncus ? ncus : 1) * sizeof(*len));
-		bt.cus = malloc(n * sizeof(*bt.cus));
-		bt.idx = malloc(n * sizeof(*bt.idx));
-		bt.answered = calloc(n, sizeof(*bt.answered));
-	}
-	if (!m || !tmp || !head || !len || !bt.cus || !bt.idx || !bt.answered) {
-		/* Not worth it, or not possible: one by one. */
-		for (size_t i = 0; i < n; i++) {
-			if (emitted && emitted[i])
-				continue;
-			symfile_resolve(s, f, addrs[i], &loc);
-			emit(ctx, i, &loc);
-		}
-		goto out;
-	}
-	atomic_init(&bt.listed, false);
-	atomic_init(&bt.next, 0);
-	pthread_mutex_init(&bt.lock, NULL);
-	pthread_cond_init(&bt.cond, NULL);
-	/* Cached answers first; the rest sorted by address. */
-	loc.stripped = !f->dwarf && !f->info.has_symtab;
-	loc.partial = !f->dwarf;
-	for (size_t i = 0; i < n; i++) {
-		size_t slot;
-		uintptr_t v;
+static void stream_batch_off_cb(void *sb)
+{
+	stream_batch_off(sb);
+}
 
-		if (emitted && emitted[i])
-			continue;
-		/* (A file just opened has nothing cached.) */
-		v = f->results.n ? rcache_get(&f->results, addrs[i], &slot) : 0;
-		if (v) {
-			cached_answer(v, &loc);
-			emit(ctx, i, &loc);
-		} else {
-			m[nm++] = (struct bmiss){addrs[i], (uint32_t)i, UINT32_MAX};
-		}
-	}
-	/* The helpers before the sort: they make their readers meanwhile (and
-	 * a thread takes a while to start). A warm batch starts none. */
-	nthreads = batch_start_helpers(s, f, &bt, w, nm);
-	sorted = sort_misses(m, tmp, nm);
-	/* Each reader CU's misses as a list in address order (pushed from
-	 * the highest address down); the others one by one. */
-	memset(head, 0xff, (ncus ? ncus : 1) * sizeof(*head));
-	for (size_t j = nm; j-- > 0;) {
-		struct kdw_cu *kcu = NULL;
-		void **user = kdw_arange_user(f->kdw, sorted[j].addr, &kcu);
-		size_t o;
+static struct worker *first_worker(void *s)
+{
+	return symbolizer_worker(s, 0);
+}
 
-		if (!kcu || !kcu->supported || kcu->user || (user && *user)) {
-			symfile_resolve(s, f, sorted[j].addr, &loc);
-			emit(ctx, sorted[j].i, &loc);
-			continue;
-		}
-		o = kdw_cu_ordinal(f->kdw, kcu);
-		if (head[o] == UINT32_MAX) {
-			bt.cus[bt.nlisted++] = kcu;
-			len[o] = 0;
-		}
-		sorted[j].next = head[o];
-		head[o] = (uint32_t)j;
-		if (++len[o] > bt.longest)
-			bt.longest = len[o];
+/* Opens path for s, for the batch op (NULL: for one address), which it
+ * starts answering while .debug_info inflates. With by_build_id_only, a
+ * final symbolic link is not followed and the file must have build ID
+ * want_id (when not NULL/""). */
+static struct symfile *symfile_open(struct symbolizer *s, const char *path, const char *want_id,
+				    struct opening *op, struct kiln_error *e)
+{
+	struct symfile *f = calloc(1, sizeof(*f));
+	struct stream_batch *sb = NULL;
+	struct inflating in;
+	struct inflate_with with;
+
+	if (!f)
+		return NULL;
+	/* Never a FIFO or a device. */
+	f->fd = s->by_build_id_only ? fd_open_nofollow(path, e) : fd_open_regular(path, e);
+	if (f->fd < 0)
+		goto err;
+	/* Private: inflate_finish rewrites section headers in place. */
+	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
+	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
+		kiln_error_set(e, ENOEXEC, "%s: not an ELF file", path);
+		goto err;
 	}
-	bt.m = sorted;
-	bt.res = (struct bfound *)(sorted == m ? tmp : m);
-	bt.head = head;
-	/* The work, on this thread and the helpers. */
-	batch_listed(&bt);
-	w[0] = (struct batch_worker){.bt = &bt, .r = symfile_reader(f)};
-	batch_work(&w[0]);
-	for (size_t t = 0; t < nthreads; t++) {
-		if (w[t].thread)
-			worker_wait(w[t].thread);
-		f->reader_cus += w[t].reader_cus;
+	f->names = htab_new(256);
+	if (symfile_large(f->elf) && (f->arena = arena_new_huge()) != NULL) {
+		f->large = true;
+		f->results.first_cap = 65536;
+		rcache_init_in(&f->results, f->arena);
+	} else {
+		f->arena = arena_new(64 * 1024);
 	}
-	pthread_mutex_destroy(&bt.lock);
-	pthread_cond_destroy(&bt.cond);
-	/* The helpers' CUs; those the work did not take (no memory for it)
-	 * or the reader could not read go address by address. */
-	for (size_t c = bt.nlisted; c-- > 0;)
-		if (!bt.answered[c])
-			batch_answer(&bt, c, c < atomic_load(&bt.next) && bt.idx[c]);
-out:
-	for (size_t t = 0; t < BATCH_MAX_THREADS; t++)
-		batch_worker_free(&w[t]);
-	free(m);
-	free(tmp);
-	free(head);
-	free(len);
-	free(bt.cus);
-	free(bt.idx);
-	free(bt.answered);
-	return 0;
+	f->cus = htab_new(256);
+	f->path = strdup(path);
+	if (!f->names || !f->arena || !f->cus || !f->path) {
+		kiln_error_set(e, ENOMEM, "%s: out of memory", path);
+		goto err;
+	}
+	/* The symbol table and program headers are read while the second
+	 * thread inflates (inflate_start). */
+	sb = stream_batch_new(s, op);
+	with = (struct inflate_with){.thread = first_worker,
+				     .thread_ctx = s,
+				     .always = s->stream_test != SYMBOLIZER_STREAM_SHARED,
+				     .spin_us =
+					 op && batch_wants_helpers(s, op->n) ? INFLATE_SPIN_US : 0,
+				     .large = f->large,
+				     .after = sb ? stream_batch_back_cb : NULL,
+				     .stop = sb ? stream_batch_off_cb : NULL,
+				     .follower = sb};
+	inflate_start(&in, f->elf, &f->inflated, &f->ninflated, &with);
+	if (elfinfo_read_fd(f->fd, path, &f->info, e) < 0 || symtab_load(f) < 0) {
+		if (!e || !e->code)
+			kiln_error_set(e, ENOMEM, "%s: out of memory reading symbols", path);
+		inflate_finish(&in, &f->inflated, &f->ninflated);
+		goto err;
+	}
+	if (s->by_build_id_only && want_id && *want_id &&
+	    strcasecmp(f->info.build_id, want_id) != 0) {
+		kiln_error_set(e, ENOENT, "%s: build ID %s, want %s", path,
+			       f->info.build_id[0] ? f->info.build_id : "none", want_id);
+		inflate_finish(&in, &f->inflated, &f->ninflated);
+		goto err;
+	}
+	inflate_jobs(&in, false);
+	stream_batch_run(s, f, &in, sb, op);
+	inflate_finish(&in, &f->inflated, &f->ninflated);
+	/* No DWARF is fine: the symbol table still names functions. The
+	 * reader is opened here (or by the stream batch's second thread). */
+	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
+	stream_batch_end(s, f, sb, op);
+	return f;
+err:
+	stream_batch_free(sb);
+	symfile_free(f);
+	return NULL;
 }
 
 struct symbolizer *symbolizer_new(const struct symbolizer_config *config)
