@@ -11,17 +11,19 @@
  *
  *   dwarf_form.c  the bottom: section bytes, a bounds-checked cursor,
  *                 strings and attribute forms (dwarf_form.h), which the
- *                 two files below read through and nothing else;
+ *                 files below read through;
  *   keysearch.h   sorted keys with search levels (one search generated
  *                 for 32- and 64-bit keys), for line rows and, in the
- *                 symbolizer, CU index segments.
- *   dwarf_info.c  unit headers, .debug_aranges, abbreviation tables, a DIE
+ *                 symbolizer, CU index segments;
+ *   dwarf_info.c  unit headers, .debug_aranges, a unit's line table; the
+ *                 DIE layer below it (dwarf_die.h): dwarf_walk.c, a DIE
  *                 walk that reports DW_TAG_subprogram / inlined_subroutine
- *                 / entry_point DIEs with code (their ranges from low_pc/
- *                 high_pc or DW_AT_ranges in .debug_ranges / .debug_rnglists,
- *                 their names through abstract_origin / specification, also
- *                 across CUs with DW_FORM_ref_addr), strx/addrx/rnglistx
- *                 through the CU's str_offsets/addr/rnglists bases.
+ *                 / entry_point DIEs with code; dwarf_die.c, their ranges
+ *                 (low_pc/high_pc or DW_AT_ranges in .debug_ranges /
+ *                 .debug_rnglists), their names through abstract_origin /
+ *                 specification (also across CUs with DW_FORM_ref_addr),
+ *                 strx/addrx/rnglistx through the CU's str_offsets/addr/
+ *                 rnglists bases; dwarf_abbrev.c, abbreviation tables.
  *   dwarf_line.c  .debug_line programs, versions 2 to 5 (v5 directory and
  *                 file entry formats, DW_FORM_line_strp / strp / strx),
  *                 into one compact row array per CU (no per-row malloc),
