@@ -395,11 +395,14 @@ static int arange_cmp(const void *a, const void *b)
 	return x->low < y->low ? -1 : x->low > y->low;
 }
 
-/* The CU holding addr (its DIE in *cudie) and its index. The address ranges
- * of .debug_aranges are copied once into a sorted array of our own: per
- * address, dwarf_addrdie searched them and then looked the CU up by offset
- * in a tree (tfind), a tenth of a cold run. Addresses outside the table
- * (no .debug_aranges, or an incomplete one) still go to dwarf_addrdie. */
+/* The CU holding addr (its DIE in *cudie) and its index: steps 2 and 3 of
+ * the order symfile_resolve (resolve.c) states, the reader's index
+ * (cu_index_fast) before libdw's (cu_index_get). The reader's ranges
+ * first; without them the address ranges of libdw's .debug_aranges are
+ * copied once into a sorted array of our own (dwarf_addrdie per address
+ * searched them and then looked the CU up by offset in a tree). Addresses
+ * outside the table (no .debug_aranges, or an incomplete one) still go
+ * to dwarf_addrdie. */
 struct cu_index *cu_lookup(struct symfile *f, uint64_t addr, Dwarf_Die *cudie)
 {
 	size_t lo = 0, hi;
