@@ -5,7 +5,7 @@
  * would, into two arrays in the reader's arena: row addresses and (line,
  * file, end_sequence), in libdw's order, the addresses (32-bit offsets
  * from the unit's lowest, 16 to a cache line) with search levels in front
- * (kdw_keys32_*, below) so that a lookup on a table long out of
+ * (kdw_keys32_*, keysearch.h) so that a lookup on a table long out of
  * cache takes two or three misses. The rows are noted in program order in
  * a scratch array reused from one CU to the next and sized once per
  * program; laid out sequence by sequence (by lowest address) they are
@@ -619,60 +619,6 @@ static uint32_t *sort_rows(const struct srow *rows, uint32_t *idx, uint32_t *tmp
 	return idx;
 }
 
-size_t kdw_keys_words(size_t n)
-{
-	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
-
-	return kdw_pad8(n2) + kdw_pad8(n1) + kdw_pad8(n);
-}
-
-uint64_t *kdw_keys_at(uint64_t *block, size_t n)
-{
-	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
-
-	return block + kdw_pad8(n2) + kdw_pad8(n1);
-}
-
-void kdw_keys_finish(uint64_t *keys, size_t n)
-{
-	size_t n1 = kdw_level_n(n), n2 = kdw_level_n(n1);
-	uint64_t *top1 = keys - kdw_pad8(n1), *top2 = top1 - kdw_pad8(n2);
-
-	for (size_t i = n; i < kdw_pad8(n); i++)
-		keys[i] = UINT64_MAX;
-	for (size_t i = 0; i < kdw_pad8(n1); i++) /* no-ops without levels */
-		top1[i] = i < n1 ? keys[8 * i] : UINT64_MAX;
-	for (size_t i = 0; i < kdw_pad8(n2); i++)
-		top2[i] = i < n2 ? top1[8 * i] : UINT64_MAX;
-}
-
-size_t kdw_keys32_words(size_t n)
-{
-	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1);
-
-	return kdw_pad16(n2) + kdw_pad16(n1) + kdw_pad16(n);
-}
-
-uint32_t *kdw_keys32_at(uint32_t *block, size_t n)
-{
-	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1);
-
-	return block + kdw_pad16(n2) + kdw_pad16(n1);
-}
-
-void kdw_keys32_finish(uint32_t *keys, size_t n)
-{
-	size_t n1 = kdw_level32_n(n), n2 = kdw_level32_n(n1);
-	uint32_t *top1 = keys - kdw_pad16(n1), *top2 = top1 - kdw_pad16(n2);
-
-	for (size_t i = n; i < kdw_pad16(n); i++)
-		keys[i] = UINT32_MAX;
-	for (size_t i = 0; i < kdw_pad16(n1); i++)
-		top1[i] = i < n1 ? keys[16 * i] : UINT32_MAX;
-	for (size_t i = 0; i < kdw_pad16(n2); i++)
-		top2[i] = i < n2 ? top1[16 * i] : UINT32_MAX;
-}
-
 /* A 64-byte aligned block of n bytes from arena. */
 static void *alloc_lines(struct arena *arena, size_t n)
 {
@@ -701,7 +647,7 @@ static int rows_out(const struct srow *kept, size_t k, struct arena *arena, stru
 		file_bits++;
 	wide = wide || file_bits > 30 || (uint64_t)max_line << (file_bits + 1) > UINT32_MAX;
 	bytes =
-	    wide ? kdw_keys_words(k) * sizeof(uint64_t) : kdw_keys32_words(k) * sizeof(uint32_t);
+	    wide ? kdw_keys64_words(k) * sizeof(uint64_t) : kdw_keys32_words(k) * sizeof(uint32_t);
 	block = alloc_lines(arena, bytes + (k ? k : 1) *
 					       (wide ? sizeof(*out->info) : sizeof(*out->info32)));
 	if (!block)
@@ -710,13 +656,13 @@ static int rows_out(const struct srow *kept, size_t k, struct arena *arena, stru
 	out->file_bits = (uint8_t)file_bits;
 	out->base = k ? kept[0].addr : 0;
 	if (wide) {
-		out->keys64 = kdw_keys_at((uint64_t *)block, k);
+		out->keys64 = kdw_keys64_at((uint64_t *)block, k);
 		out->info = (struct kdw_row_info *)(block + bytes);
 		for (size_t i = 0; i < k; i++) {
 			out->keys64[i] = kept[i].addr;
 			out->info[i] = (struct kdw_row_info){kept[i].line, kept[i].file};
 		}
-		kdw_keys_finish(out->keys64, k);
+		kdw_keys64_finish(out->keys64, k);
 	} else {
 		out->keys32 = kdw_keys32_at((uint32_t *)block, k);
 		out->info32 = (uint32_t *)(block + bytes);
@@ -1067,7 +1013,7 @@ bool kdw_lines_find(const struct kdw_lines *l, uint64_t addr, struct kdw_row *ou
 	/* dwarf_getsrc_die: the last row at or below addr, unless it ends a
 	 * sequence. An offset past 32 bits is above every key (the clamp). */
 	if (l->wide) {
-		lo = kdw_keys_find(l->keys64, l->nrows, addr, l->info, sizeof(*l->info));
+		lo = kdw_keys64_find(l->keys64, l->nrows, addr, l->info, sizeof(*l->info));
 	} else {
 		uint64_t off = addr - l->base;
 

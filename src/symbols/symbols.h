@@ -29,6 +29,31 @@
  *     read CU by CU in address order, which is several times cheaper cold,
  *     and for a large batch on two threads (symbolizer_config).
  *
+ * The symbolizer's files, in layers as SQLite's are: each calls only the
+ * layers below it, and each file's top comment says which layer it is.
+ *
+ *   public API       symbolizer.c       objects by build ID / path, the lock
+ *   batches          batch.c            many addresses, CU by CU, helpers
+ *                    stream_batch.c     opening an object; the batch that
+ *                                       opens it reads units as they inflate
+ *   one address      resolve.c          result cache, then Kiln's reader,
+ *                                       then libdw, then the symbol table:
+ *                                       stated once (symfile_resolve); the
+ *                                       serial path batches must agree with
+ *   the object       symfile.c symtab.c cu_index.c rcache.c
+ *                                       one ELF file's state (symfile.h)
+ *   inflating        inflate.c hugemem.c  compressed .debug_* and the worker
+ *   DWARF reader     dwarf_info.c       opening: units, .debug_aranges,
+ *    (dwarf_reader.h)                   a unit's line table
+ *                    dwarf_walk.c       the function-DIE walk
+ *                    dwarf_die.c        attribute values, names, ranges
+ *                    dwarf_abbrev.c     abbreviation tables
+ *                    dwarf_line.c       line programs
+ *                    keysearch.h        one key search, 32- and 64-bit keys
+ *                    dwarf_form.c       sections, cursor, strings, forms
+ *   beside them      elfinfo.c (ELF facts, normalization), debuginfo.c (the
+ *                    debuginfo store), extract.c, demangle.c
+ *
  * Where the debug file comes from is the debuginfo store's job (see
  * debuginfo.h): the symbolizer asks it for a path by build ID and falls back
  * to the path it was given — unless by_build_id_only (the server's case:
