@@ -76,7 +76,7 @@ const char *labels_get(const struct agent_labels *l, const char *name);
 int labels_copy(struct agent_labels *dst, const struct agent_labels *src);
 void labels_free(struct agent_labels *l);
 /* Prometheus label-name rule: [a-zA-Z_][a-zA-Z0-9_]*, not starting "__". */
-bool label_name_valid(const char *name);
+bool agent_label_name_valid(const char *name);
 /* Parses "k=v,k2=v2" (--metadata-external-labels) into l. */
 int labels_parse_list(struct agent_labels *l, const char *text, struct kiln_error *err);
 

@@ -21,6 +21,8 @@
 
 #include <curl/curl.h>
 
+#include "common/duration.h"
+#include "common/clock.h"
 #include "cli/cli.h"
 #include "client/client.h"
 #include "common/buf.h"
@@ -49,30 +51,6 @@ static void query_usage(FILE *f)
 		   "  --tls-ca-file=F       check an https server's certificate with these CAs\n"
 		   "  --tls-cert-file=F --tls-key-file=F  client certificate (mTLS)\n"
 		   "  -o FILE               write to FILE instead of stdout\n");
-}
-
-static int parse_since(const char *s, int64_t *ms)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		return -EINVAL;
-	double mul;
-	if (strcmp(end, "ms") == 0)
-		mul = 1;
-	else if (strcmp(end, "s") == 0)
-		mul = 1e3;
-	else if (strcmp(end, "m") == 0)
-		mul = 60e3;
-	else if (strcmp(end, "h") == 0)
-		mul = 3600e3;
-	else if (strcmp(end, "d") == 0)
-		mul = 86400e3;
-	else
-		return -EINVAL;
-	*ms = (int64_t)(v * mul);
-	return 0;
 }
 
 static int parse_ms(const char *s, int64_t *out)
@@ -236,7 +214,7 @@ int cmd_query(int argc, char **argv)
 			address = optarg;
 			break;
 		case O_SINCE:
-			if (parse_since(optarg, &since)) {
+			if (duration_parse_ms(optarg, 0, &since)) {
 				fprintf(
 				    stderr,
 				    "kilnctl query: --since=%s: expected e.g. 30s, 15m, 1h, 2d\n",
@@ -325,9 +303,7 @@ int cmd_query(int argc, char **argv)
 		fprintf(stderr, "kilnctl query: --mode=single needs --time=MS\n");
 		return 2;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	int64_t now = realtime_ms();
 	if (!have_end)
 		end = now;
 	if (!have_start)

@@ -62,6 +62,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/gzip.h"
 #include "common/htab.h"
 #include "common/log.h"
@@ -166,32 +167,6 @@ struct scrape_manager {
 	size_t queued;
 };
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int64_t mono_ms(void)
-{
-	return mono_ns() / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 static uint64_t thread_clock_ns(pthread_t t)
 {
 	clockid_t cid;
@@ -273,14 +248,14 @@ static void item_free(struct ingest_item *it)
  * between consecutive callbacks: n + 1 clock reads for n items. */
 static void ingest_batch(struct scrape_manager *m, struct ingest_item *list)
 {
-	uint64_t t = thread_cpu_ns();
+	uint64_t t = (uint64_t)thread_cpu_ns();
 	for (struct ingest_item *it = list; it; it = it->next) {
 		struct kiln_error err = {0};
 		it->rc = m->opts.ingest
 			     ? m->opts.ingest(m->opts.ingest_ctx, it->labels.v, it->labels.n,
 					      it->profile, it->timestamp_ms, it->delta, &err)
 			     : 0;
-		uint64_t now = thread_cpu_ns();
+		uint64_t now = (uint64_t)thread_cpu_ns();
 		uint64_t cb_ns = now - t;
 		/* Counted at once, not with the batch's other stats: a
 		 * snapshot taken mid-batch then sees the callback time that
@@ -296,7 +271,7 @@ static void ingest_batch(struct scrape_manager *m, struct ingest_item *list)
 			log_warn("scrape: ingest of %s failed: %s", b.data ? (char *)b.data : "",
 				 err.msg[0] ? err.msg : strerror(-it->rc));
 			buf_free(&b);
-			t = thread_cpu_ns();
+			t = (uint64_t)thread_cpu_ns();
 		}
 	}
 	pthread_mutex_lock(&m->status_lock);
@@ -380,7 +355,7 @@ static int enqueue(struct scrape_manager *m, const struct scrape_unit *u, struct
 	/* One allocation: the item, then its label array, then the strings
 	 * (the unit's labels may go away with a reload while it waits). */
 	struct ingest_item *it;
-	size_t bytes = sizeof(*it) + u->labels.n * sizeof(struct store_label);
+	size_t bytes = sizeof(*it) + u->labels.n * sizeof(struct label);
 	for (size_t i = 0; i < u->labels.n; i++)
 		bytes += strlen(u->labels.v[i].name) + strlen(u->labels.v[i].value) + 2;
 	it = malloc(bytes);
@@ -389,7 +364,7 @@ static int enqueue(struct scrape_manager *m, const struct scrape_unit *u, struct
 		return -ENOMEM;
 	}
 	memset(it, 0, sizeof(*it));
-	it->labels.v = (struct store_label *)(it + 1);
+	it->labels.v = (struct label *)(it + 1);
 	it->labels.n = u->labels.n;
 	char *str = (char *)(it->labels.v + u->labels.n);
 	for (size_t i = 0; i < u->labels.n; i++) {
@@ -507,7 +482,7 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 		if (!u->body.cap && m->n_body_pool)
 			u->body = m->body_pool[--m->n_body_pool];
 		buf_reset(&u->body);
-		u->started_wall_ms = wall_ms();
+		u->started_wall_ms = realtime_ms();
 		int64_t now = mono_ns();
 		u->started_mono_ms = now / 1000000;
 		u->in_flight = true;
@@ -552,7 +527,7 @@ static int start_scrape(struct scrape_manager *m, struct scrape_unit *u)
 		u->body = m->body_pool[--m->n_body_pool];
 	buf_reset(&u->body);
 	u->started_mono_ms = mono_ms();
-	u->started_wall_ms = wall_ms();
+	u->started_wall_ms = realtime_ms();
 	struct scrape_shard *sh = shard_of(m, u->url);
 	if (curl_multi_add_handle(sh->multi, u->easy) != CURLM_OK)
 		return -EIO;
@@ -775,7 +750,7 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, const
 					u->body.len);
 		struct pprof_profile *p = NULL;
 		struct kiln_error err = {0};
-		uint64_t t0 = thread_cpu_ns();
+		uint64_t t0 = (uint64_t)thread_cpu_ns();
 		const uint8_t *data = u->body.data ? u->body.data : (const uint8_t *)"";
 		size_t len = u->body.len;
 		int rc = 0;
@@ -795,7 +770,7 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, const
 		if (rc == 0)
 			rc = pprof_decoder_decode(d, data, len, &o, &p, &err);
 		scrape_inflater_trim(&m->inflater);
-		uint64_t t1 = thread_cpu_ns();
+		uint64_t t1 = (uint64_t)thread_cpu_ns();
 		decode_ns = t1 - t0;
 		if (rc == -EFBIG)
 			snprintf(msg, sizeof(msg), "body exceeds %s (decompressed)", size);
@@ -805,7 +780,7 @@ static void finish_scrape(struct scrape_manager *m, struct scrape_unit *u, const
 			snprintf(msg, sizeof(msg), "processing the profile: %.200s",
 				 err.msg[0] ? err.msg : strerror(-rc));
 		if (p) /* decoded: the rest was type selection and deltas */
-			delta_ns = thread_cpu_ns() - t1;
+			delta_ns = (uint64_t)thread_cpu_ns() - t1;
 	}
 	size_t fetched = u->body.len;
 	/* Bodies can be large; do not keep one per target between scrapes. */

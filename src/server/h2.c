@@ -45,13 +45,6 @@
 #include "common/log.h"
 #include "server/h2_internal.h"
 
-int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* ---- the connection loop ---------------------------------------------------------------- */
 
 static void check_deadlines(struct h2_conn *c, int64_t now, int64_t *next)
