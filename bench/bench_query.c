@@ -194,7 +194,7 @@ static double store_query(struct store *s, bool direct, struct query_tree **out)
 static int measure_store(const struct pprof_profile *p)
 {
 	char dir[] = "/tmp/kiln-bench-query-store-XXXXXX", cmd[96];
-	struct store_label labels[] = {{"__name__", "bench"}, {"job", "bench"}};
+	struct label labels[] = {{"__name__", "bench"}, {"job", "bench"}};
 	struct store_options o = {.path = dir};
 	struct kiln_error err = {0};
 	struct store *s = NULL;

@@ -99,7 +99,7 @@ static int write_fleet(struct store *s, struct kiln_error *err)
 		pprof_builder_to_profile(b, &pr, NULL);
 		pprof_builder_free(b);
 		snprintf(pid, sizeof(pid), "%d", p);
-		struct store_label l[2] = {{"__name__", "process_cpu"}, {"pid", pid}};
+		struct label l[2] = {{"__name__", "process_cpu"}, {"pid", pid}};
 		rc = pr ? store_write_profile(s, l, 2, pr, 1000, true, err) : -ENOMEM;
 		pprof_profile_free(pr);
 		if (rc)

@@ -47,7 +47,7 @@ static void on_type(void *ctx, const char *t)
 	(void)ctx, (void)t;
 }
 
-static void on_range(void *ctx, const struct store_label *l, size_t nl, const struct store_point *p,
+static void on_range(void *ctx, const struct label *l, size_t nl, const struct store_point *p,
 		     size_t n)
 {
 	(void)ctx, (void)l, (void)nl, (void)p, (void)n;

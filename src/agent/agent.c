@@ -11,6 +11,7 @@
  * twice at a boundary (the kernel counts what the ring buffer could not
  * take, and those drops are reported).
  */
+#include "common/clock.h"
 #include "agent/agent.h"
 #include "agent/python.h"
 #include "common/htab.h"
@@ -90,14 +91,6 @@ struct agent {
 /* How many held samples at most: beyond, a sample goes in with the
  * frames the kernel's frame-pointer walk gave it. About 10 MB. */
 #define HELD_MAX 1024
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 #define ADD(f, v) atomic_fetch_add_explicit(&a->m->f, (v), memory_order_relaxed)
 #define SET(f, v) atomic_store_explicit(&a->m->f, (v), memory_order_relaxed)
@@ -579,7 +572,7 @@ static void window_emit(struct agent *a, struct window *w)
 			debuginfo_uploader_offer(cfg->uploader, m->build_id, path);
 		}
 	}
-	a->cpu_build_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	a->cpu_build_ns = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID);
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		struct agent_sink *s = cfg->sinks[i];
 		int v = s->shape;
@@ -599,7 +592,7 @@ static void window_emit(struct agent *a, struct window *w)
 			}
 		}
 	}
-	a->cpu_sinks_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - a->cpu_build_ns;
+	a->cpu_sinks_ns = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID) - a->cpu_build_ns;
 out:
 	for (int v = 0; v < SINK_SHAPES; v++) {
 		size_t n = v == SINK_WINDOW ? PROFILE_KINDS : nslots;
@@ -617,7 +610,8 @@ out:
 
 static void window_finish(struct agent *a, struct window *w)
 {
-	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), dt;
+	uint64_t t0 = (uint64_t)clock_read_ns(CLOCK_MONOTONIC),
+		 c0 = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID), dt;
 
 	a->cpu_build_ns = a->cpu_sinks_ns = 0;
 	update_kernel_stats(a);
@@ -646,8 +640,8 @@ static void window_finish(struct agent *a, struct window *w)
 	if (a->python && a->now_ns > PROC_EXIT_LINGER_NS)
 		python_reap_names(a->python, a->now_ns - PROC_EXIT_LINGER_NS);
 	SET(processes_tracked, proc_cache_count(a->procs));
-	a->cpu_mark_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-	dt = clock_ns(CLOCK_MONOTONIC) - t0;
+	a->cpu_mark_ns = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID);
+	dt = (uint64_t)clock_read_ns(CLOCK_MONOTONIC) - t0;
 	SET(window_read_ns_last, dt);
 	ADD(window_read_ns_total, dt);
 	ADD(windows, 1);
@@ -709,8 +703,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		kiln_error_set(err, -rc, "out of memory");
 		goto out;
 	}
-	a.now_ns = clock_ns(CLOCK_MONOTONIC);
-	a.wall_minus_mono = (int64_t)clock_ns(CLOCK_REALTIME) - (int64_t)a.now_ns;
+	a.now_ns = (uint64_t)clock_read_ns(CLOCK_MONOTONIC);
+	a.wall_minus_mono = (int64_t)(uint64_t)clock_read_ns(CLOCK_REALTIME) - (int64_t)a.now_ns;
 	a.cur = window_new(a.now_ns, a.now_ns + cfg->duration_ns,
 			   (int64_t)a.now_ns + a.wall_minus_mono);
 	a.next = a.cur ? window_after(&a, a.cur) : NULL;
@@ -766,7 +760,7 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 			a.ksyms = NULL;
 		}
 	}
-	a.cpu_mark_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	a.cpu_mark_ns = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID);
 	log_debug("start-up: %.2f ms of CPU", (double)a.cpu_mark_ns / 1e6);
 	log_info("profiling every CPU at %u Hz, %.1fs windows", cfg->frequency_hz,
 		 (double)cfg->duration_ns / 1e9);
@@ -777,13 +771,13 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 		if (a.now_ns - last_wake < MIN_WAKE_NS && a.now_ns < due) {
 			wait_ns = MIN_WAKE_NS - (a.now_ns - last_wake);
 			sleep_ns(wait_ns < due - a.now_ns ? wait_ns : due - a.now_ns);
-			a.now_ns = clock_ns(CLOCK_MONOTONIC);
+			a.now_ns = (uint64_t)clock_read_ns(CLOCK_MONOTONIC);
 		}
 		wait_ns = due > a.now_ns ? due - a.now_ns : 0;
 		rc = sampler_poll(a.sampler, wait_ns > MAX_WAIT_MS * 1000000ull
 						 ? MAX_WAIT_MS
 						 : (int)((wait_ns + 999999) / 1000000));
-		a.now_ns = last_wake = clock_ns(CLOCK_MONOTONIC);
+		a.now_ns = last_wake = (uint64_t)clock_read_ns(CLOCK_MONOTONIC);
 		if (rc < 0 && rc != -EINTR) {
 			kiln_error_set(err, -rc, "polling the ring buffer: %s", strerror(-rc));
 			goto out;
@@ -805,7 +799,7 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 	}
 	/* Stopping: the partial window ends now. Detach first so that the
 	 * drain sees every sample the kernel counted. */
-	a.now_ns = clock_ns(CLOCK_MONOTONIC);
+	a.now_ns = (uint64_t)clock_read_ns(CLOCK_MONOTONIC);
 	sampler_stop(a.sampler);
 	sampler_drain(a.sampler);
 	if (a.unwinder)

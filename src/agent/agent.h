@@ -2,13 +2,22 @@
  * agent.h — kiln-agent: a whole-system eBPF CPU profiler producing labelled
  * pprof profiles. The module's contract; the files behind it:
  *
+ *   main.c         entry point: flags, sinks, signals, then agent_run
+ *   agent.c        the main loop: poll, cut windows, hand profiles to sinks
+ *   privileges.c   what the agent needs of the kernel, checked by capability
  *   profiler.bpf.c / profiler.h   kernel side: one ring-buffer record per sample
  *   sampler.c      load the skeleton, open perf events per CPU, poll the ring
  *   unwind.bpf.h   kernel side: the user-stack walk with unwind tables
  *   unwinder.c     which files' tables are in the kernel, which process maps which
  *   offcpu.bpf.h   kernel side: off-CPU samples (where threads block, how long)
- *   offcpu.c       attach those programs (finish_task_switch by its real name)
- *   python*.c      Python frames: CPython processes, code object names (python.h)
+ *   offcpu.c       attach those programs (finish_task_switch by its real name,
+ *                  found by offcpu_ksym.c)
+ *   python.bpf.h, python_frames.h, python.c, python_parse.c
+ *                  Python frames: CPython processes, code object names (python.h)
+ *   perfmap.c, perfmap_reader.c
+ *                  JIT frames named from processes' perf maps (perfmap.h)
+ *   mmapwatch.c    executable mappings as the kernel reports them, for
+ *                  processes gone before /proc is read
  *   window.c       aggregate records into per-process windows
  *   profile.c      turn one process's window into a pprof profile
  *   procinfo.c     per-process cache: /proc/PID/{stat,maps,cgroup,exe}, labels
@@ -18,14 +27,17 @@
  *   kallsyms.c     a /proc/kallsyms table (fallback for old kernels)
  *   labels.c       label sets, cgroup -> systemd_unit/container_id, k=v lists
  *   sink_local.c   the --local-store-directory sink
+ *   sink_remote.c  the push sink: WriteRaw to a Parca-compatible server
+ *   debuginfo_uploader.c  debug info of profiled binaries to the server
+ *   lazy/lazylibs.c       libcurl and libmicrohttpd, opened on first use
  *   metrics.c      counters and the /metrics endpoint
- *   agent.c        the main loop: poll, cut windows, hand profiles to sinks
  *
  * Data flow: sampler -> window (per pid, per stack+thread counts; process
  * info captured from /proc the first time a pid is seen so that short-lived
  * processes keep their mappings) -> at the end of each window, one pprof per
- * process -> every sink. Single-threaded except for the HTTP server thread,
- * which only reads atomic counters.
+ * process -> every sink. The sampling path is one thread; beside it run the
+ * HTTP server thread (reads atomic counters only), the push sink's sender
+ * and the debuginfo upload workers, each fed through a queue.
  */
 #ifndef KILN_AGENT_AGENT_H
 #define KILN_AGENT_AGENT_H
@@ -64,7 +76,7 @@ const char *labels_get(const struct agent_labels *l, const char *name);
 int labels_copy(struct agent_labels *dst, const struct agent_labels *src);
 void labels_free(struct agent_labels *l);
 /* Prometheus label-name rule: [a-zA-Z_][a-zA-Z0-9_]*, not starting "__". */
-bool label_name_valid(const char *name);
+bool agent_label_name_valid(const char *name);
 /* Parses "k=v,k2=v2" (--metadata-external-labels) into l. */
 int labels_parse_list(struct agent_labels *l, const char *text, struct kiln_error *err);
 

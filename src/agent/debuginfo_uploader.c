@@ -16,6 +16,7 @@
  * simply made again at the next window). Closing cancels uploads in
  * flight.
  */
+#include "common/clock.h"
 #include "agent/agent.h"
 #include "client/client.h"
 #include "common/htab.h"
@@ -65,14 +66,6 @@ struct debuginfo_uploader {
 	bool disabled;	    /* the server does not implement the service */
 	atomic_bool cancel; /* set at close: aborts uploads in flight */
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 #define ADD(f, v)                                                                                  \
 	do {                                                                                       \
@@ -185,12 +178,12 @@ static void *worker_main(void *arg)
 				e->backoff_ns = RETRY_MAX_NS;
 			/* Half to all of the backoff, so agents do not retry in step. */
 			jitter = (uint64_t)rand_r(&u->seed) % (e->backoff_ns / 2 + 1);
-			e->retry_at_ns = mono_ns() + e->backoff_ns / 2 + jitter;
+			e->retry_at_ns = (uint64_t)mono_ns() + e->backoff_ns / 2 + jitter;
 			e->state = ST_FAILED;
-			log_warn(
-			    "debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, shown,
-			    err.msg,
-			    (unsigned long long)((e->retry_at_ns - mono_ns()) / 1000000000ull));
+			log_warn("debuginfo: %s (%s): %s; retrying in %llu s", e->build_id, shown,
+				 err.msg,
+				 (unsigned long long)((e->retry_at_ns - (uint64_t)mono_ns()) /
+						      1000000000ull));
 			ADD(debuginfo_failed, 1);
 		}
 		free(path);
@@ -217,7 +210,7 @@ void debuginfo_uploader_offer(struct debuginfo_uploader *u, const char *build_id
 		goto out;
 	if (htab_get(u->index, build_id, len, &v)) {
 		e = u->entries[v - 1];
-		if (e->state != ST_FAILED || mono_ns() < e->retry_at_ns)
+		if (e->state != ST_FAILED || (uint64_t)mono_ns() < e->retry_at_ns)
 			goto out;
 		/* The file may have moved (another process maps the same build
 		 * ID from elsewhere): try the latest path. */

@@ -16,6 +16,7 @@
  *   /kubepods.slice/.../crio-<id>.scope              cri-o, systemd
  *   /machine.slice/libpod-<id>.scope, /libpod_parent/libpod-<id>   podman
  */
+#include "common/labels.h"
 #include "agent/agent.h"
 
 #include <ctype.h>
@@ -117,16 +118,10 @@ void labels_free(struct agent_labels *l)
 	memset(l, 0, sizeof(*l));
 }
 
-bool label_name_valid(const char *name)
+bool agent_label_name_valid(const char *name)
 {
-	if (!name || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
-		return false;
-	if (name[0] == '_' && name[1] == '_')
-		return false;
-	for (const char *p = name; *p; p++)
-		if (!(isalnum((unsigned char)*p) || *p == '_'))
-			return false;
-	return true;
+	/* Names that start with "__" are reserved for Kiln's own labels. */
+	return label_name_valid(name) && strncmp(name, "__", 2) != 0;
 }
 
 int labels_parse_list(struct agent_labels *l, const char *text, struct kiln_error *err)
@@ -148,7 +143,7 @@ int labels_parse_list(struct agent_labels *l, const char *text, struct kiln_erro
 			break;
 		}
 		*eq = '\0';
-		if (!label_name_valid(item)) {
+		if (!agent_label_name_valid(item)) {
 			rc = kiln_error_set(err, EINVAL,
 					    "label name \"%s\": must match [a-zA-Z_][a-zA-Z0-9_]* "
 					    "and not start with __",

@@ -4,6 +4,7 @@
  * Flag names follow Parca's agent where one exists. Everything else lives
  * in the agent module (agent.h).
  */
+#include "common/duration.h"
 #include "agent/agent.h"
 #include "client/client.h"
 #include "common/compat_flags.h"
@@ -249,31 +250,16 @@ static void usage(FILE *f)
 	    "At least one of --local-store-directory and --remote-store-address is needed.\n");
 }
 
-/* "10s", "500ms", "250us", "1m", "2h", or plain seconds (0 is taken: callers
- * check their own range). */
+/* A duration flag (common/duration.h; a bare number is seconds) into an
+ * unsigned nanosecond field: 0 or a negative errno. */
 static int parse_duration(const char *s, uint64_t *out)
 {
-	char *end;
-	double v;
+	int64_t ns;
+	int rc = duration_parse_ns(s, DURATION_BARE_SECONDS, &ns);
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		return -EINVAL;
-	if (strcmp(end, "us") == 0)
-		v *= 1e3;
-	else if (strcmp(end, "ms") == 0)
-		v *= 1e6;
-	else if (strcmp(end, "s") == 0 || *end == '\0')
-		v *= 1e9;
-	else if (strcmp(end, "m") == 0)
-		v *= 60e9;
-	else if (strcmp(end, "h") == 0)
-		v *= 3600e9;
-	else
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
+	if (rc == 0)
+		*out = (uint64_t)ns;
+	return rc;
 }
 
 static void die(const char *fmt, const char *arg)

@@ -17,6 +17,7 @@
  * gets a few seconds to flush (a call still hanging then is cancelled),
  * then what is left is counted as dropped.
  */
+#include "common/clock.h"
 #include "agent/agent.h"
 #include "client/client.h"
 #include "common/log.h"
@@ -56,14 +57,6 @@ struct sink_remote {
 	uint64_t deadline_ms;	   /* flush deadline once closing */
 	atomic_bool cancel;	   /* aborts a call still in flight at the deadline */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void count_dropped(struct sink_remote *r, size_t n)
 {
@@ -244,11 +237,11 @@ static bool retryable(int code)
  * not shrink because data keeps coming. Called with the lock held. */
 static void wait_ms(struct sink_remote *r, uint64_t ms)
 {
-	uint64_t until = now_ms() + ms;
+	uint64_t until = (uint64_t)mono_ms() + ms;
 	bool was_closing = r->closing;
 
 	for (;;) {
-		uint64_t now = now_ms(), end = until, left;
+		uint64_t now = (uint64_t)mono_ms(), end = until, left;
 		struct timespec ts;
 
 		if (r->closing && !was_closing)
@@ -277,7 +270,7 @@ static struct batch *next_batch(struct sink_remote *r)
 
 	while (!r->head && !r->closing)
 		pthread_cond_wait(&r->cond, &r->lock);
-	if (!r->head || (r->closing && now_ms() > r->deadline_ms))
+	if (!r->head || (r->closing && (uint64_t)mono_ms() > r->deadline_ms))
 		return NULL;
 	b = r->head;
 	r->head = b->next;
@@ -326,7 +319,7 @@ static void *sender_main(void *arg)
 			/* Full jitter, so that a fleet of agents does not retry in step. */
 			delay = BACKOFF_MIN_MS / 2 + (uint64_t)rand_r(&seed) % backoff;
 			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-			if (r->closing && now_ms() + delay >= r->deadline_ms) {
+			if (r->closing && (uint64_t)mono_ms() + delay >= r->deadline_ms) {
 				count_dropped(r, b->n_profiles);
 				log_warn(
 				    "remote store %s: dropping %zu undelivered profiles at exit",
@@ -369,11 +362,11 @@ static void remote_close(struct agent_sink *s)
 		return;
 	pthread_mutex_lock(&r->lock);
 	r->closing = true;
-	r->deadline_ms = now_ms() + CLOSE_FLUSH_MS;
+	r->deadline_ms = (uint64_t)mono_ms() + CLOSE_FLUSH_MS;
 	pthread_cond_broadcast(&r->cond);
 	/* Give the sender until the deadline; then abort a call that is still
 	 * hanging on a server that does not answer. */
-	while (!r->exited && now_ms() < r->deadline_ms) {
+	while (!r->exited && (uint64_t)mono_ms() < r->deadline_ms) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);

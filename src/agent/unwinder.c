@@ -27,6 +27,7 @@
  * /proc/PID/root/PATH, checked to be the mapped inode; never a FIFO or a
  * device (O_NONBLOCK, regular files only).
  */
+#include "common/clock.h"
 #include "agent/agent.h"
 #include "common/htab.h"
 #include "common/log.h"
@@ -105,14 +106,6 @@ struct unwinder {
 
 #define ADD(f, v) atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed)
 #define SET(f, v) atomic_store_explicit(&u->m->f, (v), memory_order_relaxed)
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- the row budget ------------------------------------------------------ */
 
@@ -302,7 +295,7 @@ static void file_build(struct unwinder *u, struct unwind_file *f, int fd, const 
 {
 	struct unwind_table t;
 	struct kiln_error err = {0};
-	uint64_t t0 = mono_ns(), dt;
+	uint64_t t0 = (uint64_t)mono_ns(), dt;
 	Elf *elf;
 	int rc;
 
@@ -313,7 +306,7 @@ static void file_build(struct unwinder *u, struct unwind_file *f, int fd, const 
 		elf_end(elf);
 	}
 	rc = unwind_table_build(fd, u->debug_dir, &t, &err);
-	dt = mono_ns() - t0;
+	dt = (uint64_t)mono_ns() - t0;
 	ADD(unwind_table_builds, 1);
 	ADD(unwind_table_build_ns, dt);
 	if (rc == 0) {
@@ -429,7 +422,7 @@ static void vdso_load(struct unwinder *u)
 		log_debug("unwind: [vdso]: %s", err.msg);
 		return;
 	}
-	if (upload(u, &u->vdso, &t, mono_ns()) != 0)
+	if (upload(u, &u->vdso, &t, (uint64_t)mono_ns()) != 0)
 		u->vdso.n = 0;
 	unwind_table_free(&t);
 }

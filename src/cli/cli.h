@@ -64,8 +64,6 @@ enum {
 /* 1 when getopt's o was one of CLI_SERVER_OPTIONS (taken into s), 0 when
  * it is not, -1 for a bad value (said on stderr as "kilnctl CMD: ..."). */
 int cli_server_opt(struct cli_server_opts *s, int o, const char *arg, const char *cmd);
-/* "30s", "15m", "1h", "2d", "500ms" into milliseconds. 0 or -EINVAL. */
-int cli_parse_duration_ms(const char *s, int64_t *ms);
 /* Milliseconds since the epoch, a whole number. 0 or -EINVAL. */
 int cli_parse_ms(const char *s, int64_t *out);
 /* GETs url into out (at most 1 GiB); token (NULL = none) goes out as a

@@ -14,30 +14,6 @@
 
 #define MAX_RESPONSE (1u << 30)
 
-int cli_parse_duration_ms(const char *s, int64_t *ms)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		return -EINVAL;
-	double mul;
-	if (strcmp(end, "ms") == 0)
-		mul = 1;
-	else if (strcmp(end, "s") == 0)
-		mul = 1e3;
-	else if (strcmp(end, "m") == 0)
-		mul = 60e3;
-	else if (strcmp(end, "h") == 0)
-		mul = 3600e3;
-	else if (strcmp(end, "d") == 0)
-		mul = 86400e3;
-	else
-		return -EINVAL;
-	*ms = (int64_t)(v * mul);
-	return 0;
-}
-
 int cli_parse_ms(const char *s, int64_t *out)
 {
 	char *end;

@@ -25,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "cli/cli.h"
+#include "common/duration.h"
 
 #define EXIT_REGRESSION 3
 
@@ -205,7 +206,7 @@ int cmd_diff(int argc, char **argv)
 			diff_usage(stderr);
 			return 2;
 		}
-		if (dur && cli_parse_duration_ms(optarg, dur)) {
+		if (dur && duration_parse_ms(optarg, 0, dur)) {
 			fprintf(stderr,
 				"kilnctl diff: %s: expected a duration such as 30m, 1h, 2d\n",
 				optarg);

@@ -26,6 +26,8 @@
 
 #include <curl/curl.h>
 
+#include "common/duration.h"
+#include "common/clock.h"
 #include "cli/cli.h"
 #include "client/client.h"
 #include "common/buf.h"
@@ -177,7 +179,7 @@ int cmd_query(int argc, char **argv)
 			continue;
 		switch (o) {
 		case O_SINCE:
-			if (cli_parse_duration_ms(optarg, &since)) {
+			if (duration_parse_ms(optarg, 0, &since)) {
 				fprintf(
 				    stderr,
 				    "kilnctl query: --since=%s: expected e.g. 30s, 15m, 1h, 2d\n",
@@ -320,9 +322,7 @@ int cmd_query(int argc, char **argv)
 		fprintf(stderr, "kilnctl query: --mode=single needs --time=MS\n");
 		return 2;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	int64_t now = realtime_ms();
 	if (!have_end)
 		end = now;
 	if (!have_start)

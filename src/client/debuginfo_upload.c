@@ -24,20 +24,13 @@
 
 #include <xxhash.h>
 
+#include "common/clock.h"
 #include "client/client.h"
 #include "parca/debuginfo/v1alpha1/debuginfo.pb-c.h"
 #include "symbols/symbols.h"
 
 #define SVC	      "/parca.debuginfo.v1alpha1.DebuginfoService/"
 #define DEFAULT_CHUNK (512 * 1024)
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* One unary call: packs req, unpacks the answer with desc. On failure
  * fills e and r->grpc_code and returns NULL. */
@@ -128,7 +121,7 @@ static int next_upload_message(void *arg, const void **msg, size_t *len)
 		if (u->rate) {
 			uint64_t due =
 			    u->start_ns + (uint64_t)((double)u->sent * 1e9 / (double)u->rate);
-			uint64_t now = mono_ns();
+			uint64_t now = (uint64_t)mono_ns();
 
 			if (due > now) {
 				struct timespec ts = {
@@ -317,7 +310,7 @@ int debuginfo_upload_file(struct grpc_client *c, const char *path, const char *b
 	us.upload_id = init->upload_instructions->upload_id;
 	us.chunk = o->chunk_bytes ? o->chunk_bytes : DEFAULT_CHUNK;
 	us.rate = o->max_bytes_per_second;
-	us.start_ns = mono_ns();
+	us.start_ns = (uint64_t)mono_ns();
 	us.buf = malloc(us.chunk);
 	if (!us.buf) {
 		rc = kiln_error_set(e, ENOMEM, "out of memory");

@@ -6,6 +6,7 @@
  * side spins on the atomic counter first when it has reason to expect the
  * other soon, then sleeps on its condition variable.
  */
+#include "common/clock.h"
 #include "common/worker.h"
 
 #include <pthread.h>
@@ -29,20 +30,12 @@ struct worker {
 	unsigned spin_after_us;
 };
 
-static uint64_t now_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
-}
-
 /* Waits for a job other than taken (or stop), spinning until deadline
  * (in now_us time) first; returns false to stop. */
 static bool wait_for_job(struct worker *w, unsigned taken, uint64_t deadline)
 {
 	for (unsigned i = 1; atomic_load(&w->posted) == taken && !atomic_load(&w->stop); i++) {
-		if (i % 64 || now_us() < deadline) {
+		if (i % 64 || (uint64_t)mono_us() < deadline) {
 			worker_pause();
 			continue;
 		}
@@ -63,7 +56,7 @@ static void *worker_main(void *arg)
 	while (wait_for_job(w, taken, deadline)) {
 		taken = atomic_load(&w->posted);
 		w->fn(w->arg);
-		deadline = w->spin_after_us ? now_us() + w->spin_after_us : 0;
+		deadline = w->spin_after_us ? (uint64_t)mono_us() + w->spin_after_us : 0;
 		pthread_mutex_lock(&w->lock);
 		atomic_store(&w->done, taken);
 		pthread_cond_broadcast(&w->done_cond);

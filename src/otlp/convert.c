@@ -353,7 +353,7 @@ struct conv {
 	} frame_maps[16];
 	size_t n_frame_maps;
 	/* Series labels being gathered. */
-	struct store_label *labels;
+	struct label *labels;
 	size_t n_labels, max_labels;
 };
 
@@ -665,7 +665,7 @@ static int convert_profile(struct conv *c, const otlp_resource_profiles *rp,
 	name = series_name(sp, c->a);
 	if (!c->labels || !name)
 		return kiln_error_set(err, ENOMEM, "out of memory");
-	c->labels[0] = (struct store_label){"__name__", name};
+	c->labels[0] = (struct label){"__name__", name};
 	c->n_labels = 1;
 	if (rp->resource &&
 	    (rc = add_key_values(c, rp->resource->attributes, rp->resource->n_attributes, err)))

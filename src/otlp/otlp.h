@@ -57,7 +57,7 @@ typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfiles
 
 /* One converted OTLP Profile. */
 struct otlp_profile {
-	struct store_label *labels; /* __name__ first; in the caller's arena */
+	struct label *labels; /* __name__ first; in the caller's arena */
 	size_t n_labels;
 	struct pprof_profile *profile; /* owned; freed by otlp_result_release */
 	int64_t timestamp_ms;

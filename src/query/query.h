@@ -33,7 +33,7 @@
  *    so stacks only in A appear with cum 0 and a negative diff.
  *
  * 4. Reports from a tree: the columnar flame graph JSON and the top table
- *    JSON of /work/API-CONTRACT.md (docs/API.md), a `go tool pprof -top`
+ *    JSON of docs/API.md (`/api/v1/query`), a `go tool pprof -top`
  *    style text table, and folded stacks. An accessor API lets the server
  *    convert the tree to Parca's protobuf Flamegraph without knowing the
  *    internals.
@@ -280,7 +280,7 @@ const char *query_tree_sample_type(const struct query_tree *t);
 
 /* ---- flame graph JSON (json.c) -------------------------------------------- */
 
-/* Appends the columnar flame graph of API-CONTRACT.md ("flamegraph"):
+/* Appends the columnar flame graph of docs/API.md ("flamegraph"):
  * {"unit":..,"total":..,"filtered":..,"height":..,"strings":[..],
  *  "nodes":{"name":[..],"binary":[..],"file":[..],"line":[..],"depth":[..],
  *           "parent":[..],"cum":[..],"self":[..](,"diff":[..])}}

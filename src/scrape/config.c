@@ -19,52 +19,6 @@
 #include "scrape/config_walk.h"
 #include "scrape/scrape.h"
 
-/* ---- durations ------------------------------------------------------------ */
-
-int scrape_parse_duration(const char *s, int64_t *ms)
-{
-	static const struct {
-		const char *unit;
-		int64_t ms;
-	} units[] = {{"ms", 1},	      {"s", 1000},	     {"m", 60000},	     {"h", 3600000},
-		     {"d", 86400000}, {"w", 7 * 86400000LL}, {"y", 365 * 86400000LL}};
-	int64_t total = 0;
-	const char *p = s;
-
-	if (strcmp(s, "0") == 0) {
-		*ms = 0;
-		return 0;
-	}
-	if (!*p)
-		return -EINVAL;
-	while (*p) {
-		if (!isdigit((unsigned char)*p))
-			return -EINVAL;
-		int64_t v = 0;
-		while (isdigit((unsigned char)*p)) {
-			if (v > (INT64_MAX - 9) / 10)
-				return -ERANGE;
-			v = v * 10 + (*p++ - '0');
-		}
-		size_t best = SIZE_MAX, best_len = 0;
-		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-			size_t l = strlen(units[i].unit);
-			if (strncmp(p, units[i].unit, l) == 0 && l > best_len) {
-				best = i;
-				best_len = l;
-			}
-		}
-		if (best == SIZE_MAX)
-			return -EINVAL;
-		if (v > INT64_MAX / units[best].ms || total > INT64_MAX - v * units[best].ms)
-			return -ERANGE;
-		total += v * units[best].ms;
-		p += best_len;
-	}
-	*ms = total;
-	return 0;
-}
-
 /* ---- object_storage ------------------------------------------------------ */
 
 static int walk_object_storage(struct walker *w, yaml_node_t *n, struct scrape_config *c)
@@ -198,7 +152,7 @@ static int walk_relabel(struct walker *w, yaml_node_t *n, struct relabel_config 
 		if (!rc_out->target_label || !*rc_out->target_label)
 			return fail_at(w, action_node, "relabel action %s requires target_label",
 				       act);
-		if (rc_out->action != RELABEL_REPLACE && !valid_label_name(rc_out->target_label))
+		if (rc_out->action != RELABEL_REPLACE && !label_name_valid(rc_out->target_label))
 			return fail_at(w, action_node,
 				       "target_label \"%s\" is not a valid label name",
 				       rc_out->target_label);
@@ -305,7 +259,7 @@ static int walk_endpoint(struct walker *w, yaml_node_t *k, yaml_node_t *n,
 
 	if (strcmp(name, "memory_allocs") == 0)
 		name = "memory"; /* older Parca name for the same endpoint */
-	if (!valid_label_name(name))
+	if (!label_name_valid(name))
 		return fail_at(w, k, "pprof_config: \"%s\" is not a valid profile name", name);
 	if (find_endpoint(j, name))
 		return fail_at(w, k, "pprof_config: profile \"%s\" given twice", name);

@@ -17,6 +17,8 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "common/duration.h"
+#include "common/labels.h"
 #include "scrape/scrape.h"
 
 struct walker {
@@ -118,20 +120,10 @@ static inline int get_duration(struct walker *w, const yaml_node_t *n, const cha
 	int rc = want(w, n, YAML_SCALAR_NODE, what);
 	if (rc)
 		return rc;
-	if (scrape_parse_duration(scalar(n), out) < 0)
+	if (duration_parse_ms(scalar(n), 0, out) < 0)
 		return fail_at(w, n, "%s: \"%s\" is not a duration (e.g. 10s, 1m30s, 500ms)", what,
 			       scalar(n));
 	return 0;
-}
-
-static inline bool valid_label_name(const char *s)
-{
-	if (!*s || !(isalpha((unsigned char)*s) || *s == '_'))
-		return false;
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '_'))
-			return false;
-	return true;
 }
 
 static inline int get_string_list(struct walker *w, const yaml_node_t *n, const char *what,
@@ -175,7 +167,7 @@ static inline int get_label_map(struct walker *w, const yaml_node_t *n, const ch
 		if ((rc = want(w, k, YAML_SCALAR_NODE, what)) ||
 		    (rc = want(w, v, YAML_SCALAR_NODE, what)))
 			return rc;
-		if (!valid_label_name(scalar(k)))
+		if (!label_name_valid(scalar(k)))
 			return fail_at(w, k, "%s: \"%s\" is not a valid label name", what,
 				       scalar(k));
 		if (scrape_labels_get(out, scalar(k)))

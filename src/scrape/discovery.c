@@ -33,6 +33,7 @@
 
 #include <curl/curl.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "scrape/config_walk.h"
 
@@ -153,14 +154,6 @@ struct scrape_discovery {
 	pthread_cond_t cv;
 	bool stop, reload;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void source_release(struct sd_source *s)
 {
@@ -360,7 +353,7 @@ static void poll_files(struct scrape_discovery *d, const char *job, const struct
  * (a deleted file, a job or URL gone from the config) are dropped. */
 static void poll_all(struct scrape_discovery *d)
 {
-	int64_t now = now_ms();
+	int64_t now = mono_ms();
 	size_t out = 0;
 
 	for (size_t i = 0; i < d->n_src; i++)
@@ -380,7 +373,7 @@ static void poll_all(struct scrape_discovery *d)
 			s->refresh_ms = h->refresh_ms;
 			if (now >= s->next_ms) {
 				fetch_http_source(s);
-				s->next_ms = now_ms() + s->refresh_ms;
+				s->next_ms = mono_ms() + s->refresh_ms;
 			}
 		}
 	}
@@ -413,7 +406,7 @@ static uint64_t groups_hash(const struct scrape_discovery *d)
 				XXH64_update(h, s->groups[g].targets[t],
 					     strlen(s->groups[g].targets[t]) + 1);
 			for (size_t l = 0; l < s->groups[g].labels.n; l++) {
-				const struct store_label *lb = &s->groups[g].labels.v[l];
+				const struct label *lb = &s->groups[g].labels.v[l];
 
 				XXH64_update(h, lb->name, strlen(lb->name) + 1);
 				XXH64_update(h, lb->value, strlen(lb->value) + 1);

@@ -33,16 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "scrape/scrape_internal.h"
 
 #define SCRATCH (64 * 1024)
-
-static int64_t now_mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* ---- targets ------------------------------------------------------------------ */
 
@@ -301,7 +295,7 @@ static void io_error(struct http_client *c, struct scrape_unit *u, const char *w
 		u->retried = true;
 		conn_close(c, u);
 		u->sent = 0;
-		connect_new(c, u, now_mono_ns());
+		connect_new(c, u, mono_ns());
 		return;
 	}
 	if (e == 0)

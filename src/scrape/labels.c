@@ -36,7 +36,7 @@ int scrape_labels_set(struct scrape_labels *l, const char *name, const char *val
 	}
 	if (!value || !*value)
 		return 0;
-	struct store_label *nv = realloc(l->v, (l->n + 1) * sizeof(*nv));
+	struct label *nv = realloc(l->v, (l->n + 1) * sizeof(*nv));
 	if (!nv)
 		return -ENOMEM;
 	l->v = nv;
@@ -52,15 +52,10 @@ int scrape_labels_set(struct scrape_labels *l, const char *name, const char *val
 	return 0;
 }
 
-static int label_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct store_label *)a)->name, ((const struct store_label *)b)->name);
-}
-
 void scrape_labels_sort(struct scrape_labels *l)
 {
 	if (l->n > 1)
-		qsort(l->v, l->n, sizeof(*l->v), label_cmp);
+		labels_sort(l->v, l->n);
 }
 
 int scrape_labels_copy(struct scrape_labels *dst, const struct scrape_labels *src)

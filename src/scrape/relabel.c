@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/labels.h"
 #include "scrape/scrape.h"
 
 int relabel_compile(struct relabel_config *rc, struct kiln_error *err)
@@ -129,16 +130,6 @@ static int join_sources(const struct relabel_config *rc, const struct scrape_lab
 	return r ? r : buf_terminate(out);
 }
 
-static bool valid_name(const char *s)
-{
-	if (!*s || !(isalpha((unsigned char)*s) || *s == '_'))
-		return false;
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '_'))
-			return false;
-	return true;
-}
-
 static int apply_one(const struct relabel_config *rc, struct scrape_labels *l, struct buf *val,
 		     struct buf *tmp, struct buf *tmp2)
 {
@@ -163,7 +154,7 @@ static int apply_one(const struct relabel_config *rc, struct scrape_labels *l, s
 		pcre2_match_data_free(md);
 		if (r < 0)
 			return r;
-		if (!tmp->len || !valid_name((const char *)tmp->data))
+		if (!tmp->len || !label_name_valid((const char *)tmp->data))
 			return 1;
 		r = scrape_labels_set(l, (const char *)tmp->data,
 				      tmp2->len ? (const char *)tmp2->data : NULL);
@@ -202,7 +193,7 @@ static int apply_one(const struct relabel_config *rc, struct scrape_labels *l, s
 				continue;
 			r = expand(rc, md, snap.v[i].name, rc->replacement, tmp);
 			pcre2_match_data_free(md);
-			if (r == 0 && tmp->len && valid_name((const char *)tmp->data))
+			if (r == 0 && tmp->len && label_name_valid((const char *)tmp->data))
 				r = scrape_labels_set(l, (const char *)tmp->data, snap.v[i].value);
 		}
 		scrape_labels_free(&snap);

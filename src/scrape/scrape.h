@@ -70,13 +70,13 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "pprof/pprof.h"
-#include "store/store.h"
+#include "common/labels.h"
 
 /* ---- labels ------------------------------------------------------------- */
 
 /* A label set: owned, sorted by name after scrape_labels_sort. */
 struct scrape_labels {
-	struct store_label *v; /* name and value strings are owned (malloc) */
+	struct label *v; /* name and value strings are owned (malloc) */
 	size_t n;
 };
 
@@ -193,9 +193,6 @@ int scrape_config_substitute(struct scrape_config *c, const char *name, const ch
 /* Writes c as YAML with every field explicit (defaults filled in). */
 int scrape_config_dump(const struct scrape_config *c, struct buf *out);
 
-/* "1h30m", "10s", "500ms" (Prometheus durations) -> ms. */
-int scrape_parse_duration(const char *s, int64_t *ms);
-
 /* ---- discovery (discovery.c) ----------------------------------------------- */
 
 /* Target groups as a file_sd file or http_sd body holds them: a YAML or
@@ -260,7 +257,7 @@ int scrape_delta_next(const struct scrape_baseline *prev, const struct pprof_pro
  * thread-safe); labels include __name__, job and instance.
  * The profile is only valid during the call. Return 0 or negative errno
  * (logged with err). */
-typedef int (*scrape_ingest_fn)(void *ctx, const struct store_label *labels, size_t n_labels,
+typedef int (*scrape_ingest_fn)(void *ctx, const struct label *labels, size_t n_labels,
 				const struct pprof_profile *p, int64_t timestamp_ms, bool delta,
 				struct kiln_error *err);
 
@@ -271,8 +268,8 @@ struct scrape_manager_options {
 	size_t ingest_queue;   /* 0 = 4096 profiles waiting for the callback */
 	/* Optional, for archiving and tests: every 200 response body as
 	 * received (before decoding), on the scheduler thread. */
-	void (*on_body)(void *ctx, const struct store_label *labels, size_t n_labels,
-			const void *body, size_t len);
+	void (*on_body)(void *ctx, const struct label *labels, size_t n_labels, const void *body,
+			size_t len);
 	void *on_body_ctx;
 	/* The server's own address, for scraping itself when it requires
 	 * tokens: a target whose URL starts with one of these prefixes

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/clock.h"
 #include "server/conn_limits.h"
 #include "server/server.h"
 
@@ -68,8 +69,6 @@ struct conn_table {
 	unsigned live;		   /* not evicted */
 	unsigned total;
 };
-
-int64_t mono_ns(void);
 
 struct conn_table *conn_table_new(const struct server_config *cfg)
 {

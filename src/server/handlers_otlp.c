@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/gzip.h"
 #include "common/log.h"
 #include "otlp/otlp.h"
@@ -59,13 +60,6 @@ void otlp_metrics_render(struct buf *out)
 			   (unsigned long)atomic_load(c[rows[i].off]));
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Counts what a request that failed whole carried. */
 static void count_failed_request(const otlp_request *req)
 {
@@ -100,7 +94,7 @@ static int otlp_ingest(struct server *s, const uint8_t *body, size_t len, int64_
 	struct otlp_result res = {0};
 	struct ingest_batch batch = {0};
 	int64_t skew = server_config(s)->ingest_max_future_skew_ms;
-	struct otlp_limits lim = {.now_ms = now_ms(),
+	struct otlp_limits lim = {.now_ms = realtime_ms(),
 				  .min_time_ms = INGEST_MIN_TIME_MS,
 				  .max_future_skew_ms =
 				      skew > 0 ? skew : INGEST_DEFAULT_FUTURE_SKEW_MS};

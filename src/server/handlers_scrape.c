@@ -51,7 +51,7 @@ struct scrape_ext {
 	char self_authorization[80]; /* "Bearer <the server's internal token>" */
 };
 
-static int ingest_to_store(void *ctx, const struct store_label *labels, size_t n,
+static int ingest_to_store(void *ctx, const struct label *labels, size_t n,
 			   const struct pprof_profile *p, int64_t ts, bool delta,
 			   struct kiln_error *err)
 {

@@ -12,18 +12,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "server/handlers.h"
 #include "server/internal.h"
 #include "server/qexec.h"
 #include "store/store.h"
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Parses integer argument `name`; *present says whether it was given. */
 static int arg_int(const struct http_request *req, struct http_response *resp, const char *name,
@@ -216,7 +210,7 @@ struct range_json {
 	int rc;
 };
 
-static void write_series(void *ctx, const struct store_label *labels, size_t n_labels,
+static void write_series(void *ctx, const struct label *labels, size_t n_labels,
 			 const struct store_point *points, size_t n_points)
 {
 	struct range_json *rj = ctx;
@@ -269,7 +263,7 @@ void http_query_range(const struct http_request *req, struct http_response *resp
 	struct query_selector sel = {0};
 	struct query_profile_type pt = {0};
 	struct json_writer w;
-	int64_t now = now_ms(), start, end, step;
+	int64_t now = realtime_ms(), start, end, step;
 	int rc;
 
 	if (arg_int(req, resp, "end", now, &end) ||
@@ -354,7 +348,7 @@ static int read_side(const struct http_request *req, struct http_response *resp,
 		     const char *mode, struct qexec_side *side)
 {
 	char key[32];
-	int64_t now = now_ms();
+	int64_t now = realtime_ms();
 
 	snprintf(key, sizeof(key), "%squery", prefix);
 	side->query = http_arg(req, key);
@@ -385,16 +379,6 @@ static int read_side(const struct http_request *req, struct http_response *resp,
 }
 
 #define MAX_HIDDEN 32
-
-/* CPU time of this thread (user + system: page faults included), which a
- * loaded machine does not inflate the way it does wall time. */
-static int64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* A number parameter within [lo, hi]; dflt when absent. */
 static int arg_double(const struct http_request *req, struct http_response *resp, const char *name,

@@ -8,26 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/labels.h"
 #include "common/pbwire.h"
 #include "common/utf8.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "server/ingest.h"
 
 typedef Parca__Profilestore__V1alpha1__WriteRawRequest write_raw_req;
-
-static bool valid_label_name(const char *s, bool metric)
-{
-	if (!s || !*s)
-		return false;
-	for (const char *p = s; *p; p++) {
-		char c = *p;
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-			  (metric && c == ':') || (p != s && c >= '0' && c <= '9');
-		if (!ok)
-			return false;
-	}
-	return true;
-}
 
 /* --- NUL bytes in labels, on the wire ------------------------------------ */
 
@@ -138,7 +125,7 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 			if (name)
 				return kiln_error_set(
 				    err, EINVAL, "series[%zu]: duplicate label name __name__", si);
-			if (!valid_label_name(l->value, true))
+			if (!metric_name_valid(l->value))
 				return kiln_error_set(
 				    err, EINVAL,
 				    "series[%zu]: invalid __name__ value \"%.100s\": "
@@ -147,7 +134,7 @@ static int validate_series(const Parca__Profilestore__V1alpha1__RawProfileSeries
 			name = l->value;
 			continue;
 		}
-		if (!valid_label_name(l->name, false))
+		if (!label_name_valid(l->name))
 			return kiln_error_set(
 			    err, EINVAL,
 			    "series[%zu]: invalid label name \"%.100s\": must match "

@@ -65,7 +65,7 @@ struct ingest_profile {
 };
 
 struct ingest_series {
-	struct store_label *labels; /* __name__ first */
+	struct label *labels; /* __name__ first */
 	size_t n_labels;
 };
 

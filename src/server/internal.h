@@ -90,7 +90,7 @@ struct server {
 	_Atomic uint64_t inflight_bytes; /* request bodies held (conn_limits.h) */
 };
 
-int64_t mono_ns(void);
+#include "common/clock.h" /* mono_ns, for the deadlines */
 
 /* ---- gRPC framing (grpc_frame.c) ---------------------------------------------- */
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/duration.h"
 #include "common/compat_flags.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -123,39 +124,6 @@ static int parse_count(const char *s, long max, int *out)
 	if (errno || end == s || *end || v < 0 || v > max)
 		return -EINVAL;
 	*out = (int)v;
-	return 0;
-}
-
-/* "15d", "12h", "30m", "45s", "500ms", or "0". */
-static int parse_duration_ms(const char *s, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || v < 0)
-		return -EINVAL;
-	int64_t mul;
-	if (!*end && v == 0)
-		mul = 1;
-	else if (strcmp(end, "ms") == 0)
-		mul = 1;
-	else if (strcmp(end, "s") == 0)
-		mul = 1000;
-	else if (strcmp(end, "m") == 0)
-		mul = 60 * 1000;
-	else if (strcmp(end, "h") == 0)
-		mul = 3600 * 1000;
-	else if (strcmp(end, "d") == 0)
-		mul = 24 * 3600 * 1000;
-	else if (strcmp(end, "w") == 0)
-		mul = 7 * 24 * 3600 * 1000LL;
-	else if (strcmp(end, "y") == 0)
-		mul = 365 * 24 * 3600 * 1000LL;
-	else
-		return -EINVAL;
-	if (v > INT64_MAX / mul)
-		return -ERANGE;
-	*out = v * mul;
 	return 0;
 }
 
@@ -371,7 +339,7 @@ int main(int argc, char **argv)
 			cfg.storage_path = optarg;
 			break;
 		case OPT_RETENTION:
-			if (parse_duration_ms(optarg, &cfg.retention_ms)) {
+			if (duration_parse_ms(optarg, 0, &cfg.retention_ms)) {
 				fprintf(
 				    stderr,
 				    "kiln: --storage-retention=%s: expected a duration like 15d, "
@@ -450,7 +418,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DEBUGINFOD_TIMEOUT: {
 			int64_t ms;
-			if (parse_duration_ms(optarg, &ms) || ms < 1000) {
+			if (duration_parse_ms(optarg, 0, &ms) || ms < 1000) {
 				fprintf(stderr,
 					"kiln: --debuginfod-http-request-timeout=%s: expected a "
 					"duration "
@@ -463,7 +431,7 @@ int main(int argc, char **argv)
 		}
 		case OPT_DEBUGINFOD_NEGATIVE_TTL: {
 			int64_t ms;
-			if (parse_duration_ms(optarg, &ms) || ms < 1000 ||
+			if (duration_parse_ms(optarg, 0, &ms) || ms < 1000 ||
 			    ms > INT32_MAX * 1000ll) {
 				fprintf(stderr,
 					"kiln: --debuginfod-negative-cache-ttl=%s: expected a "
@@ -495,7 +463,7 @@ int main(int argc, char **argv)
 		case OPT_HEADER_TIMEOUT:
 		case OPT_IDLE_TIMEOUT: {
 			int64_t ms = 0;
-			if (parse_duration_ms(optarg, &ms) || ms < 1000 ||
+			if (duration_parse_ms(optarg, 0, &ms) || ms < 1000 ||
 			    ms > 24 * 3600 * 1000LL) {
 				fprintf(stderr,
 					"kiln: --%s=%s: expected a duration from 1s to 24h, e.g. "
@@ -570,7 +538,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_INGEST_MAX_FUTURE_SKEW:
-			if (parse_duration_ms(optarg, &cfg.ingest_max_future_skew_ms) ||
+			if (duration_parse_ms(optarg, 0, &cfg.ingest_max_future_skew_ms) ||
 			    cfg.ingest_max_future_skew_ms < 1000) {
 				fprintf(stderr,
 					"kiln: --ingest-max-future-skew=%s: expected a duration >= "

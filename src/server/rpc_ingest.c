@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "server/handlers.h"
 #include "server/ingest.h"
@@ -40,13 +41,6 @@ int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_err
 	return 0;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void rpc_write_raw(struct grpc_call *c)
 {
 	struct server *s = c->srv;
@@ -54,7 +48,7 @@ void rpc_write_raw(struct grpc_call *c)
 	struct kiln_error err = {0};
 	struct ingest_batch b = {0};
 	struct ingest_limits lim = {.max_inflate = server_config(s)->max_profile_inflate,
-				    .now_ms = now_ms(),
+				    .now_ms = realtime_ms(),
 				    .max_future_skew_ms =
 					server_config(s)->ingest_max_future_skew_ms,
 				    .max_labels = server_config(s)->ingest_max_labels,

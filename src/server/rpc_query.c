@@ -296,7 +296,7 @@ struct range_ctx {
 	int rc;
 };
 
-static void add_series(void *ctx, const struct store_label *labels, size_t n_labels,
+static void add_series(void *ctx, const struct label *labels, size_t n_labels,
 		       const struct store_point *points, size_t n_points)
 {
 	struct range_ctx *rc = ctx;

@@ -256,7 +256,7 @@ struct series {
 	int64_t period;
 	bool delta;
 	size_t n_labels;
-	struct store_label *labels; /* sorted by name, without __name__ */
+	struct label *labels; /* sorted by name, without __name__ */
 	_Atomic int64_t min_ts, max_ts;
 };
 
@@ -278,13 +278,13 @@ struct series_index {
 int series_index_init(struct series_index *x);
 void series_index_destroy(struct series_index *x);
 /* Validates labels (names, __name__, count) into a sorted copy. */
-int series_check_labels(const struct store_label *in, size_t n, size_t max, struct store_label *out,
+int series_check_labels(const struct label *in, size_t n, size_t max, struct label *out,
 			const char **name, struct kiln_error *err);
 /* Finds or creates the series; the caller holds x->lock for writing and
  * m->mu. Returns the id or a negative errno. */
 int64_t series_get(struct series_index *x, struct meta *m, const char *name, const char *type,
 		   const char *st, const char *su, const char *pt, const char *pu, int64_t period,
-		   bool delta, const struct store_label *labels, size_t n_labels);
+		   bool delta, const struct label *labels, size_t n_labels);
 /* Adds an existing record's series (replay); caller holds the locks. */
 int series_add(struct series_index *x, struct meta *m, uint32_t id, uint32_t type_sid,
 	       uint32_t pt_sid, uint32_t pu_sid, int64_t period, const uint32_t *label_sids,
@@ -448,8 +448,13 @@ void wal_applied(struct wal *w);
 int wal_rotate(struct store *s, void (*freeze)(struct store *s), struct kiln_error *err);
 /* Deletes segments <= seg. */
 void wal_drop_upto(struct wal *w, uint64_t seg);
-/* Replays the metastore log and segments > s->checkpoint_seg into the head. */
-int wal_replay(struct store *s, struct kiln_error *err);
+/* Applies one samples record read back from the log; the layer above the
+ * WAL (store.c's store_apply_record) says what a record means, so the WAL
+ * never calls up into it. Called with head_lock held for writing. */
+typedef int (*wal_apply_fn)(struct store *s, const uint8_t *p, size_t len);
+/* Replays the metastore log, then each segment > s->checkpoint_seg through
+ * apply (in segment and record order). */
+int wal_replay(struct store *s, wal_apply_fn apply, struct kiln_error *err);
 /* Applies a decoded WAL samples record to the active head (head_lock held). */
 int store_apply_record(struct store *s, const uint8_t *p, size_t len);
 

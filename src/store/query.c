@@ -209,7 +209,7 @@ static void range_visit(void *ctx, const struct head *h)
 }
 
 int store_query_range(struct store *s, const struct store_selector *sel,
-		      void (*cb)(void *ctx, const struct store_label *labels, size_t n_labels,
+		      void (*cb)(void *ctx, const struct label *labels, size_t n_labels,
 				 const struct store_point *points, size_t n_points),
 		      void *ctx, struct kiln_error *err)
 {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/labels.h"
 #include "store/internal.h"
 
 #define MATCH_LIMIT 100000
@@ -112,33 +113,14 @@ bool store_matcher_matches(const struct store_matcher *m, const char *value)
 
 /* ---- labels ---- */
 
-static bool valid_label_name(const char *s)
-{
-	if (!s || !*s)
-		return false;
-	for (const char *p = s; *p; p++) {
-		char c = *p;
-		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-
-		if (!alpha && !(p != s && c >= '0' && c <= '9'))
-			return false;
-	}
-	return true;
-}
-
-static int label_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct store_label *)a)->name, ((const struct store_label *)b)->name);
-}
-
-int series_check_labels(const struct store_label *in, size_t n, size_t max, struct store_label *out,
+int series_check_labels(const struct label *in, size_t n, size_t max, struct label *out,
 			const char **name, struct kiln_error *err)
 {
 	size_t k = 0;
 
 	*name = NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (!valid_label_name(in[i].name))
+		if (!label_name_valid(in[i].name))
 			return kiln_error_set(err, EINVAL,
 					      "label %zu: invalid label name \"%s\" (must match "
 					      "[a-zA-Z_][a-zA-Z0-9_]*)",
@@ -146,7 +128,7 @@ int series_check_labels(const struct store_label *in, size_t n, size_t max, stru
 		if (!in[i].value)
 			return kiln_error_set(err, EINVAL, "label %s: no value", in[i].name);
 		if (strcmp(in[i].name, "__name__") == 0) {
-			if (!valid_label_name(in[i].value))
+			if (!label_name_valid(in[i].value))
 				return kiln_error_set(err, EINVAL,
 						      "label __name__: invalid profile name \"%s\"",
 						      in[i].value);
@@ -162,7 +144,7 @@ int series_check_labels(const struct store_label *in, size_t n, size_t max, stru
 	if (k > max)
 		return kiln_error_set(err, EINVAL, "labels: too many labels (%zu, limit %zu)", k,
 				      max);
-	qsort(out, k, sizeof(*out), label_cmp);
+	labels_sort(out, k);
 	for (size_t i = 1; i < k; i++)
 		if (strcmp(out[i].name, out[i - 1].name) == 0)
 			return kiln_error_set(err, EINVAL, "label %s: duplicate label name",
@@ -278,7 +260,7 @@ static int parse_type(struct meta *m, struct series *se, const char *type)
 }
 
 static int insert_series(struct series_index *x, struct meta *m, uint32_t id, const char *type,
-			 int64_t period, const struct store_label *labels, size_t n)
+			 int64_t period, const struct label *labels, size_t n)
 {
 	struct series *se = chunked_slot(&x->series);
 	int rc;
@@ -308,7 +290,7 @@ static int insert_series(struct series_index *x, struct meta *m, uint32_t id, co
 	return 0;
 }
 
-static int series_key(struct buf *k, const char *type, const struct store_label *labels, size_t n)
+static int series_key(struct buf *k, const char *type, const struct label *labels, size_t n)
 {
 	int rc;
 
@@ -323,10 +305,10 @@ static int series_key(struct buf *k, const char *type, const struct store_label 
 
 int64_t series_get(struct series_index *x, struct meta *m, const char *name, const char *type,
 		   const char *st, const char *su, const char *pt, const char *pu, int64_t period,
-		   bool delta, const struct store_label *labels, size_t n_labels)
+		   bool delta, const struct label *labels, size_t n_labels)
 {
 	uint64_t id = chunked_count(&x->series);
-	struct store_label *interned = NULL;
+	struct label *interned = NULL;
 	struct buf rec = {0};
 	int64_t sid, tsid, ptsid, pusid;
 	int rc;
@@ -390,7 +372,7 @@ int series_add(struct series_index *x, struct meta *m, uint32_t id, uint32_t typ
 	       uint32_t pt_sid, uint32_t pu_sid, int64_t period, const uint32_t *label_sids,
 	       size_t n_labels)
 {
-	struct store_label *labels = calloc(n_labels ? n_labels : 1, sizeof(*labels));
+	struct label *labels = calloc(n_labels ? n_labels : 1, sizeof(*labels));
 	int rc;
 
 	(void)pt_sid, (void)pu_sid;

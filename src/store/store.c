@@ -1267,7 +1267,7 @@ int store_open(const struct store_options *opts, struct store **out, struct kiln
 	s->lock_fd = fd;
 	rc = read_checkpoint(s, err);
 	rc = rc ?: wal_open(s, err);
-	rc = rc ?: wal_replay(s, err);
+	rc = rc ?: wal_replay(s, store_apply_record, err);
 	rc = rc ?: load_blocks(s, err);
 	if (rc)
 		goto fail;

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/labels.h"
 #include "common/error.h"
 #include "pprof/pprof.h"
 
@@ -133,10 +134,10 @@ struct store_options {
 	const struct store_symbolizer *symbolizer; /* optional; copied by store_open */
 };
 
-struct store_label {
-	const char *name;
-	const char *value;
-};
+/* A series label is the common struct label (common/labels.h). The old
+ * name stays an alias while code written against it (store.c and branches
+ * in flight) moves over; new code says struct label. */
+#define store_label label
 
 enum store_match_op {
 	STORE_MATCH_EQ,	       /* =  */
@@ -179,13 +180,13 @@ void store_close(struct store *s);
  * when it is 0). delta: whether the profile holds deltas (CPU samples) or
  * cumulative values; it becomes the ":delta" suffix. Returns after the
  * write is durable. */
-int store_write_profile(struct store *s, const struct store_label *labels, size_t n_labels,
+int store_write_profile(struct store *s, const struct label *labels, size_t n_labels,
 			const struct pprof_profile *p, int64_t timestamp_ms, bool delta,
 			struct kiln_error *err);
 /* The same with the ExecutableInfo of p's mappings: exec[i] belongs to the
  * i-th mapping of the message (n_exec may be fewer; the rest have none). It
  * is stored with the mapping and handed to the symbolizer hook. */
-int store_write_profile_exec(struct store *s, const struct store_label *labels, size_t n_labels,
+int store_write_profile_exec(struct store *s, const struct label *labels, size_t n_labels,
 			     const struct pprof_profile *p, const struct store_exec_info *exec,
 			     size_t n_exec, int64_t timestamp_ms, bool delta,
 			     struct kiln_error *err);
@@ -211,7 +212,7 @@ struct store_point {
 	int64_t value;
 };
 int store_query_range(struct store *s, const struct store_selector *sel,
-		      void (*cb)(void *ctx, const struct store_label *labels, size_t n_labels,
+		      void (*cb)(void *ctx, const struct label *labels, size_t n_labels,
 				 const struct store_point *points, size_t n_points),
 		      void *ctx, struct kiln_error *err);
 

@@ -34,16 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "store/internal.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void seg_path(const struct wal *w, uint64_t seg, char *out, size_t n)
 {
@@ -131,7 +124,7 @@ static int write_batch(struct store *s, const struct buf *meta, const struct buf
 {
 	struct wal *w = &s->wal;
 	const char *what = "metastore log";
-	uint64_t t0 = now_ns();
+	uint64_t t0 = (uint64_t)mono_ns();
 	int rc = 0;
 
 	*meta_done = false;
@@ -163,7 +156,7 @@ static int write_batch(struct store *s, const struct buf *meta, const struct buf
 		w->seg_len += recs->len;
 		w->fsyncs++;
 	}
-	w->fsync_ns += now_ns() - t0;
+	w->fsync_ns += (uint64_t)mono_ns() - t0;
 	w->bytes += meta->len + recs->len;
 	return 0;
 fail:
@@ -392,12 +385,7 @@ static int replay_file(struct store *s, const char *path, int fd,
 	return 0;
 }
 
-static int apply_wal(struct store *s, const uint8_t *p, size_t len)
-{
-	return store_apply_record(s, p, len);
-}
-
-int wal_replay(struct store *s, struct kiln_error *err)
+int wal_replay(struct store *s, wal_apply_fn apply, struct kiln_error *err)
 {
 	struct wal *w = &s->wal;
 	char path[4096];
@@ -431,7 +419,7 @@ int wal_replay(struct store *s, struct kiln_error *err)
 			break;
 		}
 		pthread_rwlock_wrlock(&s->head_lock);
-		rc = replay_file(s, path, fd, apply_wal, &valid, &torn, err);
+		rc = replay_file(s, path, fd, apply, &valid, &torn, err);
 		pthread_rwlock_unlock(&s->head_lock);
 		close(fd);
 		if (rc)

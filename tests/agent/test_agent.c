@@ -228,8 +228,8 @@ static void test_labels_set_sorted_and_parse(void **state)
 	assert_non_null(strstr(err.msg, "9x"));
 	kiln_error_clear(&err);
 	assert_int_equal(labels_parse_list(&l, "novalue", &err), -EINVAL);
-	assert_false(label_name_valid("__name__"));
-	assert_true(label_name_valid("_ok1"));
+	assert_false(agent_label_name_valid("__name__"));
+	assert_true(agent_label_name_valid("_ok1"));
 	labels_free(&l);
 }
 

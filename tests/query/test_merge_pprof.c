@@ -53,7 +53,7 @@ static int teardown(void **state)
 static void ingest(struct env *e, const char *name, const char *comm, const struct pprof_profile *p,
 		   int64_t ts)
 {
-	struct store_label l[] = {{"__name__", name}, {"comm", comm}};
+	struct label l[] = {{"__name__", name}, {"comm", comm}};
 	struct kiln_error err = {0};
 
 	if (store_write_profile(e->s, l, 2, p, ts, true, &err))

@@ -56,7 +56,7 @@ static int teardown(void **state)
 static void ingest(struct env *e, const char *comm, const char *node, const struct pprof_profile *p,
 		   int64_t ts)
 {
-	struct store_label l[] = {{"__name__", "kiln_test"}, {"comm", comm}, {"node", node}};
+	struct label l[] = {{"__name__", "kiln_test"}, {"comm", comm}, {"node", node}};
 	struct kiln_error err = {0};
 
 	if (store_write_profile(e->s, l, 3, p, ts, true, &err))

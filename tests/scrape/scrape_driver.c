@@ -54,7 +54,7 @@ struct driver {
 	atomic_ulong ingested;
 };
 
-static const char *label(const struct store_label *l, size_t n, const char *name)
+static const char *label(const struct label *l, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(l[i].name, name) == 0)
@@ -68,8 +68,8 @@ static const char *port_of(const char *instance)
 	return c ? c + 1 : instance;
 }
 
-static int ingest(void *ctx, const struct store_label *labels, size_t n,
-		  const struct pprof_profile *p, int64_t ts, bool delta, struct kiln_error *err)
+static int ingest(void *ctx, const struct label *labels, size_t n, const struct pprof_profile *p,
+		  int64_t ts, bool delta, struct kiln_error *err)
 {
 	struct driver *d = ctx;
 	atomic_fetch_add(&d->ingested, 1);
@@ -90,8 +90,7 @@ static int ingest(void *ctx, const struct store_label *labels, size_t n,
 	return 0;
 }
 
-static void on_body(void *ctx, const struct store_label *labels, size_t n, const void *body,
-		    size_t len)
+static void on_body(void *ctx, const struct label *labels, size_t n, const void *body, size_t len)
 {
 	struct driver *d = ctx;
 	struct pprof_profile *p;

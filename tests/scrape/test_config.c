@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/duration.h"
 #include "scrape/scrape.h"
 
 static struct scrape_config *parse_ok(const char *text)
@@ -253,21 +254,21 @@ static void test_durations(void **state)
 {
 	int64_t ms;
 	(void)state;
-	assert_int_equal(scrape_parse_duration("1h30m", &ms), 0);
+	assert_int_equal(duration_parse_ms("1h30m", 0, &ms), 0);
 	assert_int_equal(ms, 5400000);
-	assert_int_equal(scrape_parse_duration("500ms", &ms), 0);
+	assert_int_equal(duration_parse_ms("500ms", 0, &ms), 0);
 	assert_int_equal(ms, 500);
-	assert_int_equal(scrape_parse_duration("2m", &ms), 0);
+	assert_int_equal(duration_parse_ms("2m", 0, &ms), 0);
 	assert_int_equal(ms, 120000);
-	assert_int_equal(scrape_parse_duration("1d", &ms), 0);
+	assert_int_equal(duration_parse_ms("1d", 0, &ms), 0);
 	assert_int_equal(ms, 86400000);
-	assert_true(scrape_parse_duration("10", &ms) < 0);
-	assert_true(scrape_parse_duration("s", &ms) < 0);
-	assert_true(scrape_parse_duration("-1s", &ms) < 0);
+	assert_true(duration_parse_ms("10", 0, &ms) < 0);
+	assert_true(duration_parse_ms("s", 0, &ms) < 0);
+	assert_true(duration_parse_ms("-1s", 0, &ms) < 0);
 	/* Overflow is an error, not wrap-around (found by fuzz_scrape_config). */
-	assert_int_equal(scrape_parse_duration("6666666666y", &ms), -ERANGE);
-	assert_int_equal(scrape_parse_duration("99999999999999999999ms", &ms), -ERANGE);
-	assert_int_equal(scrape_parse_duration("9223372036854775s", &ms), 0);
+	assert_int_equal(duration_parse_ms("6666666666y", 0, &ms), -ERANGE);
+	assert_int_equal(duration_parse_ms("99999999999999999999ms", 0, &ms), -ERANGE);
+	assert_int_equal(duration_parse_ms("9223372036854775s", 0, &ms), 0);
 	assert_int_equal(ms, 9223372036854775000);
 }
 

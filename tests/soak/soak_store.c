@@ -104,7 +104,7 @@ static int write_seq(struct store *s, int seq, const struct pprof_profile *p,
 	char seqbuf[32];
 
 	snprintf(seqbuf, sizeof(seqbuf), "%d", seq);
-	struct store_label l[2] = {{"__name__", "soak"}, {"seq", seqbuf}};
+	struct label l[2] = {{"__name__", "soak"}, {"seq", seqbuf}};
 	return store_write_profile(s, l, 2, p, seq_timestamp(seq), true, err);
 }
 
@@ -179,7 +179,7 @@ struct check_state {
 	bool corrupt;
 };
 
-static void check_series(void *ctx, const struct store_label *labels, size_t n_labels,
+static void check_series(void *ctx, const struct label *labels, size_t n_labels,
 			 const struct store_point *points, size_t n_points)
 {
 	struct check_state *c = ctx;
@@ -525,8 +525,7 @@ static void *populate_thread(void *arg)
 	for (long i; (i = atomic_fetch_add(c->cursor, 1)) < c->n;) {
 		snprintf(node, sizeof(node), "node-%ld", i % 1000);
 		snprintf(series, sizeof(series), "%ld", i);
-		struct store_label l[3] = {
-		    {"__name__", "kiln_soak"}, {"node", node}, {"series", series}};
+		struct label l[3] = {{"__name__", "kiln_soak"}, {"node", node}, {"series", series}};
 
 		kiln_error_clear(&err);
 		if (store_write_profile(c->s, l, 3, c->p, 1000 + i % 60000, true, &err)) {

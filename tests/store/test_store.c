@@ -65,7 +65,7 @@ static void reopen(struct fixture *f)
 static void write_one(struct store *s, const char *comm, const char *node,
 		      const struct pprof_profile *p, int64_t ts)
 {
-	struct store_label l[3] = {{"__name__", "process_cpu"}, {"comm", comm}, {"node", node}};
+	struct label l[3] = {{"__name__", "process_cpu"}, {"comm", comm}, {"node", node}};
 	struct kiln_error err = {0};
 	int rc = store_write_profile(s, l, 3, p, ts, true, &err);
 
@@ -272,8 +272,8 @@ struct range_out {
 	char labels[256];
 };
 
-static void range_cb(void *ctx, const struct store_label *l, size_t nl,
-		     const struct store_point *pts, size_t n)
+static void range_cb(void *ctx, const struct label *l, size_t nl, const struct store_point *pts,
+		     size_t n)
 {
 	struct range_out *o = ctx;
 
@@ -428,7 +428,7 @@ static struct pprof_profile *one_stack(int64_t v)
 	return p;
 }
 
-static void range_last_value(void *ctx, const struct store_label *l, size_t nl,
+static void range_last_value(void *ctx, const struct label *l, size_t nl,
 			     const struct store_point *pts, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -469,9 +469,9 @@ static void test_bad_input(void **state)
 {
 	struct fixture *f = *state;
 	struct pprof_profile *a = make_profile(5, 1, 0);
-	struct store_label nolabel[1] = {{"comm", "x"}};
-	struct store_label badname[2] = {{"__name__", "x"}, {"1abc", "y"}};
-	struct store_label many[70];
+	struct label nolabel[1] = {{"comm", "x"}};
+	struct label badname[2] = {{"__name__", "x"}, {"1abc", "y"}};
+	struct label many[70];
 	char names[70][16];
 	struct kiln_error err = {0};
 
@@ -481,10 +481,10 @@ static void test_bad_input(void **state)
 	assert_int_equal(store_write_profile(f->s, badname, 2, a, 1, false, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "1abc"));
 	kiln_error_clear(&err);
-	many[0] = (struct store_label){"__name__", "x"};
+	many[0] = (struct label){"__name__", "x"};
 	for (int i = 1; i < 70; i++) {
 		snprintf(names[i], sizeof(names[i]), "l%d", i);
-		many[i] = (struct store_label){names[i], "v"};
+		many[i] = (struct label){names[i], "v"};
 	}
 	assert_int_equal(store_write_profile(f->s, many, 70, a, 1, false, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "too many labels"));
@@ -623,7 +623,7 @@ static void *writer_main(void *arg)
 	snprintf(node, sizeof(node), "n%d", c->id);
 	for (int i = 0; i < 40; i++) {
 		struct pprof_profile *p = make_profile(30, i + 1, c->id + i);
-		struct store_label l[2] = {{"__name__", "process_cpu"}, {"node", node}};
+		struct label l[2] = {{"__name__", "process_cpu"}, {"node", node}};
 
 		if (store_write_profile(c->s, l, 2, p, 1000 + i * 700, true, NULL))
 			c->failures++;

@@ -51,8 +51,7 @@ static void child(const struct store_options *o, int it, int fd)
 	}
 	for (int k = 0;; k++) {
 		struct pprof_profile *p = make_profile(N_STACKS, k + 1, k % 7);
-		struct store_label l[2] = {{"__name__", "process_cpu"},
-					   {"node", k % 2 ? "odd" : "even"}};
+		struct label l[2] = {{"__name__", "process_cpu"}, {"node", k % 2 ? "odd" : "even"}};
 		int64_t ts = ts_of(it, k);
 
 		if (store_write_profile(s, l, 2, p, ts, true, &err)) {
@@ -70,8 +69,8 @@ struct seen {
 	size_t n, cap;
 };
 
-static void range_cb(void *ctx, const struct store_label *l, size_t nl,
-		     const struct store_point *pts, size_t n)
+static void range_cb(void *ctx, const struct label *l, size_t nl, const struct store_point *pts,
+		     size_t n)
 {
 	struct seen *s = ctx;
 

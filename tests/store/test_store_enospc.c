@@ -68,7 +68,7 @@ static void test_full_disk(void **state)
 	struct store_options o = {.path = f->path, .head_max_rows = 1u << 30};
 	struct store *s;
 	struct kiln_error err = {0};
-	struct store_label l[2] = {{"__name__", "process_cpu"}, {"node", "a"}};
+	struct label l[2] = {{"__name__", "process_cpu"}, {"node", "a"}};
 	char filler[4096];
 	int64_t acked = 0;
 	int rc = 0, i;

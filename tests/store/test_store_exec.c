@@ -44,7 +44,7 @@ static int record_resolve(void *ctx, const struct store_mapping_info *m, uint64_
 static void write_exec(struct store *s, const struct pprof_profile *p,
 		       const struct store_exec_info *exec, size_t n_exec, int64_t ts)
 {
-	struct store_label l[2] = {{"__name__", "parca_agent"}, {"comm", "app"}};
+	struct label l[2] = {{"__name__", "parca_agent"}, {"comm", "app"}};
 	struct kiln_error err = {0};
 	int rc = store_write_profile_exec(s, l, 2, p, exec, n_exec, ts, true, &err);
 

@@ -170,7 +170,7 @@ static void write_processes(struct store *s)
 	struct pprof_profile *p[2] = {raw_profile(one, 2), raw_profile(two, 2)};
 
 	for (int i = 0; i < 2; i++) {
-		struct store_label l[2] = {{"__name__", "process_cpu"}, {"pid", i ? "2" : "1"}};
+		struct label l[2] = {{"__name__", "process_cpu"}, {"pid", i ? "2" : "1"}};
 		struct kiln_error err = {0};
 
 		assert_non_null(p[i]);

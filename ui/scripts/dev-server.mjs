@@ -1,5 +1,5 @@
 // UI development only (never used by the tests): serves build/ui and fixture
-// JSON in the shape of API-CONTRACT.md, so the UI can be worked on without a
+// JSON in the shape of docs/API.md, so the UI can be worked on without a
 // kiln. `node ui/scripts/dev-server.mjs [PORT] [NODES]`, or point
 // `npm run dev` at it with KILN_API=http://127.0.0.1:PORT.
 import http from 'node:http';

@@ -1,4 +1,4 @@
-// The server's HTTP/JSON API (docs/API.md, API-CONTRACT.md). Relative URLs:
+// The server's HTTP/JSON API (docs/API.md). Relative URLs:
 // the UI is served by the same `kiln` that answers the API.
 
 import { authFetch } from './auth';
