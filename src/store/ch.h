@@ -94,10 +94,15 @@ struct ch_store {
 	_Atomic uint64_t inserts, insert_retries, rows;
 };
 
-/* The samples row that carries a profile's total (one per series and
+/* The samples rows that carry a profile's total (one per series and
  * profile, so that a profile whose values all summed to 0 still shows in
- * query_range, as on the embedded store); no stack hashes to it. */
-#define CH_TOTAL_ROW 0
+ * query_range, as on the embedded store) have type_hash CH_TOTALS_TYPE and
+ * the real type hash in stack_hash: they sort together, so that range
+ * queries and the series sync read them alone. No profile type hashes to
+ * 0 (the batch markers' type) or 1. In a merge's answer they come back as
+ * stack CH_TOTAL_ROW, which no stack hashes to. */
+#define CH_TOTALS_TYPE 1
+#define CH_TOTAL_ROW   0
 
 /* Content hashes of local objects (computed once, memoized; ch->mu held).
  * A location pushed without lines is hashed without them, whatever a
@@ -140,8 +145,11 @@ int ch_commit_record(struct store *s, const uint8_t *rec, size_t len, struct kil
 /* ---- ch_read.c ------------------------------------------------------------- */
 
 /* Brings the local series index up to date with ClickHouse: series other
- * servers wrote, and every series' time range. Before each series_select. */
-int ch_sync_series(struct store *s, struct kiln_error *err);
+ * servers wrote, and the time range of those with data in [start_ms,
+ * end_ms] (a series whose data lies only before and after the range is not
+ * widened to cover it, as the embedded store's would be). Before each
+ * series_select. */
+int ch_sync_series(struct store *s, int64_t start_ms, int64_t end_ms, struct kiln_error *err);
 /* The parsers of ClickHouse's answers (RowBinary, untrusted: -EPROTO with a
  * message for anything malformed), separate from the requests so that
  * fuzz/fuzz_ch_answers.c reaches them: the series table's rows, the

@@ -106,7 +106,9 @@ static uint64_t remember(struct ch_store *ch, enum ch_kind k, uint32_t id, uint6
 
 uint64_t ch_hash_type(const char *profile_type)
 {
-	return nonzero(str_hash(profile_type));
+	uint64_t h = str_hash(profile_type);
+
+	return h > CH_TOTALS_TYPE ? h : h + 2; /* 0: markers, 1: totals */
 }
 
 uint64_t ch_hash_series(struct store *s, uint32_t id)

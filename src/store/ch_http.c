@@ -55,7 +55,8 @@ int ch_http(struct ch_conn *c, const char *sql, const void *data, size_t len, st
 	 * batch or none of it (ch_write.c). Reads name their series and stacks
 	 * in IN lists longer than the default 256 KiB a query may have. */
 	rc = buf_printf(&url,
-			"%s/?database=%s&max_insert_block_size=100000000&max_query_size=67108864",
+			"%s/?database=%s&max_insert_block_size=100000000&max_query_size=67108864"
+			"&max_ast_elements=10000000&max_expanded_ast_elements=10000000",
 			c->url, c->database);
 	if (!rc && data) {
 		q = curl_easy_escape(h, sql, 0);

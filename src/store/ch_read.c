@@ -196,10 +196,10 @@ int ch_apply_time_ranges(struct store *s, const uint8_t *data, size_t len, struc
 	return 0;
 }
 
-int ch_sync_series(struct store *s, struct kiln_error *err)
+int ch_sync_series(struct store *s, int64_t start_ms, int64_t end_ms, struct kiln_error *err)
 {
 	struct ch_conn *c = &s->ch->conn;
-	struct buf out = {0};
+	struct buf out = {0}, q = {0};
 	int rc;
 
 	rc = ch_http_retry(c,
@@ -209,29 +209,41 @@ int ch_sync_series(struct store *s, struct kiln_error *err)
 			   "GROUP BY series_hash FORMAT RowBinary",
 			   NULL, 0, &out, err);
 	rc = rc ?: ch_apply_series(s, out.data, out.len, err);
-	/* Every series' time range, from its profiles' total rows. */
+	/* The time range, within [start_ms, end_ms], of each series with data
+	 * there, from its profiles' total rows of whole batches: reads only the
+	 * query's days, not the table. */
 	rc = rc
-		 ?: ch_http_retry(
-			c,
-			"SELECT series_hash, min(timestamp_ms), max(timestamp_ms) FROM "
-			"samples WHERE stack_hash = 0 AND series_hash != 0 AND batch_id IN "
-			"(SELECT batch_id FROM samples WHERE type_hash = 0 AND series_hash = "
-			"0) GROUP BY series_hash FORMAT RowBinary",
-			NULL, 0, &out, err);
+		 ?: buf_printf(
+			&q,
+			"SELECT series_hash, min(timestamp_ms), max(timestamp_ms) FROM samples "
+			"WHERE type_hash = 1 AND timestamp_ms >= %" PRId64
+			" AND timestamp_ms <= %" PRId64 " AND batch_id IN (SELECT batch_id "
+			"FROM samples WHERE type_hash = 0 AND series_hash = 0 AND "
+			"timestamp_ms >= %" PRId64 " AND timestamp_ms <= %" PRId64
+			") GROUP BY series_hash FORMAT RowBinary",
+			start_ms, end_ms, start_ms, end_ms);
+	rc = rc ?: buf_terminate(&q);
+	rc = rc ?: ch_http_retry(c, (char *)q.data, NULL, 0, &out, err);
 	rc = rc ?: ch_apply_time_ranges(s, out.data, out.len, err);
 	buf_free(&out);
+	buf_free(&q);
 	return rc;
 }
 
 /* "type_hash = T AND series_hash IN (...) AND timestamp_ms BETWEEN" for sel
  * and the selected series ids[0..n). */
 static int where_clause(struct store *s, const struct store_selector *sel, const uint32_t *ids,
-			size_t n, struct buf *q)
+			size_t n, bool totals_only, struct buf *q)
 {
 	int rc = 0;
 
-	if (sel->profile_type)
-		rc = buf_printf(q, "type_hash = %" PRIu64 " AND ", ch_hash_type(sel->profile_type));
+	/* The series hashes name the type already; the type's own rows and
+	 * its totals rows are two ranges of the primary key. */
+	if (totals_only)
+		rc = buf_append_str(q, "type_hash = 1 AND ");
+	else if (sel->profile_type)
+		rc = buf_printf(q, "type_hash IN (1, %" PRIu64 ") AND ",
+				ch_hash_type(sel->profile_type));
 	rc = rc ?: buf_append_str(q, "series_hash IN (");
 	pthread_mutex_lock(&s->ch->mu);
 	for (size_t i = 0; i < n && !rc; i++)
@@ -259,16 +271,16 @@ int ch_query_range(struct store *s, const struct store_selector *sel,
 	struct store_point *pts = NULL;
 	uint32_t *ids = NULL;
 	size_t n = 0;
-	int rc = ch_sync_series(s, err);
+	int rc = ch_sync_series(s, sel->start_ms, sel->end_ms, err);
 
 	rc = rc ?: series_select(&s->sx, sel, &ids, &n, err);
 	if (rc || !n)
 		goto out;
 	series_sort_by_labels(&s->sx, ids, n);
 	rc = buf_append_str(&q, "SELECT series_hash, timestamp_ms, sum(value) FROM samples WHERE ");
-	rc = rc ?: where_clause(s, sel, ids, n, &q);
+	rc = rc ?: where_clause(s, sel, ids, n, true, &q);
 	rc = rc
-		 ?: buf_append_str(&q, " AND stack_hash = 0 GROUP BY series_hash, timestamp_ms "
+		 ?: buf_append_str(&q, " GROUP BY series_hash, timestamp_ms "
 				       "ORDER BY series_hash, timestamp_ms FORMAT RowBinary");
 	rc = rc ?: buf_terminate(&q);
 	if (rc) {
@@ -359,7 +371,7 @@ static void hs_free(struct hash_set *hs)
 	memset(hs, 0, sizeof(*hs));
 }
 
-#define FETCH_CHUNK 50000 /* hashes per IN list */
+#define FETCH_CHUNK 20000 /* hashes per IN list */
 
 /* SELECT cols FROM table WHERE key IN (set) GROUP BY key, into out (one
  * query per FETCH_CHUNK hashes, answers appended). */
@@ -605,6 +617,13 @@ out:
 
 /* ---- the merge's sums ---------------------------------------------------- */
 
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+
+	return (a > b) - (a < b);
+}
+
 int ch_merge_aggregate(struct store *s, const struct store_selector *sel, struct merge_agg *a,
 		       uint32_t *first_series, struct kiln_error *err)
 {
@@ -619,15 +638,15 @@ int ch_merge_aggregate(struct store *s, const struct store_selector *sel, struct
 	a->max_ts = INT64_MIN;
 	if (!sel->profile_type)
 		return kiln_error_set(err, EINVAL, "merge: no profile type");
-	rc = ch_sync_series(s, err);
+	rc = ch_sync_series(s, sel->start_ms, sel->end_ms, err);
 	rc = rc ?: series_select(&s->sx, sel, &ids, &n, err);
 	if (rc || !n)
 		goto out;
 	*first_series = ids[0];
-	rc = buf_append_str(&q, "SELECT stack_hash, sum(value), min(timestamp_ms), "
-				"max(timestamp_ms) FROM samples WHERE ");
-	rc = rc ?: where_clause(s, sel, ids, n, &q);
-	rc = rc ?: buf_append_str(&q, " GROUP BY stack_hash FORMAT RowBinary");
+	rc = buf_append_str(&q, "SELECT if(type_hash = 1, 0, stack_hash) AS st, sum(value), "
+				"min(timestamp_ms), max(timestamp_ms) FROM samples WHERE ");
+	rc = rc ?: where_clause(s, sel, ids, n, false, &q);
+	rc = rc ?: buf_append_str(&q, " GROUP BY st FORMAT RowBinary");
 	rc = rc ?: buf_terminate(&q);
 	if (rc) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory");
@@ -692,6 +711,9 @@ int ch_merge_aggregate(struct store *s, const struct store_selector *sel, struct
 		}
 		sat_acc_i64(&a->sum[id], (int64_t)get_u64le(p + 8));
 	}
+	/* In id order, as the embedded store meets them: stacks interned
+	 * together sit together in the output (a pprof gzips smaller). */
+	qsort(a->touched, a->n_touched, sizeof(*a->touched), cmp_u32);
 out:
 	hs_free(&missing);
 	free(ids);

@@ -7,9 +7,10 @@
  * newer server would do better.
  *
  *   samples    one row per (series, profile time, stack) with the summed
- *              value, plus one CH_TOTAL_ROW row per (series, profile) with
- *              the profile's total and one marker row per write (type and
- *              series hash 0: the write is complete, ch_write.c). MergeTree ordered by (profile type,
+ *              value, plus one totals row per (series, profile) with the
+ *              profile's total (type hash CH_TOTALS_TYPE, ch.h) and one
+ *              marker row per write (type and series hash 0: the write is
+ *              complete, ch_write.c). MergeTree ordered by (profile type,
  *              series, time, stack): a query reads one type's series for a
  *              time range as contiguous ranges. Partitioned by day so that
  *              retention drops whole partitions (18.16 has no TTL).

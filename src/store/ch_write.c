@@ -253,7 +253,7 @@ static int batch_build(struct store *s, const uint8_t *rec, size_t len, struct c
 						ch_hash_stack(s, (uint32_t)st), v, batch);
 		}
 		if (rc >= 0)
-			rc = add_sample(&b->samples, th, sh, ts, CH_TOTAL_ROW, total, batch);
+			rc = add_sample(&b->samples, CH_TOTALS_TYPE, sh, ts, th, total, batch);
 	}
 	if (rc < 0)
 		return rc;

@@ -47,7 +47,7 @@ int store_profile_types(struct store *s, int64_t start_ms, int64_t end_ms,
 	struct store_selector sel = {.start_ms = start_ms, .end_ms = end_ms};
 	uint32_t *ids;
 	size_t n;
-	int rc = s->ch ? ch_sync_series(s, err) : 0;
+	int rc = s->ch ? ch_sync_series(s, start_ms, end_ms, err) : 0;
 
 	rc = rc ?: series_select(&s->sx, &sel, &ids, &n, err);
 
@@ -72,7 +72,7 @@ static int collect_labels(struct store *s, const struct store_selector *sel, con
 	uint32_t *ids;
 	size_t n, k = 0, cap = 0;
 	const char **strs = NULL;
-	int rc = s->ch ? ch_sync_series(s, err) : 0;
+	int rc = s->ch ? ch_sync_series(s, sel->start_ms, sel->end_ms, err) : 0;
 
 	rc = rc ?: series_select(&s->sx, sel, &ids, &n, err);
 

@@ -42,7 +42,7 @@ ch_start() {
     <default_profile>default</default_profile>
     <default_database>default</default_database>
     <mlock_executable>false</mlock_executable>
-    <mark_cache_size>536870912</mark_cache_size>
+    <compression><case><min_part_size>0</min_part_size><min_part_size_ratio>0</min_part_size_ratio><method>zstd</method></case></compression>
 </yandex>
 XML
 	cat >"$dir/users.xml" <<XML
