@@ -657,6 +657,7 @@ static int run(const char *dir, double scale, int threads, int ingest_threads, b
 	const char *ch_url = getenv("BENCH_CLICKHOUSE_URL");
 	struct store *s2 = NULL;
 	if (ch_url && *ch_url) {
+		mkdir(path, 0755); /* empty: the disk figures below read it */
 		o.backend = STORE_BACKEND_CLICKHOUSE;
 		o.clickhouse.url = ch_url;
 		o.retention_ms = 0;
