@@ -27,6 +27,11 @@
  *       of each profile recur byte for byte in the one before (what a cache
  *       keyed by raw entry bytes could skip).
  *
+ * BENCH_CLICKHOUSE_URL=http://HOST:PORT (make bench-scaleout): the same run
+ * on the ClickHouse backend, through two store instances on one ClickHouse
+ * (two stateless kiln servers; writer threads alternate between them), the
+ * merges asked of the second.
+ *
  * Two processes, so that what is printed is the server's alone: a forked
  * generator builds the profiles (gzipped as an agent sends them) and sends
  * one WriteRawRequest per profile over a socket per writer thread; the
@@ -649,7 +654,15 @@ static int run(const char *dir, double scale, int threads, int ingest_threads, b
 	}
 	for (int i = 0; i < threads; i++)
 		close(gen_fd[i]);
-	if (store_open(&o, &s, &err)) {
+	const char *ch_url = getenv("BENCH_CLICKHOUSE_URL");
+	struct store *s2 = NULL;
+	if (ch_url && *ch_url) {
+		mkdir(path, 0755); /* empty: the disk figures below read it */
+		o.backend = STORE_BACKEND_CLICKHOUSE;
+		o.clickhouse.url = ch_url;
+		o.retention_ms = 0;
+	}
+	if (store_open(&o, &s, &err) || (ch_url && *ch_url && store_open(&o, &s2, &err))) {
 		fprintf(stderr, "open: %s\n", err.msg);
 		kill(gen_pid, SIGTERM);
 		return 1;
@@ -667,7 +680,7 @@ static int run(const char *dir, double scale, int threads, int ingest_threads, b
 	uint64_t rows = 0, profiles = 0, failures = 0;
 	double t0 = now_s(), wall = 0, cpu = 0;
 	for (int i = 0; i < nw; i++) {
-		wk[i] = (struct worker){.s = s, .decoders = decoders};
+		wk[i] = (struct worker){.s = s2 && i % 2 ? s2 : s, .decoders = decoders};
 		wk[i].fd = calloc((size_t)threads / nw + 1, sizeof(int));
 		wk[i].done = calloc((size_t)threads / nw + 1, sizeof(bool));
 		wk[i].eof = calloc((size_t)threads / nw + 1, sizeof(bool));
@@ -751,6 +764,11 @@ static int run(const char *dir, double scale, int threads, int ingest_threads, b
 	int64_t last = cfg.t0 + cfg.n_windows * WINDOW_MS;
 	int64_t lo1 = last - cfg.peer_1h_windows * WINDOW_MS;
 	double merge_cpu;
+	if (s2) { /* merges on the server that wrote only half of the data */
+		struct store *t = s;
+		s = s2;
+		s2 = t;
+	}
 	double ms = time_merge(s, m1, 2, lo1, last, 7, &samples, &total, &gz, &merge_cpu);
 	printf("merge one process, last %.2f h: %.2f ms wall, %.2f ms CPU (median of 7, merge + "
 	       "pprof encode + gzip; %zu samples, total %" PRId64 ", %zu KB gzipped); RSS peak so "
@@ -771,6 +789,7 @@ static int run(const char *dir, double scale, int threads, int ingest_threads, b
 	       (last - lo_node) / 3.6e6, ms, merge_cpu, samples, status_mb("VmHWM"));
 	printf("peer-node0 kiln_total %" PRId64 " kiln_ms %.2f\n", total, ms);
 	store_close(s);
+	store_close(s2);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("peak RSS: %.0f MB (server process alone; the profile generator, a separate "

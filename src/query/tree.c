@@ -181,10 +181,12 @@ uint32_t query_tree_frame(struct query_tree *t, uint32_t name, uint32_t binary, 
 
 	if (f != QNONE) {
 		fr = &t->frames[f];
-		/* a later sighting may know more (symbolized by another profile) */
+		/* a later sighting may know more (symbolized by another profile);
+		 * the smallest line names the frame, so that the answer does not
+		 * depend on the order in which a store hands stacks over */
 		if (!fr->file && file)
 			fr->file = file;
-		if (!fr->line && line)
+		if (line && (!fr->line || line < fr->line))
 			fr->line = line;
 		return f;
 	}

@@ -181,6 +181,7 @@ int http_status_from_errno(int e)
 		return 413;
 	case -ESHUTDOWN:
 	case -EAGAIN:
+	case -ECONNREFUSED: /* the store's backend (ClickHouse) is unreachable */
 		return 503;
 	case -ENOSPC:
 		return 507;

@@ -42,6 +42,14 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --storage-path=DIR           where profiles are stored (default \"%s\")\n"
 	    "  --storage-retention=DUR      delete data older than this, e.g. 15d, 12h, 30m;\n"
 	    "                               0 keeps everything (default \"15d\")\n"
+	    "  --storage=BACKEND            embedded (files under --storage-path; default) or\n"
+	    "                               clickhouse: several kiln servers share one\n"
+	    "                               ClickHouse (docs/SCALE-OUT.md)\n"
+	    "  --clickhouse-url=URL         its HTTP interface, e.g. http://HOST:8123\n"
+	    "  --clickhouse-database=NAME   database of Kiln's tables, created if missing\n"
+	    "                               (default \"kiln\")\n"
+	    "  --clickhouse-user=NAME       (default \"default\")\n"
+	    "  --clickhouse-password-file=FILE  the password: FILE's first line (default none)\n"
 	    "  --config-path=FILE           scrape configuration (pull mode; default none)\n"
 	    "  --cors-allowed-origins=LIST  comma-separated origins allowed by CORS, or \"*\"\n"
 	    "                               for browsers' gRPC-Web/Connect calls (default none)\n"
@@ -177,6 +185,28 @@ static char *default_ui_path(void)
 	return NULL;
 }
 
+/* The first line of path, without its newline, into *out (malloc'ed; kept
+ * until exit). Prints the error and returns -1 on failure. */
+static int read_password_file(const char *path, const char **out)
+{
+	char line[1024];
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		fprintf(stderr, "kiln: --clickhouse-password-file=%s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	if (!(*out = strdup(line))) {
+		fprintf(stderr, "kiln: out of memory\n");
+		return -1;
+	}
+	return 0;
+}
+
 enum {
 	OPT_HTTP = 1000,
 	OPT_STORAGE,
@@ -215,6 +245,11 @@ enum {
 	OPT_INGEST_MAX_LABEL_SIZE,
 	OPT_INGEST_MAX_STACK_DEPTH,
 	OPT_INGEST_MAX_SAMPLE_TYPES,
+	OPT_STORAGE_BACKEND,
+	OPT_CLICKHOUSE_URL,
+	OPT_CLICKHOUSE_DATABASE,
+	OPT_CLICKHOUSE_USER,
+	OPT_CLICKHOUSE_PASSWORD_FILE,
 };
 
 /* Parca server flags with no Kiln equivalent (compat_flags.h); --port and
@@ -308,6 +343,11 @@ int main(int argc, char **argv)
 	    {"ingest-max-label-size", required_argument, NULL, OPT_INGEST_MAX_LABEL_SIZE},
 	    {"ingest-max-stack-depth", required_argument, NULL, OPT_INGEST_MAX_STACK_DEPTH},
 	    {"ingest-max-sample-types", required_argument, NULL, OPT_INGEST_MAX_SAMPLE_TYPES},
+	    {"storage", required_argument, NULL, OPT_STORAGE_BACKEND},
+	    {"clickhouse-url", required_argument, NULL, OPT_CLICKHOUSE_URL},
+	    {"clickhouse-database", required_argument, NULL, OPT_CLICKHOUSE_DATABASE},
+	    {"clickhouse-user", required_argument, NULL, OPT_CLICKHOUSE_USER},
+	    {"clickhouse-password-file", required_argument, NULL, OPT_CLICKHOUSE_PASSWORD_FILE},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
@@ -591,6 +631,28 @@ int main(int argc, char **argv)
 		case OPT_VERSION:
 			printf("kiln %s\n", kiln_version());
 			return 0;
+		case OPT_STORAGE_BACKEND:
+			if (strcmp(optarg, "embedded") && strcmp(optarg, "clickhouse")) {
+				fprintf(stderr,
+					"kiln: --storage=%s: expected embedded or clickhouse\n",
+					optarg);
+				return 2;
+			}
+			cfg.storage_clickhouse = strcmp(optarg, "clickhouse") == 0;
+			break;
+		case OPT_CLICKHOUSE_URL:
+			cfg.clickhouse_url = optarg;
+			break;
+		case OPT_CLICKHOUSE_DATABASE:
+			cfg.clickhouse_database = optarg;
+			break;
+		case OPT_CLICKHOUSE_USER:
+			cfg.clickhouse_user = optarg;
+			break;
+		case OPT_CLICKHOUSE_PASSWORD_FILE:
+			if (read_password_file(optarg, &cfg.clickhouse_password))
+				return 2;
+			break;
 		default:
 			usage(stderr, &defaults);
 			return 2;

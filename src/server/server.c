@@ -114,6 +114,7 @@ int grpc_code_from_errno(int e)
 	case -ENOSPC:
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	case -ESHUTDOWN:
+	case -ECONNREFUSED: /* the store's backend (ClickHouse) is unreachable */
 		return GRPC_STATUS_UNAVAILABLE;
 	case -ETIMEDOUT:
 		return GRPC_STATUS_DEADLINE_EXCEEDED;
@@ -247,9 +248,19 @@ int server_new(const struct server_config *c, struct server **out, struct kiln_e
 				   .retention_ms = c->retention_ms,
 				   .max_labels_per_series = c->ingest_max_labels,
 				   .symbolizer = &sym};
+	if (c->storage_clickhouse) {
+		so.backend = STORE_BACKEND_CLICKHOUSE;
+		so.clickhouse =
+		    (struct store_clickhouse_options){.url = c->clickhouse_url,
+						      .database = c->clickhouse_database,
+						      .user = c->clickhouse_user,
+						      .password = c->clickhouse_password};
+	}
 	rc = store_open(&so, &s->store, err);
 	if (rc) {
-		kiln_error_prefix(err, "--storage-path=%s: ", c->storage_path);
+		kiln_error_prefix(
+		    err, c->storage_clickhouse ? "--storage=clickhouse: " : "--storage-path=%s: ",
+		    c->storage_path);
 		goto fail;
 	}
 	s->ingest_pool = pool_new("ingest", c->ingest_threads);

@@ -88,6 +88,14 @@ struct server_config {
 	size_t ingest_max_label_bytes;
 	size_t ingest_max_stack_depth;
 	size_t ingest_max_sample_types;
+	/* --storage=clickhouse (docs/SCALE-OUT.md): the store is ClickHouse
+	 * at clickhouse_url instead of files under storage_path, which then
+	 * holds only uploaded debuginfo. */
+	bool storage_clickhouse;
+	const char *clickhouse_url;
+	const char *clickhouse_database; /* NULL = "kiln" */
+	const char *clickhouse_user;	 /* NULL = "default" */
+	const char *clickhouse_password; /* NULL = none */
 };
 
 /* Fills defaults (the values documented above). */

@@ -298,6 +298,9 @@ static inline struct series *series_at(const struct series_index *x, uint32_t id
 int series_select(struct series_index *x, const struct store_selector *sel, uint32_t **ids,
 		  size_t *n, struct kiln_error *err);
 void series_note_time(struct series *se, int64_t ts);
+/* Sorts ids by their series' labels (then type): the order in which range
+ * queries hand series over, the same on every backend. */
+void series_sort_by_labels(struct series_index *x, uint32_t *ids, size_t n);
 /* After retention deleted everything before cutoff: no series claims data
  * before it any more, so one whose data is all gone (min > max) stops
  * matching selections (label names and values, profile types). */
@@ -434,6 +437,7 @@ struct store {
 	_Atomic bool closing;
 	_Atomic uint64_t compactions;
 	_Atomic uint64_t total_rows;
+	struct ch_store *ch; /* --storage=clickhouse: the backend; NULL = embedded */
 };
 
 int wal_open(struct store *s, struct kiln_error *err);
@@ -455,7 +459,14 @@ typedef int (*wal_apply_fn)(struct store *s, const uint8_t *p, size_t len);
 /* Replays the metastore log, then each segment > s->checkpoint_seg through
  * apply (in segment and record order). */
 int wal_replay(struct store *s, wal_apply_fn apply, struct kiln_error *err);
+/* The sample record's type byte (ingest.c writes it, store.c applies it). */
+#define REC_SAMPLES 1
 /* Applies a decoded WAL samples record to the active head (head_lock held). */
 int store_apply_record(struct store *s, const uint8_t *p, size_t len);
+/* Makes one sample record (ingest.c) durable on the store's backend and
+ * visible to readers: the WAL and the head, or ClickHouse. 0 = acknowledged. */
+int store_commit_record(struct store *s, const uint8_t *rec, size_t len, struct kiln_error *err);
+/* Makes pending metastore records (symbolization results) durable. */
+int store_commit_meta(struct store *s, struct kiln_error *err);
 
 #endif

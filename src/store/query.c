@@ -22,6 +22,7 @@
 
 #include "common/satadd.h"
 #include "common/log.h"
+#include "store/ch.h"
 #include "store/internal.h"
 
 static int cmp_str(const void *a, const void *b)
@@ -46,7 +47,9 @@ int store_profile_types(struct store *s, int64_t start_ms, int64_t end_ms,
 	struct store_selector sel = {.start_ms = start_ms, .end_ms = end_ms};
 	uint32_t *ids;
 	size_t n;
-	int rc = series_select(&s->sx, &sel, &ids, &n, err);
+	int rc = s->ch ? ch_sync_series(s, start_ms, end_ms, err) : 0;
+
+	rc = rc ?: series_select(&s->sx, &sel, &ids, &n, err);
 
 	if (rc)
 		return rc;
@@ -69,7 +72,9 @@ static int collect_labels(struct store *s, const struct store_selector *sel, con
 	uint32_t *ids;
 	size_t n, k = 0, cap = 0;
 	const char **strs = NULL;
-	int rc = series_select(&s->sx, sel, &ids, &n, err);
+	int rc = s->ch ? ch_sync_series(s, sel->start_ms, sel->end_ms, err) : 0;
+
+	rc = rc ?: series_select(&s->sx, sel, &ids, &n, err);
 
 	if (rc)
 		return rc;
@@ -217,7 +222,11 @@ int store_query_range(struct store *s, const struct store_selector *sel,
 	struct snapshot snap;
 	uint32_t *ids;
 	size_t n;
-	int rc = series_select(&s->sx, sel, &ids, &n, err);
+	int rc;
+
+	if (s->ch)
+		return ch_query_range(s, sel, cb, ctx, err);
+	rc = series_select(&s->sx, sel, &ids, &n, err);
 
 	if (rc)
 		return rc;
@@ -423,6 +432,8 @@ int merge_aggregate(struct store *s, const struct store_selector *sel, struct me
 	size_t n;
 	int rc;
 
+	if (s->ch)
+		return ch_merge_aggregate(s, sel, a, first_series, err);
 	memset(a, 0, sizeof(*a));
 	a->min_ts = INT64_MAX;
 	a->max_ts = INT64_MIN;

@@ -96,10 +96,7 @@ int store_resymbolize_note(struct store *s, const char *build_id, struct kiln_er
 	if (!sid)
 		return 0; /* no location refers to it: nothing to redo */
 	/* An empty commit writes the pending metastore records durably. */
-	rc = wal_commit(s, NULL, 0, err);
-	if (rc == 0)
-		wal_applied(&s->wal);
-	return rc;
+	return store_commit_meta(s, err);
 }
 
 int store_resymbolize(struct store *s, const char *build_id)

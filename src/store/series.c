@@ -501,3 +501,24 @@ int series_select(struct series_index *x, const struct store_selector *sel, uint
 	*n = k;
 	return 0;
 }
+
+static int cmp_series_labels(const void *a, const void *b, void *arg)
+{
+	const struct series *x = series_at(arg, *(const uint32_t *)a);
+	const struct series *y = series_at(arg, *(const uint32_t *)b);
+	int c = strcmp(x->name, y->name);
+
+	for (size_t i = 0; !c && i < x->n_labels && i < y->n_labels; i++) {
+		c = strcmp(x->labels[i].name, y->labels[i].name);
+		c = c ?: strcmp(x->labels[i].value, y->labels[i].value);
+	}
+	if (!c)
+		c = (x->n_labels > y->n_labels) - (x->n_labels < y->n_labels);
+	return c ?: strcmp(x->type, y->type);
+}
+
+void series_sort_by_labels(struct series_index *x, uint32_t *ids, size_t n)
+{
+	if (n > 1)
+		qsort_r(ids, n, sizeof(*ids), cmp_series_labels, x);
+}

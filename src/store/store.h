@@ -125,13 +125,31 @@ struct store_symbolizer {
 			   char *name, size_t size);
 };
 
+/* ---- backends ---------------------------------------------------------------
+ * Where the store keeps its data: the embedded store (files under
+ * store_options.path; the default) or a ClickHouse server shared by several
+ * stateless kiln servers (docs/SCALE-OUT.md). Both answer every function
+ * below the same way on the same data. */
+enum store_backend {
+	STORE_BACKEND_EMBEDDED = 0,
+	STORE_BACKEND_CLICKHOUSE,
+};
+struct store_clickhouse_options {
+	const char *url;      /* "http://HOST:8123" (the HTTP interface) */
+	const char *database; /* NULL = "kiln"; [A-Za-z0-9_]+, created if missing */
+	const char *user;     /* NULL = "default" */
+	const char *password; /* NULL = none */
+};
+
 struct store_options {
 	const char *path;	      /* directory; created if missing */
 	int64_t retention_ms;	      /* blocks older than this are deleted; 0 = keep forever */
 	int64_t block_duration_ms;    /* head is cut into a block after this much time (0 = 2h) */
 	size_t max_labels_per_series; /* 0 = 64 */
 	size_t head_max_rows;	      /* head is cut when it holds this many rows (0 = 2M) */
-	const struct store_symbolizer *symbolizer; /* optional; copied by store_open */
+	const struct store_symbolizer *symbolizer;  /* optional; copied by store_open */
+	enum store_backend backend;		    /* path is unused on ClickHouse */
+	struct store_clickhouse_options clickhouse; /* copied by store_open */
 };
 
 /* A series label is the common struct label (common/labels.h). The old
@@ -205,8 +223,8 @@ int store_label_values(struct store *s, const struct store_selector *sel, const 
 		       void (*cb)(void *ctx, const char *value), void *ctx, struct kiln_error *err);
 
 /* For every matching series: its labels and, for each profile timestamp in
- * range, the sum of its values. Called per series with points sorted by
- * time. */
+ * range, the sum of its values. Called per series, in the order of their
+ * label sets, with points sorted by time. */
 struct store_point {
 	int64_t timestamp_ms;
 	int64_t value;

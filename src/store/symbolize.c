@@ -496,10 +496,9 @@ int store_symbolize_pending(struct store *s, size_t max, struct kiln_error *err)
 	/* Make the results durable (an empty commit writes pending metastore
 	 * records). */
 	if (done) {
-		rc = wal_commit(s, NULL, 0, err);
+		rc = store_commit_meta(s, err);
 		if (rc)
 			return rc;
-		wal_applied(&s->wal);
 	}
 	return (int)(done > INT32_MAX ? INT32_MAX : done);
 }
