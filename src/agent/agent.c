@@ -140,10 +140,17 @@ static void release_held(struct agent *a, struct sample_event *e)
 
 	/* Python frames come from the kernel's walk only (a stack copy has
 	 * none of the interpreter's memory): such a sample keeps its frames,
-	 * the walk above having built the tables its code lacked. */
+	 * the walk above having built the tables its code lacked, unless
+	 * the kernel sent its Python chain along (python_interleave). */
 	for (size_t i = e->n_kernel; i < (size_t)e->n_kernel + e->n_user && !python; i++)
 		python = PYFRAME_IS(e->frames[i]);
-	if (n > 0 && !python) {
+	if (e->n_python && a->python &&
+	    python_held_frames(a->python, e, n > 0 ? frames : NULL, n > 0 ? (size_t)n : 0)) {
+		if (n > 0) {
+			e->user_status = status;
+			ADD(unwind_rewalked, 1);
+		}
+	} else if (n > 0 && !python) {
 		for (int f = 0; f < n && e->n_kernel + f < PROFILER_MAX_FRAMES; f++)
 			e->frames[e->n_kernel + f] = frames[f];
 		e->n_user = (uint16_t)n;
@@ -228,6 +235,12 @@ static void on_sample(struct agent *a, const struct sample_event *e, size_t len)
 		memcpy(comm, e->thread_comm, PROFILER_COMM_LEN);
 		comm[PROFILER_COMM_LEN] = '\0';
 		proc_cache_get(a->procs, e->pid, comm, e->tid == e->pid, a->now_ns);
+		/* its Python frames named now, while the process lives */
+		if (a->python && e->n_python &&
+		    (size_t)e->n_kernel + e->n_user + e->n_python <= PROFILER_MAX_FRAMES)
+			python_note_frames(a->python, e->pid,
+					   (const uint64_t *)&e->frames[e->n_kernel + e->n_user],
+					   e->n_python);
 		if (hold_sample(a, e, len))
 			return;
 	}
@@ -331,6 +344,8 @@ static void on_mmap_event(void *ctx, const struct mmap_event *e)
 	struct agent *a = ctx;
 
 	proc_cache_note(a->procs, e, a->now_ns);
+	if (a->python && !e->exec && !e->parent)
+		python_note_mapping(a->python, a->cfg->proc_root, e->pid, e->m.path);
 }
 
 /* Before samples are handled: the mappings that processes made since. */
@@ -735,6 +750,8 @@ int agent_run(const struct agent_config *cfg, struct agent_metrics *metrics,
 			a.unwinder = unwinder_new(&um, cfg->debug_dir, a.m);
 			if (cfg->python_frames && a.unwinder)
 				a.python = python_new(sampler_python_map_fd(a.sampler), a.m);
+			if (a.python)
+				python_scan(a.python, cfg->proc_root);
 			if (!a.unwinder || (cfg->python_frames && !a.python)) {
 				rc = kiln_error_set(err, ENOMEM, "out of memory");
 				goto out;

@@ -163,6 +163,17 @@ static __always_inline void copy_user_stack(void *ctx, struct sample_event *e)
 	e->stack_len = len;
 }
 
+/* A sample that carries its stack (walked again in user space) carries
+ * its Python frames too, after the user frames at: the Python walk needs
+ * no unwind tables (python.bpf.h, python_chain). */
+static __always_inline __u8 python_held_chain(struct sample_event *e, __u32 pid, __u32 at)
+{
+	if (at >= PROFILER_MAX_FRAMES)
+		return 0;
+	return (__u8)python_chain(pid, (__u32)bpf_get_current_pid_tgid(), at,
+				  PROFILER_MAX_FRAMES - at);
+}
+
 /* Its mappings are gone (exec, exit): no walk may use them from now on. */
 static __always_inline void forget_unwind_proc(__u32 pid)
 {
@@ -186,6 +197,11 @@ static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32
 static __always_inline bool python_walked(void)
 {
 	return false;
+}
+
+static __always_inline __u8 python_held_chain(struct sample_event *e, __u32 pid, __u32 at)
+{
+	return 0;
 }
 #endif
 
@@ -262,6 +278,7 @@ static __always_inline long submit_stacks(void *ctx, void *regs, struct sample_e
 		ulen = PROFILER_MAX_USER_FRAMES;
 	e->n_kernel = klen;
 	e->n_user = ulen;
+	e->n_python = e->stack_len ? python_held_chain(e, pid, klen + ulen) : 0;
 
 	size = SAMPLE_EVENT_HEADER_SIZE + (klen + ulen) * 8;
 	if (e->stack_len)

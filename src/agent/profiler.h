@@ -125,7 +125,10 @@ struct sample_event {
 	__u16 n_kernel;
 	__u16 n_user;
 	__u8 user_status; /* enum unwind_status */
-	__u8 pad;
+	/* With stack_len > 0: Python frames (python_frames.h, each eval
+	 * call's ended by PYFRAME_GROUP_END) after the user frames, for
+	 * user space to interleave with the native frames it walks. */
+	__u8 n_python;
 	/* Bytes of user stack copied into stack[] (0: none): only for a
 	 * process without tables yet, so that user space can walk it once
 	 * they are loaded (see PROFILER_STACK_COPY). */

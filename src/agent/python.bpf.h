@@ -60,6 +60,8 @@ struct python_walk {
 	__u8 in_group; /* emitting the frames of one eval call */
 	__u8 python;   /* the sample's process is in python_procs */
 	__u8 pad[5];
+	__u32 chain_at, chain_room, chain_n; /* python_chain's output */
+	__u32 pad2;
 	__u8 buf[PYTHON_FRAME_READ];
 };
 
@@ -100,6 +102,27 @@ static __always_inline __u8 frame_u8(struct python_walk *pw, __u32 off)
 	if (off > PYTHON_FRAME_READ - 1)
 		return 0;
 	return pw->buf[off];
+}
+
+/* The sample value (PYFRAME_MAKE) of the frame in pw->buf. */
+static __always_inline __u64 python_frame_value(struct python_walk *pw)
+{
+	__u64 code = frame_u64(pw, pw->p.off.frame_code), at, base;
+	__u32 idx;
+	__s32 lasti;
+
+	if (pw->p.layout == PYTHON_LAYOUT_FRAME_OBJECT) {
+		lasti = (__s32)frame_u64(pw, pw->p.off.frame_instr);
+		idx = lasti < 0 ? 0 : (__u32)lasti;
+		if (pw->p.version == 0x0309) /* a byte offset there */
+			idx /= 2;
+	} else {
+		at = frame_u64(pw, pw->p.off.frame_instr);
+		base = code + pw->p.off.code_adaptive;
+		idx = at >= base && at - base < 2ull * PYFRAME_INSTR_MAX ? (__u32)((at - base) / 2)
+									 : PYFRAME_INSTR_MAX;
+	}
+	return PYFRAME_MAKE(code, idx);
 }
 
 /* One thread state of the search (a bpf_loop callback). */
@@ -166,7 +189,7 @@ static __always_inline __u64 python_thread_state(struct python_walk *pw, __u32 t
 
 /* Before the native walk: is pid a CPython process, and where is the
  * sampled thread's innermost Python frame. */
-__noinline int python_begin(__u32 pid, __u32 tid)
+static __always_inline int python_start(__u32 pid, __u32 tid, bool count)
 {
 	struct python_proc *p = bpf_map_lookup_elem(&python_procs, &pid);
 	struct python_walk *pw;
@@ -183,7 +206,8 @@ __noinline int python_begin(__u32 pid, __u32 tid)
 	if (!p)
 		return 0;
 	__builtin_memcpy(&pw->p, p, sizeof(pw->p));
-	stat_inc(STAT_PY_WALKS);
+	if (count)
+		stat_inc(STAT_PY_WALKS);
 	tstate = python_thread_state(pw, tid);
 	if (!tstate) {
 		python_fail(PYTHON_FAIL_NO_THREAD_STATE);
@@ -203,6 +227,11 @@ __noinline int python_begin(__u32 pid, __u32 tid)
 	pw->frame = frame;
 	pw->active = 1;
 	return 1;
+}
+
+__noinline int python_begin(__u32 pid, __u32 tid)
+{
+	return python_start(pid, tid, true);
 }
 
 /* Whether the last walk was of a CPython process's stack. */
@@ -242,9 +271,7 @@ __noinline int python_emit(void)
 	struct python_walk *pw;
 	struct unwind_walk *w;
 	struct sample_event *e;
-	__u32 zero = 0, idx;
-	__u64 code, at, base;
-	__s32 lasti;
+	__u32 zero = 0;
 
 	pw = bpf_map_lookup_elem(&python_walks, &zero);
 	if (!pw || !pw->in_group)
@@ -275,19 +302,7 @@ __noinline int python_emit(void)
 		w->status = UNWIND_STATUS_DEPTH;
 		return 2;
 	}
-	code = frame_u64(pw, pw->p.off.frame_code);
-	if (pw->p.layout == PYTHON_LAYOUT_FRAME_OBJECT) {
-		lasti = (__s32)frame_u64(pw, pw->p.off.frame_instr);
-		idx = lasti < 0 ? 0 : (__u32)lasti;
-		if (pw->p.version == 0x0309) /* a byte offset there */
-			idx /= 2;
-	} else {
-		at = frame_u64(pw, pw->p.off.frame_instr);
-		base = code + pw->p.off.code_adaptive;
-		idx = at >= base && at - base < 2ull * PYFRAME_INSTR_MAX ? (__u32)((at - base) / 2)
-									 : PYFRAME_INSTR_MAX;
-	}
-	put_frame(e, w->base + w->n, PYFRAME_MAKE(code, idx));
+	put_frame(e, w->base + w->n, python_frame_value(pw));
 	w->n++;
 	stat_inc(STAT_PY_FRAMES);
 	if (pw->p.layout == PYTHON_LAYOUT_FRAME_OBJECT ||
@@ -295,6 +310,73 @@ __noinline int python_emit(void)
 		pw->in_group = 0;
 	pw->frame = frame_u64(pw, pw->p.off.frame_back);
 	return 1;
+}
+
+/* ---- the whole chain, for a sample user space walks again ------------------ */
+
+/* One step of python_chain: one frame (or an eval call's end) into
+ * frames[pw->chain_at + pw->chain_n]. */
+static long python_chain_step(__u32 i, void *ctx)
+{
+	struct python_walk *pw;
+	struct sample_event *e;
+	__u32 zero = 0;
+	bool end = false;
+
+	pw = bpf_map_lookup_elem(&python_walks, &zero);
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!pw || !e || !pw->frame)
+		return 1;
+	if (pw->chain_n + 2 > pw->chain_room) {
+		python_fail(PYTHON_FAIL_DEPTH);
+		return 1;
+	}
+	if (bpf_probe_read_user(pw->buf, PYTHON_FRAME_READ, (const void *)pw->frame)) {
+		python_fail(PYTHON_FAIL_READ_FAULT);
+		return 1;
+	}
+	if (pw->p.layout >= PYTHON_LAYOUT_CSTACK_OWNER &&
+	    frame_u8(pw, pw->p.off.frame_owner) == PYTHON_FRAME_OWNED_BY_CSTACK) {
+		end = true;
+	} else {
+		put_frame(e, pw->chain_at + pw->chain_n, python_frame_value(pw));
+		pw->chain_n++;
+		stat_inc(STAT_PY_FRAMES);
+		end =
+		    pw->p.layout == PYTHON_LAYOUT_FRAME_OBJECT ||
+		    (pw->p.layout == PYTHON_LAYOUT_IS_ENTRY && frame_u8(pw, pw->p.off.frame_owner));
+	}
+	if (end && pw->chain_n) {
+		put_frame(e, pw->chain_at + pw->chain_n, PYFRAME_GROUP_END);
+		pw->chain_n++;
+	}
+	pw->frame = frame_u64(pw, pw->p.off.frame_back);
+	return 0;
+}
+
+/* For a sample whose native frames user space walks again from its stack
+ * copy (no tables yet): every Python frame of the sampled thread, innermost
+ * first, each eval call's followed by PYFRAME_GROUP_END,
+ * written into scratch's frames[at...] (at most room of them), for user
+ * space to put in place of the eval loop's native frames
+ * (python_interleave). The number written; 0 for a process not in
+ * python_procs. */
+__noinline int python_chain(__u32 pid, __u32 tid, __u32 at, __u32 room)
+{
+	struct python_walk *pw;
+	__u32 zero = 0;
+
+	if (!python_start(pid, tid, false))
+		return 0;
+	pw = bpf_map_lookup_elem(&python_walks, &zero);
+	if (!pw)
+		return 0;
+	pw->chain_at = at;
+	pw->chain_room = room;
+	pw->chain_n = 0;
+	bpf_loop(2 * PROFILER_MAX_USER_FRAMES, python_chain_step, NULL, 0);
+	pw->active = 0;
+	return pw->chain_n;
 }
 
 #endif

@@ -28,6 +28,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,7 +50,8 @@
 struct python_process {
 	uint32_t pid;
 	uint16_t version;
-	uint64_t code_type; /* address of PyCode_Type (0: unknown) */
+	uint64_t code_type;	       /* address of PyCode_Type (0: unknown) */
+	uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault's code */
 	struct python_offsets off;
 	uint64_t forgotten_ns; /* 0: live */
 };
@@ -74,8 +77,31 @@ struct python_code_key {
 	uint64_t code;
 };
 
+struct interp_syms {
+	uint64_t runtime, eval, eval_size, py_version_addr, code_type;
+	uint64_t py_version; /* the value of Py_Version, 0 if absent */
+};
+
+/* What one interpreter file gave (interp_read_syms), kept by the file's
+ * identity so that a host of processes running the same interpreter reads
+ * its symbol tables once, not once per process. */
+struct interp_file {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns;
+	uint64_t map_off; /* the mapping it was asked for (the segment differs) */
+	int rc;
+	struct interp_syms syms;
+	uint64_t seg_off, seg_vaddr;
+};
+
+#define INTERP_FILES 32
+
 struct python {
 	int map_fd;
+	struct interp_file files[INTERP_FILES];
+	size_t nfiles, next_file; /* filled slots; the one to replace next */
 	struct agent_metrics *m;
 	struct python_process *procs;
 	size_t nprocs, procs_cap;
@@ -151,11 +177,6 @@ static const struct python_process *process_find_any(const struct python *py, ui
 }
 
 /* ---- the interpreter's file --------------------------------------------------- */
-
-struct interp_syms {
-	uint64_t runtime, eval, eval_size, py_version_addr, code_type;
-	uint64_t py_version; /* the value of Py_Version, 0 if absent */
-};
 
 /* Reads the 8 bytes at vaddr of an ELF file (an initialized datum). */
 static int elf_read_u64(Elf *elf, int fd, uint64_t vaddr, uint64_t *out)
@@ -249,6 +270,50 @@ out:
 	if (elf)
 		elf_end(elf);
 	close(fd);
+	return rc;
+}
+
+/* interp_read_syms of path, from the cache when the same file (device,
+ * inode, size, modification time) was read for the same mapping offset. */
+static int interp_syms_cached(struct python *py, const char *path, uint64_t map_off,
+			      struct interp_syms *s, uint64_t *seg_off, uint64_t *seg_vaddr)
+{
+	struct interp_file *f;
+	struct stat st;
+	int64_t mtime_ns;
+	int rc;
+
+	if (stat(path, &st))
+		return -errno;
+	mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	for (size_t i = 0; i < py->nfiles; i++) {
+		f = &py->files[i];
+		if (f->dev == st.st_dev && f->ino == st.st_ino && f->size == st.st_size &&
+		    f->mtime_ns == mtime_ns && f->map_off == map_off) {
+			*s = f->syms;
+			*seg_off = f->seg_off;
+			*seg_vaddr = f->seg_vaddr;
+			return f->rc;
+		}
+	}
+	rc = interp_read_syms(path, map_off, s, seg_off, seg_vaddr);
+	if (rc && rc != -ENOENT && rc != -ENOEXEC)
+		return rc; /* not an answer about the file: asked again next time */
+	if (py->nfiles < INTERP_FILES) {
+		f = &py->files[py->nfiles++];
+	} else {
+		f = &py->files[py->next_file];
+		py->next_file = (py->next_file + 1) % INTERP_FILES;
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->size = st.st_size;
+	f->mtime_ns = mtime_ns;
+	f->map_off = map_off;
+	f->rc = rc;
+	f->syms = *s;
+	f->seg_off = *seg_off;
+	f->seg_vaddr = *seg_vaddr;
 	return rc;
 }
 
@@ -403,7 +468,7 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 	if (!m)
 		goto out; /* not a CPython process */
 	snprintf(path, sizeof(path), "%s/%u/root%s", proc_root, pid, m->path);
-	rc = interp_read_syms(path, m->offset, &syms, &seg_off, &seg_vaddr);
+	rc = interp_syms_cached(py, path, m->offset, &syms, &seg_off, &seg_vaddr);
 	if (rc) {
 		/* a python3.X without the interpreter's symbols (a launcher,
 		 * or a build without them): nothing to walk */
@@ -467,6 +532,8 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 	proc.version = version;
 	proc.off = entry.off;
 	proc.code_type = syms.code_type ? syms.code_type + bias : 0;
+	proc.eval_start = entry.eval_start;
+	proc.eval_end = entry.eval_end;
 	rc = process_add(py, &proc);
 	if (rc)
 		goto out;
@@ -479,6 +546,91 @@ int python_load(struct python *py, const char *proc_root, uint32_t pid)
 out:
 	procmaps_free(&maps);
 	return rc;
+}
+
+size_t python_interleave(const struct python *py, uint32_t pid, const uint64_t *native, size_t n,
+			 const uint64_t *chain, size_t nchain, uint64_t *out, size_t max)
+{
+	const struct python_process *p = py ? process_find_any(py, pid) : NULL;
+
+	if (!p || !p->eval_end)
+		return 0;
+	return python_merge_frames(p->eval_start, p->eval_end, native, n, chain, nchain, out, max);
+}
+
+bool python_held_frames(const struct python *py, struct sample_event *e, const uint64_t *native,
+			size_t n)
+{
+	uint64_t out[PROFILER_MAX_USER_FRAMES];
+	size_t at = (size_t)e->n_kernel + e->n_user, m;
+
+	if (!e->n_python || at + e->n_python > PROFILER_MAX_FRAMES)
+		return false;
+	if (!native) {
+		native = (const uint64_t *)&e->frames[e->n_kernel];
+		n = e->n_user;
+		for (size_t i = 0; i < n; i++)
+			if (PYFRAME_IS(native[i]))
+				return false; /* the kernel's walk found them */
+	}
+	m = python_interleave(py, e->pid, native, n, (const uint64_t *)&e->frames[at], e->n_python,
+			      out, PROFILER_MAX_USER_FRAMES);
+	if (!m)
+		return false;
+	memcpy(&e->frames[e->n_kernel], out, m * sizeof(out[0]));
+	e->n_user = (uint16_t)m;
+	e->n_python = 0;
+	return true;
+}
+
+/* Whether an executable's or library's name is a CPython interpreter's. */
+static bool interp_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return (strncmp(base, "python", 6) == 0 || strncmp(base, "libpython", 9) == 0) &&
+	       python_version_from_name(path);
+}
+
+void python_note_mapping(struct python *py, const char *proc_root, uint32_t pid, const char *path)
+{
+	if (!py || !path || !interp_name(path) || process_find(py, pid))
+		return;
+	python_load(py, proc_root, pid);
+}
+
+void python_scan(struct python *py, const char *proc_root)
+{
+	struct dirent *d;
+	DIR *dir = opendir(proc_root);
+	size_t found = 0;
+
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		char link[64], exe[4096];
+		char *end;
+		unsigned long pid = strtoul(d->d_name, &end, 10);
+		ssize_t len;
+
+		if (*end || !pid || pid > UINT32_MAX)
+			continue;
+		snprintf(link, sizeof(link), "%s/%lu/exe", proc_root, pid);
+		len = readlink(link, exe, sizeof(exe) - 1);
+		if (len <= 0)
+			continue;
+		exe[len] = '\0';
+		/* pyenv's python3.X names its version; Debian's python3 links
+		 * to python3.11, which readlink gave */
+		if (!strstr(exe, "python"))
+			continue;
+		if (python_load(py, proc_root, (uint32_t)pid) == 0 &&
+		    process_find(py, (uint32_t)pid))
+			found++;
+	}
+	closedir(dir);
+	log_debug("start-up: %zu CPython processes found", found);
 }
 
 void python_forget(struct python *py, uint32_t pid, uint64_t now_ns)
@@ -660,7 +812,7 @@ void python_note_frames(struct python *py, uint32_t pid, const uint64_t *frames,
 		uint64_t idx = py->ncodes;
 		int rc;
 
-		if (!PYFRAME_IS(frames[i]))
+		if (!PYFRAME_IS(frames[i]) || frames[i] == PYFRAME_GROUP_END)
 			continue;
 		key.code = PYFRAME_CODE(frames[i]);
 		if (htab_get(py->names, &key, sizeof(key), &idx)) {

@@ -59,6 +59,21 @@ int python_debug_offsets_parse(const uint8_t *b, size_t len, struct python_offse
 int python_line_for(uint16_t version, const uint8_t *table, size_t len, int first_line,
 		    uint32_t instr);
 
+/* A held sample's frames (its stack walked again in user space, which
+ * gives native frames only) with its Python chain put in place: each
+ * native frame whose pc (a return address but for the leaf, frame 0) is
+ * in [eval_start, eval_end) takes the next eval call's Python frames
+ * from chain (innermost first, each call's ended by PYFRAME_GROUP_END,
+ * as python.bpf.h's python_chain writes it) instead of itself, as the
+ * kernel's walk does; an eval frame with no group left stays. Writes at
+ * most max frames to out and returns their number; 0 when a group is
+ * left over (the native walk was cut short before its eval frame: the
+ * path would be wrong, the caller keeps the native frames), except when
+ * no eval frame was found and the chain is one eval call's frames
+ * (nothing native can sit between them): they follow the native ones. */
+size_t python_merge_frames(uint64_t eval_start, uint64_t eval_end, const uint64_t *native, size_t n,
+			   const uint64_t *chain, size_t nchain, uint64_t *out, size_t max);
+
 /* ---- processes and names (python.c) ----------------------------------------- */
 
 struct agent_metrics;
@@ -73,6 +88,30 @@ void python_free(struct python *py);
  * entry. 0 (a Python process or not), -ENOENT (gone), or another negative
  * errno. An unsupported version is counted, not an error. */
 int python_load(struct python *py, const char *proc_root, uint32_t pid);
+
+/* python_merge_frames with pid's eval loop; 0 when pid is not a walked
+ * CPython process (the caller keeps the frames it had). */
+size_t python_interleave(const struct python *py, uint32_t pid, const uint64_t *native, size_t n,
+			 const uint64_t *chain, size_t nchain, uint64_t *out, size_t max);
+
+struct sample_event;
+/* A held sample (its stack copied, walked again in user space) that
+ * carries its Python chain (n_python > 0): its user frames become
+ * native[0..n) (the walk of its copy; NULL: the frames it came with)
+ * interleaved with the chain. False, e untouched, when that cannot be
+ * done (pid not walked, or its frames have Python frames already). */
+bool python_held_frames(const struct python *py, struct sample_event *e, const uint64_t *native,
+			size_t n);
+
+/* A mapping of pid (path) was made: if it is a CPython interpreter's
+ * file, pid is loaded now (python_load) rather than at its first sample,
+ * so that samples taken before its unwind tables exist carry Python
+ * frames. Cheap for any other file (its name is looked at). */
+void python_note_mapping(struct python *py, const char *proc_root, uint32_t pid, const char *path);
+
+/* Loads every CPython process running now (an executable named python*),
+ * at start-up: their first samples then carry Python frames. */
+void python_scan(struct python *py, const char *proc_root);
 
 /* pid exec'd or exited: its entry goes (the kernel drops it too); the
  * names of its frames stay until python_reap_names after now + linger. */

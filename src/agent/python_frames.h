@@ -31,6 +31,11 @@
 	  << PYFRAME_CODE_BITS) |                                                                  \
 	 (((code) >> 3) & PYFRAME_CODE_MASK))
 
+/* In a sample's Python chain (python_chain, for samples whose stack user
+ * space walks again): the end of one eval call's Python frames. Code
+ * address 0 is never a code object's. */
+#define PYFRAME_GROUP_END PYFRAME_TAG
+
 /* How an interpreter's frames are chained (python_proc.layout). */
 enum python_layout {
 	/* 3.9, 3.10: PyFrameObject chain from tstate->frame; one

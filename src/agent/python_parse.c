@@ -407,3 +407,45 @@ int python_line_for(uint16_t version, const uint8_t *table, size_t len, int firs
 		return linetable310_line(table, len, first_line, instr);
 	return location_line(table, len, first_line, instr);
 }
+
+size_t python_merge_frames(uint64_t eval_start, uint64_t eval_end, const uint64_t *native, size_t n,
+			   const uint64_t *chain, size_t nchain, uint64_t *out, size_t max)
+{
+	size_t o = 0, c = 0, groups = 0;
+	bool merged = false;
+
+	for (size_t i = 0; i < n && o < max; i++) {
+		uint64_t at = i ? native[i] - 1 : native[i];
+		bool eval = !PYFRAME_IS(native[i]) && at >= eval_start && at < eval_end;
+
+		/* an empty group (two ends in a row) is not one */
+		while (c < nchain && chain[c] == PYFRAME_GROUP_END)
+			c++;
+		if (!eval || c >= nchain) {
+			out[o++] = native[i];
+			continue;
+		}
+		merged = true;
+		for (; c < nchain && chain[c] != PYFRAME_GROUP_END && o < max; c++)
+			if (PYFRAME_IS(chain[c]))
+				out[o++] = chain[c];
+	}
+	/* No eval frame among the native ones (a walk cut short before
+	 * them) and one eval call's frames: nothing native can sit between
+	 * them, so they follow the native frames, the path whole. */
+	for (size_t i = 0; i < nchain; i++)
+		groups += chain[i] != PYFRAME_GROUP_END &&
+			  (i + 1 == nchain || chain[i + 1] == PYFRAME_GROUP_END);
+	if (!merged && groups == 1) {
+		for (; c < nchain && o < max; c++)
+			if (chain[c] != PYFRAME_GROUP_END && PYFRAME_IS(chain[c]))
+				out[o++] = chain[c];
+		return o;
+	}
+	/* a group the native frames had no eval frame for (unless out is
+	 * full: a deep stack cut at the bound, as the kernel cuts it) */
+	for (; c < nchain && o < max; c++)
+		if (chain[c] != PYFRAME_GROUP_END && PYFRAME_IS(chain[c]))
+			return 0;
+	return o;
+}

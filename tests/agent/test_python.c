@@ -292,6 +292,62 @@ static void test_frame_encoding(void **state)
 	assert_false(PYFRAME_IS(0xffffffff81000000ull));
 }
 
+/* A held sample's Python chain goes where the kernel's walk would have
+ * put it: each native eval frame replaced by one eval call's frames. */
+static void test_merge_frames(void **state)
+{
+	const uint64_t es = 0x1000, ee = 0x2000; /* the eval loop's code */
+	const uint64_t a = PYFRAME_MAKE(0x7f0000001000ull, 1),
+		       b = PYFRAME_MAKE(0x7f0000002000ull, 2),
+		       c = PYFRAME_MAKE(0x7f0000003000ull, 3);
+	/* leaf in C, eval (b's call), sorted() in C, eval (a's and c's) */
+	const uint64_t native[] = {0x500, 0x1010, 0x600, 0x1800, 0x700};
+	const uint64_t chain[] = {b, PYFRAME_GROUP_END, c, a, PYFRAME_GROUP_END};
+	uint64_t out[16];
+	size_t n;
+	(void)state;
+
+	n = python_merge_frames(es, ee, native, 5, chain, 5, out, 16);
+	assert_int_equal(n, 6);
+	assert_true(out[0] == 0x500 && out[1] == b && out[2] == 0x600 && out[3] == c &&
+		    out[4] == a && out[5] == 0x700);
+	/* a return address just past the eval loop is in it (pc - 1) */
+	const uint64_t at_end[] = {0x500, ee};
+	n = python_merge_frames(es, ee, at_end, 2, chain, 2, out, 16);
+	assert_int_equal(n, 2);
+	assert_true(out[1] == b);
+	/* a leaf at eval_end is not (the leaf's pc is exact); no eval frame
+	 * and one group: it follows the native frames */
+	const uint64_t leaf_end[] = {ee};
+	n = python_merge_frames(es, ee, leaf_end, 1, chain, 2, out, 16);
+	assert_int_equal(n, 2);
+	assert_true(out[0] == ee && out[1] == b);
+	const uint64_t one_group[] = {c, a, PYFRAME_GROUP_END};
+	n = python_merge_frames(es, ee, native, 1, one_group, 3, out, 16);
+	assert_int_equal(n, 3);
+	assert_true(out[0] == 0x500 && out[1] == c && out[2] == a);
+	/* more eval frames than groups: the rest stay native */
+	const uint64_t two_evals[] = {0x1010, 0x1020};
+	n = python_merge_frames(es, ee, two_evals, 2, chain, 2, out, 16);
+	assert_int_equal(n, 2);
+	assert_true(out[0] == b && out[1] == 0x1020);
+	/* a native walk cut short before an eval frame: no merge */
+	n = python_merge_frames(es, ee, native, 1, chain, 5, out, 16);
+	assert_int_equal(n, 0);
+	n = python_merge_frames(es, ee, native, 3, chain, 5, out, 16);
+	assert_int_equal(n, 0);
+	/* bounded by max; empty groups and an empty chain */
+	n = python_merge_frames(es, ee, native, 5, chain, 5, out, 3);
+	assert_int_equal(n, 3);
+	const uint64_t ends[] = {PYFRAME_GROUP_END, PYFRAME_GROUP_END, a};
+	n = python_merge_frames(es, ee, native, 2, ends, 3, out, 16);
+	assert_int_equal(n, 2);
+	assert_true(out[0] == 0x500 && out[1] == a);
+	n = python_merge_frames(es, ee, native, 5, NULL, 0, out, 16);
+	assert_int_equal(n, 5);
+	assert_memory_equal(out, native, sizeof(native));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -301,6 +357,7 @@ int main(void)
 	    cmocka_unit_test(test_offsets_table),
 	    cmocka_unit_test(test_debug_offsets),
 	    cmocka_unit_test(test_frame_encoding),
+	    cmocka_unit_test(test_merge_frames),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
