@@ -138,7 +138,8 @@ for name in qsort_nofp qsort_fp cxx go python3 xz gzip; do
 		python3 "$progs/unwind_check.py" --name "$name" --pid "$pid" "${args[@]}" 2>/dev/null |
 			awk -v n="$name" -v s="$side" '
 				$2 == (s == "agent" ? "agent" : "perf") {
-					printf "%-11s %-9s %8s %9s %6s %6s\n", n, s, $3, $4, $5, $6 }'
+					printf "%-11s %-9s %8s %9s %6s %6s\n", n, s, $3, $4, $5, $6 }' ||
+			echo "$name: $side: unwind_check failed"
 	done
 done
 echo
