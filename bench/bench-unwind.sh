@@ -22,7 +22,8 @@
 #   the BPF program's mean run time per sample (the kernel's bpf_stats:
 #     kernel.bpf_stats_enabled is turned on for the run) and the mean
 #     user depth of the samples it walked;
-#   the unwind tables: executables, bytes of map memory, build time.
+#   the unwind tables: executables, bytes of rows, bytes of map memory
+#     (the row pool's chunks), build time.
 # Figures only: nothing here passes or fails on time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -137,7 +138,8 @@ for name in qsort_nofp qsort_fp cxx go python3 xz gzip; do
 		python3 "$progs/unwind_check.py" --name "$name" --pid "$pid" "${args[@]}" 2>/dev/null |
 			awk -v n="$name" -v s="$side" '
 				$2 == (s == "agent" ? "agent" : "perf") {
-					printf "%-11s %-9s %8s %9s %6s %6s\n", n, s, $3, $4, $5, $6 }'
+					printf "%-11s %-9s %8s %9s %6s %6s\n", n, s, $3, $4, $5, $6 }' ||
+			echo "$name: $side: unwind_check failed"
 	done
 done
 echo
@@ -158,6 +160,7 @@ echo "$metrics" | awk '
 	/^kiln_agent_unwind_walk_frames_total / { wf = $2 }
 	/^kiln_agent_unwind_tables / { t = $2 }
 	/^kiln_agent_unwind_table_bytes / { b = $2 }
+	/^kiln_agent_unwind_map_bytes / { mb = $2 }
 	/^kiln_agent_unwind_table_build_seconds_total / { s = $2 }
 	/^kiln_agent_unwind_table_builds_total / { n = $2 }
 	/^kiln_agent_user_stacks_total\{result="complete"\}/ { c = $2 }
@@ -165,5 +168,5 @@ echo "$metrics" | awk '
 	END {
 		if (w && wf)
 			printf "BPF user-stack walk: %.0f ns per stack, %.0f ns per frame (%d walks, %.1f frames each; goal: 15 frames <= 500 ns)\n", ws * 1e9 / w, ws * 1e9 / wf, w, wf / w
-		printf "unwind tables: %d executables, %.1f MB of map memory (goal <= 32), %d built in %.2f s\n", t, b / 1048576, n, s
+		printf "unwind tables: %d executables, %.1f MB of rows in %.1f MB of map memory (goal <= 32), %d built in %.2f s\n", t, b / 1048576, mb / 1048576, n, s
 		printf "agent: %.1f%% of all user stacks on the host complete (%d of %d)\n", all ? 100 * c / all : 0, c, all }'

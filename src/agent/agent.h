@@ -530,6 +530,7 @@ struct agent_metrics {
 	atomic_uint_least64_t unwind_tables_evicted;
 	atomic_uint_least64_t unwind_process_loads;
 	atomic_uint_least64_t unwind_mappings_dropped;
+	atomic_uint_least64_t unwind_map_bytes; /* chunks of the row pool, allocated */
 	/* Off-CPU (offcpu.bpf.h): the kernel's counters, and the samples
 	 * user space received. */
 	atomic_uint_least64_t offcpu_enabled; /* 1 when the probes are attached */
@@ -664,9 +665,9 @@ void debuginfo_uploader_free(struct debuginfo_uploader *u);
 
 /* The BPF maps the unwinder fills (sampler_unwind_maps). */
 struct sampler_unwind_maps {
-	int procs_fd;		 /* unwind_procs: pid -> struct unwind_proc */
-	struct unwind_row *rows; /* unwind_rows, mmapped writable */
-	uint32_t nrows;
+	int procs_fd;	     /* unwind_procs: pid -> struct unwind_proc */
+	int chunks_fd;	     /* unwind_chunks: the row pool's array of maps */
+	uint32_t max_chunks; /* its cap (--unwind-table-max-bytes) */
 };
 
 struct unwinder;

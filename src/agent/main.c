@@ -210,10 +210,13 @@ static void usage(FILE *f)
 	    "      --unwind-table-max-bytes=N          kernel memory for the unwind tables\n"
 	    "                                          that walk user stacks without frame\n"
 	    "                                          pointers (.eh_frame, .gopclntab);\n"
-	    "                                          code whose table does not fit is\n"
-	    "                                          walked by frame pointers (counted in\n"
-	    "                                          /metrics); 0: frame pointers only\n"
-	    "                                          (default: 16777216)\n"
+	    "                                          taken in 512 KiB chunks as tables\n"
+	    "                                          are built; when full, unused tables\n"
+	    "                                          are evicted, and code whose table\n"
+	    "                                          does not fit is walked by frame\n"
+	    "                                          pointers (counted in /metrics);\n"
+	    "                                          0: frame pointers only (default:\n"
+	    "                                          33554432, at most 134217728)\n"
 	    "      --debuginfo-directories=DIR         where separate debug files are found\n"
 	    "                                          by build ID, for binaries with no\n"
 	    "                                          unwind information of their own\n"
@@ -273,7 +276,7 @@ static void die(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
 	struct agent_config cfg = {.frequency_hz = 19,
-				   .unwind_table_bytes = 16u << 20,
+				   .unwind_table_bytes = 32u << 20,
 				   .perf_map_max_bytes = PERFMAP_DEFAULT_MAX_BYTES,
 				   .debug_dir = "/usr/lib/debug",
 				   .offcpu_probability = OFFCPU_DEFAULT_PROBABILITY,
@@ -395,10 +398,11 @@ int main(int argc, char **argv)
 			break;
 		case OPT_UNWIND_BYTES:
 			v = strtol(optarg, &end, 10);
-			if (*end || end == optarg || v < 0 || v > (1l << 32))
+			if (*end || end == optarg || v < 0 ||
+			    v > (long)UNWIND_MAX_CHUNKS * UNWIND_CHUNK_ROWS *
+				    (long)sizeof(struct unwind_row))
 				die("--unwind-table-max-bytes=%s: expected a number of bytes from "
-				    "0 "
-				    "to 4294967296",
+				    "0 to 134217728",
 				    optarg);
 			cfg.unwind_table_bytes = (size_t)v;
 			break;

@@ -71,10 +71,11 @@ static int render_unwind(const struct agent_metrics *m, struct buf *out)
 	    "# HELP kiln_agent_unwind_processes Processes whose mappings the unwinder knows.\n"
 	    "# TYPE kiln_agent_unwind_processes gauge\n"
 	    "kiln_agent_unwind_processes %llu\n"
-	    "# HELP kiln_agent_unwind_table_bytes Bytes of unwind rows in the kernel's map.\n"
+	    "# HELP kiln_agent_unwind_table_bytes Bytes of unwind rows (and page indexes) "
+	    "the tables hold in the kernel's row pool.\n"
 	    "# TYPE kiln_agent_unwind_table_bytes gauge\n"
 	    "kiln_agent_unwind_table_bytes %llu\n"
-	    "# HELP kiln_agent_unwind_table_max_bytes The map's size "
+	    "# HELP kiln_agent_unwind_table_max_bytes The cap of the row pool "
 	    "(--unwind-table-max-bytes).\n"
 	    "# TYPE kiln_agent_unwind_table_max_bytes gauge\n"
 	    "kiln_agent_unwind_table_max_bytes %llu\n"
@@ -102,13 +103,17 @@ static int render_unwind(const struct agent_metrics *m, struct buf *out)
 	    "# HELP kiln_agent_unwind_mappings_dropped_total Code mappings beyond the "
 	    "per-process limit.\n"
 	    "# TYPE kiln_agent_unwind_mappings_dropped_total counter\n"
-	    "kiln_agent_unwind_mappings_dropped_total %llu\n",
+	    "kiln_agent_unwind_mappings_dropped_total %llu\n"
+	    "# HELP kiln_agent_unwind_map_bytes Kernel memory the unwind tables' row pool "
+	    "holds: its chunks, added as tables arrive, up to kiln_agent_unwind_table_max_bytes.\n"
+	    "# TYPE kiln_agent_unwind_map_bytes gauge\n"
+	    "kiln_agent_unwind_map_bytes %llu\n",
 	    LOAD(unwind_walks), (double)LOAD(unwind_walk_ns) / 1e9, LOAD(unwind_walk_frames),
 	    LOAD(unwind_rewalked), LOAD(unwind_tables), LOAD(unwind_processes),
 	    LOAD(unwind_table_bytes), LOAD(unwind_table_bytes_max), LOAD(unwind_table_builds),
 	    (double)LOAD(unwind_table_build_ns) / 1e9, LOAD(unwind_table_failures),
 	    LOAD(unwind_tables_over_budget), LOAD(unwind_tables_evicted),
-	    LOAD(unwind_process_loads), LOAD(unwind_mappings_dropped));
+	    LOAD(unwind_process_loads), LOAD(unwind_mappings_dropped), LOAD(unwind_map_bytes));
 	return rc;
 }
 

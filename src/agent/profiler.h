@@ -96,19 +96,21 @@ enum unwind_status {
 	UNWIND_STATUS_NR,
 };
 
-/* Where one code mapping of a process is and which rows describe it:
- * rows [first, first + n) of unwind_rows, whose pcs are the mapping's
- * addresses minus bias. n == 0: code with no table (JIT, anonymous, a
- * file without CFI, or the row budget spent): the walk tries the frame
- * pointer there. */
+/* Where one code mapping of a process is and which table describes it:
+ * the table's page index at pool slot pages, for pages [page0, page0 +
+ * npages) of the file's addresses (the mapping's addresses minus bias;
+ * unwind_row.h, "paged storage"). npages == 0: code with no table (JIT,
+ * anonymous, a file without CFI, or the table memory spent): the walk
+ * tries the frame pointer there. */
 struct unwind_mapping {
 	__u64 start, end;
 	__u64 bias;
-	__u32 first, n;
+	__u32 pages, page0, npages, pad;
 };
-/* first of a mapping whose table is not built yet (n == 0): tables are
- * built for the code samples meet, not for everything a process maps. */
-#define UNWIND_FIRST_PENDING 0xffffffffu
+/* pages of a mapping whose table is not built yet (npages == 0): tables
+ * are built for the code samples meet, not for everything a process
+ * maps. */
+#define UNWIND_PAGES_PENDING 0xffffffffu
 
 /* The code mappings of one process, sorted by start (unwind_procs). */
 #define UNWIND_MAX_MAPPINGS 120

@@ -45,10 +45,9 @@ struct sampler {
 	void *ctx;
 	void (*before)(void *ctx); /* sampler_set_before_consume */
 	void *before_ctx;
-	/* The unwinder's row array, mapped (NULL: the unwinder is off). */
-	struct unwind_row *unwind_rows;
-	size_t unwind_rows_len;
-	uint32_t unwind_nrows;
+	/* The cap of the unwinder's row pool, in chunks (0: the unwinder is
+	 * off). */
+	uint32_t unwind_max_chunks;
 };
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -125,8 +124,8 @@ static int online_cpus(bool *online, int n)
 	return count;
 }
 
-/* Opens, sizes and loads the skeleton; with unwind_rows, the unwinder's
- * row array is mapped writable for the unwinder. */
+/* Opens, sizes and loads the skeleton; unwind_rows sizes the cap of the
+ * unwinder's row pool (whose chunks the unwinder adds). */
 static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwind_rows,
 			 const struct sampler_offcpu *offcpu, struct kiln_error *err)
 {
@@ -142,10 +141,6 @@ static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwin
 		return kiln_error_set(err, -rc, "ring buffer size %zu refused: %s", ringbuf_bytes,
 				      strerror(-rc));
 	s->skel->rodata->unwind_enabled = unwind_rows > 0;
-	rc = bpf_map__set_max_entries(s->skel->maps.unwind_rows, unwind_rows ? unwind_rows : 1);
-	if (rc)
-		return kiln_error_set(err, -rc, "unwind table size of %u rows refused: %s",
-				      unwind_rows, strerror(-rc));
 	if (!unwind_rows)
 		bpf_map__set_max_entries(s->skel->maps.unwind_procs, 1);
 	if (offcpu && offcpu->threshold_ns) {
@@ -178,20 +173,9 @@ static int load_skeleton(struct sampler *s, size_t ringbuf_bytes, uint32_t unwin
 		    "CAP_BPF+CAP_PERFMON, a BTF kernel >= 5.8 and no lockdown "
 		    "forbidding BPF; run with --log-level=debug for the verifier log",
 		    strerror(-rc));
-	if (unwind_rows) {
-		size_t page = (size_t)sysconf(_SC_PAGESIZE);
-		size_t len =
-		    ((size_t)unwind_rows * sizeof(struct unwind_row) + page - 1) / page * page;
-		void *rows = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-				  bpf_map__fd(s->skel->maps.unwind_rows), 0);
-
-		if (rows == MAP_FAILED)
-			return kiln_error_set(err, errno, "mapping the unwind table array: %s",
-					      strerror(errno));
-		s->unwind_rows = rows;
-		s->unwind_rows_len = len;
-		s->unwind_nrows = unwind_rows;
-	}
+	s->unwind_max_chunks = (unwind_rows + UNWIND_CHUNK_ROWS - 1) / UNWIND_CHUNK_ROWS;
+	if (s->unwind_max_chunks > UNWIND_MAX_CHUNKS)
+		s->unwind_max_chunks = UNWIND_MAX_CHUNKS;
 	return 0;
 }
 
@@ -369,16 +353,16 @@ bool sampler_offcpu_active(const struct sampler *s)
 
 int sampler_python_map_fd(struct sampler *s)
 {
-	return s->unwind_rows ? bpf_map__fd(s->skel->maps.python_procs) : -1;
+	return s->unwind_max_chunks ? bpf_map__fd(s->skel->maps.python_procs) : -1;
 }
 
 bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
 {
-	if (!s->unwind_rows)
+	if (!s->unwind_max_chunks)
 		return false;
 	out->procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
-	out->rows = s->unwind_rows;
-	out->nrows = s->unwind_nrows;
+	out->chunks_fd = bpf_map__fd(s->skel->maps.unwind_chunks);
+	out->max_chunks = s->unwind_max_chunks;
 	return true;
 }
 
@@ -450,8 +434,6 @@ void sampler_close(struct sampler *s)
 	for (int i = 0; s->fds && i < s->n_cpus; i++)
 		if (s->fds[i] >= 0)
 			close(s->fds[i]);
-	if (s->unwind_rows)
-		munmap(s->unwind_rows, s->unwind_rows_len);
 	profiler_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->fds);

@@ -12,14 +12,15 @@
  *                 unwind_proc); a process not in it is walked with the
  *                 kernel's frame-pointer walker as before, and its first
  *                 sample wakes user space to load it
- *   unwind_rows   every table's rows, one array: a mapping names its
- *                 table as a slice [first, first + n); an array lookup is
- *                 inlined by the verifier, so a binary search costs a few
- *                 loads per step
+ *   unwind_chunks the row pool: an array of arrays (chunks) of rows,
+ *                 added by user space as tables arrive; a table is a page
+ *                 index plus rows, both in the pool (unwind_row.h, "paged
+ *                 storage"), so a step searches one page's few rows
  *
  * One step per bpf_loop iteration: find the mapping of pc (binary search
- * over at most UNWIND_MAX_MAPPINGS), then the row of pc - bias (binary
- * search over the slice; a return address is looked up at pc - 1, since
+ * over at most UNWIND_MAX_MAPPINGS), then the row of pc - bias (its
+ * page's entry, then a binary search over that page's rows; a return
+ * address is looked up at pc - 1, since
  * a call may be the last instruction of a function), compute the CFA,
  * read the return address at CFA - 8 and, if the row says so, the
  * caller's rbp. Code with no table (JIT, anonymous) is stepped with the
@@ -39,13 +40,21 @@ struct {
 	__type(value, struct unwind_proc);
 } unwind_procs SEC(".maps");
 
-struct {
+struct unwind_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* sized by user space before load */
+	__uint(max_entries, UNWIND_CHUNK_ROWS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct unwind_row);
-} unwind_rows SEC(".maps");
+	/* a size, not a type: no program names the struct in BTF itself */
+	__uint(value_size, sizeof(struct unwind_row));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, UNWIND_MAX_CHUNKS);
+	__type(key, __u32);
+	__array(values, struct unwind_chunk);
+} unwind_chunks SEC(".maps");
 
 /* The interrupted registers, laid out as x86-64's struct pt_regs (a
  * stable layout: it is the kernel's entry-code frame). Declared here
@@ -197,16 +206,44 @@ static __always_inline int find_mapping(struct unwind_ctx *c, struct unwind_walk
 	return (int)mid;
 }
 
-/* The rule of the row covering pc in rows [first, first + n), or -1 when
- * pc lies before the first row. */
-__noinline __s64 unwind_find_rule(__u32 first, __u32 n, __u32 pc)
+/* The rule of the row covering pc in the table whose page index is at
+ * slot pages (pages [page0, page0 + npages)), or -1 when pc lies outside
+ * it or before its first row. unwind_paged_find (src/unwind/paged.c) is
+ * the same search in user space. */
+__noinline __s64 unwind_find_rule(__u32 pages, __u32 page0, __u32 npages, __u32 pc)
 {
-	__u32 lo = first, hi = first + n, mid;
+	__u32 page = pc >> UNWIND_PAGE_SHIFT, slot, chunk, lo, hi, first, mid;
 	struct unwind_row *r;
+	void *rows;
 
-	for (int i = 0; i < 32 && lo < hi; i++) {
+	if (page < page0 || page - page0 >= npages)
+		return -1;
+	slot = pages + (page - page0);
+	chunk = slot >> UNWIND_CHUNK_SHIFT;
+	rows = bpf_map_lookup_elem(&unwind_chunks, &chunk);
+	if (!rows)
+		return -1;
+	slot &= UNWIND_CHUNK_ROWS - 1;
+	r = bpf_map_lookup_elem(rows, &slot);
+	if (!r)
+		return -1;
+	/* the page's entry (struct unwind_page: first, n) */
+	first = r->pc;
+	hi = r->rule;
+	if (hi == 0 || hi > UNWIND_PAGE_ROWS_MAX)
+		return -1;
+	if (first >> UNWIND_CHUNK_SHIFT != chunk) {
+		chunk = first >> UNWIND_CHUNK_SHIFT;
+		rows = bpf_map_lookup_elem(&unwind_chunks, &chunk);
+		if (!rows)
+			return -1;
+	}
+	first &= UNWIND_CHUNK_ROWS - 1;
+	lo = first;
+	hi += first;
+	for (int i = 0; i < UNWIND_PAGE_SEARCH && lo < hi; i++) {
 		mid = lo + (hi - lo) / 2;
-		r = bpf_map_lookup_elem(&unwind_rows, &mid);
+		r = bpf_map_lookup_elem(rows, &mid);
 		if (!r)
 			return -1;
 		if (r->pc <= pc)
@@ -217,7 +254,7 @@ __noinline __s64 unwind_find_rule(__u32 first, __u32 n, __u32 pc)
 	if (lo == first)
 		return -1;
 	mid = lo - 1;
-	r = bpf_map_lookup_elem(&unwind_rows, &mid);
+	r = bpf_map_lookup_elem(rows, &mid);
 	return r ? (__s64)r->rule : -1;
 }
 
@@ -307,17 +344,18 @@ static long unwind_step(__u32 i, void *ctx)
 		put_frame(e, idx, w->pc);
 		w->n++;
 	}
-	if (m->n == 0) {
+	if (m->npages == 0) {
 		/* No table built yet: on by frame pointer for now (as good
 		 * as perf -g), and the sample is marked so that it carries
 		 * its stack to user space, which builds the table and walks
 		 * the copy again. */
-		if (m->first == UNWIND_FIRST_PENDING)
+		if (m->pages == UNWIND_PAGES_PENDING)
 			w->pending = 1;
 		return step_frame_pointer(w, UNWIND_STATUS_NO_TABLE);
 	}
 	rel = lookup_pc - m->bias;
-	found = rel > 0xffffffffull ? -1 : unwind_find_rule(m->first, m->n, (__u32)rel);
+	found =
+	    rel > 0xffffffffull ? -1 : unwind_find_rule(m->pages, m->page0, m->npages, (__u32)rel);
 	if (found < 0)
 		return step_frame_pointer(w, UNWIND_STATUS_TABLE_MISS);
 	rule = (__u32)found;

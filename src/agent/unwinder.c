@@ -3,15 +3,13 @@
  * tables are in the kernel, which process maps which.
  *
  * Tables are per file (keyed by device and inode, as /proc/PID/maps shows
- * them), built once with src/unwind the first time a process mapping the
- * file is loaded, and shared by every process that maps it. Their rows go
- * into one BPF array (unwind_rows, mmapped here: an upload is a memcpy)
- * whose size is the row budget (--unwind-table-max-bytes); a table takes a
- * slice of it, first fit. A table no process references is kept until
- * its slice is wanted (least recently used first), so a process that runs
- * the same binary again finds it. A freed slice is quarantined for
- * QUARANTINE_NS before reuse: a walk that read a process's mappings just
- * before they were dropped may still be reading the old rows.
+ * them), built once with src/unwind the first time a sample meets the
+ * file's code, and shared by every process that maps it. Their rows go
+ * into the kernel's row pool (unwind_pool.h: chunks added as tables
+ * arrive, up to --unwind-table-max-bytes), cut into page-indexed segments
+ * (src/unwind/paged.c). A table no process references is kept until its
+ * room is wanted (least recently used first), so a process that runs the
+ * same binary again finds it; only a full pool evicts.
  *
  * A process is loaded when its first sample arrives without tables
  * (UNWIND_STATUS_NO_PROCESS): its code mappings are read from
@@ -29,6 +27,7 @@
  */
 #include "common/clock.h"
 #include "agent/agent.h"
+#include "agent/unwind_pool.h"
 #include "common/htab.h"
 #include "common/log.h"
 #include "unwind/unwind.h"
@@ -46,8 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define QUARANTINE_NS (2000ull * 1000000)
-#define RELOAD_NS     (1000ull * 1000000)
+#define RELOAD_NS (1000ull * 1000000)
 /* A file whose table could not be built is asked again after this. */
 #define RETRY_NS  (60ull * 1000000000)
 #define MAX_LOADS 8
@@ -60,7 +58,12 @@ struct file_key {
 /* One file's table in the kernel. */
 struct unwind_file {
 	struct file_key key;
-	uint32_t first, n;  /* the slice of unwind_rows; n == 0: none */
+	/* Where its page index is (npages == 0: no table), and the pool
+	 * slots it holds (index and segments). */
+	uint32_t pages, page0, npages;
+	struct unwind_extent *allocs;
+	size_t nallocs;
+	uint64_t nslots;
 	bool failed;	    /* no table: no CFI, not x86-64 ELF, or over budget */
 	uint64_t failed_ns; /* when, to retry after RETRY_NS */
 	unsigned refs;	    /* processes mapping it */
@@ -68,11 +71,6 @@ struct unwind_file {
 	size_t nloads;
 	struct elf_load loads[MAX_LOADS];
 	struct unwind_file *lru_prev, *lru_next; /* unreferenced tables, oldest first */
-};
-
-struct extent {
-	uint32_t first, n;
-	uint64_t freed_ns; /* quarantined until freed_ns + QUARANTINE_NS */
 };
 
 struct unwind_process {
@@ -85,19 +83,14 @@ struct unwind_process {
 
 struct unwinder {
 	int procs_fd;
-	struct unwind_row *rows; /* mmapped unwind_rows */
-	uint32_t nrows;
+	struct unwind_pool pool;
 	const char *debug_dir;
 	struct agent_metrics *m;
-	struct htab *files;	  /* file_key -> struct unwind_file * */
-	struct htab *procs;	  /* pid -> struct unwind_process * */
-	struct extent *free_list; /* sorted by first, coalesced */
-	size_t nfree, capfree;
-	struct extent *quarantine;
-	size_t nquar, capquar;
+	struct htab *files; /* file_key -> struct unwind_file * */
+	struct htab *procs; /* pid -> struct unwind_process * */
 	struct unwind_file *lru_head, *lru_tail;
 	struct unwind_file vdso; /* the kernel's vDSO, the same in every process */
-	uint64_t rows_used;	 /* rows in unwind_rows, the vDSO's included */
+	uint64_t rows_used;	 /* pool slots tables hold, the vDSO's included */
 	size_t ntables;		 /* files with rows there, the vDSO included */
 	size_t nprocs;		 /* entries of procs */
 	const char *proc_root;	 /* of the last load: where pending tables' files are */
@@ -107,86 +100,6 @@ struct unwinder {
 #define ADD(f, v) atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed)
 #define SET(f, v) atomic_store_explicit(&u->m->f, (v), memory_order_relaxed)
 
-/* ---- the row budget ------------------------------------------------------ */
-
-static int extents_push(struct extent **v, size_t *n, size_t *cap, struct extent e)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		struct extent *nv = realloc(*v, c * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = c;
-	}
-	(*v)[(*n)++] = e;
-	return 0;
-}
-
-/* Returns [first, first + n) to the free list, merging neighbours. */
-static int free_list_add(struct unwinder *u, uint32_t first, uint32_t n)
-{
-	size_t i = 0;
-	int rc;
-
-	while (i < u->nfree && u->free_list[i].first < first)
-		i++;
-	if (i > 0 && u->free_list[i - 1].first + u->free_list[i - 1].n == first) {
-		u->free_list[i - 1].n += n;
-		if (i < u->nfree && first + n == u->free_list[i].first) {
-			u->free_list[i - 1].n += u->free_list[i].n;
-			memmove(&u->free_list[i], &u->free_list[i + 1],
-				(u->nfree - i - 1) * sizeof(*u->free_list));
-			u->nfree--;
-		}
-		return 0;
-	}
-	if (i < u->nfree && first + n == u->free_list[i].first) {
-		u->free_list[i].first = first;
-		u->free_list[i].n += n;
-		return 0;
-	}
-	rc = extents_push(&u->free_list, &u->nfree, &u->capfree, (struct extent){0});
-	if (rc)
-		return rc;
-	memmove(&u->free_list[i + 1], &u->free_list[i], (u->nfree - 1 - i) * sizeof(*u->free_list));
-	u->free_list[i] = (struct extent){.first = first, .n = n};
-	return 0;
-}
-
-/* Moves quarantined slices whose time is up to the free list. */
-static void quarantine_release(struct unwinder *u, uint64_t now)
-{
-	size_t out = 0;
-
-	for (size_t i = 0; i < u->nquar; i++) {
-		struct extent e = u->quarantine[i];
-
-		if (now - e.freed_ns >= QUARANTINE_NS && free_list_add(u, e.first, e.n) == 0)
-			continue;
-		u->quarantine[out++] = e;
-	}
-	u->nquar = out;
-}
-
-static bool alloc_rows(struct unwinder *u, uint32_t n, uint32_t *first)
-{
-	for (size_t i = 0; i < u->nfree; i++) {
-		if (u->free_list[i].n < n)
-			continue;
-		*first = u->free_list[i].first;
-		u->free_list[i].first += n;
-		u->free_list[i].n -= n;
-		if (u->free_list[i].n == 0) {
-			memmove(&u->free_list[i], &u->free_list[i + 1],
-				(u->nfree - i - 1) * sizeof(*u->free_list));
-			u->nfree--;
-		}
-		return true;
-	}
-	return false;
-}
 
 /* ---- the table cache ------------------------------------------------------ */
 
@@ -214,17 +127,33 @@ static void lru_append(struct unwinder *u, struct unwind_file *f)
 	u->lru_tail = f;
 }
 
-/* Gives an unreferenced table's slice back (quarantined) and forgets it. */
+/* Gives a table's slots back to the pool: quarantined if the kernel may
+ * be reading them (published), else at once. */
+static void file_drop_rows(struct unwinder *u, struct unwind_file *f, bool published, uint64_t now)
+{
+	for (size_t i = 0; i < f->nallocs; i++) {
+		if (published)
+			unwind_pool_release(&u->pool, f->allocs[i].slot, f->allocs[i].n, now);
+		else
+			unwind_pool_unalloc(&u->pool, f->allocs[i].slot, f->allocs[i].n);
+	}
+	free(f->allocs);
+	f->allocs = NULL;
+	f->nallocs = 0;
+	u->rows_used -= f->nslots;
+	f->nslots = 0;
+	f->npages = 0;
+}
+
+/* Gives an unreferenced table's slots back and forgets it. */
 static void file_evict(struct unwinder *u, struct unwind_file *f, uint64_t now)
 {
 	lru_unlink(u, f);
-	if (f->n) {
-		extents_push(&u->quarantine, &u->nquar, &u->capquar,
-			     (struct extent){.first = f->first, .n = f->n, .freed_ns = now});
-		u->rows_used -= f->n;
+	if (f->npages) {
 		u->ntables--;
 		ADD(unwind_tables_evicted, 1);
 	}
+	file_drop_rows(u, f, true, now);
 	htab_put(u->files, &f->key, sizeof(f->key), 0);
 	free(f);
 }
@@ -238,17 +167,26 @@ static void file_release(struct unwinder *u, struct unwind_file *f, uint64_t now
 		lru_append(u, f);
 }
 
-/* Finds room for n rows, evicting unreferenced tables oldest first. */
-static bool make_room(struct unwinder *u, uint32_t n, uint32_t *first, uint64_t now)
+/* n slots for f, evicting unreferenced tables oldest first when the pool
+ * is full. */
+static bool file_alloc(struct unwinder *u, struct unwind_file *f, uint32_t n, uint32_t *slot,
+		       uint64_t now)
 {
-	for (;;) {
-		quarantine_release(u, now);
-		if (alloc_rows(u, n, first))
-			return true;
+	struct unwind_extent *v;
+
+	v = realloc(f->allocs, (f->nallocs + 1) * sizeof(*v));
+	if (!v)
+		return false;
+	f->allocs = v;
+	while (!unwind_pool_alloc(&u->pool, n, slot, now)) {
 		if (!u->lru_head)
 			return false;
 		file_evict(u, u->lru_head, now);
 	}
+	f->allocs[f->nallocs++] = (struct unwind_extent){.slot = *slot, .n = n};
+	f->nslots += n;
+	u->rows_used += n;
+	return true;
 }
 
 /* The PT_LOADs of elf (for mapping biases). */
@@ -271,22 +209,79 @@ static void read_loads(Elf *elf, struct unwind_file *f)
 	}
 }
 
-/* Copies t's rows into a slice of the kernel's array. */
+/* Slots held by tables no process references (what eviction can free). */
+static uint64_t lru_slots(const struct unwinder *u)
+{
+	uint64_t n = 0;
+
+	for (const struct unwind_file *f = u->lru_head; f; f = f->lru_next)
+		n += f->nslots;
+	return n;
+}
+
+/* Copies n rows into the pool at slot (within one chunk). */
+static void pool_write(struct unwinder *u, uint32_t slot, const void *rows, uint32_t n)
+{
+	memcpy(unwind_pool_at(&u->pool, slot), rows, (size_t)n * sizeof(struct unwind_row));
+}
+
+/* Cuts t into page-indexed segments and copies them into the pool. */
 static int upload(struct unwinder *u, struct unwind_file *f, const struct unwind_table *t,
 		  uint64_t now)
 {
-	uint32_t first;
+	struct unwind_layout l;
+	struct unwind_page *pages = NULL;
+	uint32_t *slots = NULL, index_slot;
+	uint64_t need;
+	int rc;
 
-	if (t->n == 0 || t->n > u->nrows)
-		return -E2BIG;
-	if (!make_room(u, (uint32_t)t->n, &first, now))
-		return -ENOSPC;
-	memcpy(&u->rows[first], t->rows, t->n * sizeof(*t->rows));
-	f->first = first;
-	f->n = (uint32_t)t->n;
-	u->rows_used += t->n;
+	rc = unwind_layout_plan(t, UNWIND_CHUNK_ROWS, &l);
+	if (rc)
+		return rc == -EINVAL ? -E2BIG : rc;
+	need = l.npages;
+	for (size_t i = 0; i < l.nsegs; i++)
+		need += l.segs[i].nrows;
+	if (need > (uint64_t)u->pool.max_chunks * UNWIND_CHUNK_ROWS) {
+		rc = -E2BIG;
+		goto out;
+	}
+	/* Not even with every unused table evicted: give up before taking
+	 * anything (a half-uploaded table would only have evicted others). */
+	if (need > unwind_pool_room(&u->pool, now) + lru_slots(u)) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	slots = calloc(l.nsegs, sizeof(*slots));
+	pages = calloc(l.npages, sizeof(*pages));
+	if (!slots || !pages) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < l.nsegs; i++) {
+		if (!file_alloc(u, f, l.segs[i].nrows, &slots[i], now)) {
+			rc = -ENOSPC;
+			goto out;
+		}
+		pool_write(u, slots[i], &t->rows[l.segs[i].row], l.segs[i].nrows);
+	}
+	if (!file_alloc(u, f, l.npages, &index_slot, now)) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	unwind_layout_pages(t, &l, slots, pages);
+	pool_write(u, index_slot, pages, l.npages);
+	f->pages = index_slot;
+	f->page0 = l.page0;
+	f->npages = l.npages;
 	u->ntables++;
-	return 0;
+	rc = 0;
+out:
+	if (rc)
+		file_drop_rows(u, f, false, now);
+	free(slots);
+	free(pages);
+	unwind_layout_free(&l);
+	return rc;
 }
 
 /* Builds and uploads the table of an open file. */
@@ -313,7 +308,7 @@ static void file_build(struct unwinder *u, struct unwind_file *f, int fd, const 
 		rc = upload(u, f, &t, now);
 		if (rc == -ENOSPC || rc == -E2BIG) {
 			ADD(unwind_tables_over_budget, 1);
-			log_debug("unwind: %s: %zu rows do not fit the table budget", what, t.n);
+			log_debug("unwind: %s: %zu rows do not fit the table memory", what, t.n);
 		}
 		unwind_table_free(&t);
 	} else {
@@ -324,7 +319,8 @@ static void file_build(struct unwinder *u, struct unwind_file *f, int fd, const 
 		f->failed = true;
 		f->failed_ns = now;
 	} else {
-		log_debug("unwind: %s: %u rows in %.2f ms", what, f->n, (double)dt / 1e6);
+		log_debug("unwind: %s: %llu rows in %.2f ms", what, (unsigned long long)f->nslots,
+			  (double)dt / 1e6);
 	}
 }
 
@@ -423,7 +419,7 @@ static void vdso_load(struct unwinder *u)
 		return;
 	}
 	if (upload(u, &u->vdso, &t, (uint64_t)mono_ns()) != 0)
-		u->vdso.n = 0;
+		u->vdso.npages = 0;
 	unwind_table_free(&t);
 }
 
@@ -489,11 +485,12 @@ static void mapping_set(struct unwinder *u, struct unwind_process *p, size_t i,
 	struct unwind_mapping *um = &p->up->m[i];
 	uint64_t bias;
 
-	um->first = um->n = 0;
-	if (f && !f->failed && f->n && mapping_bias(f, m, &bias)) {
+	um->pages = um->page0 = um->npages = 0;
+	if (f && !f->failed && f->npages && mapping_bias(f, m, &bias)) {
 		um->bias = bias;
-		um->first = f->first;
-		um->n = f->n;
+		um->pages = f->pages;
+		um->page0 = f->page0;
+		um->npages = f->npages;
 	}
 }
 
@@ -521,7 +518,7 @@ static bool mapping_build(struct unwinder *u, struct unwind_process *p, size_t i
 {
 	struct unwind_file *f;
 
-	if (p->up->m[i].first != UNWIND_FIRST_PENDING || p->files[i] || !u->proc_root)
+	if (p->up->m[i].pages != UNWIND_PAGES_PENDING || p->files[i] || !u->proc_root)
 		return false;
 	f = file_get(u, u->proc_root, p->pid, &p->maps.v[i], now);
 	p->files[i] = f;
@@ -588,13 +585,13 @@ int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint6
 		um->start = m->start;
 		um->end = m->limit;
 		if (strcmp(m->path, "[vdso]") == 0) {
-			mapping_set(u, p, i, u->vdso.n ? &u->vdso : NULL);
+			mapping_set(u, p, i, u->vdso.npages ? &u->vdso : NULL);
 		} else if (m->path[0] == '/' && m->inode) {
 			p->files[i] = file_built(u, m, &known);
 			if (known)
 				mapping_set(u, p, i, p->files[i]);
 			else
-				um->first = UNWIND_FIRST_PENDING;
+				um->pages = UNWIND_PAGES_PENDING;
 		}
 	}
 	p->up->n = (uint32_t)p->maps.n;
@@ -652,7 +649,9 @@ void unwinder_update_metrics(struct unwinder *u)
 	SET(unwind_tables, u->ntables);
 	SET(unwind_processes, u->nprocs);
 	SET(unwind_table_bytes, u->rows_used * sizeof(struct unwind_row));
-	SET(unwind_table_bytes_max, (uint64_t)u->nrows * sizeof(struct unwind_row));
+	SET(unwind_table_bytes_max,
+	    (uint64_t)u->pool.max_chunks * UNWIND_CHUNK_ROWS * sizeof(struct unwind_row));
+	SET(unwind_map_bytes, unwind_pool_bytes(&u->pool));
 }
 
 /* ---- walking a copied stack ------------------------------------------------ */
@@ -673,6 +672,11 @@ static bool read_copied(const struct copied_stack *s, uint64_t addr, uint64_t *o
 		return false;
 	memcpy(out, s->bytes + (addr - s->at), 8);
 	return true;
+}
+
+static const struct unwind_row *pool_slot(void *ctx, uint32_t slot)
+{
+	return unwind_pool_at(ctx, slot);
 }
 
 static const struct unwind_mapping *walk_mapping(const struct unwind_proc *up, uint64_t pc)
@@ -734,7 +738,7 @@ static int walk_copied(struct unwinder *u, uint32_t pid, const uint64_t regs[3],
 	while (n < max) {
 		uint64_t lookup = exact ? pc : pc - 1, cfa, ra, rel;
 		const struct unwind_mapping *m;
-		const struct unwind_row *row = NULL;
+		int64_t found = -1;
 		uint32_t rule = 0;
 
 		if (pc == 0) {
@@ -754,20 +758,25 @@ static int walk_copied(struct unwinder *u, uint32_t pid, const uint64_t regs[3],
 		if (mapping_build(u, p, (size_t)(m - up->m), u->now))
 			*changed = true;
 		rel = lookup - m->bias;
-		if (m->n && m->first + (uint64_t)m->n <= u->nrows && rel <= UINT32_MAX) {
-			struct unwind_table view = {.rows = u->rows + m->first, .n = m->n};
+		if (m->npages && rel <= UINT32_MAX) {
+			struct unwind_paged pt = {.pages = m->pages,
+						  .page0 = m->page0,
+						  .npages = m->npages,
+						  .slot = pool_slot,
+						  .ctx = &u->pool};
 
-			row = unwind_table_find(&view, (uint32_t)rel);
+			found = unwind_paged_find(&pt, (uint32_t)rel);
 		}
-		if (row)
-			rule = row->rule;
-		if (!row || UNWIND_RULE_KIND(rule) == UNWIND_NONE) {
+		if (found >= 0)
+			rule = (uint32_t)found;
+		if (found < 0 || UNWIND_RULE_KIND(rule) == UNWIND_NONE) {
 			/* No table here: the frame pointer, as the kernel walks. */
 			uint64_t pair[2];
 
 			if (!bp_valid || bp <= sp || !read_copied(&s, bp, &pair[0]) ||
 			    !read_copied(&s, bp + 8, &pair[1])) {
-				*status = !m->n ? UNWIND_STATUS_NO_TABLE : UNWIND_STATUS_TABLE_MISS;
+				*status =
+				    !m->npages ? UNWIND_STATUS_NO_TABLE : UNWIND_STATUS_TABLE_MISS;
 				break;
 			}
 			sp = bp + 16;
@@ -839,13 +848,12 @@ struct unwinder *unwinder_new(const struct sampler_unwind_maps *maps, const char
 	if (!u)
 		return NULL;
 	u->procs_fd = maps->procs_fd;
-	u->rows = maps->rows;
-	u->nrows = maps->nrows;
+	unwind_pool_init(&u->pool, maps->chunks_fd, maps->max_chunks);
 	u->debug_dir = debug_dir;
 	u->m = m;
 	u->files = htab_new(256);
 	u->procs = htab_new(256);
-	if (!u->files || !u->procs || free_list_add(u, 0, u->nrows) != 0) {
+	if (!u->files || !u->procs) {
 		unwinder_free(u);
 		return NULL;
 	}
@@ -866,11 +874,15 @@ void unwinder_free(struct unwinder *u)
 		if (v)
 			process_free(u, (struct unwind_process *)(uintptr_t)v, 0);
 	iter = 0;
-	while (u->files && htab_next(u->files, &iter, &key, &klen, &v))
+	while (u->files && htab_next(u->files, &iter, &key, &klen, &v)) {
+		if (!v)
+			continue;
+		free(((struct unwind_file *)(uintptr_t)v)->allocs);
 		free((struct unwind_file *)(uintptr_t)v);
+	}
+	free(u->vdso.allocs);
 	htab_free(u->files);
 	htab_free(u->procs);
-	free(u->free_list);
-	free(u->quarantine);
+	unwind_pool_free(&u->pool);
 	free(u);
 }

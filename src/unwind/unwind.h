@@ -93,4 +93,41 @@ int unwind_table_build(int fd, const char *debug_dir, struct unwind_table *t,
 int unwind_table_build_mem(const void *image, size_t len, struct unwind_table *t,
 			   struct kiln_error *err);
 
+/* ---- the paged layout (paged.c; unwind_row.h, "paged storage") ---- */
+
+/* Rows [row, row + nrows) of a table, which hold the rows of its pages
+ * [page, page + npages) (counted from the layout's page0). */
+struct unwind_segment {
+	uint32_t row, nrows;
+	uint32_t page, npages;
+};
+
+/* An owned plan: where a table is cut. */
+struct unwind_layout {
+	uint32_t page0, npages; /* the table's pages: page numbers of pcs */
+	struct unwind_segment *segs;
+	size_t nsegs;
+};
+
+/* Cuts t (finished, n > 0) into segments of at most max_rows rows (at
+ * least UNWIND_PAGE_ROWS_MAX) on page boundaries. 0, -EINVAL, -ENOMEM, or
+ * -E2BIG when the page index itself would exceed max_rows. */
+int unwind_layout_plan(const struct unwind_table *t, uint32_t max_rows, struct unwind_layout *l);
+void unwind_layout_free(struct unwind_layout *l);
+/* Fills pages[0..l->npages) for segments stored at slots seg_slot[i]
+ * (segment i's rows copied there in order). */
+void unwind_layout_pages(const struct unwind_table *t, const struct unwind_layout *l,
+			 const uint32_t *seg_slot, struct unwind_page *pages);
+
+/* A stored table: its page index at slot pages, and how to reach a slot
+ * (NULL: not stored). */
+struct unwind_paged {
+	uint32_t pages, page0, npages;
+	const struct unwind_row *(*slot)(void *ctx, uint32_t slot);
+	void *ctx;
+};
+/* The rule of the row covering pc, or -1 (pc outside the table, or before
+ * its first row), as the BPF walk finds it. */
+int64_t unwind_paged_find(const struct unwind_paged *pt, uint32_t pc);
+
 #endif

@@ -79,4 +79,33 @@ struct unwind_row {
 #define UNWIND_SIGNAL_RSP_AT 160
 #define UNWIND_SIGNAL_RIP_AT 168
 
+/* ---- paged storage ----------------------------------------------------------
+ *
+ * In the kernel, every table's rows live in a pool of chunks (an array of
+ * BPF arrays, each UNWIND_CHUNK_ROWS rows; a chunk is added when the pool
+ * runs out, up to a cap). A row is named by its slot: chunk << 16 | index.
+ * A table is cut at page boundaries (4 KiB of the file's address space)
+ * into segments that each fit a chunk, and has a page index, also in the
+ * pool: one struct unwind_page per page from its first row's page to its
+ * last's, naming the slots of the rows that cover that page (the row in
+ * force at the page's start, then the rows starting inside it). So a walk
+ * finds a pc's row in a handful of rows instead of the whole table, and no
+ * table needs contiguous memory.
+ */
+#define UNWIND_PAGE_SHIFT  12
+#define UNWIND_CHUNK_SHIFT 16
+#define UNWIND_CHUNK_ROWS  (1u << UNWIND_CHUNK_SHIFT)
+#define UNWIND_MAX_CHUNKS  256
+/* Rows of one page's range at most (a row per byte of the page, plus the
+ * one in force at its start): the bound of the walk's search. */
+#define UNWIND_PAGE_ROWS_MAX ((1u << UNWIND_PAGE_SHIFT) + 1)
+#define UNWIND_PAGE_SEARCH   13 /* 2^13 > UNWIND_PAGE_ROWS_MAX */
+
+/* One page's rows: slots [first, first + n), all in one chunk; n == 0:
+ * no row covers the page. Stored in the pool as a row's 8 bytes. */
+struct unwind_page {
+	__u32 first;
+	__u32 n;
+};
+
 #endif
