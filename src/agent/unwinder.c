@@ -100,7 +100,6 @@ struct unwinder {
 #define ADD(f, v) atomic_fetch_add_explicit(&u->m->f, (v), memory_order_relaxed)
 #define SET(f, v) atomic_store_explicit(&u->m->f, (v), memory_order_relaxed)
 
-
 /* ---- the table cache ------------------------------------------------------ */
 
 static void lru_unlink(struct unwinder *u, struct unwind_file *f)

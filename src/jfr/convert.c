@@ -171,7 +171,7 @@ static int stack_of(struct convert *cv, struct jfr_chunk *c, struct pprof_builde
 		return -EINVAL;
 	for (int64_t i = 0; i < count; i++) {
 		struct jfr_value fv[JFR_MAX_FIELDS];
-		const char *name;
+		const char *name = "";
 		if (jfr_read_object(c, fcls, &pos, fv))
 			return -EINVAL;
 		if (n == MAX_FRAMES)

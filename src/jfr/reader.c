@@ -49,7 +49,7 @@ static int rd_varint(struct jfr_chunk *c, size_t *pos, uint64_t *v)
 {
 	*v = 0;
 	for (int i = 0; i < 9; i++) {
-		uint8_t b;
+		uint8_t b = 0;
 		if (rd_u8(c, pos, &b))
 			return -EINVAL;
 		if (i == 8) {
@@ -108,7 +108,7 @@ static void put_utf8(char *out, size_t *n, uint32_t ch)
 /* Reads (s != NULL) or skips a string. */
 static int string_at(struct jfr_chunk *c, size_t *pos, const char **s, int depth)
 {
-	uint8_t kind;
+	uint8_t kind = 0;
 	size_t n;
 
 	if (s)
@@ -229,7 +229,7 @@ static int skip_value(struct jfr_chunk *c, const struct jfr_field *f, size_t *po
 /* Reads a primitive; integers into *v. */
 static int prim_at(struct jfr_chunk *c, enum jfr_prim p, size_t *pos, int64_t *v)
 {
-	uint8_t b;
+	uint8_t b = 0;
 	uint64_t u;
 	*v = 0;
 	switch (p) {
