@@ -88,6 +88,8 @@ struct server_config {
 	size_t ingest_max_label_bytes;
 	size_t ingest_max_stack_depth;
 	size_t ingest_max_sample_types;
+	/* --disable-stream-ingest: IngestService/Push answers UNIMPLEMENTED. */
+	bool stream_ingest_disabled;
 };
 
 /* Fills defaults (the values documented above). */

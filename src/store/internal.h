@@ -434,6 +434,7 @@ struct store {
 	_Atomic bool closing;
 	_Atomic uint64_t compactions;
 	_Atomic uint64_t total_rows;
+	_Atomic(struct rows_marks *) row_marks; /* rows.c; created on first use */
 };
 
 int wal_open(struct store *s, struct kiln_error *err);
@@ -452,5 +453,9 @@ void wal_drop_upto(struct wal *w, uint64_t seg);
 int wal_replay(struct store *s, struct kiln_error *err);
 /* Applies a decoded WAL samples record to the active head (head_lock held). */
 int store_apply_record(struct store *s, const uint8_t *p, size_t len);
+/* rows.c: applies a REC_ROWS record (store_apply_record's type 2) and
+ * raises its writer's mark; frees the marks at close. */
+int store_apply_rows_record(struct store *s, const uint8_t *p, size_t len);
+void store_rows_marks_free(struct store *s);
 
 #endif

@@ -51,6 +51,7 @@
 #define DEFAULT_MAX_LABEL 64
 #define DEFAULT_HEAD_ROWS (2u << 20)
 #define REC_SAMPLES	  1
+#define REC_ROWS	  2 /* rows.c */
 
 static int64_t window_of(const struct store *s, int64_t ts)
 {
@@ -83,6 +84,8 @@ int store_apply_record(struct store *s, const uint8_t *p, size_t len)
 	size_t cap = 0;
 	int rc = 0;
 
+	if (len > 0 && p[0] == REC_ROWS)
+		return store_apply_rows_record(s, p, len);
 	for (int pass = 0; pass < 2 && !rc; pass++) {
 		r.p = p;
 		const uint8_t *type = rd_bytes(&r, 1);
@@ -694,6 +697,51 @@ out:
 	free(sids);
 	buf_free(&rec);
 	buf_free(&type);
+	return rc;
+}
+
+/* The row path's stack interning (rows.c, store.h): each sample's stack,
+ * the way store_write_profile_exec interns them, without writing rows. */
+int store_intern_stacks(struct store *s, const struct pprof_profile *p,
+			const struct store_exec_info *exec, size_t n_exec, uint32_t *stack_ids,
+			struct kiln_error *err)
+{
+	const pprof_msg *msg = pprof_profile_msg(p);
+	struct ingest in = {.exec = exec, .n_exec = exec ? n_exec : 0};
+	XXH128_hash_t *hashes = NULL;
+	uint32_t *stack = NULL;
+	size_t cap = 0;
+	int rc;
+
+	if (atomic_load(&s->closing))
+		return kiln_error_set(err, ESHUTDOWN, "store is shutting down");
+	rc = ingest_prepare(&in, p);
+	for (size_t i = 0; i < msg->n_sample && !rc; i++)
+		cap = msg->sample[i]->n_location_id > cap ? msg->sample[i]->n_location_id : cap;
+	if (!rc && (!(hashes = malloc((cap + 1) * sizeof(*hashes))) ||
+		    !(stack = malloc((cap + 1) * sizeof(*stack)))))
+		rc = -ENOMEM;
+	if (rc) {
+		rc = kiln_error_set(err, -rc, "out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&s->meta.mu);
+	for (size_t i = 0; i < msg->n_sample && !rc; i++) {
+		XXH128_hash_t fp = stack_fp(&in, msg->sample[i], hashes);
+		int64_t id = ingest_stack(&in, &s->meta, msg->sample[i], fp, stack);
+
+		if (id < 0)
+			rc = (int)id;
+		else
+			stack_ids[i] = (uint32_t)id;
+	}
+	pthread_mutex_unlock(&s->meta.mu);
+	if (rc)
+		rc = kiln_error_set(err, -rc, "cannot intern the stacks: %s", strerror(-rc));
+out:
+	ingest_free(&in);
+	free(hashes);
+	free(stack);
 	return rc;
 }
 
@@ -1310,6 +1358,7 @@ void store_close(struct store *s)
 	}
 	if (s->wal.dir)
 		wal_close(&s->wal);
+	store_rows_marks_free(s);
 	for (size_t i = 0; i < s->n_blocks; i++)
 		block_unref(s->blocks[i]);
 	free(s->blocks);
