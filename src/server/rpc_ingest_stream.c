@@ -64,3 +64,19 @@ void rpc_ingest_push(struct grpc_call *c)
 	}
 	arena_free(a);
 }
+
+void stream_metrics_render(struct server *s, struct buf *out)
+{
+	struct stream_sessions *t = atomic_load(&s->stream_sessions);
+	size_t n = 0, bytes = 0;
+
+	if (t)
+		stream_sessions_stats(t, &n, &bytes);
+	buf_printf(out,
+		   "# HELP kiln_stream_sessions IngestService/Push sessions held (one per "
+		   "agent).\n# TYPE kiln_stream_sessions gauge\nkiln_stream_sessions %zu\n"
+		   "# HELP kiln_stream_session_bytes Memory of the sessions' reference "
+		   "tables.\n# TYPE kiln_stream_session_bytes gauge\n"
+		   "kiln_stream_session_bytes %zu\n",
+		   n, bytes);
+}
