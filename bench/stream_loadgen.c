@@ -171,7 +171,7 @@ static void send_window(struct grpc_client *c, struct sim_agent *a, struct buf *
 			atomic_fetch_add(&windows_lost, 1);
 			fprintf(stderr, "WriteRaw: %s\n", st.message);
 		}
-		a->next_window += (uint64_t)n_procs;
+		a->next_window++;
 		return;
 	}
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -181,7 +181,7 @@ static void send_window(struct grpc_client *c, struct sim_agent *a, struct buf *
 		rc = grpc_client_unary(c, INGEST_PUSH_PATH, req->data, req->len, resp, &st);
 		if (rc == 0 && st.code == GRPC_STATUS_OK)
 			rc = stream_client_answer(a->sc, resp->data, resp->len, a->next_window,
-						  (size_t)n_procs, &err);
+						  &err);
 		else
 			stream_client_reset(a->sc);
 		if (rc == 0 && st.code == GRPC_STATUS_OK) {
@@ -192,14 +192,14 @@ static void send_window(struct grpc_client *c, struct sim_agent *a, struct buf *
 				atomic_fetch_add(&steady_rows, n_rows);
 				atomic_fetch_add(&steady_bytes, req->len);
 			}
-			a->next_window += (uint64_t)n_procs;
+			a->next_window++;
 			return;
 		}
 		if (rc != -ECONNRESET)
 			fprintf(stderr, "Push: %s %s\n", st.message, err.msg);
 	}
 	atomic_fetch_add(&windows_lost, 1);
-	a->next_window += (uint64_t)n_procs;
+	a->next_window++;
 }
 
 static void *worker(void *arg)

@@ -41,7 +41,7 @@ struct batch {
 	uint8_t *data; /* serialized WriteRawRequest */
 	size_t len;
 	size_t n_profiles;
-	uint64_t first_window_id; /* the stream protocol's ids: one per profile */
+	uint64_t window_id; /* the stream protocol's id of this window */
 };
 
 struct sink_remote {
@@ -223,8 +223,7 @@ static int remote_write_window(struct agent_sink *s, const struct agent_profile 
 				      "%zu-byte buffer",
 				      n, r->max_bytes);
 	}
-	b->first_window_id = r->next_window_id;
-	r->next_window_id += n;
+	b->window_id = r->next_window_id++;
 	if (r->tail)
 		r->tail->next = b;
 	else
@@ -314,8 +313,7 @@ static int deliver(struct sink_remote *r, struct grpc_client *client, struct str
 		return grpc_client_unary(client, WRITE_RAW, b->data, b->len, resp, st);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!*encoded) {
-			rc = stream_client_encode(sc, b->data, b->len, b->first_window_id, req,
-						  &n_rows);
+			rc = stream_client_encode(sc, b->data, b->len, b->window_id, req, &n_rows);
 			if (rc) {
 				st->code = GRPC_STATUS_INTERNAL;
 				snprintf(st->message, sizeof(st->message),
@@ -342,8 +340,7 @@ static int deliver(struct sink_remote *r, struct grpc_client *client, struct str
 			}
 			return rc;
 		}
-		rc = stream_client_answer(sc, resp->data, resp->len, b->first_window_id,
-					  b->n_profiles, &err);
+		rc = stream_client_answer(sc, resp->data, resp->len, b->window_id, &err);
 		if (rc == 0) {
 			if (r->protocol == SINK_PROTOCOL_AUTO) {
 				log_info("remote store %s: using the streaming ingest protocol",

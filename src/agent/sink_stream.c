@@ -165,15 +165,16 @@ static int cmp_ref_row(const void *a, const void *b)
 	return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
-/* Appends one Window for one process profile to req. */
-static int encode_window(struct stream_client *sc,
-			 const Parca__Profilestore__V1alpha1__RawProfileSeries *rs,
-			 uint64_t window_id, struct buf *req, size_t *n_rows)
+/* Appends one process profile's series, new stacks and rows (with the
+ * profile's own time) to the fields of a Window being built in win. */
+static int encode_process(struct stream_client *sc,
+			  const Parca__Profilestore__V1alpha1__RawProfileSeries *rs,
+			  struct buf *win, size_t *n_rows)
 {
 	const Parca__Profilestore__V1alpha1__RawSample *raw = rs->samples[0];
 	struct pprof_profile *p = NULL;
 	struct kiln_error err = {0};
-	struct buf win = {0}, sub = {0}, lab = {0}, rows = {0}, defs = {0};
+	struct buf sub = {0}, lab = {0}, rows = {0}, defs = {0};
 	struct ref_row *rr = NULL;
 	const pprof_sample_msg **fresh = NULL;
 	size_t n_fresh = 0;
@@ -193,8 +194,6 @@ static int encode_window(struct stream_client *sc,
 	}
 	int64_t ts = m->time_nanos / 1000000;
 	bool delta = profile_is_delta(p);
-	rc = ingest_put_field_varint(&win, 1, window_id);
-	rc = rc ?: ingest_put_field_varint(&win, 2, (uint64_t)ts);
 
 	/* Series: one per sample type, labels sent with the first use. */
 	uint32_t *series_refs = calloc(m->n_sample_type + 1, sizeof(*series_refs));
@@ -238,7 +237,7 @@ static int encode_window(struct stream_client *sc,
 		rc = rc ?: ingest_put_field_str(&sub, 6, pu);
 		rc = rc ?: ingest_put_field_varint(&sub, 7, (uint64_t)m->period);
 		rc = rc ?: ingest_put_field_varint(&sub, 8, delta);
-		rc = rc ?: ingest_put_field_bytes(&win, 3, sub.data, sub.len);
+		rc = rc ?: ingest_put_field_bytes(win, 3, sub.data, sub.len);
 	}
 
 	/* Stacks: references by content; the new ones described together. */
@@ -275,7 +274,7 @@ static int encode_window(struct stream_client *sc,
 			}
 			rc = rc ?: ingest_put_field_bytes(&sub, 3, lab.data, lab.len);
 		}
-		rc = rc ?: ingest_put_field_bytes(&win, 4, sub.data, sub.len);
+		rc = rc ?: ingest_put_field_bytes(win, 4, sub.data, sub.len);
 	}
 
 	/* Rows: per sample type, references ascending, delta-coded. */
@@ -298,15 +297,14 @@ static int encode_window(struct stream_client *sc,
 		buf_reset(&sub);
 		rc = rc ?: ingest_put_field_varint(&sub, 1, series_refs[t]);
 		rc = rc ?: ingest_put_field_bytes(&sub, 2, rows.data, rows.len);
-		rc = rc ?: ingest_put_field_bytes(&win, 5, sub.data, sub.len);
+		rc = rc ?: ingest_put_field_varint(&sub, 3, (uint64_t)ts);
+		rc = rc ?: ingest_put_field_bytes(win, 5, sub.data, sub.len);
 	}
-	rc = rc ?: ingest_put_field_bytes(req, 4, win.data, win.len);
 	free(series_refs);
 out:
 	pprof_profile_free(p);
 	free(rr);
 	free(fresh);
-	buf_free(&win);
 	buf_free(&sub);
 	buf_free(&lab);
 	buf_free(&rows);
@@ -315,10 +313,11 @@ out:
 }
 
 int stream_client_encode(struct stream_client *sc, const uint8_t *writeraw, size_t len,
-			 uint64_t first_window_id, struct buf *req, size_t *n_rows)
+			 uint64_t window_id, struct buf *req, size_t *n_rows)
 {
 	Parca__Profilestore__V1alpha1__WriteRawRequest *wr =
 	    parca__profilestore__v1alpha1__write_raw_request__unpack(NULL, len, writeraw);
+	struct buf win = {0};
 	int rc = 0;
 
 	*n_rows = 0;
@@ -331,17 +330,21 @@ int stream_client_encode(struct stream_client *sc, const uint8_t *writeraw, size
 	rc = rc ?: ingest_put_field_fixed64(req, 2, sc->session_id);
 	if (!rc && !sc->started)
 		rc = ingest_put_field_varint(req, 3, 1);
+	/* One Window for the whole agent window: one WAL record, one fsync. */
+	rc = rc ?: ingest_put_field_varint(&win, 1, window_id);
 	for (size_t i = 0; i < wr->n_series && !rc; i++) {
 		if (!wr->series[i]->labels || wr->series[i]->n_samples != 1)
 			continue;
-		rc = encode_window(sc, wr->series[i], first_window_id + i, req, n_rows);
+		rc = encode_process(sc, wr->series[i], &win, n_rows);
 	}
+	rc = rc ?: ingest_put_field_bytes(req, 4, win.data, win.len);
 	parca__profilestore__v1alpha1__write_raw_request__free_unpacked(wr, NULL);
+	buf_free(&win);
 	return rc;
 }
 
 int stream_client_answer(struct stream_client *sc, const uint8_t *resp, size_t len,
-			 uint64_t first_window_id, size_t n_windows, struct kiln_error *err)
+			 uint64_t window_id, struct kiln_error *err)
 {
 	struct ingest_push_response r;
 	size_t covered = 0;
@@ -355,12 +358,11 @@ int stream_client_answer(struct stream_client *sc, const uint8_t *resp, size_t l
 		return -ECONNRESET;
 	}
 	for (size_t i = 0; i < r.n_acked; i++)
-		covered +=
-		    r.acked[i] >= first_window_id && r.acked[i] < first_window_id + n_windows;
+		covered += r.acked[i] == window_id;
 	free(r.acked);
-	if (covered < n_windows)
-		return kiln_error_set(err, EPROTO, "the server acknowledged %zu of %zu windows",
-				      covered, n_windows);
+	if (!covered)
+		return kiln_error_set(err, EPROTO, "the server did not acknowledge window %llu",
+				      (unsigned long long)window_id);
 	sc->started = true;
 	return 0;
 }

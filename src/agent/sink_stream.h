@@ -20,17 +20,17 @@ void stream_client_free(struct stream_client *sc); /* NULL-safe */
 /* Forgets what was sent: the next request starts a new session. */
 void stream_client_reset(struct stream_client *sc);
 
-/* Encodes the windows of a packed WriteRawRequest (one per series, ids
- * first_window_id, first_window_id + 1, ...) as a PushRequest into req
- * (reset first), adding the new series and stacks to the session. 0, or a
+/* Encodes a packed WriteRawRequest (one process profile per series) as a
+ * PushRequest of one Window, window_id, into req (reset first), adding the
+ * new series and stacks to the session; *n_rows gets its rows. 0, or a
  * negative errno (-EINVAL: not a WriteRawRequest). */
 int stream_client_encode(struct stream_client *sc, const uint8_t *writeraw, size_t len,
-			 uint64_t first_window_id, struct buf *req, size_t *n_rows);
+			 uint64_t window_id, struct buf *req, size_t *n_rows);
 
-/* Reads the PushResponse of such a request: 0 when every window was
+/* Reads the PushResponse of such a request: 0 when window_id was
  * acknowledged; -ECONNRESET when the server asked for a new session (the
  * session is reset: encode again); another negative errno otherwise. */
 int stream_client_answer(struct stream_client *sc, const uint8_t *resp, size_t len,
-			 uint64_t first_window_id, size_t n_windows, struct kiln_error *err);
+			 uint64_t window_id, struct kiln_error *err);
 
 #endif

@@ -255,6 +255,11 @@ static int decode_rows(const struct field *rf, struct ingest_series_rows *d, str
 				return kiln_error_set(err, EINVAL, "rows: not bytes");
 			d->rows = f.p;
 			d->len = f.len;
+		} else if (f.number == 3) {
+			if (f.type != 0)
+				return kiln_error_set(err, EINVAL, "timestamp_ms: not a varint");
+			d->timestamp_ms = (int64_t)f.v;
+			d->has_timestamp = true;
 		}
 	}
 	if (r < 0)

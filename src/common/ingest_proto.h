@@ -56,8 +56,9 @@ struct ingest_stack_defs {
 
 struct ingest_series_rows {
 	uint32_t series_ref;
-	bool has_series_ref;
-	const uint8_t *rows; /* packed (stack ref delta, zigzag value) */
+	bool has_series_ref, has_timestamp;
+	int64_t timestamp_ms; /* the window's when !has_timestamp */
+	const uint8_t *rows;  /* packed (stack ref delta, zigzag value) */
 	size_t len;
 };
 

@@ -299,8 +299,9 @@ static int window_rows(struct stream_session *se, const struct ingest_window *w,
 		}
 		if (k < 0)
 			return kiln_error_set(err, EINVAL, "rows[%zu] row %zu: malformed", i, n);
-		groups[i] = (struct store_rows){se->series[r->series_ref], w->timestamp_ms, stacks,
-						values, n};
+		groups[i] = (struct store_rows){
+		    se->series[r->series_ref], r->has_timestamp ? r->timestamp_ms : w->timestamp_ms,
+		    stacks, values, n};
 		*n_rows += n;
 	}
 	return 0;
