@@ -266,6 +266,8 @@ static int decode_rows(const struct field *rf, struct ingest_series_rows *d, str
 		return kiln_error_set(err, EINVAL, "malformed SeriesRows");
 	if (!d->has_series_ref)
 		return kiln_error_set(err, EINVAL, "series_ref missing");
+	if (!d->rows)
+		d->rows = (const uint8_t *)""; /* no rows: an empty range, never NULL */
 	return 0;
 }
 
@@ -492,7 +494,7 @@ int ingest_response_decode(const uint8_t *p, size_t len, struct ingest_push_resp
 		}
 		if (f.number != 1)
 			continue;
-		const uint8_t *q = f.p, *qe = f.p + f.len;
+		const uint8_t *q = f.p, *qe = f.p ? f.p + f.len : NULL;
 		uint64_t v = f.v;
 		/* Packed (the server's) or not: both are proto3 encodings. */
 		while (f.type != 2 || q < qe) {
