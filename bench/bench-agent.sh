@@ -13,7 +13,9 @@
 # its peak RSS, samples handled per second and samples lost. The agent's
 # steady-state CPU (after a 3 s warm-up, from /proc/PID/stat) is shown too.
 # A third run (PUSH=0 skips it) has the agent push to a kiln server
-# started here instead of writing files: the production path.
+# started here instead of writing files: the production path, over the
+# streaming protocol (IngestService/Push); a fourth pushes the same way
+# with --remote-store-protocol=writeraw.
 #
 # Where the files go (STORE=disk|tmp|tmpfs): both profilers write to the
 # same place. disk (the default) is a fresh ext4 file system with a journal,
@@ -249,8 +251,14 @@ if port:
     r = run([agent, f"--remote-store-address=127.0.0.1:{port}", "--remote-store-insecure",
              "--http-address="], True, "profiling every CPU")
     r_samples, r_kernel, r_lost = totals(r)
-    if re.search(r"WriteRaw failed|dropping", r["out"]):
+    if re.search(r"WriteRaw failed|push failed|dropping", r["out"]):
         sys.exit("the push failed:\n" + r["out"])
+    # The same push over WriteRaw (one gzipped pprof per process per window).
+    w = run([agent, f"--remote-store-address=127.0.0.1:{port}", "--remote-store-insecure",
+             "--remote-store-protocol=writeraw", "--http-address="], True, "profiling every CPU")
+    w_samples, w_kernel, w_lost = totals(w)
+    if re.search(r"push failed|dropping", w["out"]):
+        sys.exit("the WriteRaw push failed:\n" + w["out"])
 
 p = run(["perf", "record", "-F", "19", "-a", "-g", "-o", f"{out}/perf.data", "--",
          "sleep", str(duration)], False)
@@ -265,6 +273,7 @@ def pct(x):
 cols = [("kiln-agent", a, a_samples, a_kernel - a_samples + a_lost)]
 if r:
     cols.append(("agent->kiln", r, r_samples, r_kernel - r_samples + r_lost))
+    cols.append(("kiln WriteRaw", w, w_samples, w_kernel - w_samples + w_lost))
 cols.append(("perf record", p, p_samples, p_lost))
 print(f"{'':28}" + "".join(f"{c[0]:>14}" for c in cols))
 print(f"{'CPU, % of one core':28}" + "".join(f"{pct(c[1]):13.3f}%" for c in cols))
@@ -276,5 +285,7 @@ print(f"{'samples lost':28}" + "".join(f"{c[3]:14d}" for c in cols))
 print(f"agent/perf CPU ratio: {a['cpu'] / p['cpu']:.3f}   (agent wrote {nfiles} files to its local store)")
 if r:
     print(f"agent->kiln/perf CPU ratio: {r['cpu'] / p['cpu']:.3f}   (pushing to kiln on 127.0.0.1, "
-          "debuginfo upload on)")
+          "stream protocol, debuginfo upload on)")
+    print(f"agent->kiln WriteRaw/perf CPU ratio: {w['cpu'] / p['cpu']:.3f}   "
+          "(--remote-store-protocol=writeraw)")
 PY

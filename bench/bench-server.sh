@@ -109,3 +109,10 @@ print("peer python3-protobuf (%s) parse of the same %d bytes: %.2f CPU ms (%d sa
 PYEOF
 	fi
 fi
+
+# kiln-agent's streaming ingest next to WriteRaw on the same simulated agents,
+# and 1,000 agents held by one server (bench/bench-stream.sh; STREAM=0 skips).
+if [ "${STREAM:-1}" != 0 ]; then
+	echo
+	bench/bench-stream.sh
+fi

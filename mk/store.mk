@@ -9,3 +9,11 @@ bench-server: $(OUT)/bench/bench_store
 $(OUT)/bench/bench_sympass: bench/bench_sympass.c $(LIBKILN)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/store -o $@ $< $(LIBKILN) $(LDFLAGS) $(LDLIBS)
+
+# Simulated agents over real connections, stream protocol next to WriteRaw
+# (bench/bench-stream.sh, run by bench-server.sh).
+$(OUT)/bench/stream_loadgen: bench/stream_loadgen.c $(LIBKILN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBKILN) $(LDFLAGS) $(LDLIBS)
+
+bench-server: $(OUT)/bench/stream_loadgen

@@ -633,6 +633,13 @@ struct sink_remote_config {
 	struct tls_client_files tls; /* CA, client certificate and key */
 	const char *bearer_token;    /* NULL: none */
 	size_t buffer_bytes;	     /* 0: 64 MiB */
+	/* --remote-store-protocol: AUTO tries IngestService/Push and falls
+	 * back to WriteRaw when the server answers UNIMPLEMENTED. */
+	enum sink_remote_protocol {
+		SINK_PROTOCOL_AUTO = 0,
+		SINK_PROTOCOL_STREAM,
+		SINK_PROTOCOL_WRITERAW,
+	} protocol;
 };
 int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *metrics,
 		    struct agent_sink **out, struct kiln_error *err);

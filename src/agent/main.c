@@ -48,6 +48,7 @@ enum {
 	OPT_REMOTE_TLS_CERT,
 	OPT_REMOTE_TLS_KEY,
 	OPT_REMOTE_BUFFER,
+	OPT_REMOTE_PROTOCOL,
 	OPT_DEBUGINFO_DISABLE,
 	OPT_DEBUGINFO_PARALLEL,
 	OPT_DEBUGINFO_TIMEOUT,
@@ -124,6 +125,7 @@ static const struct option long_options[] = {
     {"remote-store-tls-cert-file", required_argument, NULL, OPT_REMOTE_TLS_CERT},
     {"remote-store-tls-key-file", required_argument, NULL, OPT_REMOTE_TLS_KEY},
     {"remote-store-buffer-bytes", required_argument, NULL, OPT_REMOTE_BUFFER},
+    {"remote-store-protocol", required_argument, NULL, OPT_REMOTE_PROTOCOL},
     {"debuginfo-upload-disable", no_argument, NULL, OPT_DEBUGINFO_DISABLE},
     {"debuginfo-upload-max-parallel", required_argument, NULL, OPT_DEBUGINFO_PARALLEL},
     {"debuginfo-upload-timeout-duration", required_argument, NULL, OPT_DEBUGINFO_TIMEOUT},
@@ -192,6 +194,11 @@ static void usage(FILE *f)
 	    "                                          server is down or slow; the oldest\n"
 	    "                                          are dropped (and counted) beyond it\n"
 	    "                                          (default: 67108864)\n"
+	    "      --remote-store-protocol=P           auto: Kiln's streaming ingest\n"
+	    "                                          (rows by stack id, each stack sent\n"
+	    "                                          once) when the server has it, else\n"
+	    "                                          WriteRaw; stream; writeraw\n"
+	    "                                          (default: auto)\n"
 	    "      --debuginfo-upload-disable          do not upload debuginfo of profiled\n"
 	    "                                          binaries to the remote store\n"
 	    "                                          (default: false: upload what the\n"
@@ -392,6 +399,17 @@ int main(int argc, char **argv)
 				die("--remote-store-buffer-bytes=%s: expected a positive number",
 				    optarg);
 			remote.buffer_bytes = (size_t)v;
+			break;
+		case OPT_REMOTE_PROTOCOL:
+			if (strcmp(optarg, "auto") == 0)
+				remote.protocol = SINK_PROTOCOL_AUTO;
+			else if (strcmp(optarg, "stream") == 0)
+				remote.protocol = SINK_PROTOCOL_STREAM;
+			else if (strcmp(optarg, "writeraw") == 0)
+				remote.protocol = SINK_PROTOCOL_WRITERAW;
+			else
+				die("--remote-store-protocol=%s: expected auto, stream or writeraw",
+				    optarg);
 			break;
 		case OPT_DEBUGINFO_DISABLE:
 			debuginfo_disable = true;

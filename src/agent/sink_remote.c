@@ -19,12 +19,15 @@
  */
 #include "common/clock.h"
 #include "agent/agent.h"
+#include "agent/sink_stream.h"
 #include "client/client.h"
+#include "common/ingest_proto.h"
 #include "common/log.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,6 +42,7 @@ struct batch {
 	uint8_t *data; /* serialized WriteRawRequest */
 	size_t len;
 	size_t n_profiles;
+	uint64_t window_id; /* the stream protocol's id of this window */
 };
 
 struct sink_remote {
@@ -49,13 +53,15 @@ struct sink_remote {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct batch *head, *tail; /* guarded by lock */
-	size_t queued_bytes;	   /* guarded by lock */
-	size_t inflight_bytes;	   /* the window being sent; guarded by lock */
-	bool closing;		   /* guarded by lock */
-	bool exited;		   /* the sender is done; guarded by lock */
-	uint64_t deadline_ms;	   /* flush deadline once closing */
-	atomic_bool cancel;	   /* aborts a call still in flight at the deadline */
+	struct batch *head, *tail;	    /* guarded by lock */
+	size_t queued_bytes;		    /* guarded by lock */
+	size_t inflight_bytes;		    /* the window being sent; guarded by lock */
+	bool closing;			    /* guarded by lock */
+	bool exited;			    /* the sender is done; guarded by lock */
+	uint64_t deadline_ms;		    /* flush deadline once closing */
+	atomic_bool cancel;		    /* aborts a call still in flight at the deadline */
+	enum sink_remote_protocol protocol; /* AUTO becomes one of the others */
+	uint64_t next_window_id;	    /* guarded by lock */
 };
 
 static void count_dropped(struct sink_remote *r, size_t n)
@@ -210,6 +216,7 @@ static int remote_write_window(struct agent_sink *s, const struct agent_profile 
 				      "%zu-byte buffer",
 				      n, r->max_bytes);
 	}
+	b->window_id = r->next_window_id++;
 	if (r->tail)
 		r->tail->next = b;
 	else
@@ -281,6 +288,73 @@ static struct batch *next_batch(struct sink_remote *r)
 	return b;
 }
 
+/* Sends b once over the chosen protocol. The stream protocol is tried
+ * first under --remote-store-protocol=auto; a server that answers
+ * UNIMPLEMENTED gets WriteRaw from then on (the same bytes: the queue keeps
+ * WriteRawRequests). A failed call resets the session, so its retry
+ * describes every series and stack again and does not depend on what the
+ * failed call left on the server. */
+static int deliver(struct sink_remote *r, struct grpc_client *client, struct stream_client *sc,
+		   struct batch *b, struct buf *req, bool *encoded, struct buf *resp,
+		   struct grpc_status *st)
+{
+	struct kiln_error err = {0};
+	size_t n_rows;
+	int rc;
+
+	if (r->protocol == SINK_PROTOCOL_WRITERAW || !sc)
+		return grpc_client_unary(client, WRITE_RAW, b->data, b->len, resp, st);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!*encoded) {
+			rc = stream_client_encode(sc, b->data, b->len, b->window_id, req, &n_rows);
+			if (rc) {
+				st->code = GRPC_STATUS_INTERNAL;
+				snprintf(st->message, sizeof(st->message),
+					 "encoding the window: %s", strerror(-rc));
+				return 0;
+			}
+			*encoded = true;
+		}
+		rc = grpc_client_unary(client, INGEST_PUSH_PATH, req->data, req->len, resp, st);
+		if (rc || st->code != GRPC_STATUS_OK) {
+			/* Whatever part of the request reached the server, a new
+			 * session describes everything again: the retry cannot
+			 * depend on it. */
+			stream_client_reset(sc);
+			*encoded = false;
+			if (rc == 0 && st->code == GRPC_STATUS_UNIMPLEMENTED &&
+			    r->protocol == SINK_PROTOCOL_AUTO) {
+				log_info(
+				    "remote store %s: no streaming ingest (%s); using WriteRaw",
+				    r->address, st->message);
+				r->protocol = SINK_PROTOCOL_WRITERAW;
+				return grpc_client_unary(client, WRITE_RAW, b->data, b->len, resp,
+							 st);
+			}
+			return rc;
+		}
+		rc = stream_client_answer(sc, resp->data, resp->len, b->window_id, &err);
+		if (rc == 0) {
+			if (r->protocol == SINK_PROTOCOL_AUTO) {
+				log_info("remote store %s: using the streaming ingest protocol",
+					 r->address);
+				r->protocol = SINK_PROTOCOL_STREAM;
+			}
+			return 0;
+		}
+		*encoded = false;
+		if (rc != -ECONNRESET) {
+			st->code = GRPC_STATUS_INTERNAL;
+			snprintf(st->message, sizeof(st->message), "%s", err.msg);
+			return 0;
+		}
+		log_debug("remote store %s: the server asked for a new session", r->address);
+	}
+	st->code = GRPC_STATUS_UNAVAILABLE;
+	snprintf(st->message, sizeof(st->message), "the server keeps resetting the session");
+	return 0;
+}
+
 static void *sender_main(void *arg)
 {
 	struct sink_remote *r = arg;
@@ -289,27 +363,31 @@ static void *sender_main(void *arg)
 	unsigned seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
 	uint64_t backoff = BACKOFF_MIN_MS;
 	struct batch *b = NULL;
-	struct buf resp = {0};
+	struct buf resp = {0}, req = {0};
+	struct stream_client *sc =
+	    r->protocol == SINK_PROTOCOL_WRITERAW ? NULL : stream_client_new();
+	bool encoded;
 
 	if (!client)
 		log_error("remote store %s: %s", r->address, err.msg);
 	pthread_mutex_lock(&r->lock);
 	while (client && (b = next_batch(r)) != NULL) {
 		/* Send this window until it is delivered, refused, or we stop. */
+		encoded = false;
 		for (;;) {
 			struct grpc_status st = {0};
 			uint64_t delay;
 			int rc;
 
 			pthread_mutex_unlock(&r->lock);
-			rc = grpc_client_unary(client, WRITE_RAW, b->data, b->len, &resp, &st);
+			rc = deliver(r, client, sc, b, &req, &encoded, &resp, &st);
 			pthread_mutex_lock(&r->lock);
 			if (rc == 0 && st.code == GRPC_STATUS_OK) {
 				backoff = BACKOFF_MIN_MS;
 				break;
 			}
 			if (rc == 0 && !retryable(st.code)) {
-				log_warn("remote store %s: WriteRaw refused (%s: %s): dropping %zu "
+				log_warn("remote store %s: push refused (%s: %s): dropping %zu "
 					 "profiles",
 					 r->address, grpc_status_name(st.code), st.message,
 					 b->n_profiles);
@@ -326,7 +404,7 @@ static void *sender_main(void *arg)
 				    r->address, b->n_profiles);
 				break;
 			}
-			log_warn("remote store %s: WriteRaw failed (%s: %s), retrying in %llu ms",
+			log_warn("remote store %s: push failed (%s: %s), retrying in %llu ms",
 				 r->address, grpc_status_name(st.code), st.message,
 				 (unsigned long long)delay);
 			wait_ms(r, delay);
@@ -350,6 +428,8 @@ static void *sender_main(void *arg)
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	buf_free(&resp);
+	buf_free(&req);
+	stream_client_free(sc);
 	grpc_client_free(client);
 	return NULL;
 }
@@ -411,6 +491,8 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 	r->cfg.timeout_ms = 10000;
 	r->cfg.cancel = &r->cancel;
 	r->max_bytes = cfg->buffer_bytes ? cfg->buffer_bytes : (size_t)64 << 20;
+	r->protocol = cfg->protocol;
+	r->next_window_id = 1;
 	r->sink.name = "remote";
 	r->sink.shape = SINK_PER_PROCESS;
 	r->sink.write_window = remote_write_window;

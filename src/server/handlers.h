@@ -9,6 +9,10 @@
 #include "server/server.h"
 
 void rpc_write_raw(struct grpc_call *c);
+void rpc_ingest_push(struct grpc_call *c); /* rpc_ingest_stream.c */
+/* Push's sessions for /metrics (rpc_ingest_stream.c). */
+struct buf;
+void stream_metrics_render(struct server *s, struct buf *out);
 void rpc_profile_types(struct grpc_call *c);
 void rpc_labels(struct grpc_call *c);
 void rpc_values(struct grpc_call *c);

@@ -88,6 +88,8 @@ struct server {
 	int n_conns;			 /* live connection threads */
 	struct conn_table *conns;	 /* every client connection (conn_limits.h) */
 	_Atomic uint64_t inflight_bytes; /* request bodies held (conn_limits.h) */
+	/* IngestService/Push sessions (ingest_stream.h); made by the first Push. */
+	_Atomic(struct stream_sessions *) stream_sessions;
 };
 
 #include "common/clock.h" /* mono_ns, for the deadlines */

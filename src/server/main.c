@@ -93,6 +93,8 @@ static void usage(FILE *f, const struct server_config *d)
 	    "  --auth-disable               serve without tokens on a non-loopback address\n"
 	    "                               (anyone who connects may read, write, delete)\n"
 	    "  --auth-metrics-open          /metrics without a token (default: read role)\n"
+	    "  --disable-stream-ingest      answer IngestService/Push (the agents' streaming\n"
+	    "                               protocol) with UNIMPLEMENTED: agents use WriteRaw\n"
 	    "  --max-connections=N          client connections at once; when full, the one\n"
 	    "                               idle the longest is closed to make room (default %d)\n"
 	    "  --max-connections-per-client=N  connections one client address may hold;\n"
@@ -250,6 +252,7 @@ enum {
 	OPT_CLICKHOUSE_DATABASE,
 	OPT_CLICKHOUSE_USER,
 	OPT_CLICKHOUSE_PASSWORD_FILE,
+	OPT_DISABLE_STREAM_INGEST,
 };
 
 /* Parca server flags with no Kiln equivalent (compat_flags.h); --port and
@@ -330,6 +333,7 @@ int main(int argc, char **argv)
 	    {"auth-tokens-file", required_argument, NULL, OPT_AUTH_TOKENS_FILE},
 	    {"auth-disable", no_argument, NULL, OPT_AUTH_DISABLE},
 	    {"auth-metrics-open", no_argument, NULL, OPT_AUTH_METRICS_OPEN},
+	    {"disable-stream-ingest", no_argument, NULL, OPT_DISABLE_STREAM_INGEST},
 	    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
 	    {"max-connections-per-client", required_argument, NULL, OPT_MAX_CONNECTIONS_PER_CLIENT},
 	    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT},
@@ -615,6 +619,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_AUTH_METRICS_OPEN:
 			cfg.auth_metrics_open = true;
+			break;
+		case OPT_DISABLE_STREAM_INGEST:
+			cfg.stream_ingest_disabled = true;
 			break;
 		case OPT_HELP:
 		case 'h':

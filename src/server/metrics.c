@@ -204,6 +204,7 @@ int metrics_render(struct server *s, struct buf *out)
 	buf_printf(out, "kiln_ready %d\n", atomic_load(&s->ready) ? 1 : 0);
 	ext_scrape_metrics(s, out);
 	pyroscope_metrics_render(out);
+	stream_metrics_render(s, out);
 	health_metrics_render(out);
 	return process_metrics_render(out);
 }

@@ -27,6 +27,7 @@
 const struct grpc_method server_grpc_methods[] = {
     {"/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw", AUTH_WRITE, POOL_INGEST,
      rpc_write_raw},
+    {"/kiln.ingest.v1.IngestService/Push", AUTH_WRITE, POOL_INGEST, rpc_ingest_push},
     {"/parca.query.v1alpha1.QueryService/ProfileTypes", AUTH_READ, POOL_QUERY, rpc_profile_types},
     {"/parca.query.v1alpha1.QueryService/Labels", AUTH_READ, POOL_QUERY, rpc_labels},
     {"/parca.query.v1alpha1.QueryService/Values", AUTH_READ, POOL_QUERY, rpc_values},

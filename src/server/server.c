@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "server/handlers.h"
 #include "server/ingest.h"
+#include "server/ingest_stream.h"
 #include "server/internal.h"
 #include "store/store.h"
 
@@ -367,6 +368,7 @@ void server_free(struct server *s)
 	}
 	log_debug("shutdown: extensions stopped; closing the store");
 	store_close(s->store);
+	stream_sessions_free(atomic_load(&s->stream_sessions));
 	if (s->tls)
 		SSL_CTX_free(s->tls);
 	if (s->listen_fd >= 0)

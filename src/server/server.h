@@ -96,6 +96,8 @@ struct server_config {
 	const char *clickhouse_database; /* NULL = "kiln" */
 	const char *clickhouse_user;	 /* NULL = "default" */
 	const char *clickhouse_password; /* NULL = none */
+	/* --disable-stream-ingest: IngestService/Push answers UNIMPLEMENTED. */
+	bool stream_ingest_disabled;
 };
 
 /* Fills defaults (the values documented above). */

@@ -548,3 +548,48 @@ out:
 	buf_free(&type);
 	return rc;
 }
+
+/* The row path's stack interning (rows.c, store.h): each sample's stack,
+ * the way store_write_profile_exec interns them, without writing rows. */
+int store_intern_stacks(struct store *s, const struct pprof_profile *p,
+			const struct store_exec_info *exec, size_t n_exec, uint32_t *stack_ids,
+			struct kiln_error *err)
+{
+	const pprof_msg *msg = pprof_profile_msg(p);
+	struct ingest in = {.exec = exec, .n_exec = exec ? n_exec : 0};
+	XXH128_hash_t *hashes = NULL;
+	uint32_t *stack = NULL;
+	size_t cap = 0;
+	int rc;
+
+	if (atomic_load(&s->closing))
+		return kiln_error_set(err, ESHUTDOWN, "store is shutting down");
+	rc = ingest_prepare(&in, p);
+	for (size_t i = 0; i < msg->n_sample && !rc; i++)
+		cap = msg->sample[i]->n_location_id > cap ? msg->sample[i]->n_location_id : cap;
+	if (!rc && (!(hashes = malloc((cap + 1) * sizeof(*hashes))) ||
+		    !(stack = malloc((cap + 1) * sizeof(*stack)))))
+		rc = -ENOMEM;
+	if (rc) {
+		rc = kiln_error_set(err, -rc, "out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&s->meta.mu);
+	for (size_t i = 0; i < msg->n_sample && !rc; i++) {
+		XXH128_hash_t fp = stack_fp(&in, msg->sample[i], hashes);
+		int64_t id = ingest_stack(&in, &s->meta, msg->sample[i], fp, stack);
+
+		if (id < 0)
+			rc = (int)id;
+		else
+			stack_ids[i] = (uint32_t)id;
+	}
+	pthread_mutex_unlock(&s->meta.mu);
+	if (rc)
+		rc = kiln_error_set(err, -rc, "cannot intern the stacks: %s", strerror(-rc));
+out:
+	ingest_free(&in);
+	free(hashes);
+	free(stack);
+	return rc;
+}

@@ -438,6 +438,7 @@ struct store {
 	_Atomic uint64_t compactions;
 	_Atomic uint64_t total_rows;
 	struct ch_store *ch; /* --storage=clickhouse: the backend; NULL = embedded */
+	_Atomic(struct rows_marks *) row_marks; /* rows.c; created on first use */
 };
 
 int wal_open(struct store *s, struct kiln_error *err);
@@ -468,5 +469,9 @@ int store_apply_record(struct store *s, const uint8_t *p, size_t len);
 int store_commit_record(struct store *s, const uint8_t *rec, size_t len, struct kiln_error *err);
 /* Makes pending metastore records (symbolization results) durable. */
 int store_commit_meta(struct store *s, struct kiln_error *err);
+/* rows.c: applies a REC_ROWS record (store_apply_record's type 2) and
+ * raises its writer's mark; frees the marks at close. */
+int store_apply_rows_record(struct store *s, const uint8_t *p, size_t len);
+void store_rows_marks_free(struct store *s);
 
 #endif

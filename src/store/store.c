@@ -51,6 +51,7 @@
 #define DEFAULT_BLOCK_MS  (2 * 3600 * 1000LL)
 #define DEFAULT_MAX_LABEL 64
 #define DEFAULT_HEAD_ROWS (2u << 20)
+#define REC_ROWS	  2 /* rows.c */
 
 static int64_t window_of(const struct store *s, int64_t ts)
 {
@@ -83,6 +84,8 @@ int store_apply_record(struct store *s, const uint8_t *p, size_t len)
 	size_t cap = 0;
 	int rc = 0;
 
+	if (len > 0 && p[0] == REC_ROWS)
+		return store_apply_rows_record(s, p, len);
 	for (int pass = 0; pass < 2 && !rc; pass++) {
 		r.p = p;
 		const uint8_t *type = rd_bytes(&r, 1);
@@ -850,6 +853,7 @@ void store_close(struct store *s)
 	}
 	if (s->wal.dir)
 		wal_close(&s->wal);
+	store_rows_marks_free(s);
 	for (size_t i = 0; i < s->n_blocks; i++)
 		block_unref(s->blocks[i]);
 	free(s->blocks);

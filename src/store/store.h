@@ -341,4 +341,40 @@ struct store_stats {
 };
 void store_get_stats(struct store *s, struct store_stats *out);
 
+/* ---- the row path (rows.c): writes keyed by metastore ids -----------------
+ * For ingest protocols that name each series and stack once and then send
+ * rows (the streaming agent protocol): intern a series and its stacks once,
+ * then each row costs a lookup in the caller's table and an append. */
+struct store_series_type {
+	const char *sample_type, *sample_unit, *period_type, *period_unit;
+	int64_t period;
+	bool delta;
+};
+/* The id (> 0) of the series of labels (with __name__) and type, created if
+ * new; or a negative errno (-EINVAL: bad labels, err says which). */
+int64_t store_intern_series(struct store *s, const struct store_label *labels, size_t n_labels,
+			    const struct store_series_type *t, struct kiln_error *err);
+/* stack_ids[i] = the metastore id of sample i's stack of p (locations,
+ * functions, mappings with exec[j] for the j-th mapping, strings interned
+ * as store_write_profile_exec does). Only the samples' stacks are read. */
+int store_intern_stacks(struct store *s, const struct pprof_profile *p,
+			const struct store_exec_info *exec, size_t n_exec, uint32_t *stack_ids,
+			struct kiln_error *err);
+/* One series' rows at one time; stacks[i] with values[i], any order. */
+struct store_rows {
+	uint32_t series;
+	int64_t timestamp_ms;
+	const uint32_t *stacks;
+	const int64_t *values;
+	size_t n;
+};
+/* Writes the groups as one durable WAL record tagged (writer, batch):
+ * returns 0 once it is fsynced and queryable, 1 when batch is at or below
+ * the last batch of writer already stored (nothing written: a replay), or
+ * a negative errno. Calls for one writer must not overlap. */
+int store_write_rows(struct store *s, uint64_t writer, uint64_t batch, const struct store_rows *g,
+		     size_t n_groups, struct kiln_error *err);
+/* Whether batch of writer is at or below its last stored batch. */
+bool store_rows_seen(struct store *s, uint64_t writer, uint64_t batch);
+
 #endif
