@@ -192,7 +192,8 @@ static void test_routes_declare_roles(void **state)
 		const struct grpc_method *m = &server_grpc_methods[i];
 		enum auth_role want = strstr(m->path, "WriteRaw") ||
 					      strstr(m->path, "DebuginfoService/") ||
-					      strstr(m->path, "ProfilesService/Export")
+					      strstr(m->path, "ProfilesService/Export") ||
+					      strstr(m->path, "IngestService/Push")
 					  ? AUTH_WRITE
 					  : AUTH_READ;
 		if (!strncmp(m->path, "/grpc.health.v1.Health/", 23)) /* probes, like /ready */
