@@ -32,8 +32,8 @@ for _ in $(seq 1 200); do grep -q "profiling every CPU" "$AGENT_LOG" && break; s
 "$AGENT_TESTBIN/burn" 1 >/dev/null & bpid=$!
 wait $bpid
 # The first windows fail (nobody listens); then the server comes up.
-for _ in $(seq 1 100); do grep -q "WriteRaw failed" "$AGENT_LOG" && break; sleep 0.1; done
-grep -q "WriteRaw failed" "$AGENT_LOG" || fail "no failed attempt logged: $(cat "$AGENT_LOG")"
+for _ in $(seq 1 100); do grep -q "push failed" "$AGENT_LOG" && break; sleep 0.1; done
+grep -q "push failed" "$AGENT_LOG" || fail "no failed attempt logged: $(cat "$AGENT_LOG")"
 $py "$AGENT_PROGS/writeraw_server.py" "$port" "$received" "$stubs" >"$AGENT_TMP/server.log" 2>&1 &
 AGENT_CLEANUP+=("kill $!")
 # A program with symbols, first profiled now that the server is up: the

@@ -25,7 +25,7 @@ agent_start "$out" --remote-store-address=127.0.0.1:$port --remote-store-insecur
 wait $bpid
 sleep 2.5
 agent_stop
-grep -q "WriteRaw failed\|refused\|dropping" "$AGENT_LOG" && fail "push failed: $(cat "$AGENT_LOG")"
+grep -q "push failed\|refused\|dropping" "$AGENT_LOG" && fail "push failed: $(cat "$AGENT_LOG")"
 
 K="http://127.0.0.1:$port"
 types=$(curl -sf "$K/api/v1/profile-types") || fail "profile-types failed"

@@ -36,10 +36,10 @@ agent_start "$AGENT_TMP/p1" --store-address=$K --profiling-duration=1s --http-ad
 	--debuginfo-upload-disable
 "$AGENT_TESTBIN/burn" 0.3 >/dev/null & p1=$!
 wait $p1
-for _ in $(seq 1 50); do grep -q "WriteRaw failed" "$AGENT_LOG" && break; sleep 0.1; done
+for _ in $(seq 1 50); do grep -q "push failed" "$AGENT_LOG" && break; sleep 0.1; done
 agent_stop
-grep "WriteRaw failed" "$AGENT_LOG" | head -1
-grep -qi "WriteRaw failed.*\(certificate\|SSL\|verify\)" "$AGENT_LOG" ||
+grep "push failed" "$AGENT_LOG" | head -1
+grep -qi "push failed.*\(certificate\|SSL\|verify\)" "$AGENT_LOG" ||
 	fail "no certificate failure logged: $(cat "$AGENT_LOG")"
 [ "$(server_samples $p1)" = 0 ] || fail "samples stored through an unverified connection"
 
@@ -50,7 +50,7 @@ agent_start "$AGENT_TMP/p2" --store-address=$K --insecure-skip-verify --profilin
 wait $p2
 sleep 1.5
 agent_stop
-grep -q "WriteRaw failed" "$AGENT_LOG" && fail "push failed: $(cat "$AGENT_LOG")"
+grep -q "push failed" "$AGENT_LOG" && fail "push failed: $(cat "$AGENT_LOG")"
 n=$(server_samples $p2)
 echo "over TLS: $n samples for pid $p2"
 [ "${n:-0}" -gt 0 ] || fail "no samples for pid $p2 on the server"

@@ -101,9 +101,9 @@ wait "$SPID" 2>/dev/null
 SPID=
 echo "killed the server holding $before acknowledged kprog_sym samples"
 # The agent keeps sampling; at least two windows are cut while nobody listens.
-for _ in $(seq 1 100); do grep -q "WriteRaw failed" "$T/agent.log" && break; sleep 0.1; done
+for _ in $(seq 1 100); do grep -q "push failed" "$T/agent.log" && break; sleep 0.1; done
 sleep 4
-grep -q "WriteRaw failed" "$T/agent.log" || die "the agent never noticed the server was gone"
+grep -q "push failed" "$T/agent.log" || die "the agent never noticed the server was gone"
 # Restart on the same port and storage (SO_REUSEADDR).
 "$KILN" --http-address="$ADDR" --storage-path="$T/data" "${SERVER_FLAGS[@]}" >>"$T/server.log" 2>&1 &
 SPID=$!
