@@ -166,6 +166,8 @@ static int cmp_point(const void *a, const void *b)
 static void fold_points(struct group *grp)
 {
 	size_t n = 0;
+	if (!grp->n_points)
+		return;
 	qsort(grp->points, grp->n_points, sizeof(*grp->points), cmp_point);
 	for (size_t i = 0; i < grp->n_points; i++) {
 		if (n && grp->points[n - 1].timestamp_ms == grp->points[i].timestamp_ms)
@@ -228,8 +230,9 @@ int query_range_group_write_json(struct query_range_group *g, size_t limit, stru
 			free(other.points);
 			return -ENOMEM;
 		}
-		memcpy(other.points + other.n_points, grp->points,
-		       grp->n_points * sizeof(*grp->points));
+		if (grp->n_points)
+			memcpy(other.points + other.n_points, grp->points,
+			       grp->n_points * sizeof(*grp->points));
 		other.n_points += grp->n_points;
 	}
 	fold_points(&other);

@@ -723,7 +723,7 @@ int block_read_rows(const struct block *b, const struct block_series *bs, uint32
 	rc = rc ?: read_frame(b, bs, F_ROWS, bs->n_rows * 20 + 16, &rraw, err);
 	if (rc)
 		goto out;
-	struct rd s = {sraw.data, sraw.data + sraw.len, false};
+	struct rd s = rd_of(sraw.data, sraw.len);
 	struct rd r = {rraw.data, rraw.data + rraw.len, false};
 	uint64_t np = rd_uvarint(&s), seen = 0;
 	int64_t t = bs->min_ts;

@@ -140,7 +140,7 @@ out:
 
 int ch_apply_series(struct store *s, const uint8_t *data, size_t len, struct kiln_error *err)
 {
-	struct rd r = {data, data + len, false};
+	struct rd r = rd_of(data, len);
 	int rc = 0;
 
 	while (!rc && r.p < r.end) {
@@ -175,7 +175,7 @@ int ch_apply_series(struct store *s, const uint8_t *data, size_t len, struct kil
 
 int ch_apply_time_ranges(struct store *s, const uint8_t *data, size_t len, struct kiln_error *err)
 {
-	struct rd r = {data, data + len, false};
+	struct rd r = rd_of(data, len);
 
 	while (r.p < r.end) {
 		uint64_t hash = rd_u64(&r);
@@ -416,7 +416,7 @@ int ch_intern_objects(struct store *s, const struct buf *st, const struct buf *l
 	pthread_mutex_lock(&s->meta.mu);
 	pthread_mutex_lock(&ch->mu);
 	struct meta *m = &s->meta;
-	r = (struct rd){mp->data, mp->data + mp->len, false};
+	r = rd_of(mp->data, mp->len);
 	while (!rc && r.p < r.end && !r.bad) {
 		struct meta_mapping mm = {0};
 		uint64_t h = rd_u64(&r);
@@ -445,7 +445,7 @@ int ch_intern_objects(struct store *s, const struct buf *st, const struct buf *l
 	}
 	if (!rc && r.bad)
 		rc = bad_answer(err, "mappings");
-	r = (struct rd){fn->data, fn->data + fn->len, false};
+	r = rd_of(fn->data, fn->len);
 	while (!rc && r.p < r.end && !r.bad) {
 		struct meta_function mf = {0};
 		uint64_t h = rd_u64(&r);
@@ -468,7 +468,7 @@ int ch_intern_objects(struct store *s, const struct buf *st, const struct buf *l
 	}
 	if (!rc && r.bad)
 		rc = bad_answer(err, "functions");
-	r = (struct rd){lo->data, lo->data + lo->len, false};
+	r = rd_of(lo->data, lo->len);
 	struct meta_line *lines = NULL;
 	while (!rc && r.p < r.end && !r.bad) {
 		uint64_t h = rd_u64(&r), mh = rd_u64(&r), addr = rd_u64(&r);
@@ -500,7 +500,7 @@ int ch_intern_objects(struct store *s, const struct buf *st, const struct buf *l
 	free(lines);
 	if (!rc && r.bad)
 		rc = bad_answer(err, "locations");
-	r = (struct rd){st->data, st->data + st->len, false};
+	r = rd_of(st->data, st->len);
 	uint32_t *ls = NULL;
 	while (!rc && r.p < r.end && !r.bad) {
 		uint64_t h = rd_u64(&r);
@@ -548,7 +548,7 @@ static int fetch_stacks(struct store *s, const struct hash_set *need, struct kil
 	if (rc)
 		goto out;
 	/* Locations that are not local yet. */
-	r = (struct rd){st.data, st.data + st.len, false};
+	r = rd_of(st.data, st.len);
 	while (!rc && r.p < r.end && !r.bad) {
 		rd_u64(&r);
 		uint64_t n = rd_below(&r, (uint64_t)(r.end - r.p) / 8 + 1);
@@ -568,7 +568,7 @@ static int fetch_stacks(struct store *s, const struct hash_set *need, struct kil
 		goto objects;
 	rc = fetch(s, "any(mapping_hash), any(address), any(line_functions), any(line_numbers)",
 		   "locations", "location_hash", &locs, &lo, err);
-	r = (struct rd){lo.data, lo.data + lo.len, false};
+	r = rd_of(lo.data, lo.len);
 	while (!rc && r.p < r.end && !r.bad) {
 		rd_u64(&r);
 		uint64_t m = rd_u64(&r);

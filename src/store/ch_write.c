@@ -218,7 +218,7 @@ static int add_sample(struct buf *o, uint64_t type, uint64_t series, int64_t ts,
 static int batch_build(struct store *s, const uint8_t *rec, size_t len, struct ch_batch *b,
 		       uint64_t batch, uint64_t first[1])
 {
-	struct rd r = {rec, rec + len, false};
+	struct rd r = rd_of(rec, len);
 	size_t n_series = chunked_count(&s->sx.series), n_stacks = chunked_count(&s->meta.stacks);
 	const uint8_t *type = rd_bytes(&r, 1);
 	int64_t ts = rd_svarint(&r);

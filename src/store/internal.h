@@ -42,6 +42,14 @@ struct rd {
 	const uint8_t *p, *end;
 	bool bad;
 };
+/* A reader over [data, data + len); an empty buffer (data may be NULL)
+ * reads as already at its end, without arithmetic on a NULL pointer. */
+static inline struct rd rd_of(const uint8_t *data, size_t len)
+{
+	static const uint8_t none[1];
+	const uint8_t *p = data ? data : none;
+	return (struct rd){p, p + (data ? len : 0), false};
+}
 uint64_t rd_uvarint(struct rd *r);
 int64_t rd_svarint(struct rd *r);
 /* rd_uvarint, and bad unless the value is < limit. */

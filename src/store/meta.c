@@ -484,7 +484,7 @@ static struct meta_line *read_lines(struct meta *m, struct rd *r, uint32_t *n_ou
 int meta_replay_record(struct store *s, const uint8_t *p, size_t len)
 {
 	struct meta *m = &s->meta;
-	struct rd r = {p, p + len, false};
+	struct rd r = rd_of(p, len);
 	const uint8_t *type = rd_bytes(&r, 1);
 	int64_t rc = 0;
 	uint64_t id;

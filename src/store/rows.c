@@ -113,7 +113,7 @@ bool store_rows_seen(struct store *s, uint64_t writer, uint64_t batch)
  * is checked for framing before any is applied, then the mark is raised. */
 int store_apply_rows_record(struct store *s, const uint8_t *p, size_t len)
 {
-	struct rd r = {p, p + len, false};
+	struct rd r = rd_of(p, len);
 	const uint8_t *type = rd_bytes(&r, 1), *w = rd_bytes(&r, 8), *body;
 	uint64_t writer, batch, n_parts;
 	int rc;

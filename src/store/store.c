@@ -76,7 +76,7 @@ static int64_t wall_ms(void)
  * anything is applied, so a bad record changes nothing. */
 int store_apply_record(struct store *s, const uint8_t *p, size_t len)
 {
-	struct rd r = {p, p + len, false};
+	struct rd r = rd_of(p, len);
 	size_t n_series = chunked_count(&s->sx.series);
 	size_t n_stacks = chunked_count(&s->meta.stacks);
 	uint32_t *stacks = NULL;

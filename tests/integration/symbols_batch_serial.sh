@@ -14,7 +14,7 @@ driver=$KILN_BIN/bench_symbols
 if [ ! -x "$driver" ]; then
 	san=0
 	[[ "$KILN_BIN" == */san/* ]] && san=1
-	make -s SAN=$san "$driver" >/dev/null || fail "precondition: cannot build $driver"
+	make -s SAN=$san "${driver#"$PWD"/}" >/dev/null || fail "precondition: cannot build $driver"
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
