@@ -215,7 +215,8 @@ int query_range_group_write_json(struct query_range_group *g, size_t limit, stru
 	size_t keep = limit && limit < g->n_groups ? limit : g->n_groups;
 	struct group other = {0};
 
-	qsort(g->groups, g->n_groups, sizeof(*g->groups), cmp_total);
+	if (g->n_groups)
+		qsort(g->groups, g->n_groups, sizeof(*g->groups), cmp_total);
 	for (size_t i = 0; i < keep; i++) {
 		fold_points(&g->groups[i]);
 		write_group(w, &g->groups[i], NULL);
