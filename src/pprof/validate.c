@@ -11,11 +11,13 @@
  * The first violation found is reported with the path of the field, e.g.
  * "sample[12].location_id[3]: no location with id 77".
  */
+#include "common/json.h"
 #include "pprof/internal.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 static int check_str(const pprof_msg *m, int64_t idx, struct kiln_error *err, const char *fmt,
 		     size_t i, size_t j)
@@ -38,9 +40,18 @@ static int check_header(const pprof_msg *m, struct kiln_error *err)
 	if (m->n_string_table == 0)
 		return kiln_error_set(err, EINVAL,
 				      "string_table: empty (string_table[0] must be \"\")");
-	if (!m->string_table[0] || m->string_table[0][0] != '\0')
-		return kiln_error_set(err, EINVAL, "string_table[0]: must be \"\", is \"%.40s\"",
-				      m->string_table[0] ? m->string_table[0] : "(null)");
+	if (!m->string_table[0] || m->string_table[0][0] != '\0') {
+		const char *s0 = m->string_table[0] ? m->string_table[0] : "(null)";
+		struct buf q = {0};
+		/* Quoted as JSON: the bytes are the input's, and a newline or an
+		 * escape sequence in them must not reach a terminal as such. */
+		json_append_string_n(&q, s0, strnlen(s0, 40));
+		buf_terminate(&q);
+		rc = kiln_error_set(err, EINVAL, "string_table[0]: must be \"\", is %s",
+				    q.data ? (const char *)q.data : "\"?\"");
+		buf_free(&q);
+		return rc;
+	}
 	for (i = 0; i < m->n_sample_type; i++) {
 		rc = check_str(m, m->sample_type[i]->type, err, "sample_type[%zu].type", i, 0);
 		if (!rc)
