@@ -415,15 +415,7 @@ int ingest_rows_next(const uint8_t **p, const uint8_t *end, uint64_t *ref, int64
 
 int ingest_put_varint(struct buf *out, uint64_t v)
 {
-	uint8_t tmp[10];
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		tmp[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	tmp[n++] = (uint8_t)v;
-	return buf_append(out, tmp, n);
+	return pbwire_put_varint(out, v);
 }
 
 int ingest_put_row(struct buf *out, uint32_t ref_delta, int64_t value)

@@ -1,6 +1,7 @@
 /*
  * pbwire.c — protobuf wire format, field by field (see pbwire.h).
  */
+#include <errno.h>
 #include "common/pbwire.h"
 
 bool pbwire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
@@ -48,4 +49,39 @@ bool pbwire_next(const uint8_t **p, const uint8_t *end, struct pbwire_field *f)
 	default:
 		return false;
 	}
+}
+
+int pbwire_put_varint(struct buf *out, uint64_t v)
+{
+	uint8_t b[10];
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		b[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	b[n++] = (uint8_t)v;
+	return buf_append(out, b, n);
+}
+
+int pbwire_put_tag(struct buf *out, uint32_t field, int wire_type)
+{
+	return pbwire_put_varint(out, (uint64_t)field << 3 | (uint64_t)wire_type);
+}
+
+int pbwire_put_fixed(struct buf *out, uint64_t v, size_t n)
+{
+	uint8_t b[8];
+
+	for (size_t i = 0; i < n && i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	return buf_append(out, b, n < 8 ? n : 8);
+}
+
+int pbwire_put_bytes(struct buf *out, uint32_t field, const void *data, size_t len)
+{
+	if (pbwire_put_tag(out, field, 2) || pbwire_put_varint(out, len) ||
+	    buf_append(out, data, len))
+		return -ENOMEM;
+	return 0;
 }

@@ -10,6 +10,8 @@
 #ifndef KILN_COMMON_PBWIRE_H
 #define KILN_COMMON_PBWIRE_H
 
+#include "common/buf.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,5 +32,14 @@ bool pbwire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 /* Reads the next field of [*p, end) (advanced past it); false at the end
  * or on bad data. */
 bool pbwire_next(const uint8_t **p, const uint8_t *end, struct pbwire_field *f);
+
+/* Writing, for the encoders that build messages by hand (the JSON readers,
+ * the streaming ingest codec): each appends to out and returns 0 or
+ * -ENOMEM. put_fixed writes the low n bytes of v, little-endian (n = 4 or
+ * 8); put_bytes a length-delimited field. */
+int pbwire_put_varint(struct buf *out, uint64_t v);
+int pbwire_put_tag(struct buf *out, uint32_t field, int wire_type);
+int pbwire_put_fixed(struct buf *out, uint64_t v, size_t n);
+int pbwire_put_bytes(struct buf *out, uint32_t field, const void *data, size_t len);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pbwire.h"
 #include "otlp/otlp.h"
 
 /* The JSON path of the value being read, for error messages. */
@@ -77,42 +78,6 @@ static int bad(struct kiln_error *err, const struct json_path *p, const char *wa
 }
 
 /* --- wire output ----------------------------------------------------------- */
-
-static int put_varint(struct buf *out, uint64_t v)
-{
-	uint8_t b[10];
-	size_t n = 0;
-
-	do {
-		b[n] = v & 0x7f;
-		v >>= 7;
-		if (v)
-			b[n] |= 0x80;
-		n++;
-	} while (v);
-	return buf_append(out, b, n);
-}
-
-static int put_tag(struct buf *out, uint32_t id, int wire_type)
-{
-	return put_varint(out, ((uint64_t)id << 3) | (uint64_t)wire_type);
-}
-
-static int put_fixed(struct buf *out, uint64_t v, size_t n)
-{
-	uint8_t b[8];
-
-	for (size_t i = 0; i < n; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	return buf_append(out, b, n);
-}
-
-static int put_bytes(struct buf *out, uint32_t id, const void *data, size_t len)
-{
-	if (put_tag(out, id, 2) || put_varint(out, len) || buf_append(out, data, len))
-		return -ENOMEM;
-	return 0;
-}
 
 /* --- scalars --------------------------------------------------------------- */
 
@@ -239,20 +204,20 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 		if (!read_integer(v, true, &s, &u) || s < INT32_MIN || s > INT32_MAX)
 			return bad(err, path, "a 32-bit integer", v);
 		if (f->type == PROTOBUF_C_TYPE_SFIXED32)
-			rc = put_tag(out, f->id, 5) || put_fixed(out, (uint32_t)s, 4);
+			rc = pbwire_put_tag(out, f->id, 5) || pbwire_put_fixed(out, (uint32_t)s, 4);
 		else if (f->type == PROTOBUF_C_TYPE_SINT32)
-			rc = put_tag(out, f->id, 0) ||
-			     put_varint(out, ((uint32_t)s << 1) ^ (uint32_t)(s >> 31));
+			rc = pbwire_put_tag(out, f->id, 0) ||
+			     pbwire_put_varint(out, ((uint32_t)s << 1) ^ (uint32_t)(s >> 31));
 		else
-			rc = put_tag(out, f->id, 0) || put_varint(out, (uint64_t)s);
+			rc = pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, (uint64_t)s);
 		break;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
 		if (!read_integer(v, false, &s, &u) || u > UINT32_MAX)
 			return bad(err, path, "an unsigned 32-bit integer", v);
 		rc = f->type == PROTOBUF_C_TYPE_FIXED32
-			 ? put_tag(out, f->id, 5) || put_fixed(out, u, 4)
-			 : put_tag(out, f->id, 0) || put_varint(out, u);
+			 ? pbwire_put_tag(out, f->id, 5) || pbwire_put_fixed(out, u, 4)
+			 : pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, u);
 		break;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
@@ -260,12 +225,12 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 		if (!read_integer(v, true, &s, &u))
 			return bad(err, path, "a 64-bit integer (a number or a decimal string)", v);
 		if (f->type == PROTOBUF_C_TYPE_SFIXED64)
-			rc = put_tag(out, f->id, 1) || put_fixed(out, (uint64_t)s, 8);
+			rc = pbwire_put_tag(out, f->id, 1) || pbwire_put_fixed(out, (uint64_t)s, 8);
 		else if (f->type == PROTOBUF_C_TYPE_SINT64)
-			rc = put_tag(out, f->id, 0) ||
-			     put_varint(out, ((uint64_t)s << 1) ^ (uint64_t)(s >> 63));
+			rc = pbwire_put_tag(out, f->id, 0) ||
+			     pbwire_put_varint(out, ((uint64_t)s << 1) ^ (uint64_t)(s >> 63));
 		else
-			rc = put_tag(out, f->id, 0) || put_varint(out, (uint64_t)s);
+			rc = pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, (uint64_t)s);
 		break;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
@@ -273,13 +238,13 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 			return bad(err, path,
 				   "an unsigned 64-bit integer (a number or a decimal string)", v);
 		rc = f->type == PROTOBUF_C_TYPE_FIXED64
-			 ? put_tag(out, f->id, 1) || put_fixed(out, u, 8)
-			 : put_tag(out, f->id, 0) || put_varint(out, u);
+			 ? pbwire_put_tag(out, f->id, 1) || pbwire_put_fixed(out, u, 8)
+			 : pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, u);
 		break;
 	case PROTOBUF_C_TYPE_BOOL:
 		if (!json_is_boolean(v))
 			return bad(err, path, "true or false", v);
-		rc = put_tag(out, f->id, 0) || put_varint(out, json_is_true(v));
+		rc = pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, json_is_true(v));
 		break;
 	case PROTOBUF_C_TYPE_ENUM: {
 		const ProtobufCEnumDescriptor *ed = f->descriptor;
@@ -293,7 +258,7 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 		} else if (!read_integer(v, true, &s, &u) || s < INT32_MIN || s > INT32_MAX) {
 			return bad(err, path, "an enum name or number", v);
 		}
-		rc = put_tag(out, f->id, 0) || put_varint(out, (uint64_t)s);
+		rc = pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, (uint64_t)s);
 		break;
 	}
 	case PROTOBUF_C_TYPE_FLOAT:
@@ -313,18 +278,18 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 			float fl = (float)d;
 			uint32_t bits;
 			memcpy(&bits, &fl, 4);
-			rc = put_tag(out, f->id, 5) || put_fixed(out, bits, 4);
+			rc = pbwire_put_tag(out, f->id, 5) || pbwire_put_fixed(out, bits, 4);
 		} else {
 			uint64_t bits;
 			memcpy(&bits, &d, 8);
-			rc = put_tag(out, f->id, 1) || put_fixed(out, bits, 8);
+			rc = pbwire_put_tag(out, f->id, 1) || pbwire_put_fixed(out, bits, 8);
 		}
 		break;
 	}
 	case PROTOBUF_C_TYPE_STRING:
 		if (!json_is_string(v))
 			return bad(err, path, "a string", v);
-		rc = put_bytes(out, f->id, json_string_value(v), json_string_length(v));
+		rc = pbwire_put_bytes(out, f->id, json_string_value(v), json_string_length(v));
 		break;
 	case PROTOBUF_C_TYPE_BYTES: {
 		struct buf raw = {0};
@@ -336,7 +301,7 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 			return kiln_error_set(err, EINVAL, "%s: not %s", path->text,
 					      hex ? "hex (OTLP/JSON writes ids in hex)" : "base64");
 		}
-		rc = put_bytes(out, f->id, raw.data, raw.len);
+		rc = pbwire_put_bytes(out, f->id, raw.data, raw.len);
 		buf_free(&raw);
 		break;
 	}
@@ -345,7 +310,7 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 		path->depth++;
 		rc = encode_message(f->descriptor, v, &sub, path, err);
 		path->depth--;
-		if (rc == 0 && put_bytes(out, f->id, sub.data, sub.len))
+		if (rc == 0 && pbwire_put_bytes(out, f->id, sub.data, sub.len))
 			rc = -ENOMEM;
 		buf_free(&sub);
 		return rc;

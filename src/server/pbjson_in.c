@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/pbwire.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "server/pbjson.h"
 #include "server/webrpc.h"
@@ -47,40 +48,6 @@ static int bad(struct kiln_error *err, const struct jpath *p, const char *want)
 {
 	return kiln_error_set(err, EINVAL, "JSON body: %s: expected %s", p->len ? p->text : "(top)",
 			      want);
-}
-
-static int put_varint(struct buf *out, uint64_t v)
-{
-	uint8_t b[10];
-	size_t n = 0;
-	do {
-		b[n] = (uint8_t)(v & 0x7f);
-		v >>= 7;
-		if (v)
-			b[n] |= 0x80;
-		n++;
-	} while (v);
-	return buf_append(out, b, n);
-}
-
-static int put_tag(struct buf *out, uint32_t id, int wt)
-{
-	return put_varint(out, (uint64_t)id << 3 | (uint64_t)wt);
-}
-
-static int put_fixed(struct buf *out, uint64_t v, size_t n)
-{
-	uint8_t b[8];
-	for (size_t i = 0; i < n; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	return buf_append(out, b, n);
-}
-
-static int put_len(struct buf *out, uint32_t id, const void *data, size_t len)
-{
-	if (put_tag(out, id, 2) || put_varint(out, len) || buf_append(out, data, len))
-		return -ENOMEM;
-	return 0;
 }
 
 /* An integer from a JSON number or a decimal string. */
@@ -229,8 +196,8 @@ static int encode_wkt(const ProtobufCMessageDescriptor *d, const json_t *v, stru
 	if (!ok)
 		return bad(err, path,
 			   ts ? "an RFC 3339 timestamp string" : "a duration like \"1.5s\"");
-	if ((s && (put_tag(out, 1, 0) || put_varint(out, (uint64_t)s))) ||
-	    (ns && (put_tag(out, 2, 0) || put_varint(out, (uint64_t)(int64_t)ns))))
+	if ((s && (pbwire_put_tag(out, 1, 0) || pbwire_put_varint(out, (uint64_t)s))) ||
+	    (ns && (pbwire_put_tag(out, 2, 0) || pbwire_put_varint(out, (uint64_t)(int64_t)ns))))
 		return -ENOMEM;
 	return 0;
 }
@@ -247,36 +214,44 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 		if (!read_int(v, true, &s, &u) || s < INT32_MIN || s > INT32_MAX)
 			return bad(err, path, "a 32-bit integer");
 		if (f->type == PROTOBUF_C_TYPE_SFIXED32)
-			return put_tag(out, f->id, 5) || put_fixed(out, (uint32_t)s, 4) ? -ENOMEM
-											: 0;
+			return pbwire_put_tag(out, f->id, 5) ||
+				       pbwire_put_fixed(out, (uint32_t)s, 4)
+				   ? -ENOMEM
+				   : 0;
 		if (f->type == PROTOBUF_C_TYPE_SINT32)
 			u = (uint32_t)((int32_t)s << 1) ^ (uint32_t)((int32_t)s >> 31);
-		return put_tag(out, f->id, 0) || put_varint(out, u) ? -ENOMEM : 0;
+		return pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, u) ? -ENOMEM : 0;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
 		if (!read_int(v, false, &s, &u) || u > UINT32_MAX)
 			return bad(err, path, "an unsigned 32-bit integer");
 		if (f->type == PROTOBUF_C_TYPE_FIXED32)
-			return put_tag(out, f->id, 5) || put_fixed(out, u, 4) ? -ENOMEM : 0;
-		return put_tag(out, f->id, 0) || put_varint(out, u) ? -ENOMEM : 0;
+			return pbwire_put_tag(out, f->id, 5) || pbwire_put_fixed(out, u, 4)
+				   ? -ENOMEM
+				   : 0;
+		return pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, u) ? -ENOMEM : 0;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
 		if (!read_int(v, true, &s, &u))
 			return bad(err, path, "a 64-bit integer (number or string)");
 		if (f->type == PROTOBUF_C_TYPE_SFIXED64)
-			return put_tag(out, f->id, 1) || put_fixed(out, (uint64_t)s, 8) ? -ENOMEM
-											: 0;
+			return pbwire_put_tag(out, f->id, 1) ||
+				       pbwire_put_fixed(out, (uint64_t)s, 8)
+				   ? -ENOMEM
+				   : 0;
 		if (f->type == PROTOBUF_C_TYPE_SINT64)
 			u = ((uint64_t)s << 1) ^ (uint64_t)(s >> 63);
-		return put_tag(out, f->id, 0) || put_varint(out, u) ? -ENOMEM : 0;
+		return pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, u) ? -ENOMEM : 0;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
 		if (!read_int(v, false, &s, &u))
 			return bad(err, path, "an unsigned 64-bit integer (number or string)");
 		if (f->type == PROTOBUF_C_TYPE_FIXED64)
-			return put_tag(out, f->id, 1) || put_fixed(out, u, 8) ? -ENOMEM : 0;
-		return put_tag(out, f->id, 0) || put_varint(out, u) ? -ENOMEM : 0;
+			return pbwire_put_tag(out, f->id, 1) || pbwire_put_fixed(out, u, 8)
+				   ? -ENOMEM
+				   : 0;
+		return pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, u) ? -ENOMEM : 0;
 	case PROTOBUF_C_TYPE_FLOAT:
 	case PROTOBUF_C_TYPE_DOUBLE: {
 		double d;
@@ -294,16 +269,21 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 			float fl = (float)d;
 			uint32_t bits;
 			memcpy(&bits, &fl, 4);
-			return put_tag(out, f->id, 5) || put_fixed(out, bits, 4) ? -ENOMEM : 0;
+			return pbwire_put_tag(out, f->id, 5) || pbwire_put_fixed(out, bits, 4)
+				   ? -ENOMEM
+				   : 0;
 		}
 		uint64_t bits;
 		memcpy(&bits, &d, 8);
-		return put_tag(out, f->id, 1) || put_fixed(out, bits, 8) ? -ENOMEM : 0;
+		return pbwire_put_tag(out, f->id, 1) || pbwire_put_fixed(out, bits, 8) ? -ENOMEM
+										       : 0;
 	}
 	case PROTOBUF_C_TYPE_BOOL:
 		if (!json_is_boolean(v))
 			return bad(err, path, "true or false");
-		return put_tag(out, f->id, 0) || put_varint(out, json_is_true(v)) ? -ENOMEM : 0;
+		return pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, json_is_true(v))
+			   ? -ENOMEM
+			   : 0;
 	case PROTOBUF_C_TYPE_ENUM: {
 		const ProtobufCEnumDescriptor *ed = f->descriptor;
 		if (json_is_string(v)) {
@@ -315,19 +295,21 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 		} else if (!read_int(v, true, &s, &u) || s < INT32_MIN || s > INT32_MAX) {
 			return bad(err, path, "an enum value name or number");
 		}
-		return put_tag(out, f->id, 0) || put_varint(out, (uint64_t)s) ? -ENOMEM : 0;
+		return pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, (uint64_t)s)
+			   ? -ENOMEM
+			   : 0;
 	}
 	case PROTOBUF_C_TYPE_STRING:
 		if (!json_is_string(v))
 			return bad(err, path, "a string");
-		return put_len(out, f->id, json_string_value(v), json_string_length(v));
+		return pbwire_put_bytes(out, f->id, json_string_value(v), json_string_length(v));
 	case PROTOBUF_C_TYPE_BYTES: {
 		struct buf b = {0};
 		if (!json_is_string(v) || !read_b64(json_string_value(v), &b)) {
 			buf_free(&b);
 			return bad(err, path, "a base64 string");
 		}
-		int rc = put_len(out, f->id, b.data, b.len);
+		int rc = pbwire_put_bytes(out, f->id, b.data, b.len);
 		buf_free(&b);
 		return rc;
 	}
@@ -338,7 +320,7 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 			     ? encode_wkt(md, v, &sub, path, err)
 			     : encode_message(md, v, &sub, path, depth + 1, err);
 		if (rc == 0)
-			rc = put_len(out, f->id, sub.data, sub.len);
+			rc = pbwire_put_bytes(out, f->id, sub.data, sub.len);
 		buf_free(&sub);
 		return rc;
 	}
@@ -368,7 +350,7 @@ static int encode_map(const ProtobufCFieldDescriptor *f, const json_t *obj, stru
 		if (rc == 0 && !json_is_null(v))
 			rc = encode_value(&ed->fields[1], v, &entry, path, depth, err);
 		if (rc == 0)
-			rc = put_len(out, f->id, entry.data, entry.len);
+			rc = pbwire_put_bytes(out, f->id, entry.data, entry.len);
 		buf_free(&entry);
 		jpath_pop(path, old);
 		if (rc)
