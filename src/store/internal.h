@@ -470,6 +470,8 @@ typedef int (*wal_apply_fn)(struct store *s, const uint8_t *p, size_t len);
 int wal_replay(struct store *s, wal_apply_fn apply, struct kiln_error *err);
 /* The sample record's type byte (ingest.c writes it, store.c applies it). */
 #define REC_SAMPLES 1
+/* A streamed batch of sample records with its writer and batch ids (rows.c). */
+#define REC_ROWS 2
 /* Applies a decoded WAL samples record to the active head (head_lock held). */
 int store_apply_record(struct store *s, const uint8_t *p, size_t len);
 /* Makes one sample record (ingest.c) durable on the store's backend and

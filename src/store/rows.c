@@ -36,7 +36,6 @@
 #include "store/internal.h"
 
 #define REC_SAMPLES 1
-#define REC_ROWS    2
 #define MAX_WRITERS (1u << 20)
 
 struct rows_marks {

@@ -51,7 +51,6 @@
 #define DEFAULT_BLOCK_MS  (2 * 3600 * 1000LL)
 #define DEFAULT_MAX_LABEL 64
 #define DEFAULT_HEAD_ROWS (2u << 20)
-#define REC_ROWS	  2 /* rows.c */
 
 static int64_t window_of(const struct store *s, int64_t ts)
 {
