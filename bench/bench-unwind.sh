@@ -158,6 +158,8 @@ echo "$metrics" | awk '
 	/^kiln_agent_unwind_walks_total / { w = $2 }
 	/^kiln_agent_unwind_walk_seconds_total / { ws = $2 }
 	/^kiln_agent_unwind_walk_frames_total / { wf = $2 }
+	/^kiln_agent_unwind_walk_median_seconds / { wm = $2 }
+	/^kiln_agent_unwind_frame_median_seconds / { fm = $2 }
 	/^kiln_agent_unwind_tables / { t = $2 }
 	/^kiln_agent_unwind_table_bytes / { b = $2 }
 	/^kiln_agent_unwind_map_bytes / { mb = $2 }
@@ -167,6 +169,6 @@ echo "$metrics" | awk '
 	/^kiln_agent_user_stacks_total/ { all += $2 }
 	END {
 		if (w && wf)
-			printf "BPF user-stack walk: %.0f ns per stack, %.0f ns per frame (%d walks, %.1f frames each; goal: 15 frames <= 500 ns)\n", ws * 1e9 / w, ws * 1e9 / wf, w, wf / w
+			printf "BPF user-stack walk: median %.0f ns per stack, %.0f ns per frame (15 frames: %.0f ns; goal <= 500); mean %.0f ns per stack (%d walks, %.1f frames each)\n", wm * 1e9, fm * 1e9, 15 * fm * 1e9, ws * 1e9 / w, w, wf / w
 		printf "unwind tables: %d executables, %.1f MB of rows in %.1f MB of map memory (goal <= 32), %d built in %.2f s\n", t, b / 1048576, mb / 1048576, n, s
 		printf "agent: %.1f%% of all user stacks on the host complete (%d of %d)\n", all ? 100 * c / all : 0, c, all }'

@@ -360,6 +360,16 @@ static void drain_mmap_records(void *ctx)
 		ADD(mmap_records_lost, lost);
 }
 
+static void update_walk_hist(struct agent *a)
+{
+	uint64_t h[WALK_HIST_NR * WALK_HIST_BUCKETS];
+
+	if (sampler_walk_hist(a->sampler, h, WALK_HIST_NR * WALK_HIST_BUCKETS) != 0)
+		return;
+	for (size_t i = 0; i < WALK_HIST_NR * WALK_HIST_BUCKETS; i++)
+		SET(unwind_walk_hist[i], h[i]);
+}
+
 static void update_kernel_stats(struct agent *a)
 {
 	uint64_t st[STAT_NR];
@@ -373,6 +383,7 @@ static void update_kernel_stats(struct agent *a)
 	SET(unwind_walks, st[STAT_UNWIND_WALKS]);
 	SET(unwind_walk_ns, st[STAT_UNWIND_NS]);
 	SET(unwind_walk_frames, st[STAT_UNWIND_FRAMES]);
+	update_walk_hist(a);
 	SET(offcpu_switches, st[STAT_OFFCPU_SWITCHES]);
 	SET(offcpu_recorded, st[STAT_OFFCPU_RECORDED]);
 	SET(offcpu_short, st[STAT_OFFCPU_SHORT]);

@@ -518,7 +518,9 @@ struct agent_metrics {
 	atomic_uint_least64_t unwind_walks;	  /* kernel-side walks with tables */
 	atomic_uint_least64_t unwind_walk_ns;	  /* their time in BPF */
 	atomic_uint_least64_t unwind_walk_frames; /* frames they emitted */
-	atomic_uint_least64_t unwind_rewalked;	  /* copied stacks walked in user space */
+	/* their time per stack and per frame (profiler.h, walk_hist) */
+	atomic_uint_least64_t unwind_walk_hist[WALK_HIST_NR * WALK_HIST_BUCKETS];
+	atomic_uint_least64_t unwind_rewalked; /* copied stacks walked in user space */
 	atomic_uint_least64_t unwind_tables;
 	atomic_uint_least64_t unwind_processes;
 	atomic_uint_least64_t unwind_table_bytes;
@@ -675,6 +677,8 @@ struct sampler_unwind_maps {
 	int procs_fd;	     /* unwind_procs: pid -> struct unwind_proc */
 	int chunks_fd;	     /* unwind_chunks: the row pool's array of maps */
 	uint32_t max_chunks; /* its cap (--unwind-table-max-bytes) */
+	/* the BPF program's unwind_pool_gen, bumped when slots are freed */
+	volatile uint32_t *pool_gen;
 };
 
 struct unwinder;
@@ -794,6 +798,9 @@ int sampler_symbolize(struct sampler *s, const uint64_t *addrs, size_t n,
 bool sampler_can_symbolize(const struct sampler *s);
 /* Sums the per-CPU kernel counters (enum profiler_stat) into out[STAT_NR]. */
 int sampler_stats(struct sampler *s, uint64_t *out, size_t n);
+/* The walk-time histograms (profiler.h, walk_hist) summed over CPUs into
+ * out[histogram * WALK_HIST_BUCKETS + bucket]. 0 or -errno. */
+int sampler_walk_hist(struct sampler *s, uint64_t *out, size_t n);
 void sampler_close(struct sampler *s);
 
 /* ---- off-CPU probes (offcpu.c) --------------------------------------------- */

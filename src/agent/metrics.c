@@ -25,6 +25,80 @@ struct metrics_server {
 #define LOAD(f) ((unsigned long long)atomic_load_explicit(&m->f, memory_order_relaxed))
 
 /* The unwinder: how user stacks ended, and the tables behind them. */
+/* The lower bound of bucket b of a walk histogram, in units. */
+static uint64_t walk_bucket_low(unsigned b)
+{
+	if (b < WALK_HIST_LINEAR)
+		return b;
+	return (uint64_t)WALK_HIST_LINEAR << (b - WALK_HIST_LINEAR);
+}
+
+/* The median of histogram h in ns (0 when empty), interpolated inside its
+ * bucket; the open last bucket counts as its lower bound. */
+static double walk_hist_median(const struct agent_metrics *m, unsigned h, double unit_ns)
+{
+	uint64_t c[WALK_HIST_BUCKETS], total = 0, seen = 0;
+
+	for (unsigned b = 0; b < WALK_HIST_BUCKETS; b++)
+		total += c[b] = LOAD(unwind_walk_hist[h * WALK_HIST_BUCKETS + b]);
+	if (total == 0)
+		return 0;
+	for (unsigned b = 0; b < WALK_HIST_BUCKETS; b++) {
+		double lo = (double)walk_bucket_low(b), hi;
+
+		if (seen + c[b] < (total + 1) / 2) {
+			seen += c[b];
+			continue;
+		}
+		hi = b + 1 < WALK_HIST_BUCKETS ? (double)walk_bucket_low(b + 1) : lo;
+		return unit_ns *
+		       (lo + (hi - lo) * ((double)((total + 1) / 2 - seen) - 0.5) / (double)c[b]);
+	}
+	return 0;
+}
+
+/* The per-stack walk times as a Prometheus histogram (bounds: doublings
+ * of 256 ns, each a bucket boundary of walk_hist) and the medians per
+ * stack and per frame as gauges. */
+static int render_walk_hist(const struct agent_metrics *m, struct buf *out)
+{
+	const unsigned unit = WALK_HIST_STACK_UNIT_NS;
+	uint64_t cum = 0;
+	unsigned b = 0;
+	int rc = buf_printf(out, "# HELP kiln_agent_unwind_walk_duration_seconds BPF user-stack "
+				 "walk time per stack.\n"
+				 "# TYPE kiln_agent_unwind_walk_duration_seconds histogram\n");
+
+	for (uint64_t le = 256; le <= 1048576 && b < WALK_HIST_BUCKETS; le *= 2) {
+		for (; b < WALK_HIST_BUCKETS && walk_bucket_low(b) * unit < le; b++)
+			cum += LOAD(unwind_walk_hist[WALK_HIST_STACK * WALK_HIST_BUCKETS + b]);
+		if (b == WALK_HIST_BUCKETS)
+			break;
+		rc |= buf_printf(out,
+				 "kiln_agent_unwind_walk_duration_seconds_bucket{le=\"%g\"} %llu\n",
+				 (double)le / 1e9, (unsigned long long)cum);
+	}
+	for (; b < WALK_HIST_BUCKETS; b++)
+		cum += LOAD(unwind_walk_hist[WALK_HIST_STACK * WALK_HIST_BUCKETS + b]);
+	rc |= buf_printf(
+	    out,
+	    "kiln_agent_unwind_walk_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+	    "kiln_agent_unwind_walk_duration_seconds_count %llu\n"
+	    "kiln_agent_unwind_walk_duration_seconds_sum %.9f\n"
+	    "# HELP kiln_agent_unwind_walk_median_seconds Median BPF user-stack walk time per "
+	    "stack.\n"
+	    "# TYPE kiln_agent_unwind_walk_median_seconds gauge\n"
+	    "kiln_agent_unwind_walk_median_seconds %.9f\n"
+	    "# HELP kiln_agent_unwind_frame_median_seconds Median BPF user-stack walk time per "
+	    "frame (each walk's time over its frames).\n"
+	    "# TYPE kiln_agent_unwind_frame_median_seconds gauge\n"
+	    "kiln_agent_unwind_frame_median_seconds %.9f\n",
+	    (unsigned long long)cum, (unsigned long long)cum, (double)LOAD(unwind_walk_ns) / 1e9,
+	    walk_hist_median(m, WALK_HIST_STACK, WALK_HIST_STACK_UNIT_NS) / 1e9,
+	    walk_hist_median(m, WALK_HIST_FRAME, WALK_HIST_FRAME_UNIT_NS) / 1e9);
+	return rc;
+}
+
 static int render_unwind(const struct agent_metrics *m, struct buf *out)
 {
 	static const char *const reasons[UNWIND_STATUS_NR] = {
@@ -114,6 +188,7 @@ static int render_unwind(const struct agent_metrics *m, struct buf *out)
 	    (double)LOAD(unwind_table_build_ns) / 1e9, LOAD(unwind_table_failures),
 	    LOAD(unwind_tables_over_budget), LOAD(unwind_tables_evicted),
 	    LOAD(unwind_process_loads), LOAD(unwind_mappings_dropped), LOAD(unwind_map_bytes));
+	rc |= render_walk_hist(m, out);
 	return rc;
 }
 

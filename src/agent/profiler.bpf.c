@@ -117,6 +117,33 @@ static __always_inline void stat_inc(__u32 idx)
 	stat_add(idx, 1);
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WALK_HIST_NR *WALK_HIST_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} walk_hist SEC(".maps");
+
+/* Counts v (in units) into histogram h's log-linear bucket. */
+static __always_inline void walk_hist_add(__u32 h, __u64 v)
+{
+	__u32 b = (__u32)v, slot;
+	__u64 *c;
+
+	if (v >= WALK_HIST_LINEAR) {
+		b = WALK_HIST_LINEAR;
+		v /= WALK_HIST_LINEAR;
+		for (int i = 0; i < WALK_HIST_BUCKETS - WALK_HIST_LINEAR - 1 && v > 1; i++) {
+			v >>= 1;
+			b++;
+		}
+	}
+	slot = h * WALK_HIST_BUCKETS + b;
+	c = bpf_map_lookup_elem(&walk_hist, &slot);
+	if (c)
+		*c += 1;
+}
+
 /* Set while this CPU's off-CPU program fills the per-CPU scratch record
  * and walk state: a CPU-clock sample may interrupt it there (the resume
  * tracepoint runs with interrupts on), and must then not reuse them
@@ -130,6 +157,9 @@ struct {
 
 /* Set by user space before load: walk user stacks with unwind tables. */
 const volatile bool unwind_enabled = false;
+/* Bumped by user space whenever row-pool slots become free for reuse
+ * (unwind_pool.c): rules cached under an older value are not trusted. */
+volatile __u32 unwind_pool_gen = 0;
 
 #if defined(__TARGET_ARCH_x86)
 #include "unwind.bpf.h"
@@ -245,6 +275,10 @@ static __always_inline long submit_stacks(void *ctx, void *regs, struct sample_e
 			if (python_walked())
 				stat_add(STAT_PY_NS, dt);
 			stat_add(STAT_UNWIND_FRAMES, ulen);
+			walk_hist_add(WALK_HIST_STACK, dt / WALK_HIST_STACK_UNIT_NS);
+			if (ulen > 0)
+				walk_hist_add(WALK_HIST_FRAME,
+					      dt / (__u64)ulen / WALK_HIST_FRAME_UNIT_NS);
 			/* Code whose table is not built yet: the stack goes to
 			 * user space, which builds it and walks the copy. */
 			if (e->user_status == UNWIND_STATUS_TABLE_PENDING) {

@@ -72,6 +72,20 @@ enum profiler_stat {
 	STAT_NR = STAT_PY_FAIL_FIRST + PYTHON_FAIL_NR,
 };
 
+/* Histograms of the BPF walk's time (walk_hist, per CPU): per stack and
+ * per frame, so that medians can be read, not only means (a mean follows
+ * the few walks a busy host's cache misses or a descheduled vCPU
+ * stretch). Log-linear buckets: WALK_HIST_LINEAR of one unit each, then
+ * one per doubling; the last is open. Slot = histogram * WALK_HIST_BUCKETS
+ * + bucket. */
+#define WALK_HIST_LINEAR	64
+#define WALK_HIST_BUCKETS	80
+#define WALK_HIST_STACK		0
+#define WALK_HIST_FRAME		1
+#define WALK_HIST_NR		2
+#define WALK_HIST_STACK_UNIT_NS 128
+#define WALK_HIST_FRAME_UNIT_NS 8
+
 /* How a sample's user stack ended (sample_event.user_status). COMPLETE
  * is the only whole stack: the walk reached the outermost frame (an END
  * row: _start, a thread's start, Go's runtime.goexit). Every other value

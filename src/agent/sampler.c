@@ -363,6 +363,7 @@ bool sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
 	out->procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
 	out->chunks_fd = bpf_map__fd(s->skel->maps.unwind_chunks);
 	out->max_chunks = s->unwind_max_chunks;
+	out->pool_gen = &s->skel->bss->unwind_pool_gen;
 	return true;
 }
 
@@ -389,15 +390,15 @@ int sampler_symbolize(struct sampler *s, const uint64_t *addrs, size_t n,
 	return (int)n;
 }
 
-int sampler_stats(struct sampler *s, uint64_t *out, size_t n)
+/* out[k] = the sum over CPUs of slot k of a per-CPU array, k < n. */
+static int sum_percpu(int fd, uint64_t *out, size_t n)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	uint64_t *vals = calloc((size_t)ncpu, sizeof(*vals));
-	int fd = bpf_map__fd(s->skel->maps.stats);
 
 	if (!vals)
 		return -ENOMEM;
-	for (__u32 k = 0; k < STAT_NR && k < n; k++) {
+	for (__u32 k = 0; k < n; k++) {
 		out[k] = 0;
 		if (bpf_map_lookup_elem(fd, &k, vals) != 0)
 			continue;
@@ -406,6 +407,18 @@ int sampler_stats(struct sampler *s, uint64_t *out, size_t n)
 	}
 	free(vals);
 	return 0;
+}
+
+int sampler_stats(struct sampler *s, uint64_t *out, size_t n)
+{
+	return sum_percpu(bpf_map__fd(s->skel->maps.stats), out, n < STAT_NR ? n : STAT_NR);
+}
+
+int sampler_walk_hist(struct sampler *s, uint64_t *out, size_t n)
+{
+	size_t all = WALK_HIST_NR * WALK_HIST_BUCKETS;
+
+	return sum_percpu(bpf_map__fd(s->skel->maps.walk_hist), out, n < all ? n : all);
 }
 
 void sampler_stop(struct sampler *s)

@@ -12,16 +12,17 @@
  *                 unwind_proc); a process not in it is walked with the
  *                 kernel's frame-pointer walker as before, and its first
  *                 sample wakes user space to load it
- *   unwind_chunks the row pool: an array of arrays (chunks) of rows,
- *                 added by user space as tables arrive; a table is a page
+ *   unwind_chunks the row pool: an array of arrays (chunks), each one
+ *                 element of UNWIND_CHUNK_ROWS rows, added by user space
+ *                 as tables arrive; a table is a page
  *                 index plus rows, both in the pool (unwind_row.h, "paged
  *                 storage"), so a step searches one page's few rows
  *
  * One step per bpf_loop iteration: find the mapping of pc (binary search
- * over at most UNWIND_MAX_MAPPINGS), then the row of pc - bias (its
- * page's entry, then a binary search over that page's rows; a return
- * address is looked up at pc - 1, since
- * a call may be the last instruction of a function), compute the CFA,
+ * over at most UNWIND_MAX_MAPPINGS), then the row of pc - bias (this
+ * CPU's rule cache, else its page's entry and a binary search over that
+ * page's rows; a return address is looked up at pc - 1, since a call may
+ * be the last instruction of a function), compute the CFA,
  * read the return address at CFA - 8 and, if the row says so, the
  * caller's rbp. Code with no table (JIT, anonymous) is stepped with the
  * frame pointer. A frame is emitted only once its pc is inside a known
@@ -40,13 +41,20 @@ struct {
 	__type(value, struct unwind_proc);
 } unwind_procs SEC(".maps");
 
+/* A chunk is one array element holding all its rows, so that one lookup
+ * gives the step a pointer to every row and the search reads them
+ * directly rather than through a lookup per probe. */
+struct unwind_chunk_rows {
+	struct unwind_row r[UNWIND_CHUNK_ROWS];
+};
+
 struct unwind_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, UNWIND_CHUNK_ROWS);
+	__uint(max_entries, 1);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	/* a size, not a type: no program names the struct in BTF itself */
-	__uint(value_size, sizeof(struct unwind_row));
+	/* a size, not a type: BTF of the inner map's value is not needed */
+	__uint(value_size, sizeof(struct unwind_chunk_rows));
 };
 
 struct {
@@ -55,6 +63,31 @@ struct {
 	__type(key, __u32);
 	__array(values, struct unwind_chunk);
 } unwind_chunks SEC(".maps");
+
+/* Each CPU's cache of rules found, keyed by table and pc: the frames of a
+ * host's hot paths recur sample after sample, and one cache line costs
+ * less than a page index and a search through rows that are rarely still
+ * in the CPU's caches at 19 Hz. Direct-mapped; an entry of an older pool
+ * generation (unwind_pool_gen) misses. */
+#define RULE_CACHE_SLOTS 1024
+#define RULE_CACHE_MISS	 0xffffffffu /* a cached "no row covers pc" */
+
+struct rule_cache_entry {
+	__u64 key; /* the table's page-index slot << 32 | pc relative to the file */
+	__u32 rule;
+	__u32 gen;
+};
+
+struct rule_cache {
+	struct rule_cache_entry e[RULE_CACHE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rule_cache);
+} rule_caches SEC(".maps");
 
 /* The interrupted registers, laid out as x86-64's struct pt_regs (a
  * stable layout: it is the kernel's entry-code frame). Declared here
@@ -79,12 +112,14 @@ struct unwind_walk {
 	__u8 bp_valid;
 	__u8 exact;   /* pc is an interrupted pc, not a return address */
 	__u8 pending; /* the walk met code whose table is not built yet */
+	__u32 gen;    /* unwind_pool_gen when the walk began */
 	/* the mapping search (mapping_probe), and the mapping last found */
 	__u64 key;
 	__u32 lo, hi, last;
 	/* A copy of the stack from stack_at: most frames are far smaller
 	 * than it, so one read serves several steps. */
 	__u64 stack_at;
+	__u32 stack_len; /* bytes of the copy that hold the stack */
 	__u8 stack[STACK_CHUNK];
 };
 
@@ -101,21 +136,38 @@ struct unwind_ctx {
 };
 
 /* Reads the user word at addr: from the stack copy when it holds it,
- * else through a new copy starting there (or, near the top of the stack,
- * where a whole chunk would run past its end, the word alone). 0 or -1. */
+ * else through a new copy starting there. A copy stops at the end of its
+ * page: the page holding addr is mapped (or the read fails anyway), the
+ * next may not be (the top of a stack), and a read that faults costs far
+ * more than a second copy. 0 or -1. */
 static __always_inline int read_word(struct unwind_walk *w, __u64 addr, __u64 *out)
 {
 	__u64 off = addr - w->stack_at;
+	__u32 len;
 
 	if (addr & 7) /* the stack keeps words aligned; anything else, alone */
 		return bpf_probe_read_user(out, 8, (const void *)addr) ? -1 : 0;
-	if (addr < w->stack_at || off > STACK_CHUNK - 8) {
-		if (bpf_probe_read_user(w->stack, STACK_CHUNK, (const void *)addr) != 0) {
-			w->stack_at = 0;
-			return bpf_probe_read_user(out, 8, (const void *)addr) ? -1 : 0;
+	if (addr < w->stack_at || off + 8 > w->stack_len) {
+		/* A frame's saved rbp sits just below its return address,
+		 * which is read first: start the copy below it when that is
+		 * in the same page. */
+		__u64 at = (addr & 4095) >= 16 ? addr - 16 : addr;
+		long err;
+
+		len = 4096 - (__u32)(at & 4095);
+		if (len > STACK_CHUNK)
+			len = STACK_CHUNK;
+		asm volatile("" : "+r"(len));
+		if (len < 8 || len > STACK_CHUNK)
+			return -1;
+		err = bpf_probe_read_user(w->stack, len, (const void *)at);
+		if (err != 0) {
+			w->stack_len = 0;
+			return -1;
 		}
-		w->stack_at = addr;
-		off = 0;
+		w->stack_at = at;
+		w->stack_len = len;
+		off = addr - at;
 	}
 	off &= STACK_CHUNK - 8;
 	*out = *(__u64 *)&w->stack[off];
@@ -212,50 +264,74 @@ static __always_inline int find_mapping(struct unwind_ctx *c, struct unwind_walk
  * the same search in user space. */
 __noinline __s64 unwind_find_rule(__u32 pages, __u32 page0, __u32 npages, __u32 pc)
 {
-	__u32 page = pc >> UNWIND_PAGE_SHIFT, slot, chunk, lo, hi, first, mid;
-	struct unwind_row *r;
-	void *rows;
+	__u32 page = pc >> UNWIND_PAGE_SHIFT, slot, chunk, n, first, base, zero = 0;
+	const struct unwind_chunk_rows *c;
+	const struct unwind_row *r;
+	void *inner;
 
 	if (page < page0 || page - page0 >= npages)
 		return -1;
 	slot = pages + (page - page0);
 	chunk = slot >> UNWIND_CHUNK_SHIFT;
-	rows = bpf_map_lookup_elem(&unwind_chunks, &chunk);
-	if (!rows)
+	inner = bpf_map_lookup_elem(&unwind_chunks, &chunk);
+	if (!inner)
 		return -1;
-	slot &= UNWIND_CHUNK_ROWS - 1;
-	r = bpf_map_lookup_elem(rows, &slot);
-	if (!r)
+	c = bpf_map_lookup_elem(inner, &zero);
+	if (!c)
 		return -1;
 	/* the page's entry (struct unwind_page: first, n) */
+	r = &c->r[slot & (UNWIND_CHUNK_ROWS - 1)];
 	first = r->pc;
-	hi = r->rule;
-	if (hi == 0 || hi > UNWIND_PAGE_ROWS_MAX)
+	n = r->rule;
+	if (n == 0 || n > UNWIND_PAGE_ROWS_MAX)
 		return -1;
 	if (first >> UNWIND_CHUNK_SHIFT != chunk) {
 		chunk = first >> UNWIND_CHUNK_SHIFT;
-		rows = bpf_map_lookup_elem(&unwind_chunks, &chunk);
-		if (!rows)
+		inner = bpf_map_lookup_elem(&unwind_chunks, &chunk);
+		if (!inner)
+			return -1;
+		c = bpf_map_lookup_elem(inner, &zero);
+		if (!c)
 			return -1;
 	}
-	first &= UNWIND_CHUNK_ROWS - 1;
-	lo = first;
-	hi += first;
-	for (int i = 0; i < UNWIND_PAGE_SEARCH && lo < hi; i++) {
-		mid = lo + (hi - lo) / 2;
-		r = bpf_map_lookup_elem(rows, &mid);
-		if (!r)
-			return -1;
-		if (r->pc <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
+	/* The last row at or before pc, searched without a branch on the
+	 * rows' contents (a take of 0 or 1 scales the step), so that the
+	 * verifier follows one path per probe rather than two. */
+	base = first & (UNWIND_CHUNK_ROWS - 1);
+	for (int i = 0; i < UNWIND_PAGE_SEARCH && n > 1; i++) {
+		__u32 half = n / 2;
+		__u32 at = c->r[(base + half) & (UNWIND_CHUNK_ROWS - 1)].pc;
+		__u32 take = (__u32)(((__u64)pc - (__u64)at) >> 63) ^ 1;
+
+		asm volatile("" : "+r"(take));
+		base += half * take;
+		n -= half;
 	}
-	if (lo == first)
-		return -1;
-	mid = lo - 1;
-	r = bpf_map_lookup_elem(rows, &mid);
-	return r ? (__s64)r->rule : -1;
+	r = &c->r[base & (UNWIND_CHUNK_ROWS - 1)];
+	return r->pc <= pc ? (__s64)r->rule : -1;
+}
+
+/* unwind_find_rule through this CPU's rule cache. */
+static __always_inline __s64 find_rule_cached(struct unwind_walk *w, const struct unwind_mapping *m,
+					      __u32 rel)
+{
+	__u64 key = (__u64)m->pages << 32 | rel;
+	__u32 zero = 0, idx = (__u32)((key * 0x9e3779b97f4a7c15ull) >> 54);
+	struct rule_cache_entry *ce;
+	struct rule_cache *rc;
+	__s64 found;
+
+	rc = bpf_map_lookup_elem(&rule_caches, &zero);
+	if (!rc)
+		return unwind_find_rule(m->pages, m->page0, m->npages, rel);
+	ce = &rc->e[idx & (RULE_CACHE_SLOTS - 1)];
+	if (ce->key == key && ce->gen == w->gen)
+		return ce->rule == RULE_CACHE_MISS ? -1 : (__s64)ce->rule;
+	found = unwind_find_rule(m->pages, m->page0, m->npages, rel);
+	ce->key = key;
+	ce->gen = w->gen;
+	ce->rule = found < 0 ? RULE_CACHE_MISS : (__u32)found;
+	return found;
 }
 
 /* One step with the frame pointer: rbp points at the saved rbp, with the
@@ -354,8 +430,8 @@ static long unwind_step(__u32 i, void *ctx)
 		return step_frame_pointer(w, UNWIND_STATUS_NO_TABLE);
 	}
 	rel = lookup_pc - m->bias;
-	found =
-	    rel > 0xffffffffull ? -1 : unwind_find_rule(m->pages, m->page0, m->npages, (__u32)rel);
+	found = rel > 0xffffffffull ? -1 : find_rule_cached(w, m, (__u32)rel);
+
 	if (found < 0)
 		return step_frame_pointer(w, UNWIND_STATUS_TABLE_MISS);
 	rule = (__u32)found;
@@ -453,9 +529,11 @@ static __always_inline long unwind_user(void *ctx, struct sample_event *e, __u32
 	w->n = 0;
 	w->last = UNWIND_MAX_MAPPINGS; /* none */
 	w->stack_at = 0;
+	w->stack_len = 0;
 	w->bp_valid = 1;
 	w->exact = 1;
 	w->pending = 0;
+	w->gen = unwind_pool_gen;
 	w->status = UNWIND_STATUS_DEPTH;
 	python_begin(pid, (__u32)bpf_get_current_pid_tgid());
 	/* Python frames take steps of their own (and the end of each eval

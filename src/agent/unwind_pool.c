@@ -16,11 +16,13 @@
 #define QUARANTINE_NS (2000ull * 1000000)
 #define CHUNK_BYTES   ((size_t)UNWIND_CHUNK_ROWS * sizeof(struct unwind_row))
 
-void unwind_pool_init(struct unwind_pool *p, int outer_fd, uint32_t max_chunks)
+void unwind_pool_init(struct unwind_pool *p, int outer_fd, uint32_t max_chunks,
+		      volatile uint32_t *gen)
 {
 	memset(p, 0, sizeof(*p));
 	p->outer_fd = outer_fd;
 	p->max_chunks = max_chunks < UNWIND_MAX_CHUNKS ? max_chunks : UNWIND_MAX_CHUNKS;
+	p->gen = gen;
 }
 
 void unwind_pool_free(struct unwind_pool *p)
@@ -66,6 +68,9 @@ static int free_list_add(struct unwind_pool *p, uint32_t slot, uint32_t n)
 	struct unwind_extent *f;
 	size_t i = 0;
 	int rc;
+
+	if (p->gen) /* rules cached from these slots are stale from now */
+		__atomic_store_n(p->gen, *p->gen + 1, __ATOMIC_RELEASE);
 
 	while (i < p->nfree && p->free_list[i].slot < slot)
 		i++;
@@ -143,7 +148,7 @@ static bool add_chunk(struct unwind_pool *p)
 		LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
 
 		fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_chunk", sizeof(uint32_t),
-				    sizeof(struct unwind_row), UNWIND_CHUNK_ROWS, &opts);
+				    CHUNK_BYTES, 1, &opts);
 		if (fd < 0) {
 			log_warn("unwind: a new table chunk was refused: %s", strerror(errno));
 			return false;

@@ -8,7 +8,8 @@
  * An allocation never crosses a chunk (the BPF search indexes one inner
  * map). Freed slots are quarantined for QUARANTINE_NS before reuse: a
  * walk that read a process's mappings just before they were dropped may
- * still be reading the old rows. Chunks are never given back: the pool
+ * still be reading the old rows, and each free bumps the BPF program's
+ * unwind_pool_gen, which its per-CPU rule caches check. Chunks are never given back: the pool
  * only grows, to its cap; the owner (unwinder.c) evicts tables when a
  * full pool has no room.
  *
@@ -38,12 +39,15 @@ struct unwind_pool {
 	size_t nfree, capfree;
 	struct unwind_extent *quarantine;
 	size_t nquar, capquar;
-	uint64_t used; /* slots allocated (quarantined ones included) */
+	volatile uint32_t *gen; /* unwind_pool_gen (NULL: no BPF program) */
+	uint64_t used;		/* slots allocated (quarantined ones included) */
 };
 
 /* outer_fd: the array of maps the chunks go into; -1 for chunks in
  * plain memory. max_chunks is clamped to UNWIND_MAX_CHUNKS. */
-void unwind_pool_init(struct unwind_pool *p, int outer_fd, uint32_t max_chunks);
+/* gen: the BPF program's unwind_pool_gen (NULL in tests). */
+void unwind_pool_init(struct unwind_pool *p, int outer_fd, uint32_t max_chunks,
+		      volatile uint32_t *gen);
 /* Unmaps and closes every chunk (the kernel keeps the maps alive for as
  * long as the array of maps holds them). NULL-safe. */
 void unwind_pool_free(struct unwind_pool *p);

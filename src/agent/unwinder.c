@@ -847,7 +847,7 @@ struct unwinder *unwinder_new(const struct sampler_unwind_maps *maps, const char
 	if (!u)
 		return NULL;
 	u->procs_fd = maps->procs_fd;
-	unwind_pool_init(&u->pool, maps->chunks_fd, maps->max_chunks);
+	unwind_pool_init(&u->pool, maps->chunks_fd, maps->max_chunks, maps->pool_gen);
 	u->debug_dir = debug_dir;
 	u->m = m;
 	u->files = htab_new(256);

@@ -92,5 +92,25 @@ complete=$(echo "$metrics" | awk '/^kiln_agent_user_stacks_total\{result="comple
 tables=$(echo "$metrics" | awk '/^kiln_agent_unwind_tables / {print $2}')
 [ "${complete:-0}" -gt 100 ] || fail "/metrics counts ${complete:-0} complete stacks"
 [ "${tables:-0}" -ge 5 ] || fail "/metrics counts ${tables:-0} unwind tables"
+# The walk-time histogram counts every walk (read a moment apart from the
+# walk counter, so within a few), and its median lies inside the buckets
+# that hold half of them.
+echo "$metrics" | python3 -c '
+import re, sys
+m = sys.stdin.read()
+def v(name):
+    x = re.search(r"^" + re.escape(name) + r" (\S+)$", m, re.M)
+    return float(x.group(1)) if x else None
+walks, count = v("kiln_agent_unwind_walks_total"), v("kiln_agent_unwind_walk_duration_seconds_count")
+med = v("kiln_agent_unwind_walk_median_seconds")
+inf = v("kiln_agent_unwind_walk_duration_seconds_bucket{le=\"+Inf\"}")
+assert walks and count == inf and abs(count - walks) <= max(10, walks / 100), (walks, count, inf)
+bk = [(float(le), float(c)) for le, c in re.findall(
+    r"^kiln_agent_unwind_walk_duration_seconds_bucket\{le=\"([0-9.e+-]+)\"\} (\S+)$", m, re.M)]
+lo = max([le for le, c in bk if c < count / 2] + [0])
+hi = min([le for le, c in bk if c >= count / 2] + [float("inf")])
+assert lo <= med <= hi and med > 0, (lo, med, hi)
+assert v("kiln_agent_unwind_frame_median_seconds") > 0
+' || fail "/metrics: the walk-time histogram does not agree with the walk count"
 [ ${#bad[@]} -eq 0 ] || fail "stacks not as true as perf's: ${bad[*]}"
 echo "PASS"
