@@ -23,7 +23,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: kilnctl [--log-level=LEVEL] COMMAND [ARGS...]\n"
 		   "       kilnctl --version | version\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nRun `kilnctl COMMAND --help` for a command's options.\n");
 }
 
