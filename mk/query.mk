@@ -3,7 +3,12 @@ $(OUT)/bench/bench_query: bench/bench_query.c $(LIBKILN)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBKILN) $(LDFLAGS) $(LDLIBS)
 
-bench-query: $(OUT)/bench/bench_query
+# The regression report's 24 h store (bench/bench_query_regress.c).
+$(OUT)/bench/bench_query_regress: bench/bench_query_regress.c $(LIBKILN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBKILN) $(LDFLAGS) $(LDLIBS)
+
+bench-query: $(OUT)/bench/bench_query $(OUT)/bench/bench_query_regress
 
 # libFuzzer objects get header dependencies like the other builds (the main
 # rule has no -MMD): without them a changed header (query_internal.h's tree

@@ -26,6 +26,7 @@ int cmd_pprof(int argc, char **argv);
  * "symbolize". */
 int cmd_pprof_symbolize(int argc, char **argv);
 int cmd_query(int argc, char **argv);
+int cmd_query_range(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 int cmd_debuginfo(int argc, char **argv);
 /* cmd_debuginfo.c's remote subcommands (cmd_debuginfo_remote.c). */
@@ -72,6 +73,13 @@ int cli_http_get(const char *url, const char *token, const struct tls_client_fil
 		 struct buf *out, long *status);
 /* Prints the server's JSON error ({"error":..,"position":N}) readably. */
 void cli_print_server_error(long status, struct buf *body, const char *query);
+/* The values of label `by` in the series matching query over the URL time
+ * parameters range ("&start=..&end=.."), from the server at base
+ * ("http://HOST:PORT"), sorted (cli_values.c). *values (n of them) is
+ * owned by the caller, each string and the array. 0, or -EIO / -ENOMEM
+ * after printing why. */
+int cli_fetch_label_values(const struct cli_server_opts *srv, const char *base, const char *query,
+			   const char *by, const char *range, char ***values, size_t *n);
 /* Writes data to path (NULL = stdout); 0, or 1 after printing why. */
 int cli_write_out(const char *path, const void *data, size_t len);
 

@@ -4,14 +4,17 @@
  *   kilnctl query --address=HOST:PORT 'QUERY' [--since=1h | --start=MS --end=MS]
  *                 [--mode=merge|single --time=MS] [--output=top|flame|folded|pprof]
  *                 [--width=N] [--max-depth=N] [--min-share=PCT] [--color=auto|always|never]
- *                 [--nodecount=N] [-o FILE] [--bearer-token=T | --bearer-token-file=F]
+ *                 [--nodecount=N] [--group-by=LABEL] [-o FILE]
+ *                 [--bearer-token=T | --bearer-token-file=F]
  *
  * It fetches the merged (or single) profile as gzipped pprof from the HTTP
  * API (GET /api/v1/query?report=pprof, libcurl) and renders top and folded
  * output locally with the query module, so what it prints is computed from
  * exactly the bytes `--output=pprof` would save; `--output=flame` draws an
  * icicle graph as wide as the terminal (flame_text.c). A query that matches
- * nothing exits 1, so scripts can tell "no data" from a profile. Server errors are printed
+ * nothing exits 1, so scripts can tell "no data" from a profile. --group-by
+ * fetches one profile per label value (cmd_query_group.c) and puts each
+ * under a first-level "LABEL=value" frame. Server errors are printed
  * with the query position they point at. A server that requires tokens
  * (docs/SECURITY.md) gets `Authorization: Bearer T`; queries need role read.
  */
@@ -29,6 +32,7 @@
 #include "common/duration.h"
 #include "common/clock.h"
 #include "cli/cli.h"
+#include "cli/cli_query.h"
 #include "client/client.h"
 #include "common/buf.h"
 #include "pprof/pprof.h"
@@ -58,6 +62,8 @@ static void query_usage(FILE *f)
 		   "  --prune-from=RE       drop what a function matching RE calls\n"
 		   "  --sandwich=FUNC       the callers and the callees of FUNC (exact name)\n"
 		   "  --sandwich-side=callers|callees  only one half\n"
+		   "  --group-by=LABEL      one first-level frame per value of LABEL "
+		   "(\"comm=nginx\")\n"
 		   "  --nodecount=N         rows of the top table (default 30, 0 = all)\n"
 		   "  --bearer-token=T      sent as Authorization: Bearer T (role read)\n"
 		   "  --bearer-token-file=F the same, read from F's first line\n"
@@ -90,16 +96,17 @@ static bool colour_terminal(const char *out_path)
 	       !(no_colour && no_colour[0]);
 }
 
-/* Appends p rendered as output (top, flame or folded) through a tree
- * built with topts. */
-static int render(const struct pprof_profile *p, const char *output,
-		  const struct query_tree_options *topts,
+/* Appends p (or, with groups, the grouped profiles) rendered as output
+ * (top, flame or folded) through a tree built with topts. */
+static int render(const struct pprof_profile *p, const struct cli_query_groups *groups,
+		  const char *output, const struct query_tree_options *topts,
 		  const struct query_flame_text_options *flame, long nodecount, struct buf *text,
 		  struct kiln_error *err)
 {
 	struct query_tree *tree = NULL;
 	struct query_top *top = NULL;
-	int rc = query_tree_build(p, -1, topts, &tree, err);
+	int rc = groups ? cli_query_group_tree(groups, topts, &tree, err)
+			: query_tree_build(p, -1, topts, &tree, err);
 
 	if (rc == 0 && strcmp(output, "folded") == 0) {
 		rc = query_tree_write_folded(tree, text);
@@ -119,7 +126,8 @@ int cmd_query(int argc, char **argv)
 {
 	static struct cli_server_opts srv = {.address = "127.0.0.1:7070"};
 	const char *mode = "merge", *output = "top";
-	const char *out_path = NULL, *query = NULL;
+	const char *out_path = NULL, *query = NULL, *group_by = NULL;
+	struct cli_query_groups groups = {0};
 	int64_t since = 3600000, start = 0, end = 0, at = 0;
 	bool have_start = false, have_end = false, have_time = false;
 	long nodecount = 30;
@@ -145,6 +153,7 @@ int cmd_query(int argc, char **argv)
 		O_PRUNE_FROM,
 		O_SANDWICH,
 		O_SANDWICH_SIDE,
+		O_GROUP_BY,
 		O_HELP
 	};
 	static const struct option opts[] = {
@@ -166,6 +175,7 @@ int cmd_query(int argc, char **argv)
 	    {"prune-from", required_argument, NULL, O_PRUNE_FROM},
 	    {"sandwich", required_argument, NULL, O_SANDWICH},
 	    {"sandwich-side", required_argument, NULL, O_SANDWICH_SIDE},
+	    {"group-by", required_argument, NULL, O_GROUP_BY},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -285,6 +295,15 @@ int cmd_query(int argc, char **argv)
 						  ? QUERY_SANDWICH_CALLERS
 						  : QUERY_SANDWICH_CALLEES;
 			break;
+		case O_GROUP_BY:
+			if (!optarg[0] || strpbrk(optarg, "{}=,\"")) {
+				fprintf(stderr,
+					"kilnctl query: --group-by=%s: expected a label name\n",
+					optarg);
+				return 2;
+			}
+			group_by = optarg;
+			break;
 		case O_NODES:
 			nodecount = strtol(optarg, NULL, 10);
 			break;
@@ -311,6 +330,11 @@ int cmd_query(int argc, char **argv)
 		fprintf(stderr,
 			"kilnctl query: --output=%s: expected top, flame, folded or pprof\n",
 			output);
+		return 2;
+	}
+	if (group_by && strcmp(output, "pprof") == 0) {
+		fprintf(stderr, "kilnctl query: --group-by: a pprof file cannot carry groups; use "
+				"--output=top, flame or folded\n");
 		return 2;
 	}
 	bool single = strcmp(mode, "single") == 0;
@@ -340,14 +364,28 @@ int cmd_query(int argc, char **argv)
 	}
 	bool has_scheme =
 	    strncmp(srv.address, "http://", 7) == 0 || strncmp(srv.address, "https://", 8) == 0;
-	buf_printf(&url, "%s%s/api/v1/query?report=pprof&query=%s", has_scheme ? "" : "http://",
-		   srv.address, q);
+	char base[1024], range[96];
+	snprintf(base, sizeof(base), "%s%s", has_scheme ? "" : "http://", srv.address);
 	if (single)
-		buf_printf(&url, "&mode=single&time=%lld", (long long)at);
+		snprintf(range, sizeof(range), "&mode=single&time=%lld&start=%lld&end=%lld",
+			 (long long)at, (long long)at, (long long)at);
 	else
-		buf_printf(&url, "&mode=merge&start=%lld&end=%lld", (long long)start,
-			   (long long)end);
+		snprintf(range, sizeof(range), "&mode=merge&start=%lld&end=%lld", (long long)start,
+			 (long long)end);
+	buf_printf(&url, "%s/api/v1/query?report=pprof&query=%s%s", base, q, range);
 	buf_terminate(&url);
+	if (group_by) {
+		if (cli_query_fetch_groups(&srv, base, query, group_by, range, &groups))
+			goto out;
+		if (groups.n == 0) {
+			fprintf(stderr,
+				"kilnctl: no samples match %s from %lld to %lld ms; try a longer "
+				"--since, or check the profile type with the server's "
+				"/api/v1/profile_types\n",
+				query, (long long)start, (long long)end);
+			goto out;
+		}
+	}
 
 	long status = 0;
 	if (cli_http_get((const char *)url.data, srv.token, &srv.tls, &body, &status))
@@ -390,7 +428,8 @@ int cmd_query(int argc, char **argv)
 			break;
 		}
 		if (rc == 0)
-			rc = render(p, output, &topts, &flame, nodecount, &text, &err);
+			rc = render(p, group_by ? &groups : NULL, output, &topts, &flame, nodecount,
+				    &text, &err);
 	}
 	if (rc)
 		fprintf(stderr, "kilnctl: rendering the server's profile: %s\n",
@@ -400,6 +439,7 @@ int cmd_query(int argc, char **argv)
 	buf_free(&text);
 	pprof_profile_free(p);
 out:
+	cli_query_groups_release(&groups);
 	curl_free(q);
 	if (esc)
 		curl_easy_cleanup(esc);

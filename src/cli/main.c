@@ -12,6 +12,7 @@
 static const struct cli_command commands[] = {
     {"pprof", "work with pprof files: folded, top, merge, validate, symbolize", cmd_pprof},
     {"query", "query a kiln server: top, flame graph, folded or pprof", cmd_query},
+    {"query-range", "a query's series over time, summed by labels", cmd_query_range},
     {"push", "write pprof files to a kiln server", cmd_push},
     {"diff", "which functions got slower between two sides, with confidence", cmd_diff},
     {"debuginfo", "extract, upload and list debuginfo; symbolize addresses", cmd_debuginfo},
@@ -22,7 +23,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: kilnctl [--log-level=LEVEL] COMMAND [ARGS...]\n"
 		   "       kilnctl --version | version\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nRun `kilnctl COMMAND --help` for a command's options.\n");
 }
 

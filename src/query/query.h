@@ -431,5 +431,13 @@ void query_range_group_free(struct query_range_group *g);
 int query_range_group_add(struct query_range_group *g, const struct store_label *labels,
 			  size_t n_labels, const struct store_point *points, size_t n_points);
 int query_range_group_write_json(struct query_range_group *g, size_t limit, struct json_writer *w);
+/* The same groups in the same order, handed to fn instead: other is NULL,
+ * or for the summed rest its "N more" text (labels then empty). Points are
+ * time-sorted, one per timestamp. 0 or -ENOMEM. */
+typedef void (*query_range_group_fn)(void *ctx, const struct store_label *labels, size_t n_labels,
+				     const char *other, const struct store_point *points,
+				     size_t n_points);
+int query_range_group_visit(struct query_range_group *g, size_t limit, query_range_group_fn fn,
+			    void *ctx);
 
 #endif

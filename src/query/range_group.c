@@ -184,14 +184,16 @@ static int cmp_total(const void *a, const void *b)
 	return (x->total < y->total) - (x->total > y->total);
 }
 
-static void write_group(struct json_writer *w, const struct group *grp, const char *other)
+static void write_group(void *ctx, const struct store_label *labels, size_t n_labels,
+			const char *other, const struct store_point *points, size_t n_points)
 {
+	struct json_writer *w = ctx;
 	json_begin_object(w);
 	json_key(w, "labels");
 	json_begin_object(w);
-	for (size_t i = 0; i < grp->n_labels; i++) {
-		json_key(w, grp->labels[i].name);
-		json_string(w, grp->labels[i].value);
+	for (size_t i = 0; i < n_labels; i++) {
+		json_key(w, labels[i].name);
+		json_string(w, labels[i].value);
 	}
 	if (other) {
 		json_key(w, "__other__");
@@ -200,10 +202,10 @@ static void write_group(struct json_writer *w, const struct group *grp, const ch
 	json_end_object(w);
 	json_key(w, "points");
 	json_begin_array(w);
-	for (size_t i = 0; i < grp->n_points; i++) {
+	for (size_t i = 0; i < n_points; i++) {
 		json_begin_array(w);
-		json_int(w, grp->points[i].timestamp_ms);
-		json_int(w, grp->points[i].value);
+		json_int(w, points[i].timestamp_ms);
+		json_int(w, points[i].value);
 		json_end_array(w);
 	}
 	json_end_array(w);
@@ -212,6 +214,13 @@ static void write_group(struct json_writer *w, const struct group *grp, const ch
 
 int query_range_group_write_json(struct query_range_group *g, size_t limit, struct json_writer *w)
 {
+	/* The writer's own errors surface when the caller closes it. */
+	return query_range_group_visit(g, limit, write_group, w);
+}
+
+int query_range_group_visit(struct query_range_group *g, size_t limit, query_range_group_fn fn,
+			    void *ctx)
+{
 	size_t keep = limit && limit < g->n_groups ? limit : g->n_groups;
 	struct group other = {0};
 
@@ -219,10 +228,11 @@ int query_range_group_write_json(struct query_range_group *g, size_t limit, stru
 		qsort(g->groups, g->n_groups, sizeof(*g->groups), cmp_total);
 	for (size_t i = 0; i < keep; i++) {
 		fold_points(&g->groups[i]);
-		write_group(w, &g->groups[i], NULL);
+		fn(ctx, g->groups[i].labels, g->groups[i].n_labels, NULL, g->groups[i].points,
+		   g->groups[i].n_points);
 	}
 	if (keep == g->n_groups)
-		return 0; /* the writer's own errors surface when the caller closes it */
+		return 0;
 	/* The rest, summed into one series. */
 	for (size_t i = keep; i < g->n_groups; i++) {
 		const struct group *grp = &g->groups[i];
@@ -239,7 +249,7 @@ int query_range_group_write_json(struct query_range_group *g, size_t limit, stru
 	fold_points(&other);
 	char text[64];
 	snprintf(text, sizeof(text), "%zu more", g->n_groups - keep);
-	write_group(w, &other, text);
+	fn(ctx, NULL, 0, text, other.points, other.n_points);
 	free(other.points);
 	return 0;
 }

@@ -21,6 +21,7 @@
 #include "server/handlers.h"
 #include "server/internal.h"
 #include "server/qexec.h"
+#include "server/rpc_query_fields.h"
 #include "store/store.h"
 
 typedef Parca__Query__V1alpha1__QueryRequest query_req;
@@ -413,13 +414,25 @@ void rpc_query_range(struct grpc_call *c)
 	}
 	struct store_selector ss;
 	query_selector_to_store(&sel, ts_ms(r->start, INT64_MIN), ts_ms(r->end, INT64_MAX), &ss);
+	Parca__Query__V1alpha1__QueryRangeResponse resp =
+	    PARCA__QUERY__V1ALPHA1__QUERY_RANGE_RESPONSE__INIT;
+	if (r->n_sum_by) {
+		char why[160];
+		rc = rpc_query_range_sum_by(a, c->srv, r, &ss, rctx.step_ms, rctx.sample_type,
+					    rctx.period_type, &resp, why, sizeof(why), &err);
+		if (rc == -EINVAL && !err.msg[0])
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
+		else if (rc)
+			fail_from(c, rc, &err);
+		else
+			respond(c, &resp.base);
+		goto out;
+	}
 	rc = store_query_range(server_store(c->srv), &ss, add_series, &rctx, &err);
 	if (rc || rctx.rc) {
 		fail_from(c, rc ? rc : rctx.rc, &err);
 		goto out;
 	}
-	Parca__Query__V1alpha1__QueryRangeResponse resp =
-	    PARCA__QUERY__V1ALPHA1__QUERY_RANGE_RESPONSE__INIT;
 	resp.n_series = rctx.n;
 	resp.series = rctx.series;
 	respond(c, &resp.base);
@@ -655,6 +668,15 @@ void rpc_query(struct grpc_call *c)
 	qr.filter = r->filter_query && r->filter_query[0] ? r->filter_query : NULL;
 	if (r->node_trim_threshold > 0 && r->node_trim_threshold < 100)
 		qr.trim_fraction = r->node_trim_threshold / 100.0;
+	char field_why[256];
+	rc = rpc_query_fields_apply(a, r, &qr, field_why, sizeof(field_why));
+	if (rc) {
+		if (rc == -EINVAL)
+			grpc_fail(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", field_why);
+		else
+			grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		goto out;
+	}
 
 	qr.tree =
 	    r->report_type != PARCA__QUERY__V1ALPHA1__QUERY_REQUEST__REPORT_TYPE__REPORT_TYPE_PPROF;
