@@ -387,12 +387,17 @@ static void remove_store(const char *dir, const char *name)
 		fprintf(stderr, "bench_otlp: cannot remove %s/%s\n", dir, name);
 }
 
-/* WriteRaw as rpc_write_raw does it: decode and validate, then commit. */
+/* Decoders for WriteRaw, reused across requests as the server's pool does. */
+static struct ingest_decoders *writeraw_decoders;
+
+/* WriteRaw as rpc_write_raw does it: decode and validate with a pooled
+ * decoder, then commit. */
 static double writeraw_once(const struct buf *raw, struct store *s, int64_t *total)
 {
 	struct kiln_error err = {0};
 	struct arena *a = arena_new(0);
-	struct ingest_limits lim = {.now_ms = 1800000000000LL};
+	struct ingest_limits lim = {.now_ms = 1800000000000LL,
+				    .decoder = ingest_decoder_take(writeraw_decoders)};
 	struct ingest_batch b;
 	double t0 = now_s();
 
@@ -408,6 +413,7 @@ static double writeraw_once(const struct buf *raw, struct store *s, int64_t *tot
 			*total += profile_total(b.profiles[i].profile);
 	}
 	ingest_batch_release(&b);
+	ingest_decoder_give(writeraw_decoders, lim.decoder);
 	arena_free(a);
 	return t;
 }
@@ -509,6 +515,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_set_level(LOG_WARN); /* the stores' open and close lines */
+	writeraw_decoders = ingest_decoders_new(8);
 	make_world(&w);
 	otlp_encode(&w, &otlp);
 	writeraw_encode(&w, &raw);
@@ -584,6 +591,7 @@ int main(int argc, char **argv)
 		       line[i].name, line[i].t->decode / best_raw.decode,
 		       line[i].t->store_cold / best_raw.store_cold,
 		       line[i].t->store_warm / best_raw.store_warm);
+	ingest_decoders_free(writeraw_decoders);
 	buf_free(&otlp);
 	buf_free(&raw);
 	return 0;
