@@ -5,9 +5,13 @@
  * out; it runs on the connection's own thread, so waiting there for the
  * next status change holds up nothing else. Shutdown ends the wait: the
  * server's stopping flag is checked on every turn, NOT_SERVING and the
- * protocol's end are sent, and the stream ends.
+ * protocol's end are sent, and the stream ends. A client that goes away is
+ * noticed by polling its socket for a hang-up while waiting (nothing is
+ * written while the status holds), so its thread does not wait for the
+ * next change.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,11 +20,12 @@
 #include "server/health.h"
 #include "server/http1_watch.h"
 
-#define WATCH_POLL_NS (100 * 1000 * 1000)
+#define WATCH_POLL_MS 100
 
 struct web_watch {
 	struct server *srv;
 	enum webrpc_protocol proto;
+	int fd; /* the client's socket, watched for a hang-up; -1 if unknown */
 	char service[256];
 	enum health_status sent;
 	struct buf out;
@@ -49,8 +54,13 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
 				return MHD_CONTENT_READER_END_WITH_ERROR;
 			w->ending = true;
 		}
-		if (w->out.len == 0) {
-			struct timespec ts = {0, WATCH_POLL_NS};
+		if (w->out.len == 0 && w->fd >= 0) {
+			struct pollfd pfd = {.fd = w->fd, .events = POLLRDHUP};
+			if (poll(&pfd, 1, WATCH_POLL_MS) > 0 &&
+			    (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+		} else if (w->out.len == 0) {
+			struct timespec ts = {0, WATCH_POLL_MS * 1000000L};
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -83,6 +93,9 @@ int http1_web_watch(struct server *s, struct MHD_Connection *conn, const struct 
 	}
 	w->srv = s;
 	w->proto = wr->proto;
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	w->fd = ci ? ci->connect_fd : -1;
 	code = webrpc_watch_begin(s, wr, w->service, sizeof(w->service), why, sizeof(why));
 	if (code != GRPC_STATUS_OK) {
 		webrpc_fail(wr->proto, code, why, resp);
