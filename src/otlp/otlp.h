@@ -1,7 +1,9 @@
 /*
  * otlp.h — OpenTelemetry profiles (OTLP, v1development as of
- * opentelemetry-proto v1.8.0) turned into what Kiln stores: one pprof
- * profile and one label set per OTLP Profile.
+ * opentelemetry-proto v1.8.0) turned into what Kiln stores: one label set
+ * per OTLP Profile, and either one pprof profile each (otlp_convert) or,
+ * what the server uses, rows over one stack table for the whole request
+ * (otlp_convert_rows, otlp_rows_store: the store's row path).
  *
  * An ExportProfilesServiceRequest carries one ProfilesDictionary (strings,
  * functions, locations, mappings, links, attributes, stacks) that every
