@@ -493,6 +493,9 @@ int http1_start(struct server *s, struct kiln_error *err)
 
 void http1_stop(struct server *s)
 {
+	/* Open Watch streams send NOT_SERVING and their end first: stopping
+	 * the daemon shuts their sockets. */
+	http1_watch_drain(HTTP1_WATCH_DRAIN_MS);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;

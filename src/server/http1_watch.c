@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,10 @@
 
 #define WATCH_POLL_MS 100
 
+/* Streams whose response libmicrohttpd still holds (until it has sent the
+ * end and freed it): what http1_watch_drain waits for. */
+static _Atomic int open_streams;
+
 struct web_watch {
 	struct server *srv;
 	enum webrpc_protocol proto;
@@ -30,7 +35,8 @@ struct web_watch {
 	enum health_status sent;
 	struct buf out;
 	size_t off;
-	bool ending; /* the end is in out: after it, the stream ends */
+	bool ending;  /* the end is in out: after it, the stream ends */
+	bool counted; /* in open_streams */
 };
 
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
@@ -74,8 +80,18 @@ static void free_stream(void *cls)
 {
 	struct web_watch *w = cls;
 
+	if (w->counted)
+		atomic_fetch_sub(&open_streams, 1);
 	buf_free(&w->out);
 	free(w);
+}
+
+void http1_watch_drain(int timeout_ms)
+{
+	for (int waited = 0; atomic_load(&open_streams) > 0 && waited < timeout_ms; waited += 10) {
+		struct timespec ts = {0, 10 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
 }
 
 int http1_web_watch(struct server *s, struct MHD_Connection *conn, const struct webrpc_request *wr,
@@ -115,6 +131,8 @@ int http1_web_watch(struct server *s, struct MHD_Connection *conn, const struct 
 		*ret = MHD_NO;
 		return 0;
 	}
+	w->counted = true;
+	atomic_fetch_add(&open_streams, 1);
 	MHD_add_response_header(mr, "Content-Type", webrpc_response_type(wr->proto));
 	if (origin) {
 		MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);

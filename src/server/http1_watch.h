@@ -20,4 +20,10 @@
 int http1_web_watch(struct server *s, struct MHD_Connection *conn, const struct webrpc_request *wr,
 		    const char *origin, enum MHD_Result *ret, struct http_response *resp);
 
+/* Waits until every open stream has ended (each sees the server stopping
+ * within its 100 ms check and sends its end), at most timeout_ms; for the
+ * shutdown, before the daemon shuts the connections. */
+#define HTTP1_WATCH_DRAIN_MS 2000
+void http1_watch_drain(int timeout_ms);
+
 #endif

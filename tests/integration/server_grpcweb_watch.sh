@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # grpc.health.v1.Health/Watch over gRPC-Web and Connect streaming, with
 # @connectrpc/connect-node as the client (gRPC-Web and Connect, binary
-# over HTTP/1.1 and HTTP/2, JSON over HTTP/1.1): each watcher must get
+# over HTTP/1.1 and HTTP/2, JSON over HTTP/1.1) and @protobuf-ts/
+# grpcweb-transport (Parca's UI's, binary and text, on Node's fetch over
+# HTTP/1.1): each watcher must get
 # SERVING at once, nothing more while nothing changes, then NOT_SERVING
 # and a clean end when the server stops, as over native gRPC
 # (server_health.sh). Connect's unary protocol, which has no streams,
@@ -18,7 +20,7 @@ trap server_cleanup EXIT
 cp "$KILN_ROOT/tests/peers/node/health_watch.mjs" "$NODE_PEER/" || die "copy node script"
 server_start
 
-TRANSPORTS="grpcweb-h1 grpcweb-h2 connect-h1 connect-h2 connect-json-h1"
+TRANSPORTS="grpcweb-h1 grpcweb-h2 connect-h1 connect-h2 connect-json-h1 protobuf-ts-binary protobuf-ts-text"
 pids=()
 for tr in $TRANSPORTS; do
 	svc=
@@ -42,17 +44,19 @@ out=$(curl -s -H 'Content-Type: application/json' -d '{}' \
 	"http://$ADDR/grpc.health.v1.Health/Watch") || die "curl unary Watch"
 [ "$out" = '{"status":"SERVING"}' ] || die "unary Watch: $out"
 # A gRPC-Web body that is not a HealthCheckRequest: refused in gRPC-Web's form.
-curl -s -D "$T/bad.h" -o "$T/bad.b" -H 'Content-Type: application/grpc-web+proto' \
-	--data-binary $'\x00\x00\x00\x00\x02\x0a\xff' "http://$ADDR/grpc.health.v1.Health/Watch" ||
-	die "curl bad Watch"
+# (one framed message: field 1 claims 255 bytes and has none).
+printf '\0\0\0\0\2\n\377' >"$T/bad.req"
+curl -s -o "$T/bad.b" -H 'Content-Type: application/grpc-web+proto' --data-binary @"$T/bad.req" \
+	"http://$ADDR/grpc.health.v1.Health/Watch" || die "curl bad Watch"
 grep -aq 'grpc-status: 3' "$T/bad.b" || die "bad Watch: want INVALID_ARGUMENT, got: $(cat -v "$T/bad.b")"
+grep -aq 'not a HealthCheckRequest' "$T/bad.b" || die "bad Watch: $(cat -v "$T/bad.b")"
 
 sleep 0.5
 for tr in $TRANSPORTS; do
 	[ "$(cat "$T/w-$tr")" = SERVING ] || die "watch over $tr sent more while nothing changed: $(cat "$T/w-$tr")"
 done
 curl -s "http://$ADDR/metrics" >"$T/metrics"
-grep -Eq '^kiln_grpc_health_requests_total\{method="Watch"\} 5$' "$T/metrics" ||
+grep -Eq '^kiln_grpc_health_requests_total\{method="Watch"\} 7$' "$T/metrics" ||
 	die "Watch count: $(grep health "$T/metrics")"
 
 server_stop # SIGTERM; fails unless the server exits 0
