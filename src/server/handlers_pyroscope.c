@@ -125,7 +125,7 @@ static int add_folded_stack(void *vctx, const char *const *frames, size_t n, int
 
 static int folded_to_pprof(const uint8_t *body, size_t len, bool lines, const char *suffix,
 			   int64_t sample_rate, int64_t from_s, int64_t until_s,
-			   const char **metric, struct buf *out, size_t *n_lines,
+			   const char **metric, struct pprof_profile **out, size_t *n_lines,
 			   struct kiln_error *err)
 {
 	const struct pyro_type *t = pyro_type_for_suffix(suffix ? suffix : "cpu");
@@ -170,8 +170,7 @@ static int folded_to_pprof(const uint8_t *body, size_t len, bool lines, const ch
 	if (rc)
 		goto out;
 	*n_lines = fc->lines;
-	if (pprof_builder_encode(fc->b, false, out))
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
+	rc = pprof_builder_to_profile(fc->b, out, err);
 out:
 	pprof_builder_free(fc->b);
 	free(fc);
@@ -324,7 +323,7 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 	const char *format = http_arg(req, "format");
 	const char *spy = http_arg(req, "spyName");
 	struct pyro_labels labels;
-	struct buf pprof = {0};
+	struct pprof_profile *built = NULL; /* folded/lines stacks, until written */
 	const uint8_t *body = NULL;
 	size_t body_len = 0;
 	struct timespec now;
@@ -403,7 +402,7 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		size_t n_lines = 0;
 		pyro_split_app(nm->app, app, &suffix);
 		rc = folded_to_pprof(req->body, req->body_len, fmt == 2, suffix, rate, from_s,
-				     until_s, &metric, &pprof, &n_lines, &err);
+				     until_s, &metric, &built, &n_lines, &err);
 		if (rc) {
 			kiln_error_prefix(&err, "%s: ", pyro_formats[fmt]);
 			goto fail;
@@ -411,8 +410,6 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		if (n_lines == 0) /* nothing to store, as Pyroscope */
 			goto done;
 		series_labels(nm, app, metric, spy, &labels);
-		body = pprof.data;
-		body_len = pprof.len;
 	}
 
 	/* A pprof without time_nanos takes `from` (as Pyroscope does): ingest
@@ -428,7 +425,12 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 	}
 	struct pyro_write w =
 	    write_ctx(s, (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, from_s * 1000);
-	rc = pyro_write_pprof(&w, &labels, fmt == 0, body, body_len, &err);
+	if (built) {
+		rc = pyro_write_built(&w, &labels, built, req->body_len, &err);
+		built = NULL; /* the write owns it */
+	} else {
+		rc = pyro_write_pprof(&w, &labels, fmt == 0, body, body_len, &err);
+	}
 	if (rc)
 		goto fail;
 	count_written(s, &w);
@@ -443,7 +445,7 @@ fail:
 	http_error(resp, rc == -EFBIG ? 413 : http_status_from_errno(rc), -1, "%s",
 		   err.msg[0] ? err.msg : "ingest failed");
 out:
-	buf_free(&pprof);
+	pprof_profile_free(built);
 	free(app);
 	free(nm);
 }

@@ -135,4 +135,11 @@ int pyro_write_pprof(struct pyro_write *w, const struct pyro_labels *labels,
 		     bool metric_from_profile, const uint8_t *pprof, size_t len,
 		     struct kiln_error *err);
 
+/* Writes a profile built in the server (folded/lines stacks) as one series
+ * the same way, checked by ingest_prepare_built instead of being encoded
+ * and decoded; p passes to the write, also on failure. wire_bytes: the
+ * request body's size (metrics). */
+int pyro_write_built(struct pyro_write *w, const struct pyro_labels *labels,
+		     struct pprof_profile *p, size_t wire_bytes, struct kiln_error *err);
+
 #endif

@@ -5,7 +5,9 @@
  * limits, label checks, durability and metrics are WriteRaw's.
  *
  * The profile is decoded once, by ingest_prepare, with a decoder borrowed
- * from the server's pool as WriteRaw borrows one. Two things Pyroscope
+ * from the server's pool as WriteRaw borrows one; a profile the server
+ * built itself (folded stacks) skips the encode and decode and gets the
+ * same checks from ingest_prepare_built. Two things Pyroscope
  * derives from the profile are settled after that decode rather than by a
  * decode of its own: the metric (__name__, from the sample types) and the
  * time of a profile without time_nanos (the request's `from`).
@@ -132,5 +134,34 @@ out:
 		ingest_decoder_give(w->decoders, d);
 	arena_free(a);
 	buf_free(&wr);
+	return rc;
+}
+
+int pyro_write_built(struct pyro_write *w, const struct pyro_labels *labels,
+		     struct pprof_profile *p, size_t wire_bytes, struct kiln_error *err)
+{
+	struct label l[PYRO_MAX_NAME_LABELS + 4];
+	struct ingest_batch b = {0};
+	struct arena *a = arena_new(0);
+	struct ingest_limits lim = {.now_ms = w->now_ms,
+				    .max_future_skew_ms = w->max_future_skew_ms};
+	int rc;
+
+	if (!a) {
+		pprof_profile_free(p);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < labels->n; i++)
+		l[i] = (struct label){labels->names[i], labels->values[i]};
+	rc = ingest_prepare_built(l, labels->n, p, wire_bytes, &lim, a, &b, err);
+	if (rc == 0)
+		rc = w->store ? ingest_commit(w->store, &b, err) : 0;
+	if (rc == 0) {
+		w->profiles += b.n_profiles;
+		w->samples += b.total_samples;
+		w->bytes += b.total_bytes;
+	}
+	ingest_batch_release(&b);
+	arena_free(a);
 	return rc;
 }
