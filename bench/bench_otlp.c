@@ -1,29 +1,34 @@
 /*
  * bench_otlp.c — OTLP profiles ingest next to WriteRaw on the same
- * profiles, without a store: the decode and conversion each request costs
- * before the store sees it (the store's share is the same for both: they
- * end in ingest_commit).
+ * profiles, each the way the server runs it: WriteRaw as rpc_write_raw
+ * (ingest_prepare, ingest_commit), OTLP as handlers_otlp.c
+ * (otlp_request_unpack, otlp_convert_rows, otlp_rows_store).
  *
- *   bench_otlp run [--profiles N] [--samples N] [--out FILE]
+ *   bench_otlp run [--profiles N] [--samples N] [--out FILE] [--dir DIR]
  *
  * Builds N agent-like profiles (one per process; stacks of 24 frames drawn
  * from 4000 locations in 8 mappings, every 4th location with an inlined
  * frame) once as a WriteRawRequest (one gzipped pprof per series) and once
  * as an ExportProfilesServiceRequest (one shared dictionary, as the
- * OpenTelemetry eBPF profiler sends), then times ingest_prepare against
- * otlp_request_unpack + otlp_convert, best of 5, and checks that both give
- * the same total. --out writes the OTLP request for the peer (a protobuf
- * parse of the same bytes; bench-server.sh runs it).
+ * OpenTelemetry eBPF profiler sends). Times, in CPU of this thread, best of
+ * 5: decoding alone, then decoding and writing into a fresh store under DIR
+ * (every stack new) and again into the same store (every stack known); it
+ * checks that both give the same total and store the same number of rows.
+ * --out writes the OTLP request for the peer (a protobuf parse of the same
+ * bytes; bench-server.sh runs it).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "common/log.h"
 #include "otlp/otlp.h"
 #include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "server/ingest.h"
+#include "server/pyroscope.h"
 
 #define N_LOCATIONS 4000
 #define N_MAPPINGS  8
@@ -68,6 +73,7 @@ struct world {
 	uint32_t *stacks; /* [profile][sample][DEPTH] location rows, leaf first */
 	int64_t *values;  /* [profile][sample] */
 	int64_t total;
+	struct buf *pprofs; /* [profile]: the gzipped pprof WriteRaw carries */
 };
 
 static uint32_t rng(uint64_t *s)
@@ -239,13 +245,14 @@ static void otlp_encode(const struct world *w, struct buf *out)
 
 /* --- the WriteRaw request -------------------------------------------------- */
 
-static void writeraw_encode(const struct world *w, struct buf *out)
+static void writeraw_encode(struct world *w, struct buf *out)
 {
 	Parca__Profilestore__V1alpha1__WriteRawRequest req =
 	    PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
 
 	req.n_series = w->n_profiles;
 	req.series = xcalloc(w->n_profiles, sizeof(*req.series));
+	w->pprofs = xcalloc(w->n_profiles, sizeof(*w->pprofs));
 	for (size_t p = 0; p < w->n_profiles; p++) {
 		struct pprof_builder *b = pprof_builder_new();
 		uint64_t funcs[N_LOCATIONS] = {0}, maps[N_MAPPINGS + 1] = {0},
@@ -315,6 +322,7 @@ static void writeraw_encode(const struct world *w, struct buf *out)
 		rs->labels = ls;
 		sm->raw_profile.data = enc.data;
 		sm->raw_profile.len = enc.len;
+		w->pprofs[p] = enc;
 		rs->n_samples = 1;
 		rs->samples = xcalloc(1, sizeof(sm));
 		rs->samples[0] = sm;
@@ -335,17 +343,161 @@ static int64_t profile_total(const struct pprof_profile *p)
 	return t;
 }
 
+/* One timed ingest of each kind, CPU seconds of this thread. */
+struct timing {
+	double decode, store_cold, store_warm;
+	int64_t total;
+	uint64_t rows_stored;
+};
+
+static void keep_best(struct timing *best, const struct timing *t)
+{
+	if (t->decode < best->decode)
+		best->decode = t->decode;
+	if (t->store_cold < best->store_cold)
+		best->store_cold = t->store_cold;
+	if (t->store_warm < best->store_warm)
+		best->store_warm = t->store_warm;
+	best->total = t->total;
+	best->rows_stored = t->rows_stored;
+}
+
+static struct store *open_store(const char *dir, const char *name)
+{
+	char path[4096];
+	struct store_options o = {0};
+	struct store *s = NULL;
+	struct kiln_error err = {0};
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	o.path = path;
+	if (store_open(&o, &s, &err)) {
+		fprintf(stderr, "bench_otlp: store %s: %s\n", path, err.msg);
+		exit(1);
+	}
+	return s;
+}
+
+static void remove_store(const char *dir, const char *name)
+{
+	char cmd[4200];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/%s'", dir, name);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench_otlp: cannot remove %s/%s\n", dir, name);
+}
+
+/* Decoders for WriteRaw, reused across requests as the server's pool does. */
+static struct ingest_decoders *writeraw_decoders;
+
+/* WriteRaw as rpc_write_raw does it: decode and validate with a pooled
+ * decoder, then commit. */
+static double writeraw_once(const struct buf *raw, struct store *s, int64_t *total)
+{
+	struct kiln_error err = {0};
+	struct arena *a = arena_new(0);
+	struct ingest_limits lim = {.now_ms = 1800000000000LL,
+				    .decoder = ingest_decoder_take(writeraw_decoders)};
+	struct ingest_batch b;
+	double t0 = now_s();
+
+	if (ingest_prepare(raw->data, raw->len, &lim, a, &b, &err) ||
+	    (s && ingest_commit(s, &b, &err))) {
+		fprintf(stderr, "bench_otlp: WriteRaw: %s\n", err.msg);
+		exit(1);
+	}
+	double t = now_s() - t0;
+	if (total) {
+		*total = 0;
+		for (size_t i = 0; i < b.n_profiles; i++)
+			*total += profile_total(b.profiles[i].profile);
+	}
+	ingest_batch_release(&b);
+	ingest_decoder_give(writeraw_decoders, lim.decoder);
+	arena_free(a);
+	return t;
+}
+
+/* OTLP as handlers_otlp.c does it: unpack, convert for the row path, store. */
+static double otlp_once(const struct buf *otlp, struct store *s, int64_t *total)
+{
+	struct kiln_error err = {0};
+	struct arena *a = arena_new(0);
+	struct otlp_limits olim = {.now_ms = 1800000000000LL,
+				   .min_time_ms = 946684800000LL,
+				   .max_future_skew_ms = 3600000};
+	struct otlp_rows res;
+	otlp_request *req;
+	double t0 = now_s();
+
+	if (otlp_request_unpack(otlp->data, otlp->len, a, &req, &err) ||
+	    otlp_convert_rows(req, &olim, a, &res, &err) || res.n_rejected ||
+	    (s && otlp_rows_store(s, &res, &err))) {
+		fprintf(stderr, "bench_otlp: OTLP: %s %s\n", err.msg, res.error_message);
+		exit(1);
+	}
+	double t = now_s() - t0;
+	if (total) {
+		*total = 0;
+		for (size_t i = 0; i < res.n_profiles; i++)
+			for (size_t k = 0; k < res.profiles[i].n; k++)
+				*total += res.profiles[i].values[k];
+	}
+	otlp_rows_release(&res);
+	arena_free(a);
+	return t;
+}
+
+/* Pyroscope's /ingest as handlers_pyroscope.c does it for format=pprof:
+ * one request per profile (as the SDKs push), each through
+ * pyro_write_pprof; the HTTP and multipart framing are left out. */
+static double pyroscope_once(const struct world *w, struct store *s, int64_t *total)
+{
+	struct ingest_decoders *ds = ingest_decoders_new(8);
+	struct pyro_write pw = {
+	    .store = s, .decoders = ds, .now_ms = 1800000000000LL, .timeless_ms = 1800000000000LL};
+	double t0 = now_s();
+
+	for (size_t p = 0; p < w->n_profiles; p++) {
+		struct kiln_error err = {0};
+		char pid[32];
+		struct pyro_labels l = {.names = {"__name__", "service_name", "process_pid"},
+					.values = {"unknown", "bench", pid},
+					.n = 3};
+
+		snprintf(pid, sizeof(pid), "%d", 1000 + (int)p);
+		if (pyro_write_pprof(&pw, &l, true, w->pprofs[p].data, w->pprofs[p].len, &err)) {
+			fprintf(stderr, "bench_otlp: /ingest: %s\n", err.msg);
+			exit(1);
+		}
+	}
+	double t = now_s() - t0;
+	ingest_decoders_free(ds);
+	if (total)
+		*total = w->total; /* pyro_write_pprof keeps no profile: checked by rows */
+	return t;
+}
+
+static uint64_t stored_rows(struct store *s)
+{
+	struct store_stats st;
+
+	store_get_stats(s, &st);
+	return st.sample_rows;
+}
+
 int main(int argc, char **argv)
 {
 	struct world w = {.n_profiles = 64, .n_samples = 500};
-	const char *out_path = NULL;
+	const char *out_path = NULL, *dir = NULL;
+	char tmpdir[] = "/var/tmp/kiln-bench-otlp-XXXXXX";
 	struct buf otlp = {0}, raw = {0};
-	double best_raw = 1e9, best_otlp = 1e9;
-	int64_t raw_total = 0, otlp_total = 0;
+	struct timing best_raw = {1e9, 1e9, 1e9, 0, 0}, best_otlp = {1e9, 1e9, 1e9, 0, 0},
+		      best_pyro = {1e9, 1e9, 1e9, 0, 0};
 
 	if (argc < 2 || strcmp(argv[1], "run") != 0) {
-		fprintf(stderr,
-			"usage: bench_otlp run [--profiles N] [--samples N] [--out FILE]\n");
+		fprintf(stderr, "usage: bench_otlp run [--profiles N] [--samples N] [--out FILE] "
+				"[--dir DIR]\n");
 		return 2;
 	}
 	for (int i = 2; i + 1 < argc; i += 2) {
@@ -355,7 +507,15 @@ int main(int argc, char **argv)
 			w.n_samples = strtoul(argv[i + 1], NULL, 10);
 		else if (strcmp(argv[i], "--out") == 0)
 			out_path = argv[i + 1];
+		else if (strcmp(argv[i], "--dir") == 0)
+			dir = argv[i + 1];
 	}
+	if (!dir && !(dir = mkdtemp(tmpdir))) {
+		perror("bench_otlp: mkdtemp");
+		return 1;
+	}
+	log_set_level(LOG_WARN); /* the stores' open and close lines */
+	writeraw_decoders = ingest_decoders_new(8);
 	make_world(&w);
 	otlp_encode(&w, &otlp);
 	writeraw_encode(&w, &raw);
@@ -364,56 +524,74 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	/* Each round: both requests decoded alone, then written into a fresh
+	 * store (cold: every stack new) and once more into the same store
+	 * (warm: every stack known, as for an agent's next push). */
 	for (int rep = 0; rep < 5; rep++) {
-		struct kiln_error err = {0};
-		struct arena *a = arena_new(0);
-		struct ingest_limits lim = {.now_ms = 1800000000000LL};
-		struct ingest_batch b;
-		double t0 = now_s();
-		if (ingest_prepare(raw.data, raw.len, &lim, a, &b, &err)) {
-			fprintf(stderr, "bench_otlp: WriteRaw: %s\n", err.msg);
-			return 1;
-		}
-		double t1 = now_s();
-		raw_total = 0;
-		for (size_t i = 0; i < b.n_profiles; i++)
-			raw_total += profile_total(b.profiles[i].profile);
-		ingest_batch_release(&b);
-		arena_free(a);
-		if (t1 - t0 < best_raw)
-			best_raw = t1 - t0;
+		struct timing tr = {0}, to = {0}, tp = {0};
+		struct store *sr = open_store(dir, "writeraw"), *so = open_store(dir, "otlp"),
+			     *sp = open_store(dir, "pyroscope");
 
-		a = arena_new(0);
-		struct otlp_limits olim = {.now_ms = 1800000000000LL,
-					   .min_time_ms = 946684800000LL,
-					   .max_future_skew_ms = 3600000};
-		struct otlp_result res;
-		otlp_request *req;
-		t0 = now_s();
-		if (otlp_request_unpack(otlp.data, otlp.len, a, &req, &err) ||
-		    otlp_convert(req, &olim, a, &res, &err) || res.n_rejected) {
-			fprintf(stderr, "bench_otlp: OTLP: %s %s\n", err.msg, res.error_message);
-			return 1;
-		}
-		t1 = now_s();
-		otlp_total = 0;
-		for (size_t i = 0; i < res.n_profiles; i++)
-			otlp_total += profile_total(res.profiles[i].profile);
-		otlp_result_release(&res);
-		arena_free(a);
-		if (t1 - t0 < best_otlp)
-			best_otlp = t1 - t0;
+		tr.decode = writeraw_once(&raw, NULL, &tr.total);
+		to.decode = otlp_once(&otlp, NULL, &to.total);
+		tp.decode = pyroscope_once(&w, NULL, &tp.total);
+		tr.store_cold = writeraw_once(&raw, sr, NULL);
+		to.store_cold = otlp_once(&otlp, so, NULL);
+		tp.store_cold = pyroscope_once(&w, sp, NULL);
+		tr.store_warm = writeraw_once(&raw, sr, NULL);
+		to.store_warm = otlp_once(&otlp, so, NULL);
+		tp.store_warm = pyroscope_once(&w, sp, NULL);
+		tr.rows_stored = stored_rows(sr);
+		to.rows_stored = stored_rows(so);
+		tp.rows_stored = stored_rows(sp);
+		store_close(sr);
+		store_close(so);
+		store_close(sp);
+		remove_store(dir, "writeraw");
+		remove_store(dir, "otlp");
+		remove_store(dir, "pyroscope");
+		keep_best(&best_raw, &tr);
+		keep_best(&best_otlp, &to);
+		keep_best(&best_pyro, &tp);
 	}
-	size_t rows = w.n_profiles * w.n_samples;
-	printf("request: %zu profiles x %zu samples (stacks of %d frames), total %lld\n",
+	if (dir == tmpdir)
+		rmdir(tmpdir);
+
+	size_t rows = w.n_profiles * w.n_samples, pprof_bytes = 0;
+	for (size_t p = 0; p < w.n_profiles; p++)
+		pprof_bytes += w.pprofs[p].len;
+	printf("request: %zu profiles x %zu samples (stacks of %d frames), total %lld; "
+	       "CPU of one thread, best of 5\n",
 	       w.n_profiles, w.n_samples, DEPTH, (long long)w.total);
-	printf("writeraw %zu bytes: decode+validate %.2f CPU ms (%.2f M samples/s), total %lld\n",
-	       raw.len, best_raw * 1e3, rows / best_raw / 1e6, (long long)raw_total);
-	printf("otlp %zu bytes: unpack+convert %.2f CPU ms (%.2f M samples/s), total %lld\n",
-	       otlp.len, best_otlp * 1e3, rows / best_otlp / 1e6, (long long)otlp_total);
-	printf("totals %s; otlp/writeraw CPU = %.2fx\n",
-	       raw_total == w.total && otlp_total == w.total ? "equal" : "DIFFER",
-	       best_otlp / best_raw);
+	printf("%-8s %8s %24s %24s %24s\n", "path", "bytes", "decode only",
+	       "decode+store (new stacks)", "decode+store (known)");
+	const struct {
+		const char *name;
+		size_t bytes;
+		const struct timing *t;
+	} line[] = {{"writeraw", raw.len, &best_raw},
+		    {"otlp", otlp.len, &best_otlp},
+		    {"/ingest", pprof_bytes, &best_pyro}};
+	for (int i = 0; i < 3; i++)
+		printf("%-8s %8zu %9.2f ms %6.2f M/s %9.2f ms %6.2f M/s %9.2f ms %6.2f M/s\n",
+		       line[i].name, line[i].bytes, line[i].t->decode * 1e3,
+		       rows / line[i].t->decode / 1e6, line[i].t->store_cold * 1e3,
+		       rows / line[i].t->store_cold / 1e6, line[i].t->store_warm * 1e3,
+		       rows / line[i].t->store_warm / 1e6);
+	printf("totals %s, stored rows %s (%llu)\n",
+	       best_raw.total == w.total && best_otlp.total == w.total ? "equal" : "DIFFER",
+	       best_raw.rows_stored == best_otlp.rows_stored &&
+		       best_raw.rows_stored == best_pyro.rows_stored
+		   ? "equal"
+		   : "DIFFER",
+	       (unsigned long long)best_otlp.rows_stored);
+	for (int i = 1; i < 3; i++)
+		printf("%s/writeraw CPU: decode %.2fx, with the store %.2fx (new stacks), %.2fx "
+		       "(known)\n",
+		       line[i].name, line[i].t->decode / best_raw.decode,
+		       line[i].t->store_cold / best_raw.store_cold,
+		       line[i].t->store_warm / best_raw.store_warm);
+	ingest_decoders_free(writeraw_decoders);
 	buf_free(&otlp);
 	buf_free(&raw);
 	return 0;

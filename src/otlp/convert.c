@@ -15,19 +15,7 @@
 
 #include "common/pbwire.h"
 #include "common/utf8.h"
-#include "otlp/otlp.h"
-
-typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary otlp_dict;
-typedef Opentelemetry__Proto__Profiles__V1development__ResourceProfiles otlp_resource_profiles;
-typedef Opentelemetry__Proto__Profiles__V1development__ScopeProfiles otlp_scope_profiles;
-typedef Opentelemetry__Proto__Profiles__V1development__Profile otlp_profile_msg;
-typedef Opentelemetry__Proto__Profiles__V1development__Sample otlp_sample;
-typedef Opentelemetry__Proto__Profiles__V1development__Location otlp_location;
-typedef Opentelemetry__Proto__Profiles__V1development__Mapping otlp_mapping;
-typedef Opentelemetry__Proto__Profiles__V1development__Function otlp_function;
-typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit otlp_attribute;
-typedef Opentelemetry__Proto__Common__V1__KeyValue otlp_key_value;
-typedef Opentelemetry__Proto__Common__V1__AnyValue otlp_any_value;
+#include "otlp/internal.h"
 
 #define FRAME_TYPE_KEY "profile.frame.type"
 
@@ -160,12 +148,6 @@ int otlp_request_unpack(const uint8_t *data, size_t len, struct arena *a, otlp_r
 
 /* --- the dictionary -------------------------------------------------------- */
 
-/* The dictionary's table sizes, and an empty dictionary when there is none. */
-struct dict_view {
-	const otlp_dict *d;
-	size_t n_string, n_function, n_location, n_mapping, n_link, n_attribute, n_stack;
-};
-
 static const char *table_string(const struct dict_view *v, int32_t i)
 {
 	/* Row 0 is "" by definition, even when a sender leaves the table empty. */
@@ -209,7 +191,7 @@ static int check_attrs(const struct dict_view *v, const int32_t *idx, size_t n, 
 }
 
 /* Every index held by a dictionary row, bounds-checked. */
-static int check_dictionary(const struct dict_view *v, struct kiln_error *err)
+int otlp_check_dictionary(const struct dict_view *v, struct kiln_error *err)
 {
 	const otlp_dict *d = v->d;
 
@@ -339,24 +321,6 @@ static char *label_name(const char *key, struct arena *a, bool *oom)
 
 /* --- one profile ----------------------------------------------------------- */
 
-struct conv {
-	const struct dict_view *v;
-	const struct otlp_limits *lim;
-	struct arena *a;
-	struct pprof_builder *b;
-	/* Builder ids by dictionary row, 0 = not made yet for this profile. */
-	uint64_t *location_ids, *function_ids, *mapping_ids;
-	/* Synthetic "[TYPE]" mappings for unmapped frames, by frame type. */
-	struct {
-		const char *type;
-		uint64_t id;
-	} frame_maps[16];
-	size_t n_frame_maps;
-	/* Series labels being gathered. */
-	struct label *labels;
-	size_t n_labels, max_labels;
-};
-
 static const char *attr_key(const struct conv *c, int32_t ai)
 {
 	return table_string(c->v, c->v->d->attribute_table[ai]->key_strindex);
@@ -480,7 +444,7 @@ static uint64_t frame_type_mapping(struct conv *c, const char *type)
 }
 
 /* Builder id of location row li; 0 on out-of-memory. */
-static uint64_t location_id(struct conv *c, int32_t li)
+uint64_t otlp_location_id(struct conv *c, int32_t li)
 {
 	struct pprof_line_desc lines_small[8], *lines = lines_small;
 	uint64_t map = 0, id = 0;
@@ -518,30 +482,28 @@ static uint64_t location_id(struct conv *c, int32_t li)
 	return id;
 }
 
-/* A sample's attributes and link as pprof labels. */
-static int sample_labels(struct conv *c, const otlp_sample *s, const char *where,
-			 struct pprof_label_desc **out, size_t *n_out, struct kiln_error *err)
+/* A sample's attributes and link as pprof labels (otlp_sample_check has
+ * checked their indices and values). */
+static int sample_labels(struct conv *c, const otlp_sample *s, struct pprof_label_desc **out,
+			 size_t *n_out, struct kiln_error *err)
 {
 	const struct dict_view *v = c->v;
 	size_t n = 0;
 	struct pprof_label_desc *l = NULL;
 
-	if (check_index(s->link_index, v->n_link, true, "link_table", err, "%s.link_index", where))
-		return -EINVAL;
-	for (size_t k = 0; k < s->n_attribute_indices; k++)
-		if (CHECK_ATTR(s->attribute_indices[k], "%s.attribute_indices[%zu]", where, k))
-			return -EINVAL;
 	l = arena_calloc(c->a, s->n_attribute_indices + 2, sizeof(*l));
 	if (!l)
 		return kiln_error_set(err, ENOMEM, "out of memory");
 	for (size_t k = 0; k < s->n_attribute_indices; k++) {
 		const otlp_attribute *at = v->d->attribute_table[s->attribute_indices[k]];
 		const char *key = table_string(v, at->key_strindex);
+
 		if (!*key)
 			continue;
 		if (at->value && at->value->value_case ==
 				     OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
 			const char *unit = table_string(v, at->unit_strindex);
+
 			l[n++] = (struct pprof_label_desc){.key = key,
 							   .num = at->value->int_value,
 							   .num_unit = *unit ? unit : NULL};
@@ -550,15 +512,12 @@ static int sample_labels(struct conv *c, const otlp_sample *s, const char *where
 		const char *text = any_value_text(at->value, c->a);
 		if (!text)
 			return kiln_error_set(err, ENOMEM, "out of memory");
-		if (!utf8_valid_str(text))
-			return kiln_error_set(err, EINVAL,
-					      "%s: attribute %.100s: value is not valid UTF-8",
-					      where, key);
 		l[n++] = (struct pprof_label_desc){.key = key, .str = text};
 	}
 	if (s->link_index > 0) {
 		const Opentelemetry__Proto__Profiles__V1development__Link *lk =
 		    v->d->link_table[s->link_index];
+
 		if (lk->trace_id.len) {
 			l[n].key = "trace_id";
 			l[n].str = hex_string(c->a, lk->trace_id.data, lk->trace_id.len);
@@ -577,15 +536,11 @@ static int sample_labels(struct conv *c, const otlp_sample *s, const char *where
 	return 0;
 }
 
-static int add_sample(struct conv *c, const otlp_sample *s, const char *where,
+int otlp_sample_check(const struct conv *c, const otlp_sample *s, const char *where, int64_t *value,
 		      struct kiln_error *err)
 {
 	const struct dict_view *v = c->v;
-	struct pprof_label_desc *labels = NULL;
-	size_t n_labels = 0;
-	int64_t value = 0;
-	uint64_t *locs;
-	int rc;
+	int64_t sum = 0;
 
 	if (check_index(s->stack_index, v->n_stack, false, "stack_table", err, "%s.stack_index",
 			where))
@@ -597,23 +552,54 @@ static int add_sample(struct conv *c, const otlp_sample *s, const char *where,
 				      "%s: %zu values but %zu timestamps (they must pair up)",
 				      where, s->n_values, s->n_timestamps_unix_nano);
 	for (size_t k = 0; k < s->n_values; k++) {
-		if (__builtin_add_overflow(value, s->values[k], &value))
+		if (__builtin_add_overflow(sum, s->values[k], &sum))
 			return kiln_error_set(err, EINVAL, "%s: the sum of its values overflows",
 					      where);
 	}
 	if (s->n_values == 0)
-		value = (int64_t)s->n_timestamps_unix_nano;
-	rc = sample_labels(c, s, where, &labels, &n_labels, err);
-	if (rc)
-		return rc;
+		sum = (int64_t)s->n_timestamps_unix_nano;
+	if (check_index(s->link_index, v->n_link, true, "link_table", err, "%s.link_index", where))
+		return -EINVAL;
+	for (size_t k = 0; k < s->n_attribute_indices; k++) {
+		if (CHECK_ATTR(s->attribute_indices[k], "%s.attribute_indices[%zu]", where, k))
+			return -EINVAL;
+		const otlp_attribute *at = v->d->attribute_table[s->attribute_indices[k]];
+		const char *key = table_string(v, at->key_strindex);
 
+		/* Only a string value can be bad text (the others are
+		 * printed); its label is dropped with an empty key. */
+		if (*key && at->value &&
+		    at->value->value_case ==
+			OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE &&
+		    at->value->string_value && !utf8_valid_str(at->value->string_value))
+			return kiln_error_set(err, EINVAL,
+					      "%s: attribute %.100s: value is not valid UTF-8",
+					      where, key);
+	}
+	*value = sum;
+	return 0;
+}
+
+static int add_sample(struct conv *c, const otlp_sample *s, const char *where,
+		      struct kiln_error *err)
+{
+	const struct dict_view *v = c->v;
+	struct pprof_label_desc *labels = NULL;
+	size_t n_labels = 0;
+	int64_t value = 0;
+	uint64_t *locs;
+	int rc;
+
+	if ((rc = otlp_sample_check(c, s, where, &value, err)) ||
+	    (rc = sample_labels(c, s, &labels, &n_labels, err)))
+		return rc;
 	const Opentelemetry__Proto__Profiles__V1development__Stack *st =
 	    v->d->stack_table[s->stack_index];
 	locs = arena_calloc(c->a, st->n_location_indices + 1, sizeof(*locs));
 	if (!locs)
 		return kiln_error_set(err, ENOMEM, "out of memory");
 	for (size_t k = 0; k < st->n_location_indices; k++) {
-		locs[k] = location_id(c, st->location_indices[k]);
+		locs[k] = otlp_location_id(c, st->location_indices[k]);
 		if (!locs[k])
 			return kiln_error_set(err, ENOMEM, "out of memory");
 	}
@@ -648,18 +634,15 @@ static const char *series_name(const otlp_scope_profiles *sp, struct arena *a)
 	return s;
 }
 
-/* Converts one profile into out; -EINVAL (the profile is rejected) or
- * -ENOMEM. */
-static int convert_profile(struct conv *c, const otlp_resource_profiles *rp,
-			   const otlp_scope_profiles *sp, const otlp_profile_msg *p,
-			   struct otlp_profile *out, struct kiln_error *err)
+int otlp_profile_header(struct conv *c, const otlp_resource_profiles *rp,
+			const otlp_scope_profiles *sp, const otlp_profile_msg *p,
+			struct otlp_header *h, struct kiln_error *err)
 {
 	const struct dict_view *v = c->v;
 	const char *name;
-	char where[64];
 	int rc;
 
-	memset(out, 0, sizeof(*out));
+	memset(h, 0, sizeof(*h));
 	/* Labels: resource, then scope, then profile attributes. */
 	c->labels = arena_calloc(c->a, c->max_labels + 2, sizeof(*c->labels));
 	name = series_name(sp, c->a);
@@ -687,38 +670,59 @@ static int convert_profile(struct conv *c, const otlp_resource_profiles *rp,
 	if (CHECK_STR(p->sample_type->type_strindex, "sample_type.type_strindex") ||
 	    CHECK_STR(p->sample_type->unit_strindex, "sample_type.unit_strindex"))
 		return -EINVAL;
-	const char *type = table_string(v, p->sample_type->type_strindex);
-	if (!*type)
+	h->sample_type = table_string(v, p->sample_type->type_strindex);
+	h->sample_unit = table_string(v, p->sample_type->unit_strindex);
+	if (!*h->sample_type)
 		return kiln_error_set(err, EINVAL, "sample_type has no type name");
-	if (pprof_builder_add_sample_type(c->b, type,
-					  table_string(v, p->sample_type->unit_strindex)))
-		return kiln_error_set(err, ENOMEM, "out of memory");
-	const char *period_type = "";
+	h->period_type = h->period_unit = "";
 	if (p->period_type) {
 		if (CHECK_STR(p->period_type->type_strindex, "period_type.type_strindex") ||
 		    CHECK_STR(p->period_type->unit_strindex, "period_type.unit_strindex"))
 			return -EINVAL;
-		period_type = table_string(v, p->period_type->type_strindex);
-		if (pprof_builder_set_period(c->b, period_type,
-					     table_string(v, p->period_type->unit_strindex),
-					     p->period))
-			return kiln_error_set(err, ENOMEM, "out of memory");
+		h->has_period = true;
+		h->period_type = table_string(v, p->period_type->type_strindex);
+		h->period_unit = table_string(v, p->period_type->unit_strindex);
+		h->period = p->period;
 	}
 	if (p->time_unix_nano > (uint64_t)INT64_MAX || p->duration_nano > (uint64_t)INT64_MAX)
 		return kiln_error_set(err, EINVAL, "time_unix_nano or duration_nano is past 2262");
-	pprof_builder_set_time(c->b, (int64_t)p->time_unix_nano, (int64_t)p->duration_nano);
-	out->timestamp_ms =
+	h->time_nanos = (int64_t)p->time_unix_nano;
+	h->duration_nanos = (int64_t)p->duration_nano;
+	h->timestamp_ms =
 	    p->time_unix_nano ? (int64_t)(p->time_unix_nano / 1000000) : c->lim->now_ms;
-	if (out->timestamp_ms < c->lim->min_time_ms ||
-	    out->timestamp_ms - c->lim->now_ms > c->lim->max_future_skew_ms)
+	if (h->timestamp_ms < c->lim->min_time_ms ||
+	    h->timestamp_ms - c->lim->now_ms > c->lim->max_future_skew_ms)
 		return kiln_error_set(
 		    err, EINVAL,
 		    "time_unix_nano %" PRIu64 " is %s (accepted: %lld ms to "
 		    "%lld s past the server's clock)",
 		    p->time_unix_nano,
-		    out->timestamp_ms < c->lim->min_time_ms ? "too old" : "too far in the future",
+		    h->timestamp_ms < c->lim->min_time_ms ? "too old" : "too far in the future",
 		    (long long)c->lim->min_time_ms, (long long)(c->lim->max_future_skew_ms / 1000));
-	out->delta = strcmp(period_type, "cpu") == 0;
+	h->delta = strcmp(h->period_type, "cpu") == 0;
+	return 0;
+}
+
+/* Converts one profile into out; -EINVAL (the profile is rejected) or
+ * -ENOMEM. */
+static int convert_profile(struct conv *c, const otlp_resource_profiles *rp,
+			   const otlp_scope_profiles *sp, const otlp_profile_msg *p,
+			   struct otlp_profile *out, struct kiln_error *err)
+{
+	struct otlp_header h;
+	char where[64];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = otlp_profile_header(c, rp, sp, p, &h, err)))
+		return rc;
+	if (pprof_builder_add_sample_type(c->b, h.sample_type, h.sample_unit) ||
+	    (h.has_period &&
+	     pprof_builder_set_period(c->b, h.period_type, h.period_unit, h.period)))
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	pprof_builder_set_time(c->b, h.time_nanos, h.duration_nanos);
+	out->timestamp_ms = h.timestamp_ms;
+	out->delta = h.delta;
 
 	for (size_t k = 0; k < p->n_samples; k++) {
 		snprintf(where, sizeof(where), "samples[%zu]", k);
@@ -734,36 +738,43 @@ static int convert_profile(struct conv *c, const otlp_resource_profiles *rp,
 	return 0;
 }
 
-static void note_rejection(struct otlp_result *r, const char *where, const char *why)
+void otlp_note_rejection(char *msg, size_t size, const char *where, const char *why)
 {
-	size_t used = strlen(r->error_message);
+	size_t used = strlen(msg);
 
-	if (used + 8 >= sizeof(r->error_message))
+	if (used + 8 >= size)
 		return; /* full: the count still says how many */
-	snprintf(r->error_message + used, sizeof(r->error_message) - used, "%s%s: %s",
-		 used ? "; " : "", where, why);
+	snprintf(msg + used, size - used, "%s%s: %s", used ? "; " : "", where, why);
+}
+
+void otlp_dict_view_init(struct dict_view *v, const otlp_request *req)
+{
+	static const otlp_dict empty_dict =
+	    OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
+
+	memset(v, 0, sizeof(*v));
+	v->d = req->dictionary ? req->dictionary : &empty_dict;
+	v->n_string = v->d->n_string_table;
+	v->n_function = v->d->n_function_table;
+	v->n_location = v->d->n_location_table;
+	v->n_mapping = v->d->n_mapping_table;
+	v->n_link = v->d->n_link_table;
+	v->n_attribute = v->d->n_attribute_table;
+	v->n_stack = v->d->n_stack_table;
 }
 
 int otlp_convert(const otlp_request *req, const struct otlp_limits *lim, struct arena *a,
 		 struct otlp_result *out, struct kiln_error *err)
 {
-	static const otlp_dict empty_dict =
-	    OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
-	struct dict_view v = {.d = req->dictionary ? req->dictionary : &empty_dict};
+	struct dict_view v;
 	struct conv c = {.v = &v, .lim = lim, .a = a};
 	size_t n_profiles = 0;
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	v.n_string = v.d->n_string_table;
-	v.n_function = v.d->n_function_table;
-	v.n_location = v.d->n_location_table;
-	v.n_mapping = v.d->n_mapping_table;
-	v.n_link = v.d->n_link_table;
-	v.n_attribute = v.d->n_attribute_table;
-	v.n_stack = v.d->n_stack_table;
+	otlp_dict_view_init(&v, req);
 	c.max_labels = lim->max_labels ? lim->max_labels : OTLP_MAX_LABELS;
-	rc = check_dictionary(&v, err);
+	rc = otlp_check_dictionary(&v, err);
 	if (rc)
 		return rc;
 
@@ -813,7 +824,9 @@ int otlp_convert(const otlp_request *req, const struct otlp_limits *lim, struct 
 					op->profile = NULL;
 					out->n_rejected++;
 					out->samples_rejected += p->n_samples;
-					note_rejection(out, where, perr.msg);
+					otlp_note_rejection(out->error_message,
+							    sizeof(out->error_message), where,
+							    perr.msg);
 					rc = 0;
 					continue;
 				}

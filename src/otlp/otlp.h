@@ -1,7 +1,9 @@
 /*
  * otlp.h — OpenTelemetry profiles (OTLP, v1development as of
- * opentelemetry-proto v1.8.0) turned into what Kiln stores: one pprof
- * profile and one label set per OTLP Profile.
+ * opentelemetry-proto v1.8.0) turned into what Kiln stores: one label set
+ * per OTLP Profile, and either one pprof profile each (otlp_convert) or,
+ * what the server uses, rows over one stack table for the whole request
+ * (otlp_convert_rows, otlp_rows_store: the store's row path).
  *
  * An ExportProfilesServiceRequest carries one ProfilesDictionary (strings,
  * functions, locations, mappings, links, attributes, stacks) that every
@@ -95,6 +97,43 @@ int otlp_request_unpack(const uint8_t *data, size_t len, struct arena *a, otlp_r
 int otlp_convert(const otlp_request *req, const struct otlp_limits *lim, struct arena *a,
 		 struct otlp_result *out, struct kiln_error *err);
 void otlp_result_release(struct otlp_result *r);
+
+/* The same request for the store's row path (rows.c): the stacks every
+ * accepted profile uses as one pprof (stacks: sample k is stack number k;
+ * NULL when there is none) and each profile as rows referring to them.
+ * Accepts and rejects exactly what otlp_convert does, with the same
+ * messages; a rejected profile adds nothing to the stack table. */
+struct otlp_rows_profile {
+	struct label *labels; /* __name__ first; in the caller's arena */
+	size_t n_labels;
+	struct store_series_type type; /* strings from the request */
+	int64_t timestamp_ms;
+	uint32_t *stacks; /* stack numbers (in the arena), with values */
+	int64_t *values;
+	size_t n;
+	uint64_t samples; /* OTLP samples it came from */
+};
+
+struct otlp_rows {
+	struct otlp_rows_profile *profiles; /* the accepted ones, in request order */
+	size_t n_profiles;
+	struct pprof_profile *stacks; /* owned; freed by otlp_rows_release */
+	size_t n_stacks;
+	size_t n_seen, n_rejected;
+	uint64_t samples_accepted, samples_rejected;
+	char error_message[1024];
+};
+
+/* Returns 0 with out filled, -EINVAL for a bad dictionary, -ENOMEM; release
+ * out with otlp_rows_release either way. */
+int otlp_convert_rows(const otlp_request *req, const struct otlp_limits *lim, struct arena *a,
+		      struct otlp_rows *out, struct kiln_error *err);
+void otlp_rows_release(struct otlp_rows *r);
+/* Stores r: its stack table interned once (store_intern_stacks), each
+ * profile's series interned (the store's label checks: -EINVAL naming the
+ * profile), then every profile's rows (store_write_groups). r's stack
+ * numbers become store stack ids. 0 once durable, else a negative errno. */
+int otlp_rows_store(struct store *st, struct otlp_rows *r, struct kiln_error *err);
 
 /* OTLP/JSON (lowerCamelCase or original field names, 64-bit integers as
  * strings or numbers, enums by name or number, trace_id, span_id and

@@ -277,6 +277,10 @@ void h2_dispatch_web(struct h2_conn *c, struct h2_stream *st)
 	struct h2_job *j = calloc(1, sizeof(*j));
 
 	st->start_ns = mono_ns();
+	if (health_is_watch(st->path) && webrpc_is_streaming(st->web)) {
+		free(j);
+		return h2_web_watch_start(c, st);
+	}
 	if (!j)
 		return h2_submit_web_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 	j->web = true;

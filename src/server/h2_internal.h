@@ -142,6 +142,8 @@ void h2_collect_done(struct h2_conn *c);
 
 /* ---- h2_watch.c ---- */
 void h2_watch_start(struct h2_conn *c, struct h2_stream *st);
+/* The same over gRPC-Web or Connect streaming (st->web). */
+void h2_web_watch_start(struct h2_conn *c, struct h2_stream *st);
 /* Sends status changes on every open Watch stream; run on each loop turn. */
 void h2_watch_poll(struct h2_conn *c);
 /* Bidirectional streams (reflection.h), in h2_watch.c beside Watch, whose

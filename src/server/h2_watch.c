@@ -32,6 +32,10 @@ static ssize_t read_watch(nghttp2_session *session, int32_t stream_id, uint8_t *
 	st->out_off = 0;
 	if (!st->watch_ending)
 		return n ? (ssize_t)n : NGHTTP2_ERR_DEFERRED;
+	if (st->web) { /* the protocol's end went out in the body */
+		*data_flags |= NGHTTP2_DATA_FLAG_EOF;
+		return (ssize_t)n;
+	}
 	*data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
 	nghttp2_nv tr[] = {NV("grpc-status", "0")};
 	if (nghttp2_submit_trailer(session, stream_id, tr, 1))
@@ -71,6 +75,62 @@ void h2_watch_start(struct h2_conn *c, struct h2_stream *st)
 	h2_stream_finish_metrics(st);
 }
 
+/* Watch over gRPC-Web or Connect streaming (webrpc.h): the same stream,
+ * each message and the end in the call's own framing, ending with the
+ * stream's last DATA frame instead of trailers. */
+void h2_web_watch_start(struct h2_conn *c, struct h2_stream *st)
+{
+	char why[512] = "";
+	struct webrpc_request wr = {
+	    .proto = st->web,
+	    .path = st->path,
+	    .body = st->body.data,
+	    .body_len = st->body.len,
+	    .authorization = st->authorization_overlong ? "Bearer (longer than any token)"
+			     : st->authorization[0]	? st->authorization
+							: NULL,
+	    .grpc_encoding = st->encoding,
+	    .connect_version = st->connect_version[0] ? st->connect_version : NULL,
+	    .content_encoding = st->content_encoding,
+	};
+	int code;
+
+	protocol_count(webrpc_is_grpc_web(st->web) ? PROTOCOL_GRPC_WEB : PROTOCOL_CONNECT);
+	code = webrpc_watch_begin(c->srv, &wr, st->watch_service, sizeof(st->watch_service), why,
+				  sizeof(why));
+	if (code != GRPC_STATUS_OK)
+		return h2_submit_web_error(c, st, code, why);
+	if (c->watching >= HEALTH_MAX_WATCHES_PER_CONN) {
+		snprintf(why, sizeof(why), "more than %d Watch streams on one connection",
+			 HEALTH_MAX_WATCHES_PER_CONN);
+		return h2_submit_web_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
+	}
+	health_count_watch();
+	st->watch_sent = health_status(c->srv, st->watch_service);
+	buf_reset(&st->out);
+	st->out_off = 0;
+	if (webrpc_watch_message(st->web, st->watch_sent, &st->out))
+		return h2_submit_web_error(c, st, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	st->watching = true;
+	st->answered = true;
+	st->status = GRPC_STATUS_OK;
+	c->watching++;
+
+	nghttp2_nv nva[6] = {NV(":status", "200")};
+	size_t n = 1;
+	const char *origin = cors_allow_origin(server_config(c->srv)->cors_origins,
+					       st->origin[0] ? st->origin : NULL);
+	if (origin) {
+		nva[n++] = (nghttp2_nv)NV("access-control-allow-origin", origin);
+		nva[n++] = (nghttp2_nv)NV("vary", "Origin");
+		nva[n++] = (nghttp2_nv)NV("access-control-expose-headers", CORS_EXPOSE_HEADERS);
+	}
+	nva[n++] = (nghttp2_nv)NV("content-type", webrpc_response_type(st->web));
+	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_watch};
+	nghttp2_submit_response(c->session, st->id, nva, n, &prd);
+	h2_stream_finish_metrics(st);
+}
+
 void h2_watch_poll(struct h2_conn *c)
 {
 	for (struct h2_stream *st = c->streams; st; st = st->next) {
@@ -80,8 +140,11 @@ void h2_watch_poll(struct h2_conn *c)
 		bool stopping = server_stopping(c->srv);
 		if (now == st->watch_sent && !stopping)
 			continue;
-		if (now != st->watch_sent && health_append_framed(&st->out, now))
+		if (now != st->watch_sent && (st->web ? webrpc_watch_message(st->web, now, &st->out)
+						      : health_append_framed(&st->out, now)))
 			continue; /* out of memory: try again next turn */
+		if (stopping && st->web && webrpc_watch_end(st->web, &st->out))
+			continue;
 		st->watch_sent = now;
 		st->watch_ending = stopping;
 		nghttp2_session_resume_data(c->session, st->id);

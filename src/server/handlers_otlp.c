@@ -4,10 +4,11 @@
  * JSON, optionally gzip-compressed).
  *
  * Both transports share otlp_ingest: decode (JSON is first re-encoded as
- * protobuf), convert (src/otlp: a bad dictionary fails the request, a bad
- * profile is rejected alone and reported as OTLP partial success), then
- * write the accepted profiles through ingest_commit, the path WriteRaw
- * takes, so limits, the fsynced WAL and the store's checks apply unchanged.
+ * protobuf), convert for the row path (src/otlp/rows.c: a bad dictionary
+ * fails the request, a bad profile is rejected alone and reported as OTLP
+ * partial success), then intern the request's stacks once and each
+ * profile's series with the store's own checks, and write the rows as
+ * fsynced WAL records (store_write_groups).
  * A request is answered only once every accepted profile is durable.
  *
  * The HTTP body's format is recognised by its bytes rather than headers: a
@@ -91,8 +92,7 @@ static int otlp_ingest(struct server *s, const uint8_t *body, size_t len, int64_
 {
 	struct arena *a = arena_new(0);
 	otlp_request *req = NULL;
-	struct otlp_result res = {0};
-	struct ingest_batch batch = {0};
+	struct otlp_rows res = {0};
 	int64_t skew = server_config(s)->ingest_max_future_skew_ms;
 	struct otlp_limits lim = {.now_ms = realtime_ms(),
 				  .min_time_ms = INGEST_MIN_TIME_MS,
@@ -107,7 +107,7 @@ static int otlp_ingest(struct server *s, const uint8_t *body, size_t len, int64_
 	rc = otlp_request_unpack(body, len, a, &req, err);
 	if (rc)
 		goto fail;
-	rc = otlp_convert(req, &lim, a, &res, err);
+	rc = otlp_convert_rows(req, &lim, a, &res, err);
 	if (rc)
 		goto fail;
 	if (res.n_profiles == 0 && res.n_rejected > 0) {
@@ -115,28 +115,7 @@ static int otlp_ingest(struct server *s, const uint8_t *body, size_t len, int64_
 				    res.error_message);
 		goto fail;
 	}
-
-	/* One series per profile: the batch WriteRaw would have made. */
-	batch.series = arena_calloc(a, res.n_profiles + 1, sizeof(*batch.series));
-	batch.profiles = calloc(res.n_profiles + 1, sizeof(*batch.profiles));
-	if (!batch.series || !batch.profiles) {
-		free(batch.profiles);
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
-		goto fail;
-	}
-	for (size_t i = 0; i < res.n_profiles; i++) {
-		batch.series[i] =
-		    (struct ingest_series){res.profiles[i].labels, res.profiles[i].n_labels};
-		batch.profiles[i] =
-		    (struct ingest_profile){.series = i,
-					    .profile = res.profiles[i].profile,
-					    .timestamp_ms = res.profiles[i].timestamp_ms,
-					    .delta = res.profiles[i].delta};
-	}
-	batch.n_series = batch.n_profiles = res.n_profiles;
-	rc = ingest_commit(server_store(s), &batch, err);
-	free(batch.profiles); /* the profiles themselves belong to res */
-	if (rc)
+	if ((rc = otlp_rows_store(server_store(s), &res, err)))
 		goto fail;
 
 	atomic_fetch_add(&otlp_counters.profiles_accepted, res.n_profiles);
@@ -145,12 +124,12 @@ static int otlp_ingest(struct server *s, const uint8_t *body, size_t len, int64_
 	atomic_fetch_add(&otlp_counters.samples_rejected, res.samples_rejected);
 	*rejected = (int64_t)res.n_rejected;
 	snprintf(msg, msg_size, "%s", res.error_message);
-	otlp_result_release(&res);
+	otlp_rows_release(&res);
 	arena_free(a);
 	return 0;
 fail:
 	count_failed_request(req);
-	otlp_result_release(&res);
+	otlp_rows_release(&res);
 	arena_free(a);
 	return rc;
 }

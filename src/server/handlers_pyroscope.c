@@ -18,10 +18,10 @@
  * carry a service_name), pyroscope_spy = spyName, then the name's labels
  * ("__"-prefixed ones are dropped, as Pyroscope drops them).
  *
- * Everything then goes through WriteRaw's own path: the series is encoded
- * as a WriteRawRequest and handed to ingest_prepare/ingest_commit, so the
- * limits, label checks, durability (the 200 follows the fsynced WAL) and
- * metrics are the ones WriteRaw has. The route is AUTH_WRITE (routes.c).
+ * Everything then goes through WriteRaw's own path (pyroscope_write.c:
+ * ingest_prepare/ingest_commit, the profile decoded once), so the limits,
+ * label checks, durability (the 200 follows the fsynced WAL) and metrics
+ * are the ones WriteRaw has. The route is AUTH_WRITE (routes.c).
  */
 #include <errno.h>
 #include <microhttpd.h>
@@ -33,7 +33,6 @@
 #include "common/gzip.h"
 #include "common/log.h"
 #include "jfr/jfr.h"
-#include "parca/profilestore/v1alpha1/profilestore.pb-c.h"
 #include "server/handlers.h"
 #include "server/ingest.h"
 #include "server/internal.h"
@@ -65,13 +64,6 @@ void pyroscope_metrics_render(struct buf *out)
 		   (unsigned long)atomic_load(&pyro_errors));
 }
 
-/* The series' labels, in the order they are sent. */
-struct pyro_labels {
-	const char *names[PYRO_MAX_NAME_LABELS + 4];
-	const char *values[PYRO_MAX_NAME_LABELS + 4];
-	size_t n;
-};
-
 static void add_label(struct pyro_labels *l, const char *name, const char *value)
 {
 	size_t n = strlen(name);
@@ -99,46 +91,6 @@ static void series_labels(const struct pyro_name *nm, const char *app, const cha
 	for (size_t i = 0; i < nm->n_labels; i++)
 		if (strncmp(nm->names[i], "__", 2) != 0)
 			add_label(l, nm->names[i], nm->values[i]);
-}
-
-/* One series with one raw pprof, as WriteRaw receives it. */
-static int encode_write_raw(const struct pyro_labels *l, const uint8_t *pprof, size_t len,
-			    struct buf *out)
-{
-	Parca__Profilestore__V1alpha1__Label lab[PYRO_MAX_NAME_LABELS + 4];
-	Parca__Profilestore__V1alpha1__Label *labp[PYRO_MAX_NAME_LABELS + 4];
-	Parca__Profilestore__V1alpha1__LabelSet set =
-	    PARCA__PROFILESTORE__V1ALPHA1__LABEL_SET__INIT;
-	Parca__Profilestore__V1alpha1__RawSample sample =
-	    PARCA__PROFILESTORE__V1ALPHA1__RAW_SAMPLE__INIT;
-	Parca__Profilestore__V1alpha1__RawSample *samplep = &sample;
-	Parca__Profilestore__V1alpha1__RawProfileSeries series =
-	    PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
-	Parca__Profilestore__V1alpha1__RawProfileSeries *seriesp = &series;
-	Parca__Profilestore__V1alpha1__WriteRawRequest req =
-	    PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
-
-	for (size_t i = 0; i < l->n; i++) {
-		parca__profilestore__v1alpha1__label__init(&lab[i]);
-		lab[i].name = (char *)l->names[i];
-		lab[i].value = (char *)l->values[i];
-		labp[i] = &lab[i];
-	}
-	set.labels = labp;
-	set.n_labels = l->n;
-	sample.raw_profile.data = (uint8_t *)pprof;
-	sample.raw_profile.len = len;
-	series.labels = &set;
-	series.samples = &samplep;
-	series.n_samples = 1;
-	req.series = &seriesp;
-	req.n_series = 1;
-	size_t n = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
-	if (buf_reserve(out, n))
-		return -ENOMEM;
-	parca__profilestore__v1alpha1__write_raw_request__pack(&req, out->data);
-	out->len = n;
-	return 0;
 }
 
 /* ---- folded / lines -> pprof ---------------------------------------------- */
@@ -173,7 +125,7 @@ static int add_folded_stack(void *vctx, const char *const *frames, size_t n, int
 
 static int folded_to_pprof(const uint8_t *body, size_t len, bool lines, const char *suffix,
 			   int64_t sample_rate, int64_t from_s, int64_t until_s,
-			   const char **metric, struct buf *out, size_t *n_lines,
+			   const char **metric, struct pprof_profile **out, size_t *n_lines,
 			   struct kiln_error *err)
 {
 	const struct pyro_type *t = pyro_type_for_suffix(suffix ? suffix : "cpu");
@@ -218,8 +170,7 @@ static int folded_to_pprof(const uint8_t *body, size_t len, bool lines, const ch
 	if (rc)
 		goto out;
 	*n_lines = fc->lines;
-	if (pprof_builder_encode(fc->b, false, out))
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
+	rc = pprof_builder_to_profile(fc->b, out, err);
 out:
 	pprof_builder_free(fc->b);
 	free(fc);
@@ -227,32 +178,6 @@ out:
 }
 
 /* ---- pprof ------------------------------------------------------------------- */
-
-/* Pyroscope's choice of __name__ for a pushed pprof, from its sample types. */
-static const char *pprof_metric(const struct pprof_profile *p)
-{
-	const pprof_msg *m = pprof_profile_msg(p);
-	const char *st = "";
-
-	for (size_t i = 0; i < m->n_sample_type; i++)
-		if (strcmp(pprof_string(p, m->sample_type[i]->type), "wall") == 0)
-			return "wall";
-	for (size_t i = 0; i < m->n_sample_type; i++) {
-		st = pprof_string(p, m->sample_type[i]->type);
-		if (strstr(st, "cpu"))
-			return "process_cpu";
-		if (strstr(st, "alloc_") || strstr(st, "inuse_") || !strcmp(st, "space") ||
-		    !strcmp(st, "objects"))
-			return "memory";
-		if (strstr(st, "mutex_"))
-			return "mutex";
-		if (strstr(st, "block_"))
-			return "block";
-		if (strstr(st, "goroutines"))
-			return "goroutines";
-	}
-	return *st ? st : "unknown";
-}
 
 /* The Content-Type header (HTTP/1.1), or one read off the body's first
  * delimiter line when the transport gives no headers to handlers. */
@@ -326,39 +251,26 @@ static int64_t arg_int(const struct http_request *req, const char *name, int64_t
 	return v;
 }
 
-/* Writes one pprof as one series through WriteRaw's path. */
-/* now_ms: the time a profile without one gets (ingest_limits). */
-static int ingest_series(struct server *s, const struct pyro_labels *labels, const uint8_t *pprof,
-			 size_t len, int64_t now_ms, struct kiln_error *err)
+/* What a write of this request needs from the server. */
+static struct pyro_write write_ctx(struct server *s, int64_t now_ms, int64_t timeless_ms)
+{
+	return (struct pyro_write){.store = server_store(s),
+				   .decoders = s->decoders,
+				   .max_inflate = server_config(s)->max_profile_inflate,
+				   .max_future_skew_ms =
+				       server_config(s)->ingest_max_future_skew_ms,
+				   .now_ms = now_ms,
+				   .timeless_ms = timeless_ms};
+}
+
+/* Counts what w stored in the server's ingest metrics. */
+static void count_written(struct server *s, const struct pyro_write *w)
 {
 	struct server_metrics *m = server_metrics(s);
-	struct ingest_batch b = {0};
-	struct buf wr = {0};
-	struct arena *a = arena_new(0);
-	int rc;
 
-	struct ingest_limits lim = {.max_inflate = server_config(s)->max_profile_inflate,
-				    .now_ms = now_ms,
-				    .max_future_skew_ms =
-					server_config(s)->ingest_max_future_skew_ms};
-	rc = a ? encode_write_raw(labels, pprof, len, &wr) : -ENOMEM;
-	if (rc) {
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	rc = ingest_prepare(wr.data, wr.len, &lim, a, &b, err);
-	if (rc == 0)
-		rc = ingest_commit(server_store(s), &b, err);
-	if (rc == 0) {
-		atomic_fetch_add(&m->ingested_profiles, b.n_profiles);
-		atomic_fetch_add(&m->ingested_samples, b.total_samples);
-		atomic_fetch_add(&m->ingested_bytes, b.total_bytes);
-	}
-out:
-	ingest_batch_release(&b);
-	arena_free(a);
-	buf_free(&wr);
-	return rc;
+	atomic_fetch_add(&m->ingested_profiles, w->profiles);
+	atomic_fetch_add(&m->ingested_samples, w->samples);
+	atomic_fetch_add(&m->ingested_bytes, w->bytes);
 }
 
 /* format=jfr: the recording (the "jfr" part of a multipart form, or the
@@ -387,8 +299,13 @@ static int ingest_jfr(const struct http_request *req, const struct pyro_name *nm
 	for (int k = 0; rc == 0 && k < JFR_N_KINDS; k++) {
 		if (!prof.pprof[k].len)
 			continue;
+		struct pyro_write w = write_ctx(s, now_ms, now_ms);
+
 		series_labels(nm, app, jfr_kind_metric(k), spy, &labels);
-		rc = ingest_series(s, &labels, prof.pprof[k].data, prof.pprof[k].len, now_ms, err);
+		rc = pyro_write_pprof(&w, &labels, false, prof.pprof[k].data, prof.pprof[k].len,
+				      err);
+		if (rc == 0)
+			count_written(s, &w);
 	}
 	jfr_profiles_release(&prof);
 	buf_free(&inflated);
@@ -406,12 +323,11 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 	const char *format = http_arg(req, "format");
 	const char *spy = http_arg(req, "spyName");
 	struct pyro_labels labels;
-	struct buf pprof = {0};
+	struct pprof_profile *built = NULL; /* folded/lines stacks, until written */
 	const uint8_t *body = NULL;
 	size_t body_len = 0;
 	struct timespec now;
 	int64_t from_s, until_s, rate;
-	bool timeless = false; /* a pprof without time_nanos */
 	int fmt, rc;
 
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -473,30 +389,20 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		goto done;
 	}
 	if (fmt == 0) {
-		const uint8_t *data = NULL;
-		size_t len = 0;
-		struct pprof_profile *p = NULL;
-		struct pprof_decode_opts o = {.max_inflated_bytes =
-						  server_config(s)->max_profile_inflate};
 		strcpy(app, nm->app);
-		rc = profile_from_body(req, "profile", &data, &len, &err);
-		if (!rc)
-			rc = pprof_decode(data, len, &o, &p, &err);
+		rc = profile_from_body(req, "profile", &body, &body_len, &err);
 		if (rc) {
 			kiln_error_prefix(&err, "profile: ");
 			goto fail;
 		}
-		metric = pprof_metric(p);
-		timeless = pprof_profile_msg(p)->time_nanos == 0;
-		series_labels(nm, app, metric, spy, &labels);
-		pprof_profile_free(p);
-		body = data;
-		body_len = len;
+		/* The metric comes from the profile's sample types, once
+		 * ingest decodes it (pyro_write_pprof). */
+		series_labels(nm, app, "unknown", spy, &labels);
 	} else {
 		size_t n_lines = 0;
 		pyro_split_app(nm->app, app, &suffix);
 		rc = folded_to_pprof(req->body, req->body_len, fmt == 2, suffix, rate, from_s,
-				     until_s, &metric, &pprof, &n_lines, &err);
+				     until_s, &metric, &built, &n_lines, &err);
 		if (rc) {
 			kiln_error_prefix(&err, "%s: ", pyro_formats[fmt]);
 			goto fail;
@@ -504,8 +410,6 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 		if (n_lines == 0) /* nothing to store, as Pyroscope */
 			goto done;
 		series_labels(nm, app, metric, spy, &labels);
-		body = pprof.data;
-		body_len = pprof.len;
 	}
 
 	/* A pprof without time_nanos takes `from` (as Pyroscope does): ingest
@@ -519,11 +423,17 @@ void http_pyroscope_ingest(const struct http_request *req, struct http_response 
 				    (long long)from_s);
 		goto fail;
 	}
-	rc = ingest_series(
-	    s, &labels, body, body_len,
-	    timeless ? from_s * 1000 : (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, &err);
+	struct pyro_write w =
+	    write_ctx(s, (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, from_s * 1000);
+	if (built) {
+		rc = pyro_write_built(&w, &labels, built, req->body_len, &err);
+		built = NULL; /* the write owns it */
+	} else {
+		rc = pyro_write_pprof(&w, &labels, fmt == 0, body, body_len, &err);
+	}
 	if (rc)
 		goto fail;
+	count_written(s, &w);
 done:
 	resp->content_type = "application/json";
 	buf_append_str(&resp->body, "{}\n");
@@ -535,7 +445,7 @@ fail:
 	http_error(resp, rc == -EFBIG ? 413 : http_status_from_errno(rc), -1, "%s",
 		   err.msg[0] ? err.msg : "ingest failed");
 out:
-	buf_free(&pprof);
+	pprof_profile_free(built);
 	free(app);
 	free(nm);
 }

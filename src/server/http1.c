@@ -33,6 +33,8 @@
 #include "server/cors.h"
 #include "server/internal.h"
 #include "server/webrpc.h"
+#include "server/http1_watch.h"
+#include "server/health.h"
 
 #define CONNECTION_TIMEOUT_S 60
 
@@ -263,7 +265,13 @@ static enum MHD_Result serve_web(struct server *s, struct MHD_Connection *conn,
 		    .content_encoding = cenc ? cenc : HDR("Content-Encoding"),
 		    .start_ns = st->start_ns,
 		};
-		webrpc_serve(s, &wr, resp);
+		if (health_is_watch(url) && webrpc_is_streaming(st->web)) {
+			enum MHD_Result ret;
+			if (http1_web_watch(s, conn, &wr, cors_origin(s, conn), &ret, resp) == 0)
+				return ret;
+		} else {
+			webrpc_serve(s, &wr, resp);
+		}
 	}
 #undef HDR
 	return send_response(s, conn, resp);
@@ -485,6 +493,9 @@ int http1_start(struct server *s, struct kiln_error *err)
 
 void http1_stop(struct server *s)
 {
+	/* Open Watch streams send NOT_SERVING and their end first: stopping
+	 * the daemon shuts their sockets. */
+	http1_watch_drain(HTTP1_WATCH_DRAIN_MS);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;

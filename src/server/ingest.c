@@ -329,6 +329,84 @@ fail:
 	return rc;
 }
 
+int ingest_prepare_built(const struct label *labels, size_t n_labels, struct pprof_profile *p,
+			 size_t wire_bytes, const struct ingest_limits *lim, struct arena *a,
+			 struct ingest_batch *out, struct kiln_error *err)
+{
+	size_t max_labels = lim->max_labels ? lim->max_labels : INGEST_MAX_LABELS;
+	size_t max_label_bytes =
+	    lim->max_label_bytes ? lim->max_label_bytes : INGEST_MAX_LABEL_BYTES;
+	size_t max_depth = lim->max_stack_depth ? lim->max_stack_depth : INGEST_MAX_STACK_DEPTH;
+	size_t max_types = lim->max_sample_types ? lim->max_sample_types : INGEST_MAX_SAMPLE_TYPES;
+	int64_t skew_ms =
+	    lim->max_future_skew_ms > 0 ? lim->max_future_skew_ms : INGEST_DEFAULT_FUTURE_SKEW_MS;
+	Parca__Profilestore__V1alpha1__LabelSet set =
+	    PARCA__PROFILESTORE__V1ALPHA1__LABEL_SET__INIT;
+	Parca__Profilestore__V1alpha1__RawProfileSeries rs =
+	    PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->decoder = lim->decoder;
+	out->series = arena_calloc(a, 1, sizeof(*out->series));
+	out->profiles = calloc(1, sizeof(*out->profiles));
+	if (!out->series || !out->profiles) {
+		free(out->profiles);
+		out->profiles = NULL;
+		pprof_profile_free(p);
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	}
+	/* The batch owns p from here: ingest_batch_release frees it. */
+	out->profiles[0].profile = p;
+	out->n_profiles = 1;
+	out->n_series = 1;
+
+	/* The labels as a series of a request, for WriteRaw's own checks. */
+	Parca__Profilestore__V1alpha1__Label *lab = arena_calloc(a, n_labels + 1, sizeof(*lab));
+	Parca__Profilestore__V1alpha1__Label **labp = arena_calloc(a, n_labels + 1, sizeof(*labp));
+	if (!lab || !labp) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < n_labels; i++) {
+		parca__profilestore__v1alpha1__label__init(&lab[i]);
+		lab[i].name = (char *)labels[i].name;
+		lab[i].value = (char *)labels[i].value;
+		labp[i] = &lab[i];
+	}
+	set.labels = labp;
+	set.n_labels = n_labels;
+	rs.labels = &set;
+	if ((rc = validate_series(&rs, 0, max_labels, max_label_bytes, a, &out->series[0], err)))
+		goto fail;
+
+	const pprof_msg *m = pprof_profile_msg(p);
+	struct ingest_profile *ip = &out->profiles[0];
+	ip->timestamp_ms = m->time_nanos != 0 ? m->time_nanos / 1000000 : lim->now_ms;
+	if (ip->timestamp_ms < INGEST_MIN_TIME_MS ||
+	    (ip->timestamp_ms > lim->now_ms && ip->timestamp_ms - lim->now_ms > skew_ms)) {
+		rc = kiln_error_set(
+		    err, EINVAL,
+		    "profile time %lld ns is %s (accepted: 2000-01-01 to %lld s past "
+		    "the server's clock, --ingest-max-future-skew)",
+		    (long long)m->time_nanos,
+		    ip->timestamp_ms < INGEST_MIN_TIME_MS ? "before 2000-01-01"
+							  : "too far in the future",
+		    (long long)(skew_ms / 1000));
+		goto fail;
+	}
+	if ((rc = check_profile_shape(m, max_types, max_depth, err)))
+		goto fail;
+	ip->delta = profile_is_delta(p);
+	ip->raw_bytes = wire_bytes;
+	out->total_samples = (uint64_t)m->n_sample * m->n_sample_type;
+	out->total_bytes = wire_bytes;
+	return 0;
+fail:
+	ingest_batch_release(out);
+	return rc;
+}
+
 void ingest_batch_release(struct ingest_batch *b)
 {
 	for (size_t i = 0; i < b->n_profiles; i++)

@@ -122,6 +122,14 @@ int ingest_check_label_bytes(const uint8_t *req, size_t len, struct kiln_error *
  * (release with ingest_batch_release). */
 int ingest_prepare(const uint8_t *req, size_t len, const struct ingest_limits *lim, struct arena *a,
 		   struct ingest_batch *out, struct kiln_error *err);
+/* The batch of one series (labels, __name__ among them) and one profile
+ * built in the server (Pyroscope's folded stacks), checked as
+ * ingest_prepare checks a series and its decoded profile, without the
+ * encode and decode a WriteRawRequest would cost. p passes to the batch,
+ * also on failure; wire_bytes is what the request carried (metrics). */
+int ingest_prepare_built(const struct label *labels, size_t n_labels, struct pprof_profile *p,
+			 size_t wire_bytes, const struct ingest_limits *lim, struct arena *a,
+			 struct ingest_batch *out, struct kiln_error *err);
 /* Writes every profile (decoding it first under decode_at_commit); stops
  * at the first failure (-ENOSPC, -ESHUTDOWN, ...). */
 int ingest_commit(struct store *s, const struct ingest_batch *b, struct kiln_error *err);

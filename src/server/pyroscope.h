@@ -99,4 +99,47 @@ int pyro_multipart_parse(const uint8_t *body, size_t len, const char *boundary,
 const struct pyro_part *pyro_multipart_find(const struct pyro_part *parts, size_t n,
 					    const char *name);
 
+/* ---- writing (pyroscope_write.c) ---------------------------------------- */
+struct store;
+struct ingest_decoders;
+struct pprof_profile;
+
+/* A series' labels in the order they are sent; names[0] is "__name__". */
+struct pyro_labels {
+	const char *names[PYRO_MAX_NAME_LABELS + 4];
+	const char *values[PYRO_MAX_NAME_LABELS + 4];
+	size_t n;
+};
+
+/* What one write needs, and what it stored. */
+struct pyro_write {
+	struct store *store;		   /* NULL: decode and check only (benches) */
+	struct ingest_decoders *decoders;  /* NULL: decode without a pooled decoder */
+	size_t max_inflate;		   /* per profile; 0 = pprof's default */
+	int64_t max_future_skew_ms;	   /* 0 = ingest's default */
+	int64_t now_ms;			   /* the server's clock */
+	int64_t timeless_ms;		   /* the time of a profile without time_nanos */
+	uint64_t profiles, samples, bytes; /* added to by each successful write */
+};
+
+/* Pyroscope's __name__ for a pprof, from its sample types (process_cpu,
+ * memory, mutex, block, goroutines, wall, else the first sample type). */
+const char *pyro_pprof_metric(const struct pprof_profile *p);
+
+/* Writes one pprof (raw or gzipped) as one series through WriteRaw's path
+ * (ingest_prepare, ingest_commit), decoding it once. metric_from_profile:
+ * __name__ becomes pyro_pprof_metric of the decoded profile (the value in
+ * labels only has to pass as a metric name until then). 0 once durable, or
+ * a negative errno with err set (a decode error starts "profile: "). */
+int pyro_write_pprof(struct pyro_write *w, const struct pyro_labels *labels,
+		     bool metric_from_profile, const uint8_t *pprof, size_t len,
+		     struct kiln_error *err);
+
+/* Writes a profile built in the server (folded/lines stacks) as one series
+ * the same way, checked by ingest_prepare_built instead of being encoded
+ * and decoded; p passes to the write, also on failure. wire_bytes: the
+ * request body's size (metrics). */
+int pyro_write_built(struct pyro_write *w, const struct pyro_labels *labels,
+		     struct pprof_profile *p, size_t wire_bytes, struct kiln_error *err);
+
 #endif

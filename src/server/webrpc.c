@@ -25,7 +25,7 @@ static bool is_json(enum webrpc_protocol p)
 	return p == WEBRPC_CONNECT_JSON || p == WEBRPC_CONNECT_STREAM_JSON;
 }
 
-static const char *response_type(enum webrpc_protocol p)
+const char *webrpc_response_type(enum webrpc_protocol p)
 {
 	switch (p) {
 	case WEBRPC_GRPC_WEB:
@@ -53,7 +53,7 @@ static void respond(enum webrpc_protocol p, int code, const char *message, const
 	int rc = 0;
 
 	buf_reset(&resp->body);
-	resp->content_type = response_type(p);
+	resp->content_type = webrpc_response_type(p);
 	resp->status = 200;
 	if (webrpc_is_grpc_web(p) || p == WEBRPC_UNSUPPORTED) {
 		if (code == GRPC_STATUS_OK && msg)
@@ -338,8 +338,9 @@ void webrpc_serve(struct server *s, const struct webrpc_request *req, struct htt
 		snprintf(why, sizeof(why), "deadline exceeded before the call started");
 		goto out;
 	}
-	/* Watch streams over HTTP/2 only; here it answers the status now, as
-	 * Check does, and ends. */
+	/* Watch streams over the streaming protocols (webrpc_watch_begin);
+	 * asked in Connect's unary form, it answers the status now, as Check
+	 * does. */
 	const struct grpc_method *run =
 	    health_is_watch(req->path) ? server_find_grpc("/grpc.health.v1.Health/Check", NULL) : m;
 	run->handler(&call);
@@ -380,4 +381,43 @@ out:
 	buf_free(&json);
 	buf_free(&owned);
 	buf_free(&call.resp);
+}
+
+int webrpc_watch_begin(struct server *s, const struct webrpc_request *req, char *service,
+		       size_t size, char *why, size_t why_cap)
+{
+	const ProtobufCMessageDescriptor *req_type = NULL, *resp_type = NULL;
+	const struct grpc_method *m = server_find_grpc(req->path, NULL);
+	struct grpc_call call = {.srv = s};
+	struct buf owned = {0};
+	const uint8_t *msg = NULL;
+	size_t len = 0;
+	int code;
+
+	if (!m || !health_is_watch(req->path) || !webrpc_is_streaming(req->proto)) {
+		snprintf(why, why_cap, "%.400s is not Watch over a streaming protocol", req->path);
+		return GRPC_STATUS_INTERNAL;
+	}
+	if (!webrpc_is_grpc_web(req->proto) && req->connect_version && *req->connect_version &&
+	    strcmp(req->connect_version, "1") != 0) {
+		snprintf(why, why_cap, "connect-protocol-version %.40s: only 1 is served",
+			 req->connect_version);
+		return GRPC_STATUS_INVALID_ARGUMENT;
+	}
+	if (server_authorize_grpc(s, m, req->authorization, &call) != 0) {
+		snprintf(why, why_cap, "%s", call.message);
+		return call.status;
+	}
+	if (server_stopping(s)) {
+		snprintf(why, why_cap, "server is shutting down");
+		return GRPC_STATUS_UNAVAILABLE;
+	}
+	pbjson_method_types(req->path, &req_type, &resp_type);
+	code = unwrap_request(s, req, false, req_type, &owned, &msg, &len, why, why_cap);
+	if (code == GRPC_STATUS_OK && health_parse_request(msg, len, service, size)) {
+		snprintf(why, why_cap, "not a HealthCheckRequest");
+		code = GRPC_STATUS_INVALID_ARGUMENT;
+	}
+	buf_free(&owned);
+	return code;
 }

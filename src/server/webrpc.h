@@ -26,9 +26,11 @@
  * JSON bodies are translated to and from protobuf through the messages'
  * protobuf-c descriptors (pbjson.h), so every method has them.
  *
- * Server streaming (grpc.health.v1.Health/Watch) over these protocols
- * answers the current status as one message and ends the stream: HTTP/1.1
- * responses here are buffered whole. Client streaming
+ * Server streaming (grpc.health.v1.Health/Watch) streams over gRPC-Web,
+ * gRPC-Web-text and Connect streaming as over gRPC: the transport holds the
+ * response open and sends one message per status change, then the
+ * protocol's end (webrpc_watch_*, webrpc_watch.c). Connect's unary protocol
+ * has no streams: there Watch answers the current status once. Client streaming
  * (DebuginfoService/Upload) takes every framed message of the body, as over
  * native gRPC; Connect's unary protocol refuses it (Connect says so too).
  *
@@ -107,6 +109,28 @@ int webrpc_authorize(struct server *s, enum webrpc_protocol p, const char *path,
 /* The largest body a request of p may have for --grpc-max-message-size
  * max_msg: base64 grows it by a third. */
 size_t webrpc_max_body(enum webrpc_protocol p, size_t max_msg);
+
+/* The Content-Type of p's answers ("application/grpc-web+proto", ...). */
+const char *webrpc_response_type(enum webrpc_protocol p);
+
+/* ---- Health/Watch as a stream (webrpc.c, webrpc_watch.c) ------------------------ */
+
+/* Whether p can carry a server stream: gRPC-Web (binary and text) and
+ * Connect streaming; Connect's unary protocol cannot. */
+bool webrpc_is_streaming(enum webrpc_protocol p);
+/* Starts Watch for req (a streaming protocol): the checks webrpc_serve
+ * makes (protocol version, gate, shutdown) and the request unwrapped into
+ * service. GRPC_STATUS_OK, or a code with why (answer it with
+ * webrpc_fail). */
+int webrpc_watch_begin(struct server *s, const struct webrpc_request *req, char *service,
+		       size_t size, char *why, size_t why_cap);
+/* Appends one HealthCheckResponse with status st in p's framing: an
+ * envelope of protobuf (JSON for connect+json), base64 for gRPC-Web-text.
+ * 0 or -ENOMEM. */
+int webrpc_watch_message(enum webrpc_protocol p, int status, struct buf *out);
+/* Appends the end of a stream that ended well: gRPC-Web's trailer frame
+ * (grpc-status 0), Connect's end-stream envelope {}. 0 or -ENOMEM. */
+int webrpc_watch_end(enum webrpc_protocol p, struct buf *out);
 
 /* ---- pure decoders and encoders (webrpc_frame.c) ------------------------------- */
 

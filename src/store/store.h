@@ -376,5 +376,12 @@ int store_write_rows(struct store *s, uint64_t writer, uint64_t batch, const str
 		     size_t n_groups, struct kiln_error *err);
 /* Whether batch of writer is at or below its last stored batch. */
 bool store_rows_seen(struct store *s, uint64_t writer, uint64_t batch);
+/* Writes the groups without a writer mark (rows_commit.c), for a request
+ * that is never re-sent by batch id (OTLP export): one REC_SAMPLES record
+ * per timestamp, groups of one series at one time summed. Returns 0 once
+ * every record is durable and queryable, or a negative errno (-EINVAL: an
+ * unknown series or stack id). Works on both backends. */
+int store_write_groups(struct store *s, const struct store_rows *g, size_t n_groups,
+		       struct kiln_error *err);
 
 #endif

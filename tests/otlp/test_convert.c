@@ -51,9 +51,54 @@
 struct conv {
 	struct arena *a;
 	struct otlp_result res;
+	struct otlp_rows rows; /* the same request through otlp_convert_rows */
+	int rows_rc;
 	struct kiln_error err;
 	int rc;
 };
+
+static int64_t profile_total(const struct pprof_profile *p)
+{
+	const pprof_msg *m = pprof_profile_msg(p);
+	int64_t t = 0;
+
+	for (size_t i = 0; i < m->n_sample; i++)
+		t += m->sample[i]->value[0];
+	return t;
+}
+
+/* The row converter accepts and rejects what otlp_convert does, with the
+ * same messages, labels, times and totals. */
+static void check_rows_parity(const struct conv *c, const struct kiln_error *rows_err)
+{
+	assert_int_equal(c->rows_rc, c->rc);
+	if (c->rc) {
+		assert_string_equal(rows_err->msg, c->err.msg);
+		return;
+	}
+	assert_int_equal(c->rows.n_seen, c->res.n_seen);
+	assert_int_equal(c->rows.n_profiles, c->res.n_profiles);
+	assert_int_equal(c->rows.n_rejected, c->res.n_rejected);
+	assert_string_equal(c->rows.error_message, c->res.error_message);
+	for (size_t i = 0; i < c->res.n_profiles; i++) {
+		const struct otlp_profile *p = &c->res.profiles[i];
+		const struct otlp_rows_profile *r = &c->rows.profiles[i];
+		int64_t total = 0;
+
+		assert_int_equal(r->n_labels, p->n_labels);
+		for (size_t k = 0; k < p->n_labels; k++) {
+			assert_string_equal(r->labels[k].name, p->labels[k].name);
+			assert_string_equal(r->labels[k].value, p->labels[k].value);
+		}
+		assert_int_equal(r->timestamp_ms, p->timestamp_ms);
+		assert_int_equal(r->type.delta, p->delta);
+		for (size_t k = 0; k < r->n; k++) {
+			assert_true(r->stacks[k] < c->rows.n_stacks);
+			total += r->values[k];
+		}
+		assert_int_equal(total, profile_total(p->profile));
+	}
+}
 
 static void convert(struct conv *c, const char *json)
 {
@@ -68,14 +113,20 @@ static void convert(struct conv *c, const char *json)
 	c->rc = otlp_json_to_protobuf(json, strlen(json), &pb, &c->err);
 	if (c->rc == 0)
 		c->rc = otlp_request_unpack(pb.data, pb.len, c->a, &req, &c->err);
-	if (c->rc == 0)
+	if (c->rc == 0) {
+		struct kiln_error rows_err = {0};
+
+		c->rows_rc = otlp_convert_rows(req, &lim, c->a, &c->rows, &rows_err);
 		c->rc = otlp_convert(req, &lim, c->a, &c->res, &c->err);
+		check_rows_parity(c, &rows_err);
+	}
 	buf_free(&pb);
 }
 
 static void conv_free(struct conv *c)
 {
 	otlp_result_release(&c->res);
+	otlp_rows_release(&c->rows);
 	arena_free(c->a);
 }
 
@@ -206,6 +257,68 @@ static void test_json_errors_name_the_path(void **state)
 	conv_free(&c);
 }
 
+/* Row path: one stack table for the request; two dictionary rows with the
+ * same locations stay two stacks (sample k of the table is stack k); a
+ * rejected profile adds none. */
+static void test_rows_share_one_stack_table(void **state)
+{
+	struct conv c;
+	char json[8192];
+	const char *from = "\"stackTable\":[{},{\"locationIndices\":[1,2]}]";
+	char *at;
+
+	(void)state;
+	snprintf(
+	    json, sizeof(json), "%s",
+	    REQUEST(PROFILE(
+		"{\"stackIndex\":1,\"values\":[\"2\"]},"
+		"{\"stackIndex\":2,\"values\":[\"3\"]}") "," PROFILE("{\"stackIndex\":1,\"values\":"
+								     "[\"4\"]}") "," PROFILE("{\"st"
+											     "ackIn"
+											     "dex\""
+											     ":3,"
+											     "\"val"
+											     "ues\""
+											     ":["
+											     "\"1\""
+											     "]},"
+											     "{\"st"
+											     "ackIn"
+											     "dex\""
+											     ":9,"
+											     "\"val"
+											     "ues\""
+											     ":["
+											     "\"1\""
+											     "]"
+											     "}")));
+	at = strstr(json, from);
+	assert_non_null(at);
+	char out[8192];
+	snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - json), json,
+		 "\"stackTable\":[{},{\"locationIndices\":[1,2]},{\"locationIndices\":[1,2]},"
+		 "{\"locationIndices\":[2]}]",
+		 at + strlen(from));
+	convert(&c, out);
+	assert_int_equal(c.rc, 0);
+	assert_int_equal(c.rows.n_profiles, 2);
+	assert_int_equal(c.rows.n_rejected, 1);
+	/* Rows 1 and 2 only: row 3 belongs to the rejected profile. */
+	assert_int_equal(c.rows.n_stacks, 2);
+	const pprof_msg *m = pprof_profile_msg(c.rows.stacks);
+	assert_int_equal(m->n_sample, 2);
+	assert_int_equal(m->sample[0]->n_location_id, 2);
+	assert_int_equal(m->sample[1]->n_location_id, 2);
+	assert_int_equal(c.rows.profiles[0].n, 2);
+	assert_int_equal(c.rows.profiles[0].stacks[0], 0);
+	assert_int_equal(c.rows.profiles[0].stacks[1], 1);
+	assert_int_equal(c.rows.profiles[1].stacks[0], 0);
+	assert_int_equal(c.rows.profiles[1].values[0], 4);
+	assert_string_equal(c.rows.profiles[0].type.sample_type, "samples");
+	assert_string_equal(c.rows.profiles[0].type.period_type, "cpu");
+	conv_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +326,7 @@ int main(void)
 	    cmocka_unit_test(test_profile_errors_are_partial),
 	    cmocka_unit_test(test_dictionary_errors_refuse_the_request),
 	    cmocka_unit_test(test_json_errors_name_the_path),
+	    cmocka_unit_test(test_rows_share_one_stack_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
