@@ -78,6 +78,8 @@ static const char *reason_of(int status)
 		return "Request Header Fields Too Large";
 	case 501:
 		return "Not Implemented";
+	case 503:
+		return "Service Unavailable";
 	default:
 		return "Error";
 	}
@@ -274,8 +276,12 @@ static void relay_loop(struct relay *r)
 
 	for (;;) {
 		int refuse = frame_held(r);
-		if (refuse < 0)
+		if (refuse < 0) {
+			answer_and_close(r, 503,
+					 "the server cannot take another HTTP/1.1 connection now; "
+					 "retry in a few seconds");
 			return;
+		}
 		if (refuse > 0) {
 			atomic_fetch_add(&s->metrics.connections_refused, 1);
 			answer_and_close(r, refuse, r->f.why);
