@@ -14,7 +14,10 @@ T=$(mktemp -d /tmp/kiln-audit.XXXXXX)
 PIDS=()
 cleanup() {
 	local p
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
 	rm -rf "$T"
 }
 trap cleanup EXIT
