@@ -1,5 +1,5 @@
 /*
- * fuzz_http1_head.c — the listener's check of an HTTP/1.1 request header
+ * fuzz_http1_head.c — the check of each HTTP/1.1 request header
  * (http1_head.c), which runs on whatever a client sends before anything
  * else sees it. Byte 0 picks the size limit (1..256 KiB, small ones to reach
  * the 414/431 paths); the rest is what the client sent. The verdict must be

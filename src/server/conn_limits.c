@@ -327,6 +327,11 @@ void conn_entry_set_busy(struct conn_entry *e, bool busy)
 		atomic_store(&e->idle_since_ns, mono_ns());
 }
 
+int64_t conn_entry_idle_since(const struct conn_entry *e)
+{
+	return atomic_load(&((struct conn_entry *)e)->idle_since_ns);
+}
+
 void conn_entry_set_mhd_fd(struct conn_table *t, struct conn_entry *e, int mhd_fd, bool mhd_owns)
 {
 	pthread_mutex_lock(&t->lock);
@@ -396,7 +401,7 @@ unsigned conn_table_reap(struct conn_table *t, int64_t now_ns)
 		if (o->evicted || o->mhd_fd < 0)
 			continue;
 		int64_t since = atomic_load(&o->idle_since_ns);
-		bool stalled = since && now_ns - since > idle_max;
+		bool stalled = o->mhd_owns && since && now_ns - since > idle_max;
 		bool slow = conn_body_too_slow(t->cfg, atomic_load(&o->body_start_ns),
 					       atomic_load(&o->body_bytes), now_ns);
 		if (stalled || slow) {

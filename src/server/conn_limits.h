@@ -52,6 +52,9 @@ void conn_table_remove(struct conn_table *t, struct conn_entry *e);
 /* busy: a request is in flight (an HTTP/1.1 request past its header, an
  * HTTP/2 stream open). Going idle restarts the idle clock. */
 void conn_entry_set_busy(struct conn_entry *e, bool busy);
+/* When e went idle (no request in flight), 0 while one is: the clock a
+ * relay (http1_relay.c) times the next request head by. */
+int64_t conn_entry_idle_since(const struct conn_entry *e);
 /* The fd libmicrohttpd will see for e's connection, set before the
  * hand-off: the socket itself (mhd_owns: libmicrohttpd closes it), or the
  * TLS relay's socketpair end (the relay's thread keeps the socket). */
@@ -70,8 +73,9 @@ void conn_entry_body_progress(struct conn_entry *e, int64_t start_ns, uint64_t b
 
 /* Closes (shutdown) the libmicrohttpd connections that broke a deadline: no
  * request for --request-header-timeout since the last one ended (the whole
- * next request header must arrive in that time, as the first one's must in
- * the listener), or a body below --request-body-min-rate. Returns how many.
+ * next request header must arrive in that time; a relayed connection's
+ * relay times that itself, to answer 408), or a body below
+ * --request-body-min-rate. Returns how many.
  * Called by the accept loop a few times a second. */
 unsigned conn_table_reap(struct conn_table *t, int64_t now_ns);
 

@@ -1,18 +1,18 @@
 /*
  * http1.c — HTTP/1.1 through libmicrohttpd.
  *
- * The daemon has no listen socket of its own (MHD_USE_NO_LISTEN_SOCKET): the
- * listener hands it connections that turned out not to be HTTP/2, with
- * MHD_add_connection, after the listener checked the first request's header
- * (http1_head.c). Thread-per-connection mode, so a handler computing a large
- * merge only occupies its own connection's thread. Each connection's entry
- * in the connection table (conn_limits.h) is found by fd when libmicrohttpd
- * starts it and marked busy from a request's first callback to its
- * completion: the accept loop's reaper closes the connection when no next
- * request comes within --request-header-timeout or a body is too slow. A
- * kept-alive connection's later requests are size-checked here
- * (check_head_size) with libmicrohttpd's memory limit set above ours, so
- * that 414 and 431 are Kiln's JSON and never libmicrohttpd's HTML.
+ * The daemon has no listen socket of its own (MHD_USE_NO_LISTEN_SOCKET): it
+ * serves one end of a socketpair per HTTP/1.x connection, added with
+ * MHD_add_connection by the connection's relay (http1_relay.c), which lets
+ * through only requests whose head and framing it checked, so that every
+ * refusal of a malformed or oversized request is Kiln's JSON and never
+ * libmicrohttpd's HTML. Thread-per-connection mode, so a handler computing
+ * a large merge only occupies its own connection's thread. Each
+ * connection's entry in the connection table (conn_limits.h) is found by fd
+ * when libmicrohttpd starts it and marked busy from a request's first
+ * callback to its completion: the relay times the next request's head from
+ * then, and the accept loop's reaper closes a connection whose body is too
+ * slow.
  *
  * Request bodies are buffered up to --grpc-max-message-size; larger ones get
  * 413, and one that does not fit --max-inflight-request-bytes gets 503. Dispatch goes
@@ -56,51 +56,6 @@ static struct conn_entry *conn_entry_of(struct MHD_Connection *conn)
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	return ci ? ci->socket_context : NULL;
-}
-
-struct head_size {
-	size_t headers, query;
-};
-
-static enum MHD_Result head_size_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-				    const char *value)
-{
-	struct head_size *hs = cls;
-	size_t n = (key ? strlen(key) : 0) + (value ? strlen(value) : 0);
-	/* As on the wire: "name: value\r\n", "key=value&" (decoded, so at
-	 * most the wire's size). */
-	if (kind == MHD_HEADER_KIND)
-		hs->headers += n + 4;
-	else
-		hs->query += n + 2;
-	return MHD_YES;
-}
-
-/* A later request on a kept-alive connection never passed the listener's
- * check of the header (http1_head.c): refuse what it would have, with the
- * same JSON. Returns 0 or the status. */
-static int check_head_size(struct server *s, struct MHD_Connection *conn, const char *url,
-			   struct http_response *resp)
-{
-	struct head_size hs = {0};
-	size_t max = s->cfg.max_header_bytes;
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, head_size_cb, &hs);
-	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, head_size_cb, &hs);
-	if (strlen(url) + hs.query > max) {
-		http_error(resp, 414, -1,
-			   "request target longer than --max-request-header-size=%zu "
-			   "bytes",
-			   max);
-		return 414;
-	}
-	if (strlen(url) + hs.query + hs.headers > max) {
-		http_error(resp, 431, -1,
-			   "request header larger than --max-request-header-size=%zu "
-			   "bytes",
-			   max);
-		return 431;
-	}
-	return 0;
 }
 
 const char *http_arg(const struct http_request *req, const char *name)
@@ -295,15 +250,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		 * from here (a client that sends none is as slow as can be). */
 		conn_entry_body_progress(st->entry, st->start_ns, 0);
 		*con_cls = st;
-		struct http_response big = {0};
-		if (check_head_size(s, conn, url, &big)) {
-			metrics_observe(&s->metrics.unknown_http,
-					(uint64_t)(mono_ns() - st->start_ns), false);
-			enum MHD_Result ret = send_response(s, conn, &big);
-			buf_free(&big.body);
-			st->refused = true;
-			return ret;
-		}
 		/* The authorization gate, before any body is read. */
 		const char *authz =
 		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
@@ -480,9 +426,9 @@ int http1_start(struct server *s, struct kiln_error *err)
 	    /* The table (conn_limits.c) enforces the limits; libmicrohttpd's
 	     * own would refuse without a word. */
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections * 2 + 16,
-	    /* Room for a header of --max-request-header-size and more, so
-	     * that check_head_size answers with JSON before libmicrohttpd's
-	     * own HTML 414/431 would. */
+	    /* Room for a header of --max-request-header-size and more (the
+	     * relay refuses larger ones), so that libmicrohttpd's own HTML
+	     * 414/431 never answers first. */
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->cfg.max_header_bytes * 2 + (size_t)(64 << 10),
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
 	if (!d)
@@ -513,9 +459,7 @@ int http1_add_connection(struct server *s, int fd, struct conn_entry *entry)
 	if (entry) {
 		conn_entry_set_mhd_fd(s->conns, entry, fd, true);
 		/* A whole request header is waiting: busy (not to be evicted)
-		 * until its completion, as if on_request had run. Should
-		 * libmicrohttpd answer it without calling on_request, its own
-		 * connection timeout ends the connection. */
+		 * until its completion, as if on_request had run. */
 		conn_entry_set_busy(entry, true);
 	}
 	/* On failure libmicrohttpd closes the socket itself (and gave the

@@ -1,5 +1,5 @@
 /*
- * http1_head.c — the listener's check of an HTTP/1.1 request header
+ * http1_head.c — the check of each HTTP/1.1 request header
  * (RFC 9112 section 3 and 5): request-line = method SP target SP version
  * CRLF, then field lines "name: value" CRLF, then an empty line. Bare LF
  * ends a line too (libmicrohttpd accepts it); leading empty lines before

@@ -1,10 +1,10 @@
 /*
  * http1_head.h — the check an HTTP/1.1 request header passes before
  * libmicrohttpd sees it: a well-formed request line and header lines, all
- * within --max-request-header-size. The listener runs it on the bytes it
- * peeked at (nothing is consumed), so that a refusal is Kiln's JSON error
- * (400, 414, 431) rather than libmicrohttpd's HTML page or a silent close,
- * and so that the whole header must arrive within --request-header-timeout.
+ * within --max-request-header-size. The HTTP/1.x relay's framer
+ * (http1_frame.c) runs it on every request head of a connection before
+ * libmicrohttpd sees it, so that a refusal is Kiln's JSON error (400, 414,
+ * 431) rather than libmicrohttpd's HTML page or a silent close.
  */
 #ifndef KILN_SERVER_HTTP1_HEAD_H
 #define KILN_SERVER_HTTP1_HEAD_H

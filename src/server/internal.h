@@ -142,8 +142,9 @@ void h2_serve(struct server *s, struct conn_io *io);
 /* Starts/stops libmicrohttpd without a listen socket. */
 int http1_start(struct server *s, struct kiln_error *err);
 void http1_stop(struct server *s);
-/* Hands a plaintext HTTP/1.x socket to libmicrohttpd (which owns it and
- * its table entry after, unless this fails). */
+/* Hands a socket to libmicrohttpd (which owns it, and entry if not NULL,
+ * after, unless this fails): the relay's end of a socketpair
+ * (http1_relay.h), whose entry stays the relay's. */
 int http1_add_connection(struct server *s, int fd, struct conn_entry *entry);
 
 /* TLS (tls.c). */
@@ -151,8 +152,5 @@ int tls_init(struct server *s, struct kiln_error *err);
 /* Handshakes on fd (made non-blocking) by deadline_ns (CLOCK_MONOTONIC);
  * *h2 says ALPN chose "h2". */
 int tls_accept(struct server *s, int fd, int64_t deadline_ns, SSL **out, bool *h2);
-/* Relays a TLS HTTP/1.1 connection to libmicrohttpd through a socketpair;
- * returns when either side closes. Owns io. */
-void tls_relay_http1(struct server *s, struct conn_io *io);
 
 #endif

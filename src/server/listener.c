@@ -6,19 +6,20 @@
  * consumed) at the first bytes. The 24-byte HTTP/2 client preface
  * "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" means gRPC and the thread becomes the
  * connection's nghttp2 loop; the first byte that differs from the preface
- * means HTTP/1.x: the thread then waits, still peeking, for the whole
- * request header and checks it (http1_head.c) before the socket goes to
- * libmicrohttpd, so that a malformed or oversized header is answered with
- * Kiln's JSON error (400, 414, 431) and a header that trickles in is cut
- * off at --request-header-timeout (408). With TLS, the handshake runs in
- * the connection thread too and ALPN ("h2" or "http/1.1") decides instead.
+ * means HTTP/1.x: the thread then becomes the connection's relay to
+ * libmicrohttpd (http1_relay.c), which checks every request's head and
+ * framing, so that a malformed or oversized one is answered with Kiln's
+ * JSON error (400, 414, 431, 501) and a head that trickles in is cut off at
+ * --request-header-timeout (408), on a connection's first request as on
+ * its later ones. With TLS, the handshake runs in the connection thread
+ * too and ALPN ("h2" or "http/1.1") decides instead.
  *
  * Every accepted socket is admitted by the connection table first
  * (conn_limits.h: per-client and total limits, eviction of the idlest);
  * the accept loop also runs the table's reaper a few times a second.
  * Deadlines: the TLS handshake and the protocol sniff within
- * --handshake-timeout of the accept, the first request's header within
- * --request-header-timeout of it.
+ * --handshake-timeout of the accept; each request's head within
+ * --request-header-timeout (the relay's).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,11 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/log.h"
-#include "server/http1_head.h"
+#include "server/http1_relay.h"
 #include "server/internal.h"
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -222,114 +222,6 @@ static int sniff_protocol(struct server *s, int fd, int64_t deadline)
 	}
 }
 
-/* Answers a request the listener refuses itself, in the JSON every other
- * HTTP error has, then closes: the write side first, then whatever the
- * client still sends is read and dropped for a moment, so that the kernel
- * does not reset the connection (losing the answer) over unread bytes. */
-static void refuse_http1(struct conn_io *io, int status, const char *reason, const char *msg)
-{
-	struct http_response r = {0};
-	char head[256];
-
-	http_error(&r, status, -1, "%s", msg);
-	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-			 status, reason, r.body.len);
-	struct iovec iov[2] = {{head, (size_t)n}, {r.body.data, r.body.len}};
-	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-	if (sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		log_debug("connection: answer %d not sent: %s", status, strerror(errno));
-	buf_free(&r.body);
-	shutdown(io->fd, SHUT_WR);
-	char sink[4096];
-	int64_t until = mono_ns() + 1000000000LL;
-	for (size_t total = 0; total < (256u << 10);) {
-		struct pollfd p = {.fd = io->fd, .events = POLLIN};
-		int64_t left = (until - mono_ns()) / 1000000;
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			break;
-		ssize_t got = recv(io->fd, sink, sizeof(sink), MSG_DONTWAIT);
-		if (got <= 0)
-			break;
-		total += (size_t)got;
-	}
-	conn_close(io);
-}
-
-/* Waits, peeking, for the whole first request header and checks it.
- * Returns 0 to hand the socket to libmicrohttpd; otherwise the connection
- * was answered (400, 408, 414, 431) or dropped, and closed. */
-static int await_http1_head(struct server *s, struct conn_io *io, int64_t deadline)
-{
-	size_t max = s->cfg.max_header_bytes;
-	uint8_t *b = malloc(max);
-	char why[200];
-	int rc = -1;
-
-	if (!b) {
-		conn_close(io);
-		return -1;
-	}
-	for (;;) {
-		ssize_t n = recv(io->fd, b, max, MSG_PEEK | MSG_DONTWAIT);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 || (n < 0 && errno != EAGAIN)) {
-			conn_close(io); /* the client left */
-			break;
-		}
-		size_t have = n > 0 ? (size_t)n : 0, head_len = 0;
-		enum http1_head_verdict v =
-		    http1_head_check(b, have, max, &head_len, why, sizeof(why));
-		if (v == HTTP1_HEAD_OK) {
-			rc = 0;
-			break;
-		}
-		if (v != HTTP1_HEAD_MORE) {
-			atomic_fetch_add(&s->metrics.connections_refused, 1);
-			refuse_http1(io, (int)v,
-				     v == HTTP1_HEAD_BAD ? "Bad Request"
-				     : v == HTTP1_HEAD_URI_TOO_LONG
-					 ? "URI Too Long"
-					 : "Request Header Fields Too Large",
-				     why);
-			break;
-		}
-		int64_t left = (deadline - mono_ns()) / 1000000;
-		if (left <= 0) {
-			atomic_fetch_add(&s->metrics.connections_timed_out, 1);
-			char msg[160];
-			snprintf(msg, sizeof(msg),
-				 "the request header did not arrive within "
-				 "--request-header-timeout=%ds",
-				 s->cfg.header_timeout_s);
-			refuse_http1(io, 408, "Request Timeout", msg);
-			break;
-		}
-		if (server_stopping(s)) {
-			conn_close(io);
-			break;
-		}
-		/* Sleep until more than what was peeked is there (the peeked
-		 * bytes stay readable, so a plain poll would return at once). */
-		int lowat = (int)have + 1;
-		setsockopt(io->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
-		struct pollfd p = {.fd = io->fd, .events = POLLIN};
-		if (poll(&p, 1, left > 250 ? 250 : (int)left) < 0 && errno != EINTR) {
-			conn_close(io);
-			break;
-		}
-		usleep(1000); /* a byte-at-a-time client costs one re-check per ms at most */
-	}
-	if (rc == 0) {
-		int one = 1;
-		setsockopt(io->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
-	}
-	free(b);
-	return rc;
-}
-
 struct conn_start {
 	struct server *s;
 	int fd;
@@ -365,7 +257,7 @@ static void *conn_thread(void *arg)
 		if (h2)
 			h2_serve(s, &io);
 		else
-			tls_relay_http1(s, &io);
+			http1_relay(s, &io);
 		goto done;
 	}
 	int64_t t0 = mono_ns();
@@ -380,12 +272,8 @@ static void *conn_thread(void *arg)
 	} else if (proto == 1) {
 		fcntl(io.fd, F_SETFL, fcntl(io.fd, F_GETFL) | O_NONBLOCK);
 		h2_serve(s, &io);
-	} else if (await_http1_head(
-		       s, &io, cs.accepted_ns + (int64_t)s->cfg.header_timeout_s * 1000000000LL) ==
-		   0) {
-		/* libmicrohttpd owns the socket and its entry now, and closes it
-		 * if it refuses. */
-		http1_add_connection(s, io.fd, io.entry);
+	} else {
+		http1_relay(s, &io);
 	}
 done:
 	conn_thread_done(s);

@@ -2,9 +2,10 @@
  * tls.c — optional TLS on the server port (OpenSSL).
  *
  * ALPN picks the protocol: "h2" goes to the nghttp2 loop over the SSL
- * object; "http/1.1" (or no ALPN) is relayed in plaintext to libmicrohttpd
- * through a socketpair, since libmicrohttpd here is built against GnuTLS
- * rather than OpenSSL and is simplest fed decrypted bytes.
+ * object; "http/1.1" (or no ALPN) goes to the HTTP/1.x relay
+ * (http1_relay.c), which feeds libmicrohttpd decrypted bytes through a
+ * socketpair, as it does for plaintext (libmicrohttpd here is built
+ * against GnuTLS rather than OpenSSL).
  *
  * Client certificates (--tls-client-ca-file): verified by OpenSSL during
  * the handshake against that bundle only (not the system's CAs: anyone can
@@ -121,70 +122,4 @@ int tls_accept(struct server *s, int fd, int64_t deadline_ns, SSL **out, bool *h
 	*h2 = len == 2 && memcmp(proto, "h2", 2) == 0;
 	*out = ssl;
 	return 0;
-}
-
-/* Writes all of buf to a non-blocking stream, waiting as needed. */
-static int write_all(struct conn_io *io, const uint8_t *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = conn_write(io, buf, len);
-		if (n == -EAGAIN) {
-			struct pollfd p = {.fd = io->fd, .events = POLLOUT | POLLIN};
-			if (poll(&p, 1, 30000) <= 0)
-				return -ETIMEDOUT;
-			continue;
-		}
-		if (n <= 0)
-			return -EIO;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-void tls_relay_http1(struct server *s, struct conn_io *io)
-{
-	int sv[2];
-	uint8_t b[16384];
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-		conn_close(io);
-		return;
-	}
-	/* The entry stays this thread's; libmicrohttpd's side of the pair
-	 * reports the requests on it (conn_limits.h). */
-	if (io->entry)
-		conn_entry_set_mhd_fd(io->table, io->entry, sv[1], false);
-	if (http1_add_connection(s, sv[1], NULL) != 0) { /* it closed sv[1] */
-		close(sv[0]);
-		conn_close(io);
-		return;
-	}
-	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-	struct conn_io plain = {.fd = sv[0]};
-	for (;;) {
-		bool pending = SSL_pending(io->ssl) > 0;
-		struct pollfd p[2] = {{.fd = io->fd, .events = POLLIN},
-				      {.fd = sv[0], .events = POLLIN}};
-		if (!pending && poll(p, 2, 1000) < 0 && errno != EINTR)
-			break;
-		if (server_stopping(s) && !pending && !(p[0].revents | p[1].revents))
-			break;
-		if (pending || (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t n = conn_read(io, b, sizeof(b));
-			if (n == 0 || (n < 0 && n != -EAGAIN))
-				break;
-			if (n > 0 && write_all(&plain, b, (size_t)n))
-				break;
-		}
-		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-			ssize_t n = conn_read(&plain, b, sizeof(b));
-			if (n == 0 || (n < 0 && n != -EAGAIN))
-				break;
-			if (n > 0 && write_all(io, b, (size_t)n))
-				break;
-		}
-	}
-	close(sv[0]);
-	conn_close(io);
 }

@@ -798,9 +798,16 @@ int store_open(const struct store_options *opts, struct store **out, struct kiln
 	snprintf(path, sizeof(path), "%s/LOCK", s->dir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
 	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
-		rc = kiln_error_set(err, errno == EWOULDBLOCK ? EBUSY : errno,
-				    "cannot lock %s: %s (is another kiln using this directory?)",
-				    path, strerror(errno));
+		int e = errno;
+		/* Only a held lock means another server; a file this user may
+		 * not open is a matter of owners and modes. */
+		rc = kiln_error_set(err, e == EWOULDBLOCK ? EBUSY : e, "cannot lock %s: %s%s", path,
+				    strerror(e),
+				    e == EWOULDBLOCK ? " (is another kiln using this directory?)"
+				    : e == EACCES || e == EPERM
+					? " (the files belong to another user: run kiln as their "
+					  "owner, or chown the directory)"
+					: "");
 		if (fd >= 0)
 			close(fd);
 		goto fail;

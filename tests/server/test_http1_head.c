@@ -1,5 +1,5 @@
 /*
- * test_http1_head.c — the listener's HTTP/1.1 header check: complete
+ * test_http1_head.c — the HTTP/1.1 request header check: complete
  * headers pass with their length, prefixes wait for more, and each kind of
  * garbage or excess gets its status (400, 414, 431) with a reason that says
  * where.
