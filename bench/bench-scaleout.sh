@@ -39,7 +39,7 @@ chmod 711 "$D"
 KPIDS=()
 cleanup() {
 	for p in "${KPIDS[@]}"; do kill "$p" 2>/dev/null && { wait "$p" 2>/dev/null || true; }; done
-	ch_stop
+	ch_stop || true # its pkill finds nothing when the server already exited
 	rm -rf "$D"
 }
 trap cleanup EXIT
