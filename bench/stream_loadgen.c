@@ -12,9 +12,14 @@
  *
  * Prints one line of key=value figures: windows sent and acknowledged,
  * rows, request bytes, bytes per row after each agent's first window (the
- * steady state: stacks known), and the wall time.
+ * steady state: stacks known), the wall time, and the latency of the
+ * acknowledged pushes (p50, p99, max: request sent to answer read, on a
+ * new connection).
  *
- *   stream_loadgen ADDR PROTOCOL AGENTS PROCS STACKS WINDOWS INTERVAL_MS THREADS
+ *   stream_loadgen ADDR[,ADDR...] PROTOCOL AGENTS PROCS STACKS WINDOWS INTERVAL_MS THREADS
+ *
+ * With several addresses (servers behind no load balancer), agent i
+ * pushes to address i mod N, as a balancer spreading connections would.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -41,12 +46,49 @@ struct sim_agent {
 	uint64_t next_window;
 };
 
-static const char *addr;
+static char *addrs[64];
+static int n_addrs;
 static bool stream_mode;
 static int n_agents, n_procs, n_stacks, n_windows, interval_ms, n_threads;
 static struct sim_agent *agents;
 static _Atomic uint64_t windows_acked, windows_lost, rows_sent, bytes_sent, steady_rows,
     steady_bytes;
+
+/* Latencies of acknowledged pushes, microseconds, one array per thread. */
+struct lat {
+	uint32_t *us;
+	size_t n, cap;
+};
+static struct lat lats[256];
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void lat_add(struct lat *l, uint64_t us)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1024;
+		uint32_t *p = realloc(l->us, cap * sizeof(*p));
+
+		if (!p)
+			return; /* a latency less: the figures stay honest enough */
+		l->us = p;
+		l->cap = cap;
+	}
+	l->us[l->n++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
 
 static uint64_t now_ms(void)
 {
@@ -148,7 +190,7 @@ static int make_agent(int i, struct sim_agent *a)
 
 /* Sends one window of agent a; counts it acked or lost. */
 static void send_window(struct grpc_client *c, struct sim_agent *a, struct buf *req,
-			struct buf *resp)
+			struct buf *resp, struct lat *lat)
 {
 	struct grpc_status st = {0};
 	struct kiln_error err = {0};
@@ -157,9 +199,12 @@ static void send_window(struct grpc_client *c, struct sim_agent *a, struct buf *
 	int rc;
 
 	if (!stream_mode) {
+		uint64_t t0 = now_us();
+
 		rc = grpc_client_unary(c, WRITE_RAW, a->req, a->len, resp, &st);
 		n_rows = (size_t)n_procs * (size_t)n_stacks * 2;
 		if (rc == 0 && st.code == GRPC_STATUS_OK) {
+			lat_add(lat, now_us() - t0);
 			atomic_fetch_add(&windows_acked, 1);
 			atomic_fetch_add(&rows_sent, n_rows);
 			atomic_fetch_add(&bytes_sent, a->len);
@@ -178,7 +223,11 @@ static void send_window(struct grpc_client *c, struct sim_agent *a, struct buf *
 		rc = stream_client_encode(a->sc, a->req, a->len, a->next_window, req, &n_rows);
 		if (rc)
 			break;
+		uint64_t t0 = now_us();
+
 		rc = grpc_client_unary(c, INGEST_PUSH_PATH, req->data, req->len, resp, &st);
+		if (rc == 0 && st.code == GRPC_STATUS_OK)
+			lat_add(lat, now_us() - t0);
 		if (rc == 0 && st.code == GRPC_STATUS_OK)
 			rc = stream_client_answer(a->sc, resp->data, resp->len, a->next_window,
 						  &err);
@@ -205,19 +254,23 @@ static void send_window(struct grpc_client *c, struct sim_agent *a, struct buf *
 static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg;
-	struct grpc_client_config cfg = {.address = addr, .insecure = true, .timeout_ms = 60000};
+	struct grpc_client *c[64] = {0};
 	struct kiln_error err = {0};
-	struct grpc_client *c = grpc_client_new(&cfg, &err);
 	struct buf req = {0}, resp = {0};
 	uint64_t start = now_ms();
 
-	if (!c) {
-		fprintf(stderr, "client: %s\n", err.msg);
-		return NULL;
+	for (int k = 0; k < n_addrs; k++) {
+		struct grpc_client_config cfg = {
+		    .address = addrs[k], .insecure = true, .timeout_ms = 60000};
+
+		if (!(c[k] = grpc_client_new(&cfg, &err))) {
+			fprintf(stderr, "client: %s\n", err.msg);
+			goto out;
+		}
 	}
 	for (int w = 0; w < n_windows; w++) {
 		for (int i = t; i < n_agents; i += n_threads)
-			send_window(c, &agents[i], &req, &resp);
+			send_window(c[i % n_addrs], &agents[i], &req, &resp, &lats[t]);
 		if (interval_ms) {
 			uint64_t next = start + (uint64_t)(w + 1) * (uint64_t)interval_ms,
 				 now = now_ms();
@@ -225,9 +278,12 @@ static void *worker(void *arg)
 				usleep((useconds_t)(next - now) * 1000);
 		}
 	}
+out:
 	buf_free(&req);
 	buf_free(&resp);
-	grpc_client_free(c);
+	for (int k = 0; k < n_addrs; k++)
+		if (c[k])
+			grpc_client_free(c[k]);
 	return NULL;
 }
 
@@ -243,7 +299,11 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	addr = argv[1];
+	for (char *save = NULL, *a = strtok_r(argv[1], ",", &save); a && n_addrs < 64;
+	     a = strtok_r(NULL, ",", &save))
+		addrs[n_addrs++] = a;
+	if (!n_addrs)
+		return 2;
 	stream_mode = strcmp(argv[2], "stream") == 0;
 	n_agents = atoi(argv[3]);
 	n_procs = atoi(argv[4]);
@@ -265,12 +325,23 @@ int main(int argc, char **argv)
 	for (int t = 0; t < n_threads; t++)
 		pthread_join(th[t], NULL);
 	uint64_t ms = now_ms() - t0;
+	struct lat all = {0};
+	for (int t = 0; t < n_threads; t++) {
+		for (size_t i = 0; i < lats[t].n; i++)
+			lat_add(&all, lats[t].us[i]);
+		free(lats[t].us);
+	}
+	qsort(all.us, all.n, sizeof(*all.us), cmp_u32);
+#define PCT(p) (all.n ? all.us[(size_t)((double)(all.n - 1) * (p))] / 1000.0 : 0.0)
 	printf("protocol=%s agents=%d windows_acked=%" PRIu64 " windows_lost=%" PRIu64
 	       " rows=%" PRIu64 " bytes=%" PRIu64 " steady_bytes_per_row=%.2f wall_ms=%" PRIu64
-	       "\n",
+	       " push_p50_ms=%.1f push_p99_ms=%.1f push_max_ms=%.1f\n",
 	       stream_mode ? "stream" : "writeraw", n_agents, atomic_load(&windows_acked),
 	       atomic_load(&windows_lost), atomic_load(&rows_sent), atomic_load(&bytes_sent),
-	       steady_rows ? (double)steady_bytes / (double)steady_rows : 0.0, ms);
+	       steady_rows ? (double)steady_bytes / (double)steady_rows : 0.0, ms, PCT(0.50),
+	       PCT(0.99), all.n ? all.us[all.n - 1] / 1000.0 : 0.0);
+#undef PCT
+	free(all.us);
 	for (int i = 0; i < n_agents; i++) {
 		free(agents[i].req);
 		stream_client_free(agents[i].sc);

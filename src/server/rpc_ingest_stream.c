@@ -43,13 +43,6 @@ void rpc_ingest_push(struct grpc_call *c)
 		grpc_fail(c, GRPC_STATUS_UNIMPLEMENTED, "stream ingest is disabled on this server");
 		return;
 	}
-	/* The row path writes the embedded store's WAL; on ClickHouse agents
-	 * fall back to WriteRaw (UNIMPLEMENTED) until rows reach it too. */
-	if (server_config(s)->storage_clickhouse) {
-		grpc_fail(c, GRPC_STATUS_UNIMPLEMENTED,
-			  "stream ingest is not on the ClickHouse backend yet; use WriteRaw");
-		return;
-	}
 	if (!(t = sessions_of(s)) || !(a = arena_new(0))) {
 		grpc_fail(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 		return;

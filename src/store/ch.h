@@ -16,7 +16,8 @@
  *   ch_schema.c  the tables, created at start-up; retention by partition
  *   ch_hash.c    content hashes of local objects, hash -> local id maps
  *   ch_write.c   a sample record -> RowBinary inserts, idempotent retries
- *   ch_read.c    series sync, query_range and the merge's per-stack sums
+ *   ch_read.c    series sync, query_range, fetching unknown stacks
+ *   ch_merge.c   the merge's per-stack sums
  *
  * Locks: ch->mu (the hash memo and maps) is taken after meta.mu and the
  * series lock, never before them.
@@ -141,9 +142,22 @@ int ch_apply_retention(struct store *s, struct kiln_error *err);
  * that ClickHouse may not have yet; 0 once ClickHouse confirmed every
  * insert (an acknowledged write is in ClickHouse, no local WAL). */
 int ch_commit_record(struct store *s, const uint8_t *rec, size_t len, struct kiln_error *err);
+/* The row path (rows.c) on ClickHouse: parts (n_parts length-prefixed
+ * REC_SAMPLES records, rows.c's format) written as one batch for window
+ * of writer. 0 once ClickHouse confirmed it; 1 when that window was stored
+ * before, by this server or another (nothing written); a negative errno. */
+int ch_commit_rows(struct store *s, uint64_t writer, uint64_t window, const uint8_t *parts,
+		   size_t len, size_t n_parts, struct kiln_error *err);
+/* The key of a streamed window, kept in its batch marker. Never 0. */
+uint64_t ch_window_key(uint64_t writer, uint64_t window);
 
 /* ---- ch_read.c ------------------------------------------------------------- */
 
+/* The series table, as ch_apply_series reads it. */
+#define CH_SERIES_SQL                                                                              \
+	"SELECT series_hash, any(profile_type), any(name), any(sample_type), any(sample_unit), "   \
+	"any(period_type), any(period_unit), any(period), any(delta), any(label_names), "          \
+	"any(label_values) FROM series GROUP BY series_hash FORMAT RowBinary"
 /* Brings the local series index up to date with ClickHouse: series other
  * servers wrote, and the time range of those with data in [start_ms,
  * end_ms] (a series whose data lies only before and after the range is not
@@ -160,11 +174,21 @@ int ch_apply_time_ranges(struct store *s, const uint8_t *data, size_t len, struc
 int ch_intern_objects(struct store *s, const struct buf *stacks, const struct buf *locations,
 		      const struct buf *functions, const struct buf *mappings,
 		      struct kiln_error *err);
-/* store_query_range and merge_aggregate on ClickHouse (sums pushed down). */
+/* Fetches and interns the stacks this server lacks among those named in
+ * the first 8 bytes (a stack hash, CH_TOTAL_ROW skipped) of each of n_rows
+ * answer rows of stride bytes. */
+int ch_fetch_unknown_stacks(struct store *s, const uint8_t *rows, size_t n_rows, size_t stride,
+			    struct kiln_error *err);
+/* store_query_range on ClickHouse (sums pushed down). */
 int ch_query_range(struct store *s, const struct store_selector *sel,
 		   void (*cb)(void *ctx, const struct store_label *labels, size_t n_labels,
 			      const struct store_point *points, size_t n_points),
 		   void *ctx, struct kiln_error *err);
+
+/* ---- ch_merge.c ------------------------------------------------------------ */
+
+/* merge_aggregate on ClickHouse: per-stack sums computed there, in one
+ * round trip while the series table is read alongside. */
 int ch_merge_aggregate(struct store *s, const struct store_selector *sel, struct merge_agg *a,
 		       uint32_t *first_series, struct kiln_error *err);
 

@@ -53,10 +53,15 @@ int ch_http(struct ch_conn *c, const char *sql, const void *data, size_t len, st
 		return kiln_error_set(err, ENOMEM, "clickhouse: cannot create a curl handle");
 	/* Inserts are one block whatever their size: a retry then finds all of a
 	 * batch or none of it (ch_write.c). Reads name their series and stacks
-	 * in IN lists longer than the default 256 KiB a query may have. */
+	 * in IN lists longer than the default 256 KiB a query may have. The
+	 * LowCardinality columns (ch_schema.c) need 18.16's experimental switch,
+	 * and one dictionary per part rather than per 8,192 keys. */
 	rc = buf_printf(&url,
 			"%s/?database=%s&max_insert_block_size=100000000&max_query_size=67108864"
-			"&max_ast_elements=10000000&max_expanded_ast_elements=10000000",
+			"&max_ast_elements=10000000&max_expanded_ast_elements=10000000"
+			"&allow_experimental_low_cardinality_type=1"
+			"&low_cardinality_use_single_dictionary_for_part=1"
+			"&low_cardinality_max_dictionary_size=4194304",
 			c->url, c->database);
 	if (!rc && data) {
 		q = curl_easy_escape(h, sql, 0);

@@ -202,12 +202,7 @@ int ch_sync_series(struct store *s, int64_t start_ms, int64_t end_ms, struct kil
 	struct buf out = {0}, q = {0};
 	int rc;
 
-	rc = ch_http_retry(c,
-			   "SELECT series_hash, any(profile_type), any(name), any(sample_type), "
-			   "any(sample_unit), any(period_type), any(period_unit), any(period), "
-			   "any(delta), any(label_names), any(label_values) FROM series "
-			   "GROUP BY series_hash FORMAT RowBinary",
-			   NULL, 0, &out, err);
+	rc = ch_http_retry(c, CH_SERIES_SQL, NULL, 0, &out, err);
 	rc = rc ?: ch_apply_series(s, out.data, out.len, err);
 	/* The time range, within [start_ms, end_ms], of each series with data
 	 * there, from its profiles' total rows of whole batches: reads only the
@@ -615,54 +610,16 @@ out:
 	return rc;
 }
 
-/* ---- the merge's sums ---------------------------------------------------- */
+/* ---- stacks named by an answer ---------------------------------------- */
 
-static int cmp_u32(const void *x, const void *y)
+int ch_fetch_unknown_stacks(struct store *s, const uint8_t *rows, size_t n_rows, size_t stride,
+			    struct kiln_error *err)
 {
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-
-	return (a > b) - (a < b);
-}
-
-int ch_merge_aggregate(struct store *s, const struct store_selector *sel, struct merge_agg *a,
-		       uint32_t *first_series, struct kiln_error *err)
-{
-	struct buf q = {0}, out = {0};
 	struct hash_set missing = {0};
-	uint32_t *ids = NULL;
-	size_t n = 0, rows;
-	int rc;
+	int rc = 0;
 
-	memset(a, 0, sizeof(*a));
-	a->min_ts = INT64_MAX;
-	a->max_ts = INT64_MIN;
-	if (!sel->profile_type)
-		return kiln_error_set(err, EINVAL, "merge: no profile type");
-	rc = ch_sync_series(s, sel->start_ms, sel->end_ms, err);
-	rc = rc ?: series_select(&s->sx, sel, &ids, &n, err);
-	if (rc || !n)
-		goto out;
-	*first_series = ids[0];
-	rc = buf_append_str(&q, "SELECT if(type_hash = 1, 0, stack_hash) AS st, sum(value), "
-				"min(timestamp_ms), max(timestamp_ms) FROM samples WHERE ");
-	rc = rc ?: where_clause(s, sel, ids, n, false, &q);
-	rc = rc ?: buf_append_str(&q, " GROUP BY st FORMAT RowBinary");
-	rc = rc ?: buf_terminate(&q);
-	if (rc) {
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	rc = ch_http_retry(&s->ch->conn, (char *)q.data, NULL, 0, &out, err);
-	if (rc)
-		goto out;
-	if (out.len % 32) {
-		rc = bad_answer(err, "merge");
-		goto out;
-	}
-	rows = out.len / 32;
-	/* Stacks this server has not seen: fetched once, then local. */
-	for (size_t i = 0; i < rows && !rc; i++) {
-		uint64_t h = get_u64le(out.data + i * 32);
+	for (size_t i = 0; i < n_rows && !rc; i++) {
+		uint64_t h = get_u64le(rows + i * stride);
 		uint32_t id;
 
 		pthread_mutex_lock(&s->ch->mu);
@@ -673,53 +630,6 @@ int ch_merge_aggregate(struct store *s, const struct store_selector *sel, struct
 	}
 	if (!rc && missing.n)
 		rc = fetch_stacks(s, &missing, err);
-	if (rc)
-		goto out;
-	a->n_stacks = (uint32_t)chunked_count(&s->meta.stacks);
-	a->sum = calloc(a->n_stacks + 1, sizeof(*a->sum));
-	a->seen = calloc(a->n_stacks + 1, 1);
-	a->touched = calloc(rows + 1, sizeof(*a->touched));
-	a->cap_touched = rows + 1;
-	if (!a->sum || !a->seen || !a->touched) {
-		rc = kiln_error_set(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < rows; i++) {
-		const uint8_t *p = out.data + i * 32;
-		uint64_t h = get_u64le(p);
-		int64_t lo = (int64_t)get_u64le(p + 16), hi = (int64_t)get_u64le(p + 24);
-		uint32_t id;
-
-		if (lo < a->min_ts)
-			a->min_ts = lo;
-		if (hi > a->max_ts)
-			a->max_ts = hi;
-		if (h == CH_TOTAL_ROW)
-			continue;
-		pthread_mutex_lock(&s->ch->mu);
-		bool known = ch_memo_find(s->ch, CH_STACK, h, &id);
-		pthread_mutex_unlock(&s->ch->mu);
-		if (!known || id >= a->n_stacks) {
-			log_warn("store: clickhouse: stack %016" PRIx64 " has rows but no stacks "
-				 "row; skipped",
-				 h);
-			continue;
-		}
-		if (!a->seen[id]) {
-			a->seen[id] = 1;
-			a->touched[a->n_touched++] = id;
-		}
-		sat_acc_i64(&a->sum[id], (int64_t)get_u64le(p + 8));
-	}
-	/* In id order, as the embedded store meets them: stacks interned
-	 * together sit together in the output (a pprof gzips smaller). */
-	qsort(a->touched, a->n_touched, sizeof(*a->touched), cmp_u32);
-out:
 	hs_free(&missing);
-	free(ids);
-	buf_free(&q);
-	buf_free(&out);
-	if (rc)
-		merge_agg_free(a);
 	return rc;
 }

@@ -20,6 +20,13 @@
  * under a new batch id, so that rows of a partial first attempt never join
  * it. A retried write is counted once. (18.16 deduplicates retried inserts
  * only for Replicated tables; this works on any engine.)
+ *
+ * Streamed windows (the row path, ch_commit_rows) are written the same way,
+ * all parts of a window in one batch; their marker also carries the key of
+ * (agent, window), which is looked up before writing, so that a window an
+ * agent sends again after a lost answer, to any server, is counted once.
+ * (Two servers writing the same window at the same moment could both miss
+ * the other's marker; an agent sends a window to one server at a time.)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +35,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "common/log.h"
 #include "common/satadd.h"
@@ -212,11 +220,11 @@ static int add_sample(struct buf *o, uint64_t type, uint64_t series, int64_t ts,
 	    ?: put_u64(o, batch);
 }
 
-/* Decodes rec (ingest.c's format; made by this process, but checked like
- * any input) into b: objects to write and the samples body, ending with the
- * batch's marker. first[0]: the record's time, where the marker is. */
-static int batch_build(struct store *s, const uint8_t *rec, size_t len, struct ch_batch *b,
-		       uint64_t batch, uint64_t first[1])
+/* Decodes rec (one REC_SAMPLES record, ingest.c's format; made by this
+ * process, but checked like any input) into b: objects to write and the
+ * samples rows of batch. *ts gets the record's time. */
+static int batch_add_record(struct store *s, const uint8_t *rec, size_t len, struct ch_batch *b,
+			    uint64_t batch, int64_t *ts_out)
 {
 	struct rd r = rd_of(rec, len);
 	size_t n_series = chunked_count(&s->sx.series), n_stacks = chunked_count(&s->meta.stacks);
@@ -227,7 +235,6 @@ static int batch_build(struct store *s, const uint8_t *rec, size_t len, struct c
 
 	if (!type || *type != REC_SAMPLES)
 		return -EBADMSG;
-	first[0] = 0;
 	for (uint64_t i = 0; i < ns && !r.bad && rc >= 0; i++) {
 		uint32_t id = (uint32_t)rd_below(&r, n_series);
 		uint64_t n = rd_below(&r, (uint64_t)(r.end - r.p) / 2 + 1), st = 0;
@@ -259,8 +266,17 @@ static int batch_build(struct store *s, const uint8_t *rec, size_t len, struct c
 		return rc;
 	if (r.bad || r.p != r.end)
 		return -EBADMSG;
-	first[0] = (uint64_t)ts;
-	return add_sample(&b->samples, 0, 0, ts, 0, (int64_t)(b->samples.len / ROW_BYTES), batch);
+	*ts_out = ts;
+	return 0;
+}
+
+/* The batch's commit marker, last row of its INSERT: at time ts, its value
+ * the number of rows before it; its stack column holds the key of the
+ * streamed window it completes (ch_window_key), else 0. */
+static int batch_add_marker(struct ch_batch *b, int64_t ts, uint64_t window_key, uint64_t batch)
+{
+	return add_sample(&b->samples, 0, 0, ts, window_key, (int64_t)(b->samples.len / ROW_BYTES),
+			  batch);
 }
 
 static int insert_objects(struct ch_conn *c, const char *table, const struct buf *body,
@@ -438,44 +454,150 @@ static int insert_samples(struct store *s, struct buf *body, int64_t ts, uint64_
 	return 0;
 }
 
+/* Inserts b's objects, then its rows (group commit); marks the objects
+ * stored once ClickHouse confirmed everything. */
+static int batch_commit(struct store *s, struct ch_batch *b, int64_t ts, uint64_t batch,
+			struct kiln_error *err)
+{
+	struct ch_store *ch = s->ch;
+	int rc = insert_objects(&ch->conn, "mappings", &b->mappings, err);
+
+	rc = rc ?: insert_objects(&ch->conn, "functions", &b->functions, err);
+	rc = rc ?: insert_objects(&ch->conn, "locations", &b->locations, err);
+	rc = rc ?: insert_objects(&ch->conn, "stacks", &b->stacks, err);
+	rc = rc ?: insert_objects(&ch->conn, "series", &b->series, err);
+	rc = rc ?: insert_samples(s, &b->samples, ts, batch, err);
+	if (rc) {
+		kiln_error_prefix(err, "store: ");
+		return rc;
+	}
+	atomic_fetch_add(&ch->inserts, 1);
+	atomic_fetch_add(&ch->rows, b->samples.len / ROW_BYTES);
+	pthread_mutex_lock(&ch->mu);
+	for (size_t i = 0; i + 1 < b->n_mark; i += 2)
+		ch_memo_mark_stored(ch, (enum ch_kind)b->mark[i], b->mark[i + 1]);
+	pthread_mutex_unlock(&ch->mu);
+	return 0;
+}
+
+/* Metastore records are for the embedded store's log only. */
+static void drop_meta_log(struct store *s)
+{
+	pthread_mutex_lock(&s->meta.mu);
+	buf_reset(&s->meta.pending);
+	pthread_mutex_unlock(&s->meta.mu);
+}
+
 int ch_commit_record(struct store *s, const uint8_t *rec, size_t len, struct kiln_error *err)
 {
 	struct ch_store *ch = s->ch;
 	struct ch_batch b = {0};
-	uint64_t batch = new_batch_id(), first[1] = {0};
+	uint64_t batch = new_batch_id();
+	int64_t ts = 0;
 	int rc;
 
-	/* Metastore records are for the embedded store's log only. */
-	pthread_mutex_lock(&s->meta.mu);
-	buf_reset(&s->meta.pending);
-	pthread_mutex_unlock(&s->meta.mu);
-
+	drop_meta_log(s);
 	if (!(b.seen = htab_new(256)))
 		return kiln_error_set(err, ENOMEM, "out of memory");
 	pthread_mutex_lock(&ch->mu);
-	rc = batch_build(s, rec, len, &b, batch, first);
+	rc = batch_add_record(s, rec, len, &b, batch, &ts);
+	rc = rc ?: batch_add_marker(&b, ts, 0, batch);
 	pthread_mutex_unlock(&ch->mu);
 	if (rc) {
 		rc = kiln_error_set(err, -rc, "clickhouse: cannot encode the write: %s",
 				    strerror(-rc));
 		goto out;
 	}
-	rc = insert_objects(&ch->conn, "mappings", &b.mappings, err);
-	rc = rc ?: insert_objects(&ch->conn, "functions", &b.functions, err);
-	rc = rc ?: insert_objects(&ch->conn, "locations", &b.locations, err);
-	rc = rc ?: insert_objects(&ch->conn, "stacks", &b.stacks, err);
-	rc = rc ?: insert_objects(&ch->conn, "series", &b.series, err);
-	rc = rc ?: insert_samples(s, &b.samples, (int64_t)first[0], batch, err);
+	rc = batch_commit(s, &b, ts, batch, err);
+out:
+	batch_free(&b);
+	return rc;
+}
+
+uint64_t ch_window_key(uint64_t writer, uint64_t window)
+{
+	uint64_t k[2] = {writer, window};
+	uint64_t h = XXH3_64bits_withSeed(k, sizeof(k), 0x6b696c6e726f7773ULL); /* "kilnrows" */
+
+	return h ? h : 1;
+}
+
+/* Whether a write of window key exists (its marker, at time ts): 1 yes, 0
+ * no, or a negative errno. */
+static int window_stored(struct ch_store *ch, int64_t ts, uint64_t key, struct kiln_error *err)
+{
+	struct buf q = {0}, out = {0};
+	int rc = buf_printf(&q,
+			    "SELECT count() FROM samples WHERE type_hash = 0 AND series_hash = 0 "
+			    "AND timestamp_ms = %" PRId64 " AND stack_hash = %" PRIu64
+			    " FORMAT RowBinary",
+			    ts, key);
+
+	rc = rc ?: buf_terminate(&q);
 	if (rc) {
+		rc = kiln_error_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = ch_http_retry(&ch->conn, (char *)q.data, NULL, 0, &out, err);
+	if (rc)
+		goto out;
+	if (out.len != 8) {
+		rc = kiln_error_set(err, EPROTO,
+				    "clickhouse: malformed answer to the window check (%zu bytes)",
+				    out.len);
+		goto out;
+	}
+	rc = get_u64le(out.data) > 0;
+out:
+	buf_free(&q);
+	buf_free(&out);
+	return rc;
+}
+
+int ch_commit_rows(struct store *s, uint64_t writer, uint64_t window, const uint8_t *parts,
+		   size_t len, size_t n_parts, struct kiln_error *err)
+{
+	struct ch_store *ch = s->ch;
+	struct ch_batch b = {0};
+	struct rd r = rd_of(parts, len);
+	uint64_t batch = new_batch_id(), key = ch_window_key(writer, window);
+	int64_t first = INT64_MAX;
+	int rc = 0;
+
+	drop_meta_log(s);
+	if (!n_parts)
+		return 0;
+	if (!(b.seen = htab_new(256)))
+		return kiln_error_set(err, ENOMEM, "out of memory");
+	pthread_mutex_lock(&ch->mu);
+	for (size_t i = 0; i < n_parts && !rc; i++) {
+		uint64_t n = rd_below(&r, (uint64_t)(r.end - r.p) + 1);
+		const uint8_t *part = rd_bytes(&r, n);
+		int64_t ts = 0;
+
+		rc = part ? batch_add_record(s, part, n, &b, batch, &ts) : -EBADMSG;
+		first = ts < first ? ts : first;
+	}
+	if (!rc && r.p != r.end)
+		rc = -EBADMSG;
+	/* The marker sits at the window's first time and carries the window's
+	 * key, so that a window sent again (to this server or another, after a
+	 * lost answer) is found with one primary-key lookup. */
+	rc = rc ?: batch_add_marker(&b, first, key, batch);
+	pthread_mutex_unlock(&ch->mu);
+	if (rc) {
+		rc = kiln_error_set(err, -rc, "clickhouse: cannot encode the rows: %s",
+				    strerror(-rc));
+		goto out;
+	}
+	rc = window_stored(ch, first, key, err);
+	if (rc < 0) {
 		kiln_error_prefix(err, "store: ");
 		goto out;
 	}
-	atomic_fetch_add(&ch->inserts, 1);
-	atomic_fetch_add(&ch->rows, b.samples.len / ROW_BYTES);
-	pthread_mutex_lock(&ch->mu);
-	for (size_t i = 0; i + 1 < b.n_mark; i += 2)
-		ch_memo_mark_stored(ch, (enum ch_kind)b.mark[i], b.mark[i + 1]);
-	pthread_mutex_unlock(&ch->mu);
+	if (rc == 1)
+		goto out; /* written before: acknowledged again, not counted again */
+	rc = batch_commit(s, &b, first, batch, err);
 out:
 	batch_free(&b);
 	return rc;

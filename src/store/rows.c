@@ -33,6 +33,7 @@
 
 #include "common/log.h"
 #include "common/satadd.h"
+#include "store/ch.h"
 #include "store/internal.h"
 
 #define REC_SAMPLES 1
@@ -288,6 +289,15 @@ int store_write_rows(struct store *s, uint64_t writer, uint64_t batch, const str
 	rc = rc ?: buf_append(&rec, parts.data, parts.len);
 	if (rc) {
 		rc = kiln_error_set(err, ENOMEM, "out of memory encoding the WAL record");
+		goto out;
+	}
+	if (s->ch) {
+		/* ClickHouse is the durable copy (ch_write.c): no WAL, and the
+		 * window's marker there, not the local mark, is what dedupes. */
+		rc = ch_commit_rows(s, writer, batch, parts.data, parts.len, n_parts, err);
+		if (rc >= 0 && marks_note(s, writer, batch))
+			log_warn("store: out of memory noting batch %llu",
+				 (unsigned long long)batch);
 		goto out;
 	}
 	if ((rc = wal_commit(s, rec.data, rec.len, err)))
