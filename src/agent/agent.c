@@ -469,7 +469,8 @@ static void window_emit(struct agent *a, struct window *w)
 	bool oom = false;
 
 	for (size_t i = 0; i < cfg->n_sinks; i++)
-		need[cfg->sinks[i]->shape] = true;
+		if (!cfg->sinks[i]->write_stacks)
+			need[cfg->sinks[i]->shape] = true;
 	if (!w->n || !cfg->n_sinks)
 		return;
 	env_local.gz_store = a->gz_store;
@@ -594,6 +595,20 @@ static void window_emit(struct agent *a, struct window *w)
 		int rc;
 
 		kiln_error_clear(&err);
+		if (s->write_stacks) {
+			struct profile_env env_stacks = env;
+
+			env_stacks.uploader = cfg->uploader;
+			env_stacks.proc_root = cfg->proc_root;
+			rc = s->write_stacks(s, w, &env_stacks, &err);
+			if (rc < 0) {
+				log_warn("sink %s: %s", s->name, err.msg);
+				ADD(profiles_failed, 1);
+			} else {
+				ADD(profiles_written, (uint64_t)rc);
+			}
+			continue;
+		}
 		rc = s->write_window(s, profs[v], nout[v], &err);
 		if (rc < 0) {
 			log_warn("sink %s: %s", s->name, err.msg);
