@@ -17,7 +17,9 @@
 # Beside the agent writing files (PUSH=0 leaves these out), one agent
 # pushes to a kiln server started here: the production path, over the
 # streaming protocol (IngestService/Push); another pushes the same way
-# with --remote-store-protocol=writeraw.
+# with --remote-store-protocol=writeraw. PUSH_FLAGS adds flags to both
+# (PUSH_FLAGS=--debuginfo-upload-disable: the push alone, without the
+# one-off upload of each binary's debug info).
 #
 # Where the files go (STORE=disk|tmp|tmpfs): both profilers write to the
 # same place. disk (the default) is a fresh ext4 file system with a journal,
@@ -188,13 +190,22 @@ echo "workload: $nproc_work burn processes on $(nproc) CPUs; ${duration}s per pr
 # The production path: the agent pushing to a real kiln server on this
 # host (PUSH=0 skips it). Only the agent's CPU is counted; the server's is
 # part of the workload, as on a host running both.
-kiln=$root/build/bin/kiln port=0
-if [ "${PUSH:-1}" != 0 ] && [ -x "$kiln" ]; then
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	"$kiln" --http-address=127.0.0.1:$port --storage-path="$tmp/kiln-data" >"$tmp/kiln.log" 2>&1 &
+kiln=$root/build/bin/kiln port=0 port2=0
+# One server per pushing agent: each uploads its own debug info, as it
+# would alone (with one server the first agent to ask would upload for
+# both).
+start_kiln() { # NAME: sets kport
+	kport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	"$kiln" --http-address=127.0.0.1:$kport --storage-path="$tmp/kiln-$1" >"$tmp/kiln-$1.log" 2>&1 &
 	pids+=($!)
-	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break; sleep 0.1; done
-	curl -sf "http://127.0.0.1:$port/ready" >/dev/null || { cat "$tmp/kiln.log"; exit 1; }
+	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$kport/ready" >/dev/null && break; sleep 0.1; done
+	curl -sf "http://127.0.0.1:$kport/ready" >/dev/null || { cat "$tmp/kiln-$1.log"; exit 1; }
+}
+if [ "${PUSH:-1}" != 0 ] && [ -x "$kiln" ]; then
+	start_kiln stream
+	port=$kport
+	start_kiln writeraw
+	port2=$kport
 fi
 
 echo "agent: --local-store-layout=${LAYOUT:-process} (LAYOUT=window|process)"
@@ -203,11 +214,14 @@ disk) echo "files: a fresh journaled ext4 (loop-mounted image) for both profiler
 tmpfs) echo "files: a tmpfs for both profilers (STORE=disk|tmp|tmpfs)" ;;
 tmp) echo "files: $tmp on /tmp's file system for both profilers (STORE=disk|tmp|tmpfs)" ;;
 esac
-python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" "$port" "$tmp/out" <<'PY'
+python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" "$port" "$tmp/out" "$port2" \
+	"${PUSH_FLAGS:-}" <<'PY'
 import os, re, signal, subprocess, sys, time
 
 agent, tmp, duration, layout = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 port = int(sys.argv[5])
+port2 = int(sys.argv[7])
+push_flags = sys.argv[8].split()
 out = sys.argv[6]
 tick = os.sysconf("SC_CLK_TCK")
 
@@ -259,11 +273,12 @@ profilers = [("local", [agent, f"--local-store-directory={out}/profiles",
                         f"--local-store-layout={layout}", "--http-address="], True, ready)]
 if port:
     profilers.append(("push", [agent, f"--remote-store-address=127.0.0.1:{port}",
-                               "--remote-store-insecure", "--http-address="], True, ready))
+                               "--remote-store-insecure", "--http-address="] + push_flags, True,
+                      ready))
     # The same push over WriteRaw (one gzipped pprof per process per window).
-    profilers.append(("writeraw", [agent, f"--remote-store-address=127.0.0.1:{port}",
+    profilers.append(("writeraw", [agent, f"--remote-store-address=127.0.0.1:{port2}",
                                    "--remote-store-insecure", "--remote-store-protocol=writeraw",
-                                   "--http-address="], True, ready))
+                                   "--http-address="] + push_flags, True, ready))
 profilers.append(("perf", ["perf", "record", "-F", "19", "-a", "-g", "-o", f"{out}/perf.data",
                            "--", "sleep", str(duration)], False))
 res = run_together(profilers)
@@ -302,8 +317,9 @@ print(f"{'samples/s handled':28}" + "".join(f"{c[2] / c[1]['wall']:14.1f}" for c
 print(f"{'samples lost':28}" + "".join(f"{c[3]:14d}" for c in cols))
 print(f"agent/perf CPU ratio: {a['cpu'] / p['cpu']:.3f}   (agent wrote {nfiles} files to its local store)")
 if r:
+    upload = "off" if "--debuginfo-upload-disable" in push_flags else "on"
     print(f"agent->kiln/perf CPU ratio: {r['cpu'] / p['cpu']:.3f}   (pushing to kiln on 127.0.0.1, "
-          "stream protocol, debuginfo upload on)")
+          f"stream protocol, debuginfo upload {upload})")
     print(f"agent->kiln WriteRaw/perf CPU ratio: {w['cpu'] / p['cpu']:.3f}   "
           "(--remote-store-protocol=writeraw)")
 PY
