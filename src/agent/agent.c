@@ -589,6 +589,8 @@ static void window_emit(struct agent *a, struct window *w)
 		}
 	}
 	a->cpu_build_ns = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID);
+	bool built_any =
+	    need[SINK_PER_PROCESS] || need[SINK_PER_PROCESS_LABELLED] || need[SINK_WINDOW];
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		struct agent_sink *s = cfg->sinks[i];
 		int v = s->shape;
@@ -607,6 +609,11 @@ static void window_emit(struct agent *a, struct window *w)
 			} else {
 				ADD(profiles_written, (uint64_t)rc);
 			}
+			/* Off-CPU profiles are counted where they are built; with
+			 * no other sink, none were. */
+			for (size_t j = 0; rc > 0 && !built_any && j < w->n; j++)
+				if (proc_has_kind(&w->procs[j], AGENT_PROFILE_OFFCPU))
+					ADD(offcpu_profiles, 1);
 			continue;
 		}
 		rc = s->write_window(s, profs[v], nout[v], &err);
