@@ -7,15 +7,19 @@
 # Workload: N copies of the agent tests' burn program (frame pointers, two
 # hot functions), which keep every CPU busy. They run at nice 19, as batch
 # work would: at equal priority 200 CPU hogs would leave each profiler (and
-# anything else on the host) 1/100 of a CPU. Each profiler then runs alone
-# for DURATION seconds on that workload; its CPU time (user+sys, from
+# anything else on the host) 1/100 of a CPU. The profilers all run at the
+# same time for DURATION seconds on that workload, so that each sees the
+# same host activity (on a shared host, runs one after another did not:
+# other work came and went between them); each one's CPU time (user+sys, from
 # wait4's rusage, start-up included) is reported as % of one core, with
 # its peak RSS, samples handled per second and samples lost. The agent's
 # steady-state CPU (after a 3 s warm-up, from /proc/PID/stat) is shown too.
-# A third run (PUSH=0 skips it) has the agent push to a kiln server
-# started here instead of writing files: the production path, over the
-# streaming protocol (IngestService/Push); a fourth pushes the same way
-# with --remote-store-protocol=writeraw.
+# Beside the agent writing files (PUSH=0 leaves these out), one agent
+# pushes to a kiln server started here: the production path, over the
+# streaming protocol (IngestService/Push); another pushes the same way
+# with --remote-store-protocol=writeraw. PUSH_FLAGS adds flags to both
+# (PUSH_FLAGS=--debuginfo-upload-disable: the push alone, without the
+# one-off upload of each binary's debug info).
 #
 # Where the files go (STORE=disk|tmp|tmpfs): both profilers write to the
 # same place. disk (the default) is a fresh ext4 file system with a journal,
@@ -186,13 +190,22 @@ echo "workload: $nproc_work burn processes on $(nproc) CPUs; ${duration}s per pr
 # The production path: the agent pushing to a real kiln server on this
 # host (PUSH=0 skips it). Only the agent's CPU is counted; the server's is
 # part of the workload, as on a host running both.
-kiln=$root/build/bin/kiln port=0
-if [ "${PUSH:-1}" != 0 ] && [ -x "$kiln" ]; then
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	"$kiln" --http-address=127.0.0.1:$port --storage-path="$tmp/kiln-data" >"$tmp/kiln.log" 2>&1 &
+kiln=$root/build/bin/kiln port=0 port2=0
+# One server per pushing agent: each uploads its own debug info, as it
+# would alone (with one server the first agent to ask would upload for
+# both).
+start_kiln() { # NAME: sets kport
+	kport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	"$kiln" --http-address=127.0.0.1:$kport --storage-path="$tmp/kiln-$1" >"$tmp/kiln-$1.log" 2>&1 &
 	pids+=($!)
-	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break; sleep 0.1; done
-	curl -sf "http://127.0.0.1:$port/ready" >/dev/null || { cat "$tmp/kiln.log"; exit 1; }
+	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$kport/ready" >/dev/null && break; sleep 0.1; done
+	curl -sf "http://127.0.0.1:$kport/ready" >/dev/null || { cat "$tmp/kiln-$1.log"; exit 1; }
+}
+if [ "${PUSH:-1}" != 0 ] && [ -x "$kiln" ]; then
+	start_kiln stream
+	port=$kport
+	start_kiln writeraw
+	port2=$kport
 fi
 
 echo "agent: --local-store-layout=${LAYOUT:-process} (LAYOUT=window|process)"
@@ -201,11 +214,14 @@ disk) echo "files: a fresh journaled ext4 (loop-mounted image) for both profiler
 tmpfs) echo "files: a tmpfs for both profilers (STORE=disk|tmp|tmpfs)" ;;
 tmp) echo "files: $tmp on /tmp's file system for both profilers (STORE=disk|tmp|tmpfs)" ;;
 esac
-python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" "$port" "$tmp/out" <<'PY'
+python3 - "$agent" "$tmp" "$duration" "${LAYOUT:-process}" "$port" "$tmp/out" "$port2" \
+	"${PUSH_FLAGS:-}" <<'PY'
 import os, re, signal, subprocess, sys, time
 
 agent, tmp, duration, layout = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 port = int(sys.argv[5])
+port2 = int(sys.argv[7])
+push_flags = sys.argv[8].split()
 out = sys.argv[6]
 tick = os.sysconf("SC_CLK_TCK")
 
@@ -213,26 +229,35 @@ def stat_cpu(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / tick
 
-def run(argv, stop_with_sigint, ready=None):
-    log = open(f"{tmp}/log", "w+")
-    t0 = time.time()
+def start(name, argv, stop_with_sigint, ready=None):
+    log = open(f"{tmp}/{name}.log", "w+")
     p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    while ready and ready not in open(f"{tmp}/log").read():
+    while ready and ready not in open(f"{tmp}/{name}.log").read():
         if p.poll() is not None:
-            sys.exit("profiler exited at start:\n" + open(f"{tmp}/log").read())
+            sys.exit("profiler exited at start:\n" + open(f"{tmp}/{name}.log").read())
         time.sleep(0.05)
+    return dict(p=p, log=log, sigint=stop_with_sigint, t0=time.time())
+
+def run_together(profilers):
+    """Runs every profiler at the same time for DURATION seconds (started
+    one after the other, each timed from its own start), so that all see
+    the same host activity."""
+    runs = [start(*x) for x in profilers]
     time.sleep(3)
-    warm = stat_cpu(p.pid)
+    warm = [stat_cpu(x["p"].pid) for x in runs]
     time.sleep(max(duration - 3, 0))
-    late = stat_cpu(p.pid)
-    if stop_with_sigint:
-        p.send_signal(signal.SIGINT)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.time() - t0
-    log.seek(0)
-    out = log.read()
-    return dict(cpu=ru.ru_utime + ru.ru_stime, rss_mb=ru.ru_maxrss / 1024, wall=wall,
-                steady=(late - warm) / max(duration - 3, 1e-9), out=out)
+    late = [stat_cpu(x["p"].pid) for x in runs]
+    for x in runs:
+        if x["sigint"]:
+            x["p"].send_signal(signal.SIGINT)
+    res = []
+    for i, x in enumerate(runs):
+        _, status, ru = os.wait4(x["p"].pid, 0)
+        x["log"].seek(0)
+        res.append(dict(cpu=ru.ru_utime + ru.ru_stime, rss_mb=ru.ru_maxrss / 1024,
+                        wall=time.time() - x["t0"],
+                        steady=(late[i] - warm[i]) / max(duration - 3, 1e-9), out=x["log"].read()))
+    return res
 
 def totals(x):
     m = re.search(r"stopped: (\d+) samples received, (\d+) taken in the kernel, (\d+) lost",
@@ -241,27 +266,35 @@ def totals(x):
         sys.exit("agent did not report its totals:\n" + x["out"])
     return map(int, m.groups())
 
-a = run([agent, f"--local-store-directory={out}/profiles", f"--local-store-layout={layout}",
-          "--http-address="], True,
-        "profiling every CPU")
+# Every profiler at once: the same activity for each (perf's own CPU is
+# part of what the agents see, and theirs of what perf sees, equally).
+ready = "profiling every CPU"
+profilers = [("local", [agent, f"--local-store-directory={out}/profiles",
+                        f"--local-store-layout={layout}", "--http-address="], True, ready)]
+if port:
+    profilers.append(("push", [agent, f"--remote-store-address=127.0.0.1:{port}",
+                               "--remote-store-insecure", "--http-address="] + push_flags, True,
+                      ready))
+    # The same push over WriteRaw (one gzipped pprof per process per window).
+    profilers.append(("writeraw", [agent, f"--remote-store-address=127.0.0.1:{port2}",
+                                   "--remote-store-insecure", "--remote-store-protocol=writeraw",
+                                   "--http-address="] + push_flags, True, ready))
+profilers.append(("perf", ["perf", "record", "-F", "19", "-a", "-g", "-o", f"{out}/perf.data",
+                           "--", "sleep", str(duration)], False))
+res = run_together(profilers)
+a, p = res[0], res[-1]
 a_samples, a_kernel, a_lost = totals(a)
 nfiles = len(os.listdir(f"{out}/profiles"))
 r = None
 if port:
-    r = run([agent, f"--remote-store-address=127.0.0.1:{port}", "--remote-store-insecure",
-             "--http-address="], True, "profiling every CPU")
+    r, w = res[1], res[2]
     r_samples, r_kernel, r_lost = totals(r)
     if re.search(r"WriteRaw failed|push failed|dropping", r["out"]):
         sys.exit("the push failed:\n" + r["out"])
-    # The same push over WriteRaw (one gzipped pprof per process per window).
-    w = run([agent, f"--remote-store-address=127.0.0.1:{port}", "--remote-store-insecure",
-             "--remote-store-protocol=writeraw", "--http-address="], True, "profiling every CPU")
     w_samples, w_kernel, w_lost = totals(w)
     if re.search(r"push failed|dropping", w["out"]):
         sys.exit("the WriteRaw push failed:\n" + w["out"])
 
-p = run(["perf", "record", "-F", "19", "-a", "-g", "-o", f"{out}/perf.data", "--",
-         "sleep", str(duration)], False)
 m = re.search(r"\((\d+) samples\)", p["out"])
 p_samples = int(m.group(1)) if m else -1
 lost = re.search(r"lost (\d+)", p["out"], re.I)
@@ -284,8 +317,9 @@ print(f"{'samples/s handled':28}" + "".join(f"{c[2] / c[1]['wall']:14.1f}" for c
 print(f"{'samples lost':28}" + "".join(f"{c[3]:14d}" for c in cols))
 print(f"agent/perf CPU ratio: {a['cpu'] / p['cpu']:.3f}   (agent wrote {nfiles} files to its local store)")
 if r:
+    upload = "off" if "--debuginfo-upload-disable" in push_flags else "on"
     print(f"agent->kiln/perf CPU ratio: {r['cpu'] / p['cpu']:.3f}   (pushing to kiln on 127.0.0.1, "
-          "stream protocol, debuginfo upload on)")
+          f"stream protocol, debuginfo upload {upload})")
     print(f"agent->kiln WriteRaw/perf CPU ratio: {w['cpu'] / p['cpu']:.3f}   "
           "(--remote-store-protocol=writeraw)")
 PY

@@ -478,7 +478,8 @@ static void window_emit(struct agent *a, struct window *w)
 	bool oom = false;
 
 	for (size_t i = 0; i < cfg->n_sinks; i++)
-		need[cfg->sinks[i]->shape] = true;
+		if (!cfg->sinks[i]->write_stacks)
+			need[cfg->sinks[i]->shape] = true;
 	if (!w->n || !cfg->n_sinks)
 		return;
 	env_local.gz_store = a->gz_store;
@@ -597,12 +598,33 @@ static void window_emit(struct agent *a, struct window *w)
 		}
 	}
 	a->cpu_build_ns = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID);
+	bool built_any =
+	    need[SINK_PER_PROCESS] || need[SINK_PER_PROCESS_LABELLED] || need[SINK_WINDOW];
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		struct agent_sink *s = cfg->sinks[i];
 		int v = s->shape;
 		int rc;
 
 		kiln_error_clear(&err);
+		if (s->write_stacks) {
+			struct profile_env env_stacks = env;
+
+			env_stacks.uploader = cfg->uploader;
+			env_stacks.proc_root = cfg->proc_root;
+			rc = s->write_stacks(s, w, &env_stacks, &err);
+			if (rc < 0) {
+				log_warn("sink %s: %s", s->name, err.msg);
+				ADD(profiles_failed, 1);
+			} else {
+				ADD(profiles_written, (uint64_t)rc);
+			}
+			/* Off-CPU profiles are counted where they are built; with
+			 * no other sink, none were. */
+			for (size_t j = 0; rc > 0 && !built_any && j < w->n; j++)
+				if (proc_has_kind(&w->procs[j], AGENT_PROFILE_OFFCPU))
+					ADD(offcpu_profiles, 1);
+			continue;
+		}
 		rc = s->write_window(s, profs[v], nout[v], &err);
 		if (rc < 0) {
 			log_warn("sink %s: %s", s->name, err.msg);

@@ -20,6 +20,10 @@
  *                  processes gone before /proc is read
  *   window.c       aggregate records into per-process windows
  *   profile.c      turn one process's window into a pprof profile
+ *   frame.c        what one sampled frame is: mapping, address, name (frame.h)
+ *   push_window.c, push_window_pprof.c
+ *                  a window as the push sink queues it: resolved stacks, no
+ *                  pprof (push_window.h)
  *   procinfo.c     per-process cache: /proc/PID/{stat,maps,cgroup,exe}, labels
  *   procmaps.c     /proc/PID/maps parsing (pure)
  *   buildid.c      GNU build IDs from ELF notes
@@ -27,7 +31,8 @@
  *   kallsyms.c     a /proc/kallsyms table (fallback for old kernels)
  *   labels.c       label sets, cgroup -> systemd_unit/container_id, k=v lists
  *   sink_local.c   the --local-store-directory sink
- *   sink_remote.c  the push sink: WriteRaw to a Parca-compatible server
+ *   sink_remote.c  the push sink: IngestService/Push (sink_stream.c) or
+ *                  WriteRaw to a Parca-compatible server
  *   debuginfo_uploader.c  debug info of profiled binaries to the server
  *   lazy/lazylibs.c       libcurl and libmicrohttpd, opened on first use
  *   metrics.c      counters and the /metrics endpoint
@@ -35,7 +40,8 @@
  * Data flow: sampler -> window (per pid, per stack+thread counts; process
  * info captured from /proc the first time a pid is seen so that short-lived
  * processes keep their mappings) -> at the end of each window, one pprof per
- * process -> every sink. The sampling path is one thread; beside it run the
+ * process -> every sink (the stream push sink takes the window's resolved
+ * stacks instead: push_window.h). The sampling path is one thread; beside it run the
  * HTTP server thread (reads atomic counters only), the push sink's sender
  * and the debuginfo upload workers, each fed through a queue.
  */
@@ -440,6 +446,11 @@ struct profile_env {
 	 * allocated per profile). A new builder's arena, five tables and
 	 * arrays were a fifth of building a small profile. */
 	struct pprof_builder *builder;
+	/* Optional: where the push sink's window capture offers the files of
+	 * the user mappings it meets (debuginfo upload), and the /proc they
+	 * are read through (NULL: "/proc"). */
+	struct debuginfo_uploader *uploader;
+	const char *proc_root;
 };
 
 /* The series labels of a process: host labels, then the process's own
@@ -612,6 +623,12 @@ struct agent_sink {
 	 * comm "", labels NULL, no exec_info). */
 	int (*write_window)(struct agent_sink *s, const struct agent_profile *profiles, size_t n,
 			    struct kiln_error *err);
+	/* Optional, instead of write_window: takes the window itself (its
+	 * processes' series labels set) and resolves its frames with env, so
+	 * that no profile is built for this sink. Returns the number of
+	 * process profiles taken, or a negative errno with err filled. */
+	int (*write_stacks)(struct agent_sink *s, const struct window *w,
+			    const struct profile_env *env, struct kiln_error *err);
 	/* Flushes and releases the sink (NULL-safe target). */
 	void (*close)(struct agent_sink *s);
 	struct agent_metrics *metrics;

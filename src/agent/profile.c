@@ -31,6 +31,7 @@
  * the perf map's path) under a "[jit]" mapping marked has_functions.
  */
 #include "agent/agent.h"
+#include "agent/frame.h"
 #include "agent/python.h"
 #include "common/htab.h"
 #include "pprof/pprof.h"
@@ -52,49 +53,6 @@ int profile_series_labels(const struct profile_env *env, const struct proc_info 
 	if (!rc)
 		rc = labels_copy(out, &p->labels);
 	return rc;
-}
-
-static uint64_t kernel_location(struct pprof_builder *b, const struct profile_env *env,
-				uint64_t kmapping, uint64_t addr, bool leaf)
-{
-	const char *name, *module;
-	char file[160];
-	struct pprof_line_desc line = {0};
-
-	if (!env->ksyms ||
-	    !ksym_cache_lookup(env->ksyms, ksym_frame_addr(addr, leaf), &name, &module))
-		return pprof_builder_location(b, kmapping, addr, NULL, 0);
-	if (module[0])
-		snprintf(file, sizeof(file), "[%s]", module);
-	else
-		snprintf(file, sizeof(file), "[kernel.kallsyms]");
-	line.function_id = pprof_builder_function(b, name, name, file, 0);
-	if (!line.function_id)
-		return 0;
-	return pprof_builder_location(b, kmapping, addr, &line, 1);
-}
-
-/* The "[python]" mapping: the range of the encoded frames (python_frames.h),
- * which no native address reaches; created on first use. */
-static uint64_t python_mapping(struct pprof_builder *b, struct agent_exec_infos *exec,
-			       uint64_t *pymapping);
-
-static uint64_t python_location(struct pprof_builder *b, const struct profile_env *env,
-				uint32_t pid, uint64_t frame, struct agent_exec_infos *exec,
-				uint64_t *pymapping)
-{
-	struct pprof_line_desc line = {0};
-	const char *name, *file;
-	uint64_t mid = python_mapping(b, exec, pymapping);
-
-	if (!mid)
-		return 0;
-	if (!python_frame_name(env->python, pid, frame, &name, &file, &line.line))
-		return pprof_builder_location(b, mid, frame, NULL, 0);
-	line.function_id = pprof_builder_function(b, name, name, file, 0);
-	if (!line.function_id)
-		return 0;
-	return pprof_builder_location(b, mid, frame, &line, 1);
 }
 
 void agent_exec_infos_free(struct agent_exec_infos *e)
@@ -132,6 +90,7 @@ static int exec_info_note(struct agent_exec_infos *e, uint64_t mid, const struct
 	return 0;
 }
 
+/* The "[python]" mapping, created on first use. */
 static uint64_t python_mapping(struct pprof_builder *b, struct agent_exec_infos *exec,
 			       uint64_t *pymapping)
 {
@@ -167,65 +126,49 @@ static uint64_t user_mapping(struct pprof_builder *b, const struct proc_mapping 
 	return mid;
 }
 
-/* The location of a frame in JIT code (m: its anonymous mapping, or NULL)
- * that p's perf map names: one "[jit]" mapping over m with has_functions,
- * so that neither the server nor pprof tries to symbolize it from a file
- * (without a mapping, the location has none). UINT64_MAX when the map does
- * not name addr; 0 on out-of-memory. */
-static uint64_t jit_location(struct pprof_builder *b, const struct proc_info *p,
-			     const struct proc_mapping *m, uint64_t addr,
-			     struct agent_exec_infos *exec)
+/* The location of frame i of a stack of process p (frame.h), its mapping
+ * created on first use (the kernel's is kmapping, made up front). 0 on
+ * out-of-memory. */
+static uint64_t frame_location(struct pprof_builder *b, const struct profile_env *env,
+			       const struct proc_info *p, const uint64_t *frames, size_t i,
+			       size_t n_kernel, uint64_t kmapping, uint64_t *pymapping,
+			       struct agent_exec_infos *exec)
 {
 	struct pprof_line_desc line = {0};
-	const char *name, *file = NULL;
+	struct pprof_mapping_desc md;
+	struct agent_exec_info ei;
+	struct frame_desc f;
 	uint64_t mid = 0;
 
-	name = perfmap_proc_lookup(p, addr, &file);
-	if (!name)
-		return UINT64_MAX;
-	if (m) {
-		struct pprof_mapping_desc md = {.memory_start = m->start,
-						.memory_limit = m->limit,
-						.filename = "[jit]",
-						.has_functions = true};
-
+	frame_resolve(env, p, frames, i, n_kernel, &f);
+	switch (f.map_kind) {
+	case FRAME_MAP_NONE:
+		break;
+	case FRAME_MAP_KERNEL:
+		mid = kmapping;
+		break;
+	case FRAME_MAP_PYTHON:
+		mid = python_mapping(b, exec, pymapping);
+		break;
+	case FRAME_MAP_USER:
+		mid = user_mapping(b, f.m, exec);
+		break;
+	case FRAME_MAP_JIT:
+		frame_mapping_desc(&f, &md, &ei);
 		mid = pprof_builder_mapping(b, &md);
-		if (!mid || exec_info_note(exec, mid, m) != 0)
-			return 0;
+		if (mid && exec_info_note(exec, mid, f.m) != 0)
+			mid = 0;
+		break;
 	}
-	line.function_id = pprof_builder_function(b, name, name, file, 0);
+	if (f.map_kind != FRAME_MAP_NONE && !mid)
+		return 0;
+	if (!f.name)
+		return pprof_builder_location(b, mid, f.addr, NULL, 0);
+	line.function_id = pprof_builder_function(b, f.name, f.name, f.file, 0);
+	line.line = f.line;
 	if (!line.function_id)
 		return 0;
-	return pprof_builder_location(b, mid, addr, &line, 1);
-}
-
-/* A user frame's location. Every frame but the leaf is a return address,
- * the instruction after a call: its location is addr - 1, inside the call,
- * so that symbolizers (the server, go tool pprof) name the call site's
- * line and inline chain, not the next instruction's (which may belong to
- * another inlined function, or to the next function after a noreturn
- * call). The leaf, the interrupted pc, is exact. */
-static uint64_t user_location(struct pprof_builder *b, const struct proc_info *p, uint64_t addr,
-			      bool leaf, struct agent_exec_infos *exec)
-{
-	const struct proc_mapping *m;
-	uint64_t mid;
-
-	if (!leaf && addr > 0)
-		addr--;
-	m = procmaps_find(&p->maps, addr);
-	if (p->perfmap && perfmap_jit_region(m)) {
-		uint64_t jit_loc = jit_location(b, p, m, addr, exec);
-
-		if (jit_loc != UINT64_MAX)
-			return jit_loc;
-	}
-	if (!m)
-		return pprof_builder_location(b, 0, addr, NULL, 0);
-	mid = user_mapping(b, m, exec);
-	if (!mid)
-		return 0;
-	return pprof_builder_location(b, mid, addr, NULL, 0);
+	return pprof_builder_location(b, mid, f.addr, &line, 1);
 }
 
 /* The same bytes as pprof_builder_encode(b, true, out) (one gzip member,
@@ -366,14 +309,8 @@ static int add_process_samples(struct pprof_builder *b, const struct profile_env
 		char tid[16];
 
 		for (size_t i = 0; i < nf; i++) {
-			if (i < k->n_kernel)
-				locs[i] = kernel_location(b, env, kmapping, frames[i], i == 0);
-			else if (PYFRAME_IS(frames[i]))
-				locs[i] = python_location(b, env, wp->info->pid, frames[i], exec,
-							  &pymapping);
-			else
-				locs[i] =
-				    user_location(b, wp->info, frames[i], i == k->n_kernel, exec);
+			locs[i] = frame_location(b, env, wp->info, frames, i, k->n_kernel, kmapping,
+						 &pymapping, exec);
 			if (!locs[i])
 				return -ENOMEM;
 		}

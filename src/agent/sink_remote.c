@@ -1,24 +1,30 @@
 /*
- * sink_remote.c — the push sink: each window's profiles go to a Parca-
- * compatible server as one ProfileStoreService/WriteRaw request, each
- * profile with one ExecutableInfo per mapping (ELF type, load segment).
+ * sink_remote.c — the push sink: each window goes to a Parca-compatible
+ * server, over Kiln's stream protocol (IngestService/Push, sink_stream.c)
+ * or as one ProfileStoreService/WriteRaw request, each profile with one
+ * ExecutableInfo per mapping (ELF type, load segment).
  *
- * The sampler must never wait on the network, so write_window only packs
- * the request (one RawProfileSeries per process: __name__="parca_agent" plus
- * the series labels, the gzipped pprof as its one RawSample) and queues it;
- * a sender thread owns the gRPC client and delivers queued requests oldest
- * first. The queue is bounded in bytes: when a new window does not fit,
- * the oldest queued windows are dropped and their profiles counted in
- * kiln_agent_profiles_dropped_total (the window being sent is not among
- * them: it keeps its retries). A failed call (no answer, or a
- * retryable gRPC status) is retried with exponential backoff (0.5 s
- * doubling to 30 s) and full jitter; a request the server rejects as
- * invalid is dropped at once (retrying cannot help). On close the thread
- * gets a few seconds to flush (a call still hanging then is cancelled),
- * then what is left is counted as dropped.
+ * The sampler must never wait on the network, so the sink only queues the
+ * window: for the stream protocol (auto or stream) write_stacks captures
+ * it as resolved stacks (push_window.h), no profile built; with
+ * --remote-store-protocol=writeraw write_window packs the agent's pprofs
+ * (one RawProfileSeries per process: __name__="parca_agent" plus the
+ * series labels, the gzipped pprof as its one RawSample). A server that
+ * turns out to lack the stream protocol gets captured windows as WriteRaw
+ * too (push_window_pprof.c). A sender thread owns the gRPC client and
+ * delivers queued windows oldest first. The queue is bounded in bytes:
+ * when a new window does not fit, the oldest queued windows are dropped and
+ * their profiles counted in kiln_agent_profiles_dropped_total (the window
+ * being sent is not among them: it keeps its retries). A failed call (no
+ * answer, or a retryable gRPC status) is retried with exponential backoff
+ * (0.5 s doubling to 30 s) and full jitter; a request the server rejects
+ * as invalid is dropped at once (retrying cannot help). On close the
+ * thread gets a few seconds to flush (a call still hanging then is
+ * cancelled), then what is left is counted as dropped.
  */
 #include "common/clock.h"
 #include "agent/agent.h"
+#include "agent/push_window.h"
 #include "agent/sink_stream.h"
 #include "client/client.h"
 #include "common/ingest_proto.h"
@@ -39,8 +45,12 @@
 
 struct batch {
 	struct batch *next;
-	uint8_t *data; /* serialized WriteRawRequest */
-	size_t len;
+	/* The window as captured (write_stacks: the stream protocol's input),
+	 * or NULL; then, or once a server without the stream protocol needs
+	 * it, data holds it as a serialized WriteRawRequest. */
+	struct push_window *pw;
+	uint8_t *data;
+	size_t len; /* bytes held: the queue's bound */
 	size_t n_profiles;
 	uint64_t window_id; /* the stream protocol's id of this window */
 };
@@ -75,6 +85,7 @@ static void batch_free(struct batch *b)
 {
 	if (!b)
 		return;
+	push_window_free(b->pw);
 	free(b->data);
 	free(b);
 }
@@ -181,19 +192,14 @@ out:
 	return rc;
 }
 
-static int remote_write_window(struct agent_sink *s, const struct agent_profile *profiles, size_t n,
-			       struct kiln_error *err)
+/* Queues b (n profiles) after dropping the oldest windows that leave no
+ * room for it. Returns n, or -EMSGSIZE (b freed) when b alone is larger
+ * than the buffer. */
+static int enqueue(struct sink_remote *r, struct batch *b, size_t n, struct kiln_error *err)
 {
-	struct sink_remote *r = (struct sink_remote *)s;
-	struct batch *b = NULL, *old;
-	int rc;
+	struct batch *old;
 
-	if (n == 0)
-		return 0;
-	rc = pack_window(profiles, n, &b);
-	if (rc)
-		return kiln_error_set(err, -rc, "remote store: packing %zu profiles: out of memory",
-				      n);
+	b->n_profiles = n;
 	pthread_mutex_lock(&r->lock);
 	/* Make room by dropping the oldest windows: recent data matters more. */
 	while (r->head && r->queued_bytes + r->inflight_bytes + b->len > r->max_bytes) {
@@ -227,6 +233,76 @@ static int remote_write_window(struct agent_sink *s, const struct agent_profile 
 	pthread_mutex_unlock(&r->lock);
 	/* Queued: the sender thread counts delivery failures as drops. */
 	return (int)n;
+}
+
+static int remote_write_window(struct agent_sink *s, const struct agent_profile *profiles, size_t n,
+			       struct kiln_error *err)
+{
+	struct sink_remote *r = (struct sink_remote *)s;
+	struct batch *b = NULL;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	rc = pack_window(profiles, n, &b);
+	if (rc)
+		return kiln_error_set(err, -rc, "remote store: packing %zu profiles: out of memory",
+				      n);
+	return enqueue(r, b, n, err);
+}
+
+/* The stream protocol's sink: the window's stacks captured as they are
+ * (push_window.h), no profile built. */
+static int remote_write_stacks(struct agent_sink *s, const struct window *w,
+			       const struct profile_env *env, struct kiln_error *err)
+{
+	struct sink_remote *r = (struct sink_remote *)s;
+	struct batch *b = calloc(1, sizeof(*b));
+	int rc = b ? push_window_capture(env, w, &b->pw) : -ENOMEM;
+
+	if (rc) {
+		batch_free(b);
+		return kiln_error_set(err, -rc,
+				      "remote store: capturing a window of %zu processes: %s", w->n,
+				      strerror(-rc));
+	}
+	if (b->pw->n_procs == 0) {
+		batch_free(b);
+		return 0;
+	}
+	b->len = push_window_bytes(b->pw);
+	return enqueue(r, b, b->pw->n_procs, err);
+}
+
+/* Turns b's captured window into a WriteRawRequest (a server without the
+ * stream protocol). 0 or -ENOMEM. */
+static int batch_writeraw(struct batch *b)
+{
+	struct agent_profile *profiles;
+	struct agent_exec_infos *execs;
+	struct agent_labels *labels;
+	struct batch *packed = NULL;
+	struct buf *bufs;
+	int rc;
+
+	if (b->data || !b->pw)
+		return 0;
+	rc = push_window_profiles(b->pw, &profiles, &bufs, &execs, &labels);
+	if (rc)
+		return rc;
+	rc = pack_window(profiles, b->pw->n_procs, &packed);
+	push_window_profiles_free(b->pw, profiles, bufs, execs, labels);
+	if (rc)
+		return rc;
+	/* The sender converts a window it has taken off the queue, so the
+	 * queue's byte count no longer depends on b->len. */
+	b->data = packed->data;
+	b->len = packed->len;
+	packed->data = NULL;
+	batch_free(packed);
+	push_window_free(b->pw);
+	b->pw = NULL;
+	return 0;
 }
 
 static bool retryable(int code)
@@ -288,6 +364,21 @@ static struct batch *next_batch(struct sink_remote *r)
 	return b;
 }
 
+/* Sends b once as a WriteRawRequest. */
+static int deliver_writeraw(struct grpc_client *client, struct batch *b, struct buf *resp,
+			    struct grpc_status *st)
+{
+	int rc = batch_writeraw(b);
+
+	if (rc) {
+		st->code = GRPC_STATUS_INTERNAL;
+		snprintf(st->message, sizeof(st->message), "building the WriteRaw request: %s",
+			 strerror(-rc));
+		return 0;
+	}
+	return grpc_client_unary(client, WRITE_RAW, b->data, b->len, resp, st);
+}
+
 /* Sends b once over the chosen protocol. The stream protocol is tried
  * first under --remote-store-protocol=auto; a server that answers
  * UNIMPLEMENTED gets WriteRaw from then on (the same bytes: the queue keeps
@@ -303,10 +394,13 @@ static int deliver(struct sink_remote *r, struct grpc_client *client, struct str
 	int rc;
 
 	if (r->protocol == SINK_PROTOCOL_WRITERAW || !sc)
-		return grpc_client_unary(client, WRITE_RAW, b->data, b->len, resp, st);
+		return deliver_writeraw(client, b, resp, st);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!*encoded) {
-			rc = stream_client_encode(sc, b->data, b->len, b->window_id, req, &n_rows);
+			rc = b->pw ? stream_client_encode_window(sc, b->pw, b->window_id, req,
+								 &n_rows)
+				   : stream_client_encode(sc, b->data, b->len, b->window_id, req,
+							  &n_rows);
 			if (rc) {
 				st->code = GRPC_STATUS_INTERNAL;
 				snprintf(st->message, sizeof(st->message),
@@ -328,8 +422,7 @@ static int deliver(struct sink_remote *r, struct grpc_client *client, struct str
 				    "remote store %s: no streaming ingest (%s); using WriteRaw",
 				    r->address, st->message);
 				r->protocol = SINK_PROTOCOL_WRITERAW;
-				return grpc_client_unary(client, WRITE_RAW, b->data, b->len, resp,
-							 st);
+				return deliver_writeraw(client, b, resp, st);
 			}
 			return rc;
 		}
@@ -496,6 +589,10 @@ int sink_remote_new(const struct sink_remote_config *cfg, struct agent_metrics *
 	r->sink.name = "remote";
 	r->sink.shape = SINK_PER_PROCESS;
 	r->sink.write_window = remote_write_window;
+	/* The stream protocol takes windows as they are; WriteRaw (chosen up
+	 * front) takes the pprofs the agent builds. */
+	if (cfg->protocol != SINK_PROTOCOL_WRITERAW)
+		r->sink.write_stacks = remote_write_stacks;
 	r->sink.close = remote_close;
 	r->sink.metrics = metrics;
 	pthread_mutex_init(&r->lock, NULL);

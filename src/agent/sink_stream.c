@@ -1,21 +1,24 @@
 /*
  * sink_stream.c — the push sink's streaming protocol
  * (kiln.ingest.v1.IngestService/Push, docs/API.md): turns one queued
- * window (kept as the WriteRawRequest sink_remote.c packed, so that the
- * same bytes can still go to a server without the service) into rows keyed
- * by per-session references, describing only the series and stacks this
- * session has not sent yet.
+ * window into rows keyed by per-session references, describing only the
+ * series and stacks this session has not sent yet. The agent's windows
+ * come as captured stacks (push_window.h: stream_client_encode_window,
+ * which builds a pprof only for the StackDefs of new stacks); the load
+ * generator's as WriteRawRequests (stream_client_encode, which reads
+ * their pprofs).
  *
  * The session is the agent's "sent" set: series key -> reference, stack
  * content hash -> reference. A stack's hash is computed from what the
  * server stores of it (mapping, address, lines by name), so the same stack
- * of two windows gets one reference whatever the pprof ids of each window.
+ * of two windows gets one reference whatever else either window holds.
  * The server answers reset_session when it holds no state of the session
  * (it restarted, or evicted it): the sink then starts a new session and
  * encodes the same window again from scratch; so does a failed call
  * (sink_remote.c), so a retry never depends on what reached the server.
  */
 #include "agent/agent.h"
+#include "agent/push_window.h"
 #include "agent/sink_stream.h"
 #include "common/htab.h"
 #include "common/ingest_proto.h"
@@ -42,6 +45,10 @@ struct stream_client {
 	struct htab *series, *stacks;
 	uint32_t n_series, n_stacks;
 	struct buf key;
+	/* Kept between windows: a pushed window's new stacks are described
+	 * with defs (emptied each time); scratch and rows hold encodings. */
+	struct pprof_builder *defs;
+	struct buf scratch, rows;
 };
 
 static uint64_t random_id(void)
@@ -87,6 +94,9 @@ void stream_client_free(struct stream_client *sc)
 	htab_free(sc->series);
 	htab_free(sc->stacks);
 	buf_free(&sc->key);
+	buf_free(&sc->scratch);
+	buf_free(&sc->rows);
+	pprof_builder_free(sc->defs);
 	free(sc);
 }
 
@@ -165,6 +175,63 @@ static int cmp_ref_row(const void *a, const void *b)
 	return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
+struct series_label {
+	const char *name, *value;
+};
+
+/* What a series is besides its labels (SeriesDef's other fields). */
+struct series_type {
+	const char *sample_type, *sample_unit, *period_type, *period_unit;
+	int64_t period;
+	bool delta;
+};
+
+/* The session's reference of the series (ty, labels), defined in win (a
+ * Window being built) on first use. 0 or -ENOMEM. */
+static int series_ref(struct stream_client *sc, const struct series_type *ty,
+		      const struct series_label *labels, size_t n_labels, struct buf *win,
+		      uint32_t *out)
+{
+	struct buf sub = {0}, lab = {0};
+	uint64_t ref;
+	int rc;
+
+	buf_reset(&sc->key);
+	rc = buf_printf(&sc->key, "%s\x1f%s\x1f%s\x1f%s\x1f%lld\x1f%d", ty->sample_type,
+			ty->sample_unit, ty->period_type, ty->period_unit, (long long)ty->period,
+			ty->delta);
+	for (size_t i = 0; i < n_labels && !rc; i++)
+		rc = buf_printf(&sc->key, "\x1e%s\x1f%s", labels[i].name, labels[i].value);
+	if (rc)
+		return rc;
+	if (htab_get(sc->series, sc->key.data, sc->key.len, &ref)) {
+		*out = (uint32_t)ref;
+		return 0;
+	}
+	ref = sc->n_series;
+	if ((rc = htab_put(sc->series, sc->key.data, sc->key.len, ref)))
+		return rc;
+	sc->n_series++;
+	*out = (uint32_t)ref;
+	rc = ingest_put_field_varint(&sub, 1, ref);
+	for (size_t i = 0; i < n_labels && !rc; i++) {
+		buf_reset(&lab);
+		rc = ingest_put_field_str(&lab, 1, labels[i].name);
+		rc = rc ?: ingest_put_field_str(&lab, 2, labels[i].value);
+		rc = rc ?: ingest_put_field_bytes(&sub, 2, lab.data, lab.len);
+	}
+	rc = rc ?: ingest_put_field_str(&sub, 3, ty->sample_type);
+	rc = rc ?: ingest_put_field_str(&sub, 4, ty->sample_unit);
+	rc = rc ?: ingest_put_field_str(&sub, 5, ty->period_type);
+	rc = rc ?: ingest_put_field_str(&sub, 6, ty->period_unit);
+	rc = rc ?: ingest_put_field_varint(&sub, 7, (uint64_t)ty->period);
+	rc = rc ?: ingest_put_field_varint(&sub, 8, ty->delta);
+	rc = rc ?: ingest_put_field_bytes(win, 3, sub.data, sub.len);
+	buf_free(&sub);
+	buf_free(&lab);
+	return rc;
+}
+
 /* Appends one process profile's series, new stacks and rows (with the
  * profile's own time) to the fields of a Window being built in win. */
 static int encode_process(struct stream_client *sc,
@@ -197,48 +264,25 @@ static int encode_process(struct stream_client *sc,
 
 	/* Series: one per sample type, labels sent with the first use. */
 	uint32_t *series_refs = calloc(m->n_sample_type + 1, sizeof(*series_refs));
-	if (!series_refs)
+	struct series_label *labels = calloc(rs->labels->n_labels + 1, sizeof(*labels));
+	if (!series_refs || !labels)
 		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < rs->labels->n_labels; i++)
+		labels[i] = (struct series_label){rs->labels->labels[i]->name,
+						  rs->labels->labels[i]->value};
 	for (size_t t = 0; t < m->n_sample_type && !rc; t++) {
-		const char *st = pprof_string(p, m->sample_type[t]->type),
-			   *su = pprof_string(p, m->sample_type[t]->unit),
-			   *pt = m->period_type ? pprof_string(p, m->period_type->type) : "",
-			   *pu = m->period_type ? pprof_string(p, m->period_type->unit) : "";
-		uint64_t ref;
+		struct series_type ty = {
+		    .sample_type = pprof_string(p, m->sample_type[t]->type),
+		    .sample_unit = pprof_string(p, m->sample_type[t]->unit),
+		    .period_type = m->period_type ? pprof_string(p, m->period_type->type) : "",
+		    .period_unit = m->period_type ? pprof_string(p, m->period_type->unit) : "",
+		    .period = m->period,
+		    .delta = delta,
+		};
 
-		buf_reset(&sc->key);
-		rc = buf_printf(&sc->key, "%s\x1f%s\x1f%s\x1f%s\x1f%lld\x1f%d", st, su, pt, pu,
-				(long long)m->period, delta);
-		for (size_t i = 0; i < rs->labels->n_labels && !rc; i++)
-			rc = buf_printf(&sc->key, "\x1e%s\x1f%s", rs->labels->labels[i]->name,
-					rs->labels->labels[i]->value);
-		if (rc)
-			break;
-		if (htab_get(sc->series, sc->key.data, sc->key.len, &ref)) {
-			series_refs[t] = (uint32_t)ref;
-			continue;
-		}
-		ref = sc->n_series;
-		if ((rc = htab_put(sc->series, sc->key.data, sc->key.len, ref)))
-			break;
-		sc->n_series++;
-		series_refs[t] = (uint32_t)ref;
-		buf_reset(&sub);
-		rc = ingest_put_field_varint(&sub, 1, ref);
-		for (size_t i = 0; i < rs->labels->n_labels && !rc; i++) {
-			buf_reset(&lab);
-			rc = ingest_put_field_str(&lab, 1, rs->labels->labels[i]->name);
-			rc = rc ?: ingest_put_field_str(&lab, 2, rs->labels->labels[i]->value);
-			rc = rc ?: ingest_put_field_bytes(&sub, 2, lab.data, lab.len);
-		}
-		rc = rc ?: ingest_put_field_str(&sub, 3, st);
-		rc = rc ?: ingest_put_field_str(&sub, 4, su);
-		rc = rc ?: ingest_put_field_str(&sub, 5, pt);
-		rc = rc ?: ingest_put_field_str(&sub, 6, pu);
-		rc = rc ?: ingest_put_field_varint(&sub, 7, (uint64_t)m->period);
-		rc = rc ?: ingest_put_field_varint(&sub, 8, delta);
-		rc = rc ?: ingest_put_field_bytes(win, 3, sub.data, sub.len);
+		rc = series_ref(sc, &ty, labels, rs->labels->n_labels, win, &series_refs[t]);
 	}
+	free(labels);
 
 	/* Stacks: references by content; the new ones described together. */
 	uint32_t first_new = sc->n_stacks;
@@ -339,6 +383,188 @@ int stream_client_encode(struct stream_client *sc, const uint8_t *writeraw, size
 	}
 	rc = rc ?: ingest_put_field_bytes(req, 4, win.data, win.len);
 	parca__profilestore__v1alpha1__write_raw_request__free_unpacked(wr, NULL);
+	buf_free(&win);
+	return rc;
+}
+
+/* The series types of a captured process profile (profile.c's shapes). */
+static size_t proc_series_types(const struct push_window *pw, const struct push_proc *pr,
+				struct series_type ty[2])
+{
+	if (pr->kind == AGENT_PROFILE_OFFCPU) {
+		/* Parca's delta rule: a first sample type "wallclock" is a delta. */
+		ty[0] =
+		    (struct series_type){"wallclock", "nanoseconds", "samples", "count", 1, true};
+		return 1;
+	}
+	ty[0] = (struct series_type){"samples", "count", "cpu", "nanoseconds", pw->period_ns, true};
+	ty[1] =
+	    (struct series_type){"cpu", "nanoseconds", "cpu", "nanoseconds", pw->period_ns, true};
+	return 2;
+}
+
+/* Appends to win the StackDefs of the window's samples fresh[0..n) (pw
+ * sample indexes, proc_of: each one's process), the session's stack
+ * references first_ref onwards. */
+static int encode_stack_defs(struct stream_client *sc, const struct push_window *pw,
+			     const uint32_t *fresh, const uint32_t *proc_of, size_t n,
+			     uint32_t first_ref, struct buf *win)
+{
+	uint64_t locs[PROFILER_MAX_FRAMES];
+	struct agent_exec_infos ex = {0};
+	struct buf sub = {0}, lab = {0};
+	const int64_t one = 1;
+	int rc;
+
+	if (!sc->defs && !(sc->defs = pprof_builder_new_sized(64)))
+		return -ENOMEM;
+	if ((rc = pprof_builder_reset(sc->defs, 16 + 4 * n)) ||
+	    (rc = pprof_builder_add_sample_type(sc->defs, "samples", "count")))
+		goto out;
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct push_sample *sm = &pw->samples[fresh[i]];
+		const struct push_proc *pr = &pw->procs[proc_of[i]];
+		size_t nf = sm->n_frames < PROFILER_MAX_FRAMES ? sm->n_frames : PROFILER_MAX_FRAMES;
+
+		for (size_t f = 0; f < nf && !rc; f++)
+			if (!(locs[f] = push_window_location(
+				  sc->defs, pw, pr, &pw->frames[sm->first_frame + f], &ex)))
+				rc = -ENOMEM;
+		rc = rc ?: pprof_builder_add_sample(sc->defs, locs, nf, &one, NULL, 0);
+		/* Sample i defines reference first_ref + i: two fresh stacks
+		 * the builder found equal would shift every later one. */
+		if (!rc && pprof_builder_sample_count(sc->defs) != i + 1) {
+			log_warn("remote store: two stacks of different hashes have one content");
+			rc = -EPROTO;
+		}
+	}
+	rc = rc ?: ingest_put_field_varint(&sub, 1, first_ref);
+	buf_reset(&sc->scratch);
+	rc = rc ?: pprof_builder_encode(sc->defs, false, &sc->scratch);
+	rc = rc ?: ingest_put_field_bytes(&sub, 2, sc->scratch.data, sc->scratch.len);
+	for (size_t j = 0; j < ex.n && !rc; j++) {
+		buf_reset(&lab);
+		rc = ingest_put_field_varint(&lab, 1, ex.v[j].elf_type);
+		if (!rc && ex.v[j].has_load) {
+			rc = ingest_put_field_varint(&lab, 2, ex.v[j].load_offset);
+			rc = rc ?: ingest_put_field_varint(&lab, 3, ex.v[j].load_vaddr);
+		}
+		rc = rc ?: ingest_put_field_bytes(&sub, 3, lab.data, lab.len);
+	}
+	rc = rc ?: ingest_put_field_bytes(win, 4, sub.data, sub.len);
+out:
+	agent_exec_infos_free(&ex);
+	buf_free(&sub);
+	buf_free(&lab);
+	return rc;
+}
+
+/* Appends process pr's rows, one SeriesRows per series type, references
+ * ascending (rr: its samples' (reference, sample) pairs, sorted here). */
+static int encode_proc_rows(struct stream_client *sc, const struct push_window *pw,
+			    const struct push_proc *pr, struct ref_row *rr, struct buf *win,
+			    size_t *n_rows)
+{
+	struct series_label *labels = calloc(pr->n_labels + 1, sizeof(*labels));
+	struct series_type ty[2];
+	size_t n_types = proc_series_types(pw, pr, ty), n_labels = 1;
+	struct buf sub = {0};
+	int rc = 0;
+
+	if (!labels)
+		return -ENOMEM;
+	/* WriteRaw's label set (sink_remote.c): __name__ sorts first. */
+	labels[0] = (struct series_label){"__name__", "parca_agent"};
+	for (uint32_t i = 0; i < pr->n_labels; i++) {
+		const struct push_label *l = &pw->labels[pr->first_label + i];
+
+		labels[n_labels++] =
+		    (struct series_label){push_str(pw, l->name), push_str(pw, l->value)};
+	}
+	qsort(rr, pr->n_samples, sizeof(*rr), cmp_ref_row);
+	for (size_t t = 0; t < n_types && !rc; t++) {
+		uint32_t series, last = 0;
+
+		rc = series_ref(sc, &ty[t], labels, n_labels, win, &series);
+		buf_reset(&sc->rows);
+		for (uint32_t i = 0; i < pr->n_samples && !rc; i++) {
+			int64_t v = pw->samples[rr[i].sample].values[t];
+
+			if (v == 0)
+				continue;
+			rc = ingest_put_row(&sc->rows, rr[i].ref - last, v);
+			last = rr[i].ref;
+			(*n_rows)++;
+		}
+		buf_reset(&sub);
+		rc = rc ?: ingest_put_field_varint(&sub, 1, series);
+		rc = rc ?: ingest_put_field_bytes(&sub, 2, sc->rows.data, sc->rows.len);
+		rc = rc ?: ingest_put_field_varint(&sub, 3, (uint64_t)(pw->time_ns / 1000000));
+		rc = rc ?: ingest_put_field_bytes(win, 5, sub.data, sub.len);
+	}
+	buf_free(&sub);
+	free(labels);
+	return rc;
+}
+
+int stream_client_encode_window(struct stream_client *sc, const struct push_window *pw,
+				uint64_t window_id, struct buf *req, size_t *n_rows)
+{
+	size_t n = pw->n_samples + 1, n_fresh = 0;
+	struct ref_row *rr = calloc(n, sizeof(*rr));
+	uint32_t *fresh = calloc(n, sizeof(*fresh)), *proc_of = calloc(n, sizeof(*proc_of));
+	uint32_t first_new;
+	struct buf win = {0};
+	int rc = 0;
+
+	*n_rows = 0;
+	buf_reset(req);
+	if (!rr || !fresh || !proc_of) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (sc->n_stacks > MAX_SESSION_STACKS)
+		stream_client_reset(sc);
+	first_new = sc->n_stacks;
+	rc = ingest_put_field_fixed64(req, 1, sc->agent_id);
+	rc = rc ?: ingest_put_field_fixed64(req, 2, sc->session_id);
+	if (!rc && !sc->started)
+		rc = ingest_put_field_varint(req, 3, 1);
+	rc = rc ?: ingest_put_field_varint(&win, 1, window_id);
+	/* References by content; a stack this session has not seen gets the
+	 * next one and is described below. */
+	for (size_t p = 0; p < pw->n_procs && !rc; p++) {
+		const struct push_proc *pr = &pw->procs[p];
+
+		for (uint32_t i = 0; i < pr->n_samples && !rc; i++) {
+			uint32_t si = pr->first_sample + i;
+			uint64_t ref;
+
+			if (!htab_get(sc->stacks, &pw->samples[si].stack,
+				      sizeof(pw->samples[si].stack), &ref)) {
+				ref = sc->n_stacks++;
+				rc = htab_put(sc->stacks, &pw->samples[si].stack,
+					      sizeof(pw->samples[si].stack), ref);
+				fresh[n_fresh] = si;
+				proc_of[n_fresh++] = (uint32_t)p;
+			}
+			rr[si] = (struct ref_row){(uint32_t)ref, si};
+		}
+	}
+	if (!rc && n_fresh)
+		rc = encode_stack_defs(sc, pw, fresh, proc_of, n_fresh, first_new, &win);
+	for (size_t p = 0; p < pw->n_procs && !rc; p++)
+		rc = encode_proc_rows(sc, pw, &pw->procs[p], rr + pw->procs[p].first_sample, &win,
+				      n_rows);
+	rc = rc ?: ingest_put_field_bytes(req, 4, win.data, win.len);
+	if (rc)
+		/* The session's sent set already holds this window's new
+		 * stacks, which the server will never see: start over. */
+		stream_client_reset(sc);
+out:
+	free(rr);
+	free(fresh);
+	free(proc_of);
 	buf_free(&win);
 	return rc;
 }

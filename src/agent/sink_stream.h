@@ -13,6 +13,7 @@
 #include "common/error.h"
 
 struct stream_client;
+struct push_window;
 
 /* A client with a random agent id and a fresh session; NULL on ENOMEM. */
 struct stream_client *stream_client_new(void);
@@ -26,6 +27,12 @@ void stream_client_reset(struct stream_client *sc);
  * negative errno (-EINVAL: not a WriteRawRequest). */
 int stream_client_encode(struct stream_client *sc, const uint8_t *writeraw, size_t len,
 			 uint64_t window_id, struct buf *req, size_t *n_rows);
+
+/* The same from a captured window (push_window.h): what the push sink
+ * sends. Builds no pprof but the one describing the stacks this session
+ * has not sent yet. A failure leaves a fresh session. */
+int stream_client_encode_window(struct stream_client *sc, const struct push_window *pw,
+				uint64_t window_id, struct buf *req, size_t *n_rows);
 
 /* Reads the PushResponse of such a request: 0 when window_id was
  * acknowledged; -ECONNRESET when the server asked for a new session (the

@@ -8,7 +8,8 @@
 #      none counted twice (the replayed windows are recognised);
 #   2. the same local files pushed with WriteRaw to a second server give
 #      the same flame graph (folded stacks with their values) as the
-#      stream protocol did;
+#      stream protocol did, the same mappings and frames (report=pprof),
+#      and the stream server's series carry the local files' labels;
 #   3. a server started with --disable-stream-ingest makes the agent fall
 #      back to WriteRaw, and the data arrives.
 source "$(dirname "$0")/../lib/agent_test.bash"
@@ -101,6 +102,21 @@ folded $p2 "$sel2" >"$AGENT_TMP/writeraw.folded"
 diff "$AGENT_TMP/stream.folded" "$AGENT_TMP/writeraw.folded" >"$AGENT_TMP/folded.diff" ||
 	fail "stream and WriteRaw profiles differ: $(head -20 "$AGENT_TMP/folded.diff")"
 echo "stream and WriteRaw: $(wc -l <"$AGENT_TMP/stream.folded") identical stacks"
+# Beyond the flame graph: the same mappings (file, build ID, range) and
+# the same frames by address, and the series labels the local files carry.
+pprof_of() { # PORT SELECTOR FILE
+	curl -sgf -o "$3" "http://127.0.0.1:$1/api/v1/query?mode=merge&query=$T$2&start=0&end=9999999999999&report=pprof" ||
+		fail "report=pprof from port $1"
+}
+pprof_of $p1 "$sel" "$AGENT_TMP/stream.pb.gz"
+pprof_of $p2 "$sel2" "$AGENT_TMP/writeraw.pb.gz"
+$PY "$KILN_ROOT/tests/integration/pprof_compare.py" --stubs "$STUBS" profiles \
+	"$AGENT_TMP/stream.pb.gz" "$AGENT_TMP/writeraw.pb.gz" ||
+	fail "the stream server's profile differs from the local files' (WriteRaw)"
+$PY "$KILN_ROOT/tests/integration/pprof_compare.py" --stubs "$STUBS" labels \
+	"http://127.0.0.1:$p1" "$T{pid=\"$bpid\",comm=\"burn\",node=\"stream-node\"}" \
+	$(agent_files "$out" "$bpid" burn) ||
+	fail "the stream server's series labels differ from the local files'"
 
 # ---- 3. a server without the service: the agent falls back to WriteRaw --
 p3=$(free_port)
