@@ -5,12 +5,16 @@
  * a merge written as pprof (merge_pprof.c) deduplicates its strings,
  * mappings, functions, locations and samples with it.
  *
- * Open addressing with linear probing and the whole key inline: a probe
- * touches one cache line, and no copy of the hashed bytes is kept (a
+ * Open addressing with linear probing and the key inline, 96 of its bits
+ * (the low half and 32 bits of the high half: with XXH3 the chance that
+ * two of n distinct objects share them is about n^2 / 2^97, far below
+ * that of a disk error), so that a slot is 16 bytes and a probe touches
+ * one cache line; no copy of the hashed bytes is kept (a
  * generic htab keeps keys in an arena: two misses per lookup on the
  * hottest path of ingest). The home slot is the low bits of the key's low
  * half, already uniform as a hash output. The load factor stays at most
- * 1/2 so that probe runs stay short; the table doubles from 1,024 slots.
+ * 1/2 so that probe runs stay short (3/4 for a dense table, whose memory
+ * counts more); the table doubles from 1,024 slots.
  * Ids are stored plus one so that a zeroed slot is empty.
  */
 #include <errno.h>
@@ -33,7 +37,7 @@ bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id)
 
 		if (!s->id1)
 			return false;
-		if (s->lo == lo && s->hi == hi) {
+		if (s->lo == lo && s->hi == (uint32_t)hi) {
 			*id = s->id1 - 1;
 			return true;
 		}
@@ -41,7 +45,7 @@ bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id)
 }
 
 /* The slot holding (lo, hi), or the empty one where it would go. */
-static struct fp_slot *fp_find(struct fp_tab *t, uint64_t lo, uint64_t hi)
+static struct fp_slot *fp_find(struct fp_tab *t, uint64_t lo, uint32_t hi)
 {
 	for (size_t i = fp_home(t, lo);; i = (i + 1) & (t->cap - 1)) {
 		struct fp_slot *s = &t->slots[i];
@@ -54,10 +58,10 @@ static struct fp_slot *fp_find(struct fp_tab *t, uint64_t lo, uint64_t hi)
 /* Makes room for one more key; 0 or -ENOMEM. */
 static int fp_reserve(struct fp_tab *t)
 {
-	if ((t->count + 1) * 2 <= t->cap)
+	if (t->dense ? (t->count + 1) * 4 <= t->cap * 3 : (t->count + 1) * 2 <= t->cap)
 		return 0;
 	size_t cap = t->cap ? t->cap * 2 : 1024;
-	struct fp_tab n = {calloc(cap, sizeof(*n.slots)), cap, t->count};
+	struct fp_tab n = {calloc(cap, sizeof(*n.slots)), cap, t->count, t->dense};
 
 	if (!n.slots)
 		return -ENOMEM;
@@ -77,10 +81,10 @@ int fp_tab_put(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t id)
 		return -ERANGE;
 	if (fp_reserve(t))
 		return -ENOMEM;
-	s = fp_find(t, lo, hi);
+	s = fp_find(t, lo, (uint32_t)hi);
 	if (!s->id1)
 		t->count++;
-	*s = (struct fp_slot){lo, hi, id + 1};
+	*s = (struct fp_slot){lo, (uint32_t)hi, id + 1};
 	return 0;
 }
 
@@ -92,12 +96,12 @@ int fp_tab_intern(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t fresh, ui
 		return -ERANGE;
 	if (fp_reserve(t))
 		return -ENOMEM;
-	s = fp_find(t, lo, hi);
+	s = fp_find(t, lo, (uint32_t)hi);
 	if (s->id1) {
 		*id = s->id1 - 1;
 		return 1;
 	}
-	*s = (struct fp_slot){lo, hi, fresh + 1};
+	*s = (struct fp_slot){lo, (uint32_t)hi, fresh + 1};
 	t->count++;
 	*id = fresh;
 	return 0;

@@ -152,12 +152,17 @@ struct meta_stack {
  * pprof merge's objects -> output ids): open addressing with the key
  * inline, so a probe touches one cache line. */
 struct fp_slot {
-	uint64_t lo, hi;
-	uint32_t id1; /* stack id + 1; 0 = empty slot */
+	uint64_t lo;
+	uint32_t hi;  /* the low 32 bits of the hash's high half */
+	uint32_t id1; /* id + 1; 0 = empty slot */
 };
 struct fp_tab {
 	struct fp_slot *slots;
 	size_t cap, count; /* cap: a power of two */
+	/* Set before the first put: up to 3/4 full instead of 1/2, for a
+	 * short-lived table where memory matters more than probe length (a
+	 * merge's); the metastore's stays at 1/2. */
+	bool dense;
 };
 /* Returns true and sets *id if fp is present. */
 bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id);

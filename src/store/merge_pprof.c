@@ -238,6 +238,7 @@ int store_merge_pprof(struct store *s, const struct store_selector *sel, bool gz
 		goto oom;
 	w->s = s;
 	w->m = &s->meta;
+	w->strs.dense = w->maps.dense = w->funcs.dense = w->locs.dense = w->samples.dense = true;
 	w->d.s = s;
 	w->n_meta_loc = chunked_count(&s->meta.locations);
 	w->n_meta_func = chunked_count(&s->meta.functions);
