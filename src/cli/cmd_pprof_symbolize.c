@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/grow.h"
 #include "cli/cli.h"
 #include "common/arena.h"
 #include "common/buf.h"
@@ -135,15 +136,8 @@ static int note_unnamed(struct sym_file *f, const char *name, size_t count, cons
 {
 	struct unnamed *u;
 
-	if (f->n_unnamed == f->cap_unnamed) {
-		size_t cap = f->cap_unnamed ? f->cap_unnamed * 2 : 16;
-
-		u = realloc(f->unnamed, cap * sizeof(*u));
-		if (!u)
-			return -ENOMEM;
-		f->unnamed = u;
-		f->cap_unnamed = cap;
-	}
+	if (GROW_ARRAY(f->unnamed, f->cap_unnamed, f->n_unnamed + 1, 16))
+		return -ENOMEM;
 	u = &f->unnamed[f->n_unnamed++];
 	u->name = name;
 	u->count = count;

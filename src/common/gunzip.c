@@ -1,11 +1,11 @@
 /*
  * gunzip.c — bounded gzip inflation with ISA-L's igzip (see gzip.h).
  *
- * Why igzip: inflating is the first cost of every pushed profile. On a
- * kiln-agent profile (13 KB gzipped, 36 KB inflated) igzip takes 53 us
- * where libdeflate takes 92 and zlib 68 (best of 5 on this profile), and it
- * streams, so the output grows with what was inflated instead of being
- * guessed and redone.
+ * Why igzip: inflating is the first cost of every pushed profile, and on
+ * profiles the size an agent pushes igzip is the fastest of the three
+ * inflaters Kiln links (ahead of zlib and libdeflate); it also streams, so
+ * the output grows with what was inflated instead of being guessed and
+ * redone.
  */
 #include "common/gzip.h"
 

@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/ingest_proto.h"
 #include "common/pbwire.h"
 #include "common/utf8.h"
+#include "common/varint.h"
 
 struct field {
 	uint32_t number, type;
@@ -407,7 +409,7 @@ int ingest_rows_next(const uint8_t **p, const uint8_t *end, uint64_t *ref, int64
 	if (d > UINT32_MAX || *ref + d > UINT32_MAX)
 		return -EINVAL;
 	*ref += d;
-	*value = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+	*value = zigzag_decode(v);
 	return 1;
 }
 
@@ -422,7 +424,7 @@ int ingest_put_row(struct buf *out, uint32_t ref_delta, int64_t value)
 {
 	int rc = ingest_put_varint(out, ref_delta);
 
-	return rc ?: ingest_put_varint(out, ((uint64_t)value << 1) ^ (uint64_t)(value >> 63));
+	return rc ?: ingest_put_varint(out, zigzag_encode(value));
 }
 
 int ingest_put_field_varint(struct buf *out, uint32_t field, uint64_t v)
@@ -492,17 +494,10 @@ int ingest_response_decode(const uint8_t *p, size_t len, struct ingest_push_resp
 		while (f.type != 2 || q < qe) {
 			if (f.type == 2 && !pbwire_varint(&q, qe, &v))
 				goto bad;
-			if (out->n_acked == cap) {
-				size_t nc = cap ? cap * 2 : 8;
-				uint64_t *na = realloc(out->acked, nc * sizeof(*na));
-
-				if (!na) {
-					free(out->acked);
-					out->acked = NULL;
-					return kiln_error_set(err, ENOMEM, "out of memory");
-				}
-				out->acked = na;
-				cap = nc;
+			if (GROW_ARRAY(out->acked, cap, out->n_acked + 1, 8)) {
+				free(out->acked);
+				out->acked = NULL;
+				return kiln_error_set(err, ENOMEM, "out of memory");
 			}
 			out->acked[out->n_acked++] = v;
 			if (f.type != 2)

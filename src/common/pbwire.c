@@ -3,18 +3,11 @@
  */
 #include <errno.h>
 #include "common/pbwire.h"
+#include "common/varint.h"
 
 bool pbwire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
-	*v = 0;
-	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-
-		*v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			return true;
-	}
-	return false;
+	return varint_decode(p, end, v);
 }
 
 bool pbwire_next(const uint8_t **p, const uint8_t *end, struct pbwire_field *f)
@@ -53,15 +46,7 @@ bool pbwire_next(const uint8_t **p, const uint8_t *end, struct pbwire_field *f)
 
 int pbwire_put_varint(struct buf *out, uint64_t v)
 {
-	uint8_t b[10];
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		b[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	b[n++] = (uint8_t)v;
-	return buf_append(out, b, n);
+	return varint_append(out, v);
 }
 
 int pbwire_put_tag(struct buf *out, uint32_t field, int wire_type)

@@ -3,9 +3,8 @@
  * kept warm between jobs.
  *
  * Why not a thread per job: in a VM a vCPU left idle is soon descheduled
- * by the host, and a thread started on it began 0.1–4 ms late (measured
- * for the symbolizer's batches) — as long as the work it was
- * started for. A worker that has just finished a job can spin for a while
+ * by the host, and a thread started on it can begin milliseconds late —
+ * as long as the work (a symbolizer batch) it was started for. A worker that has just finished a job can spin for a while
  * (the job says how long) so that the next one, known to follow shortly
  * (a batch after the inflating of its file), starts at once; otherwise it
  * sleeps on a condition variable and costs nothing.

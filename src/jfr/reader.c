@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "jfr/internal.h"
 
 static int bad(struct jfr_chunk *c, size_t pos, const char *what)
@@ -399,14 +400,8 @@ static int meta_element(struct jfr_chunk *c, struct meta *m, size_t *pos, int de
 	const char *id = attr(keys, vals, n_attrs, "id");
 	if (!cname || !id)
 		return bad(c, *pos, "a class without a name or id");
-	if (m->n_classes == m->cap_classes) {
-		size_t cap = m->cap_classes ? m->cap_classes * 2 : 256;
-		struct jfr_class *g = realloc(m->classes, cap * sizeof(*g));
-		if (!g)
-			return kiln_error_set(c->err, ENOMEM, "jfr: out of memory");
-		m->classes = g;
-		m->cap_classes = cap;
-	}
+	if (GROW_ARRAY(m->classes, m->cap_classes, m->n_classes + 1, 256))
+		return kiln_error_set(c->err, ENOMEM, "jfr: out of memory");
 	struct jfr_class *k = &m->classes[m->n_classes++];
 	k->id = strtoll(id, NULL, 10);
 	k->name = cname;

@@ -13,29 +13,13 @@
  * in another order is the same sample; the labels are stored in the order
  * of first use.
  */
+#include "common/grow.h"
 #include "pprof/internal.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Makes room for one more element in a realloc'ed array. */
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	size_t ncap;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 64;
-	p = realloc(*arr, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
 
 struct pprof_builder *pprof_builder_new(void)
 {
@@ -121,7 +105,7 @@ int64_t pprof_builder_string_n(struct pprof_builder *b, const char *s, size_t le
 	idx = htab_lookup_hashed(b->string_ix, hash, s, len);
 	if (idx)
 		return (int64_t)*idx;
-	if (grow((void **)&b->strings, &b->cap_strings, b->n_strings, sizeof(char *)))
+	if (GROW_ARRAY(b->strings, b->cap_strings, b->n_strings + 1, 64))
 		return -1;
 	copy = arena_strndup(b->arena, s, len);
 	if (!copy || !htab_insert_hashed(b->string_ix, hash, s, len, b->n_strings))
@@ -150,8 +134,7 @@ int pprof_builder_add_sample_type(struct pprof_builder *b, const char *type, con
 		return -EINVAL; /* existing samples would lack the value */
 	vt.type = pprof_builder_string(b, type);
 	vt.unit = pprof_builder_string(b, unit);
-	if (vt.type < 0 || vt.unit < 0 ||
-	    grow((void **)&b->types, &b->cap_types, b->n_types, sizeof(vt)))
+	if (vt.type < 0 || vt.unit < 0 || GROW_ARRAY(b->types, b->cap_types, b->n_types + 1, 64))
 		return -ENOMEM;
 	b->types[b->n_types++] = vt;
 	return 0;
@@ -193,7 +176,7 @@ int pprof_builder_add_comment_idx(struct pprof_builder *b, int64_t idx)
 	for (size_t i = 0; i < b->n_comments; i++)
 		if (b->comments[i] == idx)
 			return 0;
-	if (grow((void **)&b->comments, &b->cap_comments, b->n_comments, sizeof(int64_t)))
+	if (GROW_ARRAY(b->comments, b->cap_comments, b->n_comments + 1, 64))
 		return -ENOMEM;
 	b->comments[b->n_comments++] = idx;
 	return 0;
@@ -206,7 +189,7 @@ int pprof_builder_add_comment(struct pprof_builder *b, const char *comment)
 	if (c < 0)
 		return -ENOMEM;
 	/* Comments are a list: the same text twice is kept twice. */
-	if (grow((void **)&b->comments, &b->cap_comments, b->n_comments, sizeof(int64_t)))
+	if (GROW_ARRAY(b->comments, b->cap_comments, b->n_comments + 1, 64))
 		return -ENOMEM;
 	b->comments[b->n_comments++] = c;
 	return 0;
@@ -225,7 +208,7 @@ uint64_t pprof_builder_mapping_idx(struct pprof_builder *b, const pprof_mapping_
 	key[4] = (uint64_t)in->build_id;
 	key[5] = (uint64_t)((in->has_functions ? 1 : 0) | (in->has_filenames ? 2 : 0) |
 			    (in->has_line_numbers ? 4 : 0) | (in->has_inline_frames ? 8 : 0));
-	if (grow((void **)&b->mappings, &b->cap_mappings, b->n_mappings, sizeof(m)))
+	if (GROW_ARRAY(b->mappings, b->cap_mappings, b->n_mappings + 1, 64))
 		return 0;
 	rc = htab_intern(b->mapping_ix, key, sizeof(key), &idx);
 	if (rc < 0)
@@ -272,7 +255,7 @@ uint64_t pprof_builder_function_idx(struct pprof_builder *b, int64_t name, int64
 	uint64_t idx = b->n_functions;
 	int rc;
 
-	if (grow((void **)&b->functions, &b->cap_functions, b->n_functions, sizeof(f)))
+	if (GROW_ARRAY(b->functions, b->cap_functions, b->n_functions + 1, 64))
 		return 0;
 	rc = htab_intern(b->function_ix, key, sizeof(key), &idx);
 	if (rc < 0)
@@ -323,7 +306,7 @@ uint64_t pprof_builder_location(struct pprof_builder *b, uint64_t mapping_id, ui
 	idx = htab_lookup_hashed(b->location_ix, hash, b->key.data, b->key.len);
 	if (idx)
 		return *idx + 1;
-	if (grow((void **)&b->locations, &b->cap_locations, b->n_locations, sizeof(l)))
+	if (GROW_ARRAY(b->locations, b->cap_locations, b->n_locations + 1, 64))
 		return 0;
 	l.id = b->n_locations + 1;
 	l.mapping_id = mapping_id;
@@ -414,7 +397,7 @@ int pprof_builder_add_sample_ids(struct pprof_builder *b, const uint64_t *locs, 
 		if (locs[i] == 0 || locs[i] > b->n_locations)
 			return -EINVAL;
 	if (sample_key(b, locs, n_locs, labels, n_labels) ||
-	    grow((void **)&b->samples, &b->cap_samples, b->n_samples, sizeof(s)))
+	    GROW_ARRAY(b->samples, b->cap_samples, b->n_samples + 1, 64))
 		return -ENOMEM;
 	hash = htab_hash(b->key.data, b->key.len);
 	slot = htab_lookup_hashed(b->sample_ix, hash, b->key.data, b->key.len);

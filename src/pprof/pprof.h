@@ -313,4 +313,43 @@ int pprof_builder_to_profile(struct pprof_builder *b, struct pprof_profile **out
 /* Serializes the profile built so far (the builder stays usable). */
 int pprof_builder_encode(struct pprof_builder *b, bool gzip, struct buf *out);
 
+/* ---- streamed encoding (stream.c) --------------------------------------
+ *
+ * For a caller that keeps its own tables and writes a Profile without
+ * building it (store_merge_pprof): the mapping, location, function and
+ * string sections are encoded field by field into buffers the caller owns
+ * (each put appends one repeated-field entry), and the message is written
+ * in field order through a pprof_stream: sample types, samples, the
+ * sections as bytes, time and duration, the period type, the period. Ids,
+ * string indexes and values are the caller's; a zero scalar is left out as
+ * protobuf-c does, so equal input gives the bytes pprof_encode gives.
+ * Gzipped, a message up to 4 MiB is compressed whole with
+ * gzip_deflate_fast (pprof_encode's bytes); a larger one is streamed
+ * through zlib at level 1 without holding it. All return 0 or -ENOMEM
+ * (-EIO from the compressor). */
+int pprof_put_string(struct buf *sec, const char *s, size_t len);
+int pprof_put_mapping(struct buf *sec, uint64_t id, uint64_t memory_start, uint64_t memory_limit,
+		      uint64_t file_offset, int64_t filename, int64_t build_id, unsigned flags);
+int pprof_put_function(struct buf *sec, uint64_t id, int64_t name, int64_t system_name,
+		       int64_t filename, int64_t start_line);
+/* lines: n_lines (function id, line, column) triples, innermost first;
+ * scratch is any buffer of the caller's (its content is replaced). */
+int pprof_put_location(struct buf *sec, struct buf *scratch, uint64_t id, uint64_t mapping_id,
+		       uint64_t address, const uint64_t *lines, size_t n_lines);
+
+struct pprof_stream;
+/* Appends the message to out (gzip: compressed); on error out may hold a
+ * part of it, for the caller to cut off. */
+struct pprof_stream *pprof_stream_new(struct buf *out, bool gzip);
+void pprof_stream_free(struct pprof_stream *k); /* NULL-safe */
+int pprof_stream_sample_type(struct pprof_stream *k, int64_t type, int64_t unit);
+/* One sample of one value; ids: n location ids, leaf first. */
+int pprof_stream_sample(struct pprof_stream *k, const uint64_t *ids, size_t n, int64_t value);
+/* Pre-encoded fields (the sections), in field order. */
+int pprof_stream_bytes(struct pprof_stream *k, const void *data, size_t len);
+int pprof_stream_time(struct pprof_stream *k, int64_t time_nanos, int64_t duration_nanos);
+int pprof_stream_period(struct pprof_stream *k, int64_t type, int64_t unit, int64_t period);
+/* Ends the message (flushes and ends the gzip member). */
+int pprof_stream_finish(struct pprof_stream *k);
+
 #endif

@@ -7,6 +7,7 @@
  * location ids. Names of unsymbolized frames ("0x...") are made here and
  * live in an arena owned by the caller's result.
  */
+#include "common/grow.h"
 #include "pprof/internal.h"
 
 #include <errno.h>
@@ -194,16 +195,8 @@ int pprof_top(const struct pprof_profile *p, int ti, struct pprof_top *out)
 			if (r < 0)
 				goto out;
 			if (r == 0) {
-				if (out->n == cap) {
-					size_t ncap = cap ? cap * 2 : 256;
-					void *q =
-					    realloc(out->entries, ncap * sizeof(*out->entries));
-
-					if (!q)
-						goto out;
-					out->entries = q;
-					cap = ncap;
-				}
+				if (GROW_ARRAY(out->entries, cap, out->n + 1, 256))
+					goto out;
 				if (name == scratch)
 					name = arena_strdup(out->names, scratch);
 				if (!name)

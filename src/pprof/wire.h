@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/varint.h"
+
 enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
 
 struct wire {
@@ -21,32 +23,7 @@ struct wire {
 
 static inline bool wire_varint(struct wire *w, uint64_t *out)
 {
-	const uint8_t *p = w->p;
-	uint64_t v = 0;
-
-	/* One-byte varints (ids, small values) are the common case, then
-	 * two-byte ones (ids and lengths over 127, label numbers). */
-	if (p < w->end && *p < 0x80) {
-		*out = *p;
-		w->p = p + 1;
-		return true;
-	}
-	if (w->end - p >= 2 && p[1] < 0x80) {
-		*out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
-		w->p = p + 2;
-		return true;
-	}
-	for (int shift = 0; shift < 70; shift += 7) {
-		if (p >= w->end)
-			return false;
-		v |= (uint64_t)(*p & 0x7f) << shift;
-		if (*p++ < 0x80) {
-			*out = v;
-			w->p = p;
-			return true;
-		}
-	}
-	return false;
+	return varint_decode(&w->p, w->end, out);
 }
 
 /* Reads a field key; false at a malformed key. */

@@ -13,6 +13,7 @@
  * writes the nodes out in depth-first pre-order, which is the order of the
  * JSON columns and what the accessors expose.
  */
+#include "common/grow.h"
 #include "common/satadd.h"
 #include "query/query_internal.h"
 
@@ -117,21 +118,14 @@ int qmap_put(struct qmap *m, uint64_t key, uint32_t val)
 
 int query_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-	size_t n;
-	void *p;
+	size_t old = *cap;
 
-	if (need <= *cap)
+	if (need <= old)
 		return 0;
-	n = *cap ? *cap * 2 : 64;
-	while (n < need)
-		n *= 2;
-	p = realloc(*arr, n * elem);
-	if (!p)
+	if (grow_array(arr, cap, need, elem, 64))
 		return -ENOMEM;
 	/* the new part in one call rather than a page fault per 4 KiB */
-	mem_populate((char *)p + *cap * elem, (n - *cap) * elem);
-	*arr = p;
-	*cap = n;
+	mem_populate((char *)*arr + old * elem, (*cap - old) * elem);
 	return 0;
 }
 

@@ -33,6 +33,7 @@
 
 #include <curl/curl.h>
 
+#include "common/grow.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "scrape/config_walk.h"
@@ -179,15 +180,8 @@ static struct sd_source *source_add(struct scrape_discovery *d, const char *job,
 {
 	struct sd_source *s;
 
-	if (d->n_src == d->cap_src) {
-		size_t cap = d->cap_src ? d->cap_src * 2 : 8;
-		struct sd_source *v = realloc(d->src, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		d->src = v;
-		d->cap_src = cap;
-	}
+	if (GROW_ARRAY(d->src, d->cap_src, d->n_src + 1, 8))
+		return NULL;
 	s = &d->src[d->n_src];
 	memset(s, 0, sizeof(*s));
 	if (!(s->job = strdup(job)) || !(s->key = strdup(key))) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "scrape/scrape_internal.h"
 
 void scrape_unit_free(struct scrape_unit *u)
@@ -222,17 +223,10 @@ int scrape_units_build(const struct scrape_config *cfg, struct scrape_unit ***ou
 						       err);
 					if (rc < 0)
 						break;
-					if (cnt == cap) {
-						cap = cap ? cap * 2 : 16;
-						struct scrape_unit **nv =
-						    realloc(v, cap * sizeof(*v));
-						if (!nv) {
-							scrape_unit_free(u);
-							rc = kiln_error_set(err, ENOMEM,
-									    "out of memory");
-							break;
-						}
-						v = nv;
+					if (GROW_ARRAY(v, cap, cnt + 1, 16)) {
+						scrape_unit_free(u);
+						rc = kiln_error_set(err, ENOMEM, "out of memory");
+						break;
 					}
 					v[cnt++] = u;
 				}

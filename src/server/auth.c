@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "common/grow.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "server/auth.h"
@@ -89,14 +90,8 @@ static bool is_blank(char c)
 static int tokens_add(struct auth_tokens *t, size_t *cap, const char *tok, size_t len,
 		      enum auth_role role, int line)
 {
-	if (t->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 8;
-		struct auth_token *v = realloc(t->v, ncap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		t->v = v;
-		*cap = ncap;
-	}
+	if (GROW_ARRAY(t->v, *cap, t->n + 1, 8))
+		return -ENOMEM;
 	struct auth_token *e = &t->v[t->n++];
 	digest_of(tok, len, e->digest);
 	fingerprint_of(e->digest, e->fingerprint);

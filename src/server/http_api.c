@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/grow.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "server/handlers.h"
@@ -107,15 +108,9 @@ static void add_string(void *ctx, const char *s)
 	struct strings_list *sl = ctx;
 	if (sl->rc)
 		return;
-	if (sl->n == sl->cap) {
-		size_t cap = sl->cap ? sl->cap * 2 : 32;
-		char **p = realloc(sl->items, cap * sizeof(*p));
-		if (!p) {
-			sl->rc = -ENOMEM;
-			return;
-		}
-		sl->items = p;
-		sl->cap = cap;
+	if (GROW_ARRAY(sl->items, sl->cap, sl->n + 1, 32)) {
+		sl->rc = -ENOMEM;
+		return;
 	}
 	if (!(sl->items[sl->n] = strdup(s)))
 		sl->rc = -ENOMEM;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/varint.h"
 #include "common/pbwire.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "server/pbjson.h"
@@ -241,7 +242,7 @@ static int encode_value(const ProtobufCFieldDescriptor *f, const json_t *v, stru
 				   ? -ENOMEM
 				   : 0;
 		if (f->type == PROTOBUF_C_TYPE_SINT64)
-			u = ((uint64_t)s << 1) ^ (uint64_t)(s >> 63);
+			u = zigzag_encode(s);
 		return pbwire_put_tag(out, f->id, 0) || pbwire_put_varint(out, u) ? -ENOMEM : 0;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:

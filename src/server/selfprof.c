@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "pprof/pprof.h"
 #include "server/handlers.h"
@@ -106,13 +107,8 @@ static void load_section_syms(Elf *e, Elf_Scn *scn, GElf_Shdr *sh, struct buf *n
 		const char *nm = elf_strptr(e, sh->sh_link, s.st_name);
 		if (!nm || !*nm)
 			continue;
-		if (*n == *cap) {
-			*cap = *cap ? *cap * 2 : 1024;
-			struct sym *v = realloc(*syms, *cap * sizeof(*v));
-			if (!v)
-				return;
-			*syms = v;
-		}
+		if (GROW_ARRAY(*syms, *cap, *n + 1, 1024))
+			return;
 		(*syms)[*n].start = s.st_value;
 		(*syms)[*n].end = s.st_value + (s.st_size ? s.st_size : 1);
 		(*syms)[*n].name = (const char *)(uintptr_t)names->len; /* offset for now */
@@ -228,13 +224,8 @@ static void read_maps(struct selfprof *p)
 			   path) < 4 ||
 		    perms[2] != 'x')
 			continue;
-		if (p->n_maps == cap) {
-			cap = cap ? cap * 2 : 64;
-			struct mapping *v = realloc(p->maps, cap * sizeof(*v));
-			if (!v)
-				break;
-			p->maps = v;
-		}
+		if (GROW_ARRAY(p->maps, cap, p->n_maps + 1, 64))
+			break;
 		struct mapping *m = &p->maps[p->n_maps++];
 		memset(m, 0, sizeof(*m));
 		m->start = start;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "common/grow.h"
 #include "common/satadd.h"
 #include "common/fdio.h"
 #include "common/log.h"
@@ -325,14 +326,9 @@ int block_write(const char *dir, uint64_t seq, uint64_t cut_seg, const uint64_t 
 			break;
 		if (!sr || !sr->np)
 			continue;
-		if (b->n_series == cap) {
-			cap = cap ? cap * 2 : 64;
-			struct block_series *bs = realloc(b->series, cap * sizeof(*bs));
-			if (!bs) {
-				rc = -ENOMEM;
-				break;
-			}
-			b->series = bs;
+		if (GROW_ARRAY(b->series, cap, b->n_series + 1, 64)) {
+			rc = -ENOMEM;
+			break;
 		}
 		struct block_series *bs = &b->series[b->n_series];
 		memset(bs, 0, sizeof(*bs));

@@ -8,24 +8,17 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/varint.h"
 #include "store/internal.h"
 
 int put_uvarint(struct buf *b, uint64_t v)
 {
-	uint8_t tmp[10];
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		tmp[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	tmp[n++] = (uint8_t)v;
-	return buf_append(b, tmp, n);
+	return varint_append(b, v);
 }
 
 int put_svarint(struct buf *b, int64_t v)
 {
-	return put_uvarint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+	return varint_append(b, zigzag_encode(v));
 }
 
 int put_u32le(struct buf *b, uint32_t v)
@@ -54,28 +47,19 @@ uint64_t get_u64le(const uint8_t *p)
 
 uint64_t rd_uvarint(struct rd *r)
 {
-	uint64_t v = 0;
-	unsigned shift = 0;
+	uint64_t v;
 
 	if (r->bad)
 		return 0;
-	while (r->p < r->end && shift < 64) {
-		uint8_t c = *r->p++;
-
-		v |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80))
-			return v;
-		shift += 7;
-	}
+	if (varint_decode(&r->p, r->end, &v))
+		return v;
 	r->bad = true;
 	return 0;
 }
 
 int64_t rd_svarint(struct rd *r)
 {
-	uint64_t u = rd_uvarint(r);
-
-	return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+	return zigzag_decode(rd_uvarint(r));
 }
 
 uint64_t rd_below(struct rd *r, uint64_t limit)

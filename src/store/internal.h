@@ -3,6 +3,7 @@
  *
  * Layers, each talking only to the ones below it:
  *   store.c   open/close, the write path, cut/compaction/retention thread
+ *   apply.c   one samples record applied to the head (commit, replay, rows)
  *   query.c   series selection, query_range, merge
  *   symbolize.c  the symbolizer hook: pending locations, one or in batches
  *   block.c   immutable block files: write, open, decode, compact
@@ -11,6 +12,7 @@
  *   meta.c    the metastore: strings, mappings, functions, locations, stacks
  *   series.c  series, label validation, postings, matchers
  *   codec.c   varints, checksums, append-only chunked arrays
+ *   fp_tab.c  the 128-bit content hash -> id table
  *
  * Locks (always taken in this order, never the other way):
  *   wal.mu  ->  head_lock  ->  series_lock  ->  meta.mu
@@ -144,21 +146,31 @@ struct meta_stack {
 	const uint32_t *locs; /* leaf first */
 };
 
-/* Stack fingerprints (128-bit, store.c) -> stack id: open addressing with
- * the key inline, so a probe touches one cache line (a generic htab keeps
- * keys in an arena: two misses per lookup on the hottest path of ingest). */
+/* ---- fp_tab.c ---------------------------------------------------------- */
+
+/* A 128-bit content hash -> 32-bit id (stack fingerprints -> stack ids, a
+ * pprof merge's objects -> output ids): open addressing with the key
+ * inline, so a probe touches one cache line. */
 struct fp_slot {
-	uint64_t lo, hi;
-	uint32_t id1; /* stack id + 1; 0 = empty slot */
+	uint64_t lo;
+	uint32_t hi;  /* the low 32 bits of the hash's high half */
+	uint32_t id1; /* id + 1; 0 = empty slot */
 };
 struct fp_tab {
 	struct fp_slot *slots;
 	size_t cap, count; /* cap: a power of two */
+	/* Set before the first put: up to 3/4 full instead of 1/2, for a
+	 * short-lived table where memory matters more than probe length (a
+	 * merge's); the metastore's stays at 1/2. */
+	bool dense;
 };
 /* Returns true and sets *id if fp is present. */
 bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id);
-/* Inserts or replaces; 0 or -ENOMEM. */
+/* Inserts or replaces; 0, -ERANGE (id UINT32_MAX) or -ENOMEM. */
 int fp_tab_put(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t id);
+/* The id stored under (lo, hi) into *id: 1 when found, else fresh is
+ * stored and returned (0); -ERANGE (fresh UINT32_MAX) or -ENOMEM. */
+int fp_tab_intern(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t fresh, uint32_t *id);
 void fp_tab_free(struct fp_tab *t);
 /* A hint only: starts loading the home slot of lo ahead of fp_tab_get. */
 static inline void fp_tab_prefetch(const struct fp_tab *t, uint64_t lo)
@@ -472,8 +484,12 @@ int wal_replay(struct store *s, wal_apply_fn apply, struct kiln_error *err);
 #define REC_SAMPLES 1
 /* A streamed batch of sample records with its writer and batch ids (rows.c). */
 #define REC_ROWS 2
-/* Applies a decoded WAL samples record to the active head (head_lock held). */
+/* Applies a decoded WAL record (REC_SAMPLES or REC_ROWS) to the active
+ * head (head_lock held). store.c */
 int store_apply_record(struct store *s, const uint8_t *p, size_t len);
+/* apply.c: applies one REC_SAMPLES record (the only kind a REC_ROWS part
+ * holds); validated whole first, so a bad record changes nothing. */
+int store_apply_samples_record(struct store *s, const uint8_t *p, size_t len);
 /* Makes one sample record (ingest.c) durable on the store's backend and
  * visible to readers: the WAL and the head, or ClickHouse. 0 = acknowledged. */
 int store_commit_record(struct store *s, const uint8_t *rec, size_t len, struct kiln_error *err);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "store/internal.h"
 
 static const struct meta_stack empty_stack = {0, NULL};
@@ -67,70 +68,6 @@ int meta_init(struct meta *m)
 	if (htab_intern(m->stack_ix, &h, sizeof(h), &v) < 0)
 		return -ENOMEM;
 	return 0;
-}
-
-static size_t fp_home(const struct fp_tab *t, uint64_t lo)
-{
-	/* lo is an XXH3 output: its low bits are already uniform. */
-	return (size_t)lo & (t->cap - 1);
-}
-
-bool fp_tab_get(const struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t *id)
-{
-	if (!t->cap)
-		return false;
-	for (size_t i = fp_home(t, lo);; i = (i + 1) & (t->cap - 1)) {
-		const struct fp_slot *s = &t->slots[i];
-
-		if (!s->id1)
-			return false;
-		if (s->lo == lo && s->hi == hi) {
-			*id = s->id1 - 1;
-			return true;
-		}
-	}
-}
-
-static struct fp_slot *fp_find(struct fp_tab *t, uint64_t lo, uint64_t hi)
-{
-	for (size_t i = fp_home(t, lo);; i = (i + 1) & (t->cap - 1)) {
-		struct fp_slot *s = &t->slots[i];
-
-		if (!s->id1 || (s->lo == lo && s->hi == hi))
-			return s;
-	}
-}
-
-int fp_tab_put(struct fp_tab *t, uint64_t lo, uint64_t hi, uint32_t id)
-{
-	struct fp_slot *s;
-
-	if (id == UINT32_MAX)
-		return -ERANGE;
-	/* Load factor <= 1/2: short probe runs, 48 bytes per stack. */
-	if ((t->count + 1) * 2 > t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 1024;
-		struct fp_tab n = {calloc(cap, sizeof(*n.slots)), cap, t->count};
-
-		if (!n.slots)
-			return -ENOMEM;
-		for (size_t i = 0; i < t->cap; i++)
-			if (t->slots[i].id1)
-				*fp_find(&n, t->slots[i].lo, t->slots[i].hi) = t->slots[i];
-		free(t->slots);
-		*t = n;
-	}
-	s = fp_find(t, lo, hi);
-	if (!s->id1)
-		t->count++;
-	*s = (struct fp_slot){lo, hi, id + 1};
-	return 0;
-}
-
-void fp_tab_free(struct fp_tab *t)
-{
-	free(t->slots);
-	memset(t, 0, sizeof(*t));
 }
 
 void meta_destroy(struct meta *m)
@@ -306,15 +243,8 @@ static struct meta_lines *copy_lines(struct meta *m, const struct meta_line *lin
 
 int meta_sym_enqueue(struct meta *m, uint32_t loc)
 {
-	if (m->n_sym_queue == m->cap_sym_queue) {
-		size_t cap = m->cap_sym_queue ? m->cap_sym_queue * 2 : 256;
-		uint32_t *q = realloc(m->sym_queue, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		m->sym_queue = q;
-		m->cap_sym_queue = cap;
-	}
+	if (GROW_ARRAY(m->sym_queue, m->cap_sym_queue, m->n_sym_queue + 1, 256))
+		return -ENOMEM;
 	m->sym_queue[m->n_sym_queue++] = loc;
 	return 0;
 }

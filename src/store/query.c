@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/satadd.h"
 #include "common/log.h"
 #include "store/ch.h"
@@ -171,15 +172,8 @@ struct point_list {
 
 static int points_add(struct point_list *l, int64_t ts, int64_t v)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct store_point *p = realloc(l->p, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		l->p = p;
-		l->cap = cap;
-	}
+	if (GROW_ARRAY(l->p, l->cap, l->n + 1, 64))
+		return -ENOMEM;
 	l->p[l->n++] = (struct store_point){ts, v};
 	return 0;
 }
@@ -289,16 +283,9 @@ static inline void agg_add(struct merge_agg *a, uint32_t st, int64_t v)
 	if (st >= a->n_stacks)
 		return; /* cannot happen for blocks we wrote; never trust them */
 	if (!a->seen[st]) {
-		if (a->n_touched == a->cap_touched) {
-			size_t cap = a->cap_touched ? a->cap_touched * 2 : 1024;
-			uint32_t *t = realloc(a->touched, cap * sizeof(*t));
-
-			if (!t) {
-				a->rc = -ENOMEM;
-				return;
-			}
-			a->touched = t;
-			a->cap_touched = cap;
+		if (GROW_ARRAY(a->touched, a->cap_touched, a->n_touched + 1, 1024)) {
+			a->rc = -ENOMEM;
+			return;
 		}
 		a->seen[st] = 1;
 		a->touched[a->n_touched++] = st;

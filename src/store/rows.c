@@ -36,7 +36,6 @@
 #include "store/ch.h"
 #include "store/internal.h"
 
-#define REC_SAMPLES 1
 #define MAX_WRITERS (1u << 20)
 
 struct rows_marks {
@@ -136,7 +135,7 @@ int store_apply_rows_record(struct store *s, const uint8_t *p, size_t len)
 		uint64_t n = rd_uvarint(&r);
 		const uint8_t *part = rd_bytes(&r, n);
 
-		if ((rc = store_apply_record(s, part, n)))
+		if ((rc = store_apply_samples_record(s, part, n)))
 			return rc;
 	}
 	return marks_note(s, writer, batch);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/labels.h"
 #include "store/internal.h"
 
@@ -196,27 +197,13 @@ static int post_add(struct series_index *x, const char *a, const char *b, uint32
 	if (rc < 0)
 		return rc;
 	if (rc == 0) {
-		if (x->n_posts == x->cap_posts) {
-			size_t cap = x->cap_posts ? x->cap_posts * 2 : 64;
-			struct postings *p = realloc(x->posts, cap * sizeof(*p));
-
-			if (!p)
-				return -ENOMEM;
-			x->posts = p;
-			x->cap_posts = cap;
-		}
+		if (GROW_ARRAY(x->posts, x->cap_posts, x->n_posts + 1, 64))
+			return -ENOMEM;
 		memset(&x->posts[x->n_posts++], 0, sizeof(struct postings));
 	}
 	struct postings *p = &x->posts[idx];
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 4;
-		uint32_t *ids = realloc(p->ids, cap * sizeof(*ids));
-
-		if (!ids)
-			return -ENOMEM;
-		p->ids = ids;
-		p->cap = cap;
-	}
+	if (GROW_ARRAY(p->ids, p->cap, p->n + 1, 4))
+		return -ENOMEM;
 	p->ids[p->n++] = id; /* ids grow, so the list stays sorted */
 	return 0;
 }
@@ -481,18 +468,10 @@ int series_select(struct series_index *x, const struct store_selector *sel, uint
 			    label_value(se, sel->matchers[i].name ? sel->matchers[i].name : ""));
 		if (!ok)
 			continue;
-		if (k == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			uint32_t *o = realloc(out, nc * sizeof(*o));
-
-			if (!o) {
-				pthread_rwlock_unlock(&x->lock);
-				free(out);
-				return kiln_error_set(err, ENOMEM,
-						      "out of memory selecting series");
-			}
-			out = o;
-			cap = nc;
+		if (GROW_ARRAY(out, cap, k + 1, 16)) {
+			pthread_rwlock_unlock(&x->lock);
+			free(out);
+			return kiln_error_set(err, ENOMEM, "out of memory selecting series");
 		}
 		out[k++] = id;
 	}

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "common/satadd.h"
 #include "common/log.h"
 #include "pprof/pprof.h"
@@ -70,78 +71,13 @@ static int64_t wall_ms(void)
 
 /* ---- applying a WAL record ---------------------------------------------- */
 
-/* Record: type u8 (1), ts svarint, n_series, per series: id, n_rows, rows
- * (stack id delta uvarint, value svarint). Validated completely before
- * anything is applied, so a bad record changes nothing. */
+/* A REC_ROWS record is a batch of samples records (rows.c); any other is
+ * one samples record (apply.c). */
 int store_apply_record(struct store *s, const uint8_t *p, size_t len)
 {
-	struct rd r = rd_of(p, len);
-	size_t n_series = chunked_count(&s->sx.series);
-	size_t n_stacks = chunked_count(&s->meta.stacks);
-	uint32_t *stacks = NULL;
-	int64_t *values = NULL;
-	size_t cap = 0;
-	int rc = 0;
-
 	if (len > 0 && p[0] == REC_ROWS)
 		return store_apply_rows_record(s, p, len);
-	for (int pass = 0; pass < 2 && !rc; pass++) {
-		r.p = p;
-		const uint8_t *type = rd_bytes(&r, 1);
-		int64_t ts = rd_svarint(&r);
-		uint64_t ns = rd_below(&r, 1 << 16);
-
-		if (!type || *type != REC_SAMPLES)
-			return -EBADMSG;
-		for (uint64_t i = 0; i < ns && !r.bad; i++) {
-			uint32_t id = (uint32_t)rd_below(&r, n_series);
-			uint64_t n = rd_below(&r, (uint64_t)(r.end - r.p) / 2 + 1), st = 0;
-
-			if (r.bad)
-				break;
-			if (n > cap) {
-				uint32_t *a = realloc(stacks, n * sizeof(*a));
-				if (a)
-					stacks = a;
-				int64_t *v = realloc(values, n * sizeof(*v));
-				if (v)
-					values = v;
-				if (!a || !v) {
-					rc = -ENOMEM;
-					break;
-				}
-				cap = n;
-			}
-			for (uint64_t j = 0; j < n; j++) {
-				st += rd_uvarint(&r);
-				if (st >= n_stacks)
-					r.bad = true;
-				stacks[j] = (uint32_t)st;
-				values[j] = rd_svarint(&r);
-			}
-			if (pass == 1 && !r.bad) {
-				struct series_rows *sr = head_series(s->head, id, true);
-
-				if (!sr || series_rows_add_profile(sr, ts, stacks, values, n)) {
-					rc = -ENOMEM;
-					break;
-				}
-				s->head->n_rows += n;
-				s->head->n_profiles++;
-				if (ts < s->head->min_ts)
-					s->head->min_ts = ts;
-				if (ts > s->head->max_ts)
-					s->head->max_ts = ts;
-				series_note_time(series_at(&s->sx, id), ts);
-				atomic_fetch_add(&s->total_rows, n);
-			}
-		}
-		if (!rc && (r.bad || r.p != r.end))
-			rc = -EBADMSG;
-	}
-	free(stacks);
-	free(values);
-	return rc;
+	return store_apply_samples_record(s, p, len);
 }
 
 /* ---- committing a write -------------------------------------------------- */
@@ -301,14 +237,9 @@ static int write_frozen(struct store *s, struct head *h, struct kiln_error *err)
 
 			if (nw && wins[nw - 1] == w)
 				continue;
-			if (nw == cap) {
-				cap = cap ? cap * 2 : 16;
-				int64_t *a = realloc(wins, cap * sizeof(*a));
-				if (!a) {
-					free(wins);
-					return kiln_error_set(err, ENOMEM, "out of memory");
-				}
-				wins = a;
+			if (GROW_ARRAY(wins, cap, nw + 1, 16)) {
+				free(wins);
+				return kiln_error_set(err, ENOMEM, "out of memory");
 			}
 			wins[nw++] = w;
 		}
@@ -644,14 +575,9 @@ static int load_blocks(struct store *s, struct kiln_error *err)
 			log_error("store: skipping unreadable block: %s", berr.msg);
 			continue;
 		}
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct block **a = realloc(all, cap * sizeof(*a));
-			if (!a) {
-				block_unref(b);
-				break;
-			}
-			all = a;
+		if (GROW_ARRAY(all, cap, n + 1, 16)) {
+			block_unref(b);
+			break;
 		}
 		all[n++] = b;
 	}

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "store/internal.h"
 
@@ -241,19 +242,9 @@ static void sym_emit(void *ectx, size_t i, int status, const struct store_line_o
 	}
 	if (n > MAX_SYM_LINES)
 		n = MAX_SYM_LINES;
-	if (b->n_lines + n > b->cap_lines) {
-		size_t cap = b->cap_lines ? b->cap_lines * 2 : 4096;
-		struct store_line_out *l;
-
-		while (cap < b->n_lines + n)
-			cap *= 2;
-		l = realloc(b->lines, cap * sizeof(*l));
-		if (!l) {
-			b->rc = -ENOMEM;
-			return;
-		}
-		b->lines = l;
-		b->cap_lines = cap;
+	if (GROW_ARRAY(b->lines, b->cap_lines, b->n_lines + n, 4096)) {
+		b->rc = -ENOMEM;
+		return;
 	}
 	for (size_t j = 0; j < n; j++) {
 		struct store_line_out *o = &b->lines[b->n_lines + j];

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "store/internal.h"
@@ -293,14 +294,9 @@ static int list_segments(struct wal *w, uint64_t **out, size_t *n)
 
 		if (end == e->d_name || strcmp(end, ".log") != 0)
 			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 16;
-			uint64_t *a = realloc(*out, cap * sizeof(*a));
-			if (!a) {
-				closedir(d);
-				return -ENOMEM;
-			}
-			*out = a;
+		if (GROW_ARRAY(*out, cap, *n + 1, 16)) {
+			closedir(d);
+			return -ENOMEM;
 		}
 		(*out)[(*n)++] = seg;
 	}

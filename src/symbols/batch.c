@@ -272,9 +272,9 @@ static void batch_work(struct batch_worker *w)
 }
 
 /* How long a helper spins for the list before it sleeps: in a VM, a vCPU
- * left idle is soon descheduled by the host, and waking it again took up
- * to milliseconds (measured here: 0.1 to 4 ms), longer than listing the
- * misses of a large batch. */
+ * left idle is soon descheduled by the host, and waking it again can take
+ * milliseconds (see struct worker), longer than listing the misses of a
+ * large batch. */
 #define BATCH_SPIN 200000
 
 /* A helper thread: makes its reader on its first batch (a copy of the

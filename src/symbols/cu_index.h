@@ -64,8 +64,8 @@ _Static_assert(offsetof(struct cu_index, lines) + offsetof(struct kdw_lines, nfi
 	       "a lookup's fields of cu_index fit one cache line");
 
 /* Growable arrays reused by every CU index build of a symfile: a CU is
- * indexed once, so per-build allocations (and the page faults of fresh
- * memory) were a fifth of a cold run. */
+ * indexed once, so allocating per build would pay the page faults of
+ * fresh memory for every CU, a large part of a cold run. */
 struct cu_scratch {
 	struct cu_node *nodes;
 	size_t cap_nodes;

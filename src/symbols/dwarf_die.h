@@ -56,8 +56,8 @@ struct kdw_abbrev {
 	bool leaf_fixed;
 	/* What skip_leaf steps (the code byte and the attributes), 0 when it
 	 * does not: [0] in the walk (not walk_full ones), [1] when skipping.
-	 * One load and test per DIE instead of four fields' (a fifth of the
-	 * walk's instructions on libc). */
+	 * One load and test per DIE instead of four fields': the walk steps
+	 * over most DIEs, so this test is its innermost loop. */
 	int32_t leaf_step[2];
 	/* Children, fixed-size attributes and a DW_FORM_ref4 DW_AT_sibling:
 	 * that value's offset from the code byte (skip_sibling), else 0. */

@@ -28,7 +28,8 @@
  *                 file entry formats, DW_FORM_line_strp / strp / strx),
  *                 into one compact row array per CU (no per-row malloc),
  *                 sorted and searched the way libdw's dwarf_getsrc_die is,
- *                 so that answers are the same.
+ *                 so that answers are the same; dwarf_line_header.c, the
+ *                 unit's header and directory and file tables.
  *
  * What it does not read — 64-bit DWARF, split DWARF (skeleton/.dwo units),
  * type units, dwz's alternate files (DW_FORM_GNU_ref_alt/strp_alt),

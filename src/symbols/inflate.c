@@ -7,8 +7,8 @@
  *
  * Debian's debug files (and many distributions' binaries) carry
  * SHF_COMPRESSED DWARF, which dwarf_begin_elf inflates whole, every debug
- * section, with zlib: a quarter of a cold symbolization of libc went there,
- * much of it into .debug_loclists that symbolization never reads. So before
+ * section, with zlib: a large part of a cold symbolization of libc,
+ * much of it spent on .debug_loclists that symbolization never reads. So before
  * libdw sees the file: sections it would inflate for nothing become empty
  * (libdw ignores a section without data), and the ones needed are inflated
  * here with ISA-L's igzip (as fast as libdeflate, several times faster
@@ -55,7 +55,7 @@ static bool debug_section_needed(const char *name)
 /* Output published per step of a job (j->avail): small enough for a
  * reader to follow closely, large enough that the steps cost nothing
  * (ISA-L's igzip inflates in 256 KiB steps as fast as in one, and as
- * fast as libdeflate on whole buffers: 10.5 ms for libc's .debug_info). */
+ * fast as libdeflate on whole buffers). */
 #define INFLATE_STEP ((size_t)256 << 10)
 
 /* Inflates j's zlib stream (its Adler-32 checked) step by step; true when

@@ -41,18 +41,17 @@ struct cached_ref {
 #define CACHED_REF ((uintptr_t)1)
 
 /* The result cache: open addressing on the address, linear probing, at
- * most half full. A generic htab (hashing and copying the key bytes,
- * rehashing as it grows) was a third of a cold run on an uncompressed
- * binary once the DWARF reader made the rest fast. The keys (address + 1)
- * are an array of their own, apart from the values: a cold lookup misses,
- * and a probe then touches one cache line of 8 keys, not of 4 slots (with
- * the slots of a 2 MiB table that miss was a fifth of a cold run on an
- * uncompressed binary). Which slots are in use is a bitmap (fresh zeroed
- * memory is an empty table; 8 KiB for 64k slots: it stays in cache): an
- * address not cached ends its probe at an empty slot, and in a table at
- * most half full most first slots are empty, so most cold lookups do not
- * touch the keys at all (that miss was still half of symbolizer_resolve's
- * time on kiln's binary). Address UINT64_MAX is never cached. */
+ * most half full. It is looked up once per address of every batch, so it
+ * must cost less than the DWARF reading it saves: no hashing or copying of
+ * key bytes as a generic htab does. The keys (address + 1) are an array of
+ * their own, apart from the values: a cold lookup misses the cache, and a
+ * probe then touches one cache line of 8 keys rather than of 4 whole
+ * slots. Which slots are in use is a bitmap (fresh zeroed memory is an
+ * empty table; 8 KiB for 64k slots: it stays in cache): an address not
+ * cached ends its probe at an empty slot, and in a table at most half full
+ * most first slots are empty, so most cold lookups never touch the keys,
+ * whose cache miss would otherwise dominate a lookup. Address UINT64_MAX
+ * is never cached. */
 struct rcache {
 	uint64_t *keys;	  /* [cap], then the values and the bitmap: one mapping, populated */
 	uintptr_t *vals;  /* [cap]: struct cached *, or struct cached_ref * | CACHED_REF */

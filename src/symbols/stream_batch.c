@@ -4,11 +4,11 @@
  * and the object; it drives inflate.c, following .debug_info as it
  * inflates through struct inflate_with's callbacks.
  *
- * A compressed file's .debug_info inflates on the second thread for 10 ms
- * and more (libc's debug file: 5.8 MB), and for most of that time the
- * calling thread, done with the smaller sections and the symbol table,
- * waited: no unit was read before the whole section was. The batch that
- * opens the file now reads units as they arrive. The calling thread lists
+ * A compressed file's .debug_info inflates on the second thread for
+ * milliseconds (libc's debug file holds 5.8 MB of it), and the calling
+ * thread, done with the smaller sections and the symbol table, would wait
+ * for most of that time if no unit were read before the whole section.
+ * So the batch that opens the file reads units as they arrive. The calling thread lists
  * the units its addresses fall in, by .debug_aranges, and reads them from
  * the first on with a stream reader (kdw_open_stream: a unit is read once
  * all of its bytes are there), behind the inflating, answering into the
@@ -66,8 +66,8 @@
 
 /* How long the thread that inflated a file for a large batch spins, once
  * done, for that batch's work: the rest of the open and the listing of the
- * misses take 2-3 ms (libc's debug file); a thread left to sleep was 0.1-4
- * ms late to start again (see struct worker). */
+ * misses take a few milliseconds on a large debug file, and a thread left
+ * to sleep can be as late as that to start again (see struct worker). */
 #define INFLATE_SPIN_US 10000
 
 enum { STREAM_UNDECIDED, STREAM_GO, STREAM_OFF };

@@ -49,6 +49,7 @@
  *                    dwarf_die.c        attribute values, names, ranges
  *                    dwarf_abbrev.c     abbreviation tables
  *                    dwarf_line.c       line programs
+ *                    dwarf_line_header.c  a line unit's header, file tables
  *                    keysearch.h        one key search, 32- and 64-bit keys
  *                    dwarf_form.c       sections, cursor, strings, forms
  *   beside them      elfinfo.c (ELF facts, normalization), debuginfo.c (the

@@ -102,9 +102,9 @@ struct symfile {
  * one thread: its work must be long beside a helper's start (tens of
  * microseconds; in a VM at times milliseconds), the copy of the unit
  * table it makes on its first batch, and its spinning while the misses
- * are listed. (kiln's own binary, 0.8 MB of DIEs: a cold pass of 20k
- * addresses was 6 ms, and a helper made it no faster and took a third more
- * CPU; libc's debug file, 5.8 MB: 30 -> 25 ms.) */
+ * are listed. Under about a megabyte of DIEs a helper makes a cold pass
+ * no faster and only adds CPU; a debug file of several megabytes (libc's)
+ * gains from one. */
 #define BATCH_THREAD_MISSES 2048
 #define BATCH_THREAD_INFO   ((size_t)2 << 20)
 

@@ -12,6 +12,7 @@
  * last function) must not hide a later source's rows, so a NONE row loses
  * to any other row at the same pc.
  */
+#include "common/grow.h"
 #include "unwind/unwind.h"
 
 #include <errno.h>
@@ -38,15 +39,8 @@ void unwind_table_free(struct unwind_table *t)
 
 int unwind_table_push(struct unwind_table *t, uint32_t pc, uint32_t rule)
 {
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 1024;
-		struct unwind_row *rows = realloc(t->rows, cap * sizeof(*rows));
-
-		if (!rows)
-			return -ENOMEM;
-		t->rows = rows;
-		t->cap = cap;
-	}
+	if (GROW_ARRAY(t->rows, t->cap, t->n + 1, 1024))
+		return -ENOMEM;
 	t->rows[t->n].pc = pc;
 	t->rows[t->n].rule = rule;
 	t->n++;

@@ -12,7 +12,7 @@ obj=$(dirname "$KILN_BIN")/obj/symbols
 # Bottom first; a file may call only files listed before it (a line is
 # one layer, symbols.h's map).
 order=(
-	dwarf_form dwarf_line dwarf_abbrev dwarf_die dwarf_walk dwarf_info
+	dwarf_form dwarf_line_header dwarf_line dwarf_abbrev dwarf_die dwarf_walk dwarf_info
 	hugemem rcache inflate
 	demangle elfinfo debuginfo extract
 	symtab cu_index symfile
