@@ -190,6 +190,7 @@ static void unwind_after_drain(struct agent *a)
 	for (size_t i = 0; i < a->nheld; i++)
 		release_held(a, a->held[i]);
 	a->nheld = 0;
+	unwinder_idle(a->unwinder);
 }
 
 /* Holds a copy of a sample that carries its stack, until its process's

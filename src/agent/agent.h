@@ -711,6 +711,9 @@ int unwinder_load(struct unwinder *u, const char *proc_root, uint32_t pid, uint6
 /* Whether pid may be reloaded now (never loaded, or not within the last
  * second: a pc outside every mapping asks for a reload). */
 bool unwinder_reload_due(struct unwinder *u, uint32_t pid, uint64_t now);
+/* This drain's loads and walks are done: the table memory they mapped
+ * into the agent is unmapped (it stays in the kernel). */
+void unwinder_idle(struct unwinder *u);
 /* Drops pid (exec or exit): its tables lose a reference. True if it was
  * known. */
 bool unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now);

@@ -30,10 +30,13 @@ void unwind_pool_free(struct unwind_pool *p)
 	if (!p)
 		return;
 	for (uint32_t i = 0; i < p->nchunks; i++) {
-		if (p->outer_fd >= 0)
-			munmap(p->chunk[i], CHUNK_BYTES);
-		else
+		if (p->outer_fd < 0) {
 			free(p->chunk[i]);
+			continue;
+		}
+		if (p->chunk[i])
+			munmap(p->chunk[i], CHUNK_BYTES);
+		close(p->fd[i]);
 	}
 	free(p->free_list);
 	free(p->quarantine);
@@ -153,20 +156,13 @@ static bool add_chunk(struct unwind_pool *p)
 			log_warn("unwind: a new table chunk was refused: %s", strerror(errno));
 			return false;
 		}
-		rows = mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (rows == MAP_FAILED) {
-			log_warn("unwind: mapping a table chunk: %s", strerror(errno));
-			close(fd);
-			return false;
-		}
 		if (bpf_map_update_elem(p->outer_fd, &idx, &fd, BPF_ANY) != 0) {
 			log_warn("unwind: adding a table chunk: %s", strerror(errno));
-			munmap(rows, CHUNK_BYTES);
 			close(fd);
 			return false;
 		}
-		/* The array of maps and the mapping keep the chunk alive. */
-		close(fd);
+		/* Mapped when written (unwind_pool_at); the fd is kept for that. */
+		rows = NULL;
 	} else {
 		rows = calloc(UNWIND_CHUNK_ROWS, sizeof(*rows));
 		if (!rows)
@@ -178,10 +174,11 @@ static bool add_chunk(struct unwind_pool *p)
 		if (p->outer_fd < 0)
 			free(rows);
 		else
-			munmap(rows, CHUNK_BYTES);
+			close(fd);
 		return false;
 	}
 	p->chunk[idx] = rows;
+	p->fd[idx] = fd;
 	p->nchunks++;
 	return true;
 }
@@ -226,13 +223,35 @@ uint64_t unwind_pool_room(struct unwind_pool *p, uint64_t now)
 	return room;
 }
 
-struct unwind_row *unwind_pool_at(const struct unwind_pool *p, uint32_t slot)
+struct unwind_row *unwind_pool_at(struct unwind_pool *p, uint32_t slot)
 {
 	uint32_t c = slot >> UNWIND_CHUNK_SHIFT;
 
 	if (c >= p->nchunks)
 		return NULL;
+	if (!p->chunk[c]) {
+		void *rows =
+		    mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd[c], 0);
+
+		if (rows == MAP_FAILED) {
+			log_warn("unwind: mapping a table chunk: %s", strerror(errno));
+			return NULL;
+		}
+		p->chunk[c] = rows;
+	}
 	return &p->chunk[c][slot & (UNWIND_CHUNK_ROWS - 1)];
+}
+
+void unwind_pool_unmap(struct unwind_pool *p)
+{
+	if (p->outer_fd < 0)
+		return;
+	for (uint32_t i = 0; i < p->nchunks; i++) {
+		if (p->chunk[i]) {
+			munmap(p->chunk[i], CHUNK_BYTES);
+			p->chunk[i] = NULL;
+		}
+	}
 }
 
 uint64_t unwind_pool_bytes(const struct unwind_pool *p)

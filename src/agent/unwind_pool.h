@@ -9,9 +9,14 @@
  * map). Freed slots are quarantined for QUARANTINE_NS before reuse: a
  * walk that read a process's mappings just before they were dropped may
  * still be reading the old rows, and each free bumps the BPF program's
- * unwind_pool_gen, which its per-CPU rule caches check. Chunks are never given back: the pool
- * only grows, to its cap; the owner (unwinder.c) evicts tables when a
- * full pool has no room.
+ * unwind_pool_gen, which its per-CPU rule caches check. Chunks are never
+ * given back: the pool only grows, to its cap; the owner (unwinder.c)
+ * evicts tables when a full pool has no room.
+ *
+ * A chunk is mapped into the agent only while it is written or read
+ * (unwind_pool_at maps it, unwind_pool_unmap drops every mapping): the
+ * kernel maps a BPF array's pages all at once, so chunks left mapped
+ * would count the whole pool (up to 32 MiB) in the agent's RSS.
  *
  * Private to the unwinder: not thread-safe, one owner.
  */
@@ -34,7 +39,8 @@ struct unwind_pool {
 	int outer_fd;	     /* unwind_chunks (-1: a pool in memory, for tests) */
 	uint32_t max_chunks; /* the cap */
 	uint32_t nchunks;
-	struct unwind_row *chunk[UNWIND_MAX_CHUNKS]; /* mmapped (or allocated) */
+	struct unwind_row *chunk[UNWIND_MAX_CHUNKS]; /* mmapped (NULL: not now), or allocated */
+	int fd[UNWIND_MAX_CHUNKS];		     /* the chunks' maps (-1: in memory) */
 	struct unwind_extent *free_list;	     /* sorted by slot, coalesced per chunk */
 	size_t nfree, capfree;
 	struct unwind_extent *quarantine;
@@ -64,7 +70,10 @@ void unwind_pool_unalloc(struct unwind_pool *p, uint32_t slot, uint32_t n);
  * cap still allows (an upper bound: a request must fit one chunk). */
 uint64_t unwind_pool_room(struct unwind_pool *p, uint64_t now);
 /* The row at slot (writable), or NULL outside the chunks. */
-struct unwind_row *unwind_pool_at(const struct unwind_pool *p, uint32_t slot);
+struct unwind_row *unwind_pool_at(struct unwind_pool *p, uint32_t slot);
+/* Unmaps every chunk mapped since the last call (their rows stay in the
+ * kernel; the next unwind_pool_at maps a chunk again). */
+void unwind_pool_unmap(struct unwind_pool *p);
 /* Bytes of map memory the chunks take. */
 uint64_t unwind_pool_bytes(const struct unwind_pool *p);
 

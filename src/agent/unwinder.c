@@ -218,10 +218,16 @@ static uint64_t lru_slots(const struct unwinder *u)
 	return n;
 }
 
-/* Copies n rows into the pool at slot (within one chunk). */
-static void pool_write(struct unwinder *u, uint32_t slot, const void *rows, uint32_t n)
+/* Copies n rows into the pool at slot (within one chunk). 0, or -ENOMEM
+ * when the chunk could not be mapped. */
+static int pool_write(struct unwinder *u, uint32_t slot, const void *rows, uint32_t n)
 {
-	memcpy(unwind_pool_at(&u->pool, slot), rows, (size_t)n * sizeof(struct unwind_row));
+	struct unwind_row *at = unwind_pool_at(&u->pool, slot);
+
+	if (!at)
+		return -ENOMEM;
+	memcpy(at, rows, (size_t)n * sizeof(struct unwind_row));
+	return 0;
 }
 
 /* Cuts t into page-indexed segments and copies them into the pool. */
@@ -261,14 +267,18 @@ static int upload(struct unwinder *u, struct unwind_file *f, const struct unwind
 			rc = -ENOSPC;
 			goto out;
 		}
-		pool_write(u, slots[i], &t->rows[l.segs[i].row], l.segs[i].nrows);
+		rc = pool_write(u, slots[i], &t->rows[l.segs[i].row], l.segs[i].nrows);
+		if (rc)
+			goto out;
 	}
 	if (!file_alloc(u, f, l.npages, &index_slot, now)) {
 		rc = -ENOSPC;
 		goto out;
 	}
 	unwind_layout_pages(t, &l, slots, pages);
-	pool_write(u, index_slot, pages, l.npages);
+	rc = pool_write(u, index_slot, pages, l.npages);
+	if (rc)
+		goto out;
 	f->pages = index_slot;
 	f->page0 = l.page0;
 	f->npages = l.npages;
@@ -641,6 +651,12 @@ bool unwinder_forget(struct unwinder *u, uint32_t pid, uint64_t now)
 	process_free(u, (struct unwind_process *)(uintptr_t)v, now);
 	unwinder_update_metrics(u);
 	return true;
+}
+
+void unwinder_idle(struct unwinder *u)
+{
+	if (u)
+		unwind_pool_unmap(&u->pool);
 }
 
 void unwinder_update_metrics(struct unwinder *u)
