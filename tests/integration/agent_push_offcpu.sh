@@ -44,7 +44,9 @@ grep -q "\"key\":\"$W\"" <<<"$types" || fail "no off-CPU type on the server: $ty
 # The local store's default layout: one file per window, each sample
 # labelled with its process's pid.
 offfiles=$(ls "$out"/*.offcpu.pb.gz 2>/dev/null) || fail "no local off-CPU files: $(ls "$out" | head)"
-cpufiles=$(ls "$out"/*.pb.gz | grep -v '\.offcpu\.pb\.gz$')
+# (none when no window saw the blocking program on a CPU: grep -v then
+# finds nothing and fails, which is no error here)
+cpufiles=$(ls "$out"/*.pb.gz | grep -v '\.offcpu\.pb\.gz$' || true)
 local_ns=$(go tool pprof -symbolize=none -tagfocus="pid=^$prog\$" -raw $offfiles 2>/dev/null |
 	awk '/^Samples:/ {s = 1; next} /^Locations/ {s = 0} s && $1 ~ /^[0-9]+:$/ {sub(":", "", $1); t += $1} END {printf "%.0f\n", t}')
 server_ns=$(total "$W")
@@ -52,7 +54,8 @@ echo "off-CPU ns: local files $local_ns, server $server_ns"
 [ "${local_ns:-0}" -gt 0 ] || fail "no off-CPU time of pid $prog in the local files"
 [ "$server_ns" = "$local_ns" ] || fail "server holds $server_ns ns off CPU, the files $local_ns"
 
-local_n=$(pprof_samples -tagfocus="pid=^$prog\$" $cpufiles)
+local_n=0
+[ -z "$cpufiles" ] || local_n=$(pprof_samples -tagfocus="pid=^$prog\$" $cpufiles)
 server_n=$(total "$C")
 echo "CPU samples: local files ${local_n:-0}, server $server_n"
 if [ "${local_n:-0}" -gt 0 ]; then
