@@ -355,6 +355,8 @@ static void drain_mmap_records(void *ctx)
 	struct agent *a = ctx;
 	uint64_t lost = mmap_watch_drain(a->mmaps, on_mmap_event, a);
 
+	if (a->python)
+		python_new_drain(a->python);
 	if (lost)
 		ADD(mmap_records_lost, lost);
 }

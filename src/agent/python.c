@@ -66,9 +66,7 @@ struct python_code {
 	size_t linetable_len;
 	/* What tells this code object from another later made at the same
 	 * address (name, file and line table pointers, first line), checked
-	 * again on the first use in each window (epoch): a profile names
-	 * each code address once, when it is built, so checking it more
-	 * often would cost a read per process and drain for nothing. */
+	 * again on the first use in each drain (epoch). */
 	uint64_t ident[4];
 	uint64_t epoch;
 };
@@ -113,7 +111,7 @@ struct python {
 	size_t bytes;
 	/* thread.fsbase in task_struct: 0 not looked up yet, -1 not found */
 	long fsbase_off;
-	uint64_t epoch; /* windows so far (python_reap_names) */
+	uint64_t epoch; /* drains so far (python_new_drain) */
 };
 
 #define ADD(f, v) atomic_fetch_add_explicit(&py->m->f, (v), memory_order_relaxed)
@@ -799,6 +797,11 @@ static void code_revalidate(struct python *py, const struct python_process *p, u
 	py->bytes += code_bytes(c);
 }
 
+void python_new_drain(struct python *py)
+{
+	py->epoch++;
+}
+
 void python_note_frames(struct python *py, uint32_t pid, const uint64_t *frames, size_t n)
 {
 	const struct python_process *p = NULL;
@@ -925,7 +928,7 @@ void python_reap_names(struct python *py, uint64_t cutoff_ns)
 	uint32_t gone[64];
 	size_t ngone = 0, out = 0;
 
-	py->epoch++; /* a new window: names are checked again on first use */
+	py->epoch++; /* if no drain hook bumps it */
 
 	for (size_t i = 0; i < py->nprocs; i++) {
 		if (py->procs[i].forgotten_ns && py->procs[i].forgotten_ns < cutoff_ns &&

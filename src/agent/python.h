@@ -123,6 +123,9 @@ void python_forget(struct python *py, uint32_t pid, uint64_t now_ns);
  * this one, since a freed code object's memory may hold another). */
 void python_note_frames(struct python *py, uint32_t pid, const uint64_t *frames, size_t n);
 
+/* A new drain of the ring begins (see python_note_frames). */
+void python_new_drain(struct python *py);
+
 /* What a Python frame of pid is: qualified name, file and line (0 when
  * unknown). False when its code object could not be read. The strings
  * live until the next python_reap_names. */
