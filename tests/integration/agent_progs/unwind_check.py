@@ -22,7 +22,7 @@ the median depth, the share with a junk frame (an address in no mapping),
 and for each --path LEAF:CALLER,... the share of LEAF's samples whose
 stack holds the callers in that order. Checks (exit status 1 when one
 fails): --min-complete F (the agent's root share, and at least perf's less
---slack), --max-junk F, --min-path F.
+--slack; both with one sample's worth of slack), --max-junk F, --min-path F.
 """
 import argparse
 import bisect
@@ -295,12 +295,17 @@ def main():
     if ag["samples"] == 0:
         print("FAIL: no agent samples")
         ok = False
-    if ag["complete"] < a.min_complete:
+    # One sample's worth of slack in both share checks: the busiest gzip
+    # of a short run has some 20 samples, where a single stack cut short
+    # (a process sampled as it starts or exits) is 5 points, and a walk
+    # that is right 99% of the time would fail one run in six.
+    one = 1.0 / ag["samples"] if ag["samples"] else 0.0
+    if ag["complete"] + one < a.min_complete:
         print("FAIL: %.1f%% of the agent's stacks reach a root (want %.1f%%)" %
               (100 * ag["complete"], 100 * a.min_complete))
         ok = False
     if "perf" in sides and sides["perf"]["samples"] and \
-            ag["complete"] < sides["perf"]["complete"] - a.slack:
+            ag["complete"] + one < sides["perf"]["complete"] - a.slack:
         print("FAIL: the agent's root share is below perf --call-graph dwarf's")
         ok = False
     if ag["junk"] > a.max_junk:
